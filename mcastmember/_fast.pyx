@@ -1,0 +1,573 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Compiled hot path: packet validation, encoding, the heartbeat template and
+the index that recognises known members' heartbeats without parsing.
+
+Same names and verdicts as ``_fast_py.py`` (the tests hold them to it). The
+wire numbers are read from ``_layout`` once at import, so they still live in
+one place. Buffers are taken with the buffer protocol directly (no memoryview
+objects), so recognising a known heartbeat allocates nothing.
+"""
+
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
+from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdlib cimport malloc, free, calloc
+from libc.string cimport memcmp, memcpy
+
+from . import _layout as L
+from .errors import MalformedPacket
+
+IMPLEMENTATION = "compiled"
+
+cdef extern from "<time.h>" nogil:
+    ctypedef long time_t
+    cdef struct timespec:
+        time_t tv_sec
+        long tv_nsec
+    int clock_gettime(int clk_id, timespec *tp)
+    int CLOCK_MONOTONIC
+
+# Wire numbers, copied once from _layout (read-only after import).
+cdef Py_ssize_t OFF_BODY_LEN = L.OFF_BODY_LEN
+cdef Py_ssize_t OFF_ALIVE = L.OFF_ALIVE
+cdef Py_ssize_t OFF_PORT = L.OFF_PORT
+cdef Py_ssize_t OFF_HOST_LEN = L.OFF_HOST_LEN
+cdef Py_ssize_t OFF_HOST = L.OFF_HOST
+cdef Py_ssize_t BODY_START = L.BODY_START
+cdef Py_ssize_t BODY_FIXED_LEN = L.BODY_FIXED_LEN
+cdef Py_ssize_t MARKER_TAG_LEN = L.MARKER_TAG_LEN
+cdef Py_ssize_t MARKER_LEN = L.MARKER_LEN
+cdef Py_ssize_t UNIQUE_ID_LEN = L.UNIQUE_ID_LEN
+cdef Py_ssize_t MAX_PACKET_LEN = L.MAX_PACKET_LEN
+cdef Py_ssize_t EMPTY_PACKET_LEN = L.EMPTY_PACKET_LEN
+cdef Py_ssize_t FRAME_OVERHEAD = L.FRAME_OVERHEAD
+cdef int HOST_LEN_IPV4 = L.HOST_LEN_IPV4
+cdef int HOST_LEN_IPV6 = L.HOST_LEN_IPV6
+cdef int V_OK = L.OK
+cdef int V_NOT_MEMBERSHIP = L.NOT_MEMBERSHIP
+cdef int V_CHANNEL_FRAME = L.CHANNEL_FRAME
+cdef int V_TRUNCATED = L.TRUNCATED
+cdef int V_BAD_VERSION = L.BAD_VERSION
+cdef int V_BAD_BODY_LENGTH = L.BAD_BODY_LENGTH
+cdef int V_BAD_END_MARKER = L.BAD_END_MARKER
+cdef int V_BAD_HOST_LENGTH = L.BAD_HOST_LENGTH
+cdef int V_FIELD_OVERRUN = L.FIELD_OVERRUN
+cdef int V_LENGTH_MISMATCH = L.LENGTH_MISMATCH
+cdef int V_OVERSIZED = L.OVERSIZED
+cdef uint8_t KIND_FREE = L.KIND_FREE
+
+cdef bytes _BEGIN = L.BEGIN_MARKER
+cdef bytes _END = L.END_MARKER
+cdef bytes _CHANNEL_TAG = L.CHANNEL_FRAME_TAG
+cdef const unsigned char* BEGIN = _BEGIN
+cdef const unsigned char* END = _END
+cdef const unsigned char* CHANNEL_TAG = _CHANNEL_TAG
+cdef Py_ssize_t CHANNEL_TAG_LEN = len(L.CHANNEL_FRAME_TAG)
+
+
+cdef inline int32_t _get32(const unsigned char* p) noexcept nogil:
+    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16)
+                     | (<uint32_t>p[2] << 8) | <uint32_t>p[3])
+
+
+cdef inline int64_t _get64(const unsigned char* p) noexcept nogil:
+    cdef uint64_t v = 0
+    cdef int i
+    for i in range(8):
+        v = (v << 8) | p[i]
+    return <int64_t>v
+
+
+cdef inline void _put32(unsigned char* p, int32_t value) noexcept nogil:
+    cdef uint32_t v = <uint32_t>value
+    p[0] = (v >> 24) & 0xff
+    p[1] = (v >> 16) & 0xff
+    p[2] = (v >> 8) & 0xff
+    p[3] = v & 0xff
+
+
+cdef inline void _put64(unsigned char* p, int64_t value) noexcept nogil:
+    cdef uint64_t v = <uint64_t>value
+    cdef int i
+    for i in range(7, -1, -1):
+        p[i] = v & 0xff
+        v >>= 8
+
+
+cdef struct Offsets:
+    Py_ssize_t host, command, domain, unique_id, payload
+
+
+cdef int _scan(const unsigned char* p, Py_ssize_t n, Offsets* out) noexcept nogil:
+    """Validation in the same order as _fast_py._scan; fills ``out`` when OK."""
+    cdef int64_t body_len, end, pos, flen
+    cdef int host_len, i
+    if n > MAX_PACKET_LEN:
+        return V_OVERSIZED
+    if n < MARKER_TAG_LEN or memcmp(p, BEGIN, MARKER_TAG_LEN) != 0:
+        if n >= CHANNEL_TAG_LEN and memcmp(p, CHANNEL_TAG, CHANNEL_TAG_LEN) == 0:
+            return V_CHANNEL_FRAME
+        return V_NOT_MEMBERSHIP
+    if n < MARKER_LEN:
+        return V_TRUNCATED
+    if memcmp(p + MARKER_TAG_LEN, BEGIN + MARKER_TAG_LEN, MARKER_LEN - MARKER_TAG_LEN) != 0:
+        return V_BAD_VERSION
+    if n < BODY_START:
+        return V_TRUNCATED
+    body_len = _get32(p + OFF_BODY_LEN)
+    if body_len < 0:
+        return V_BAD_BODY_LENGTH
+    end = BODY_START + body_len
+    if n < end + MARKER_LEN:
+        return V_TRUNCATED
+    if memcmp(p + end, END, MARKER_TAG_LEN) != 0:
+        return V_BAD_END_MARKER
+    if memcmp(p + end + MARKER_TAG_LEN, END + MARKER_TAG_LEN, MARKER_LEN - MARKER_TAG_LEN) != 0:
+        return V_BAD_VERSION
+    if body_len < BODY_FIXED_LEN:
+        return V_FIELD_OVERRUN
+    host_len = <signed char>p[OFF_HOST_LEN]
+    if host_len != HOST_LEN_IPV4 and host_len != HOST_LEN_IPV6:
+        return V_BAD_HOST_LENGTH
+    out.host = OFF_HOST
+    pos = OFF_HOST + host_len
+    for i in range(2):          # command, then domain
+        if pos + 4 > end:
+            return V_FIELD_OVERRUN
+        flen = _get32(p + pos)
+        pos += 4
+        if flen < 0 or flen > end - pos:
+            return V_FIELD_OVERRUN
+        if i == 0:
+            out.command = pos
+        else:
+            out.domain = pos
+        pos += flen
+    if pos + UNIQUE_ID_LEN > end:
+        return V_FIELD_OVERRUN
+    out.unique_id = pos
+    pos += UNIQUE_ID_LEN
+    if pos + 4 > end:
+        return V_FIELD_OVERRUN
+    flen = _get32(p + pos)
+    pos += 4
+    if flen < 0 or flen > end - pos:
+        return V_FIELD_OVERRUN
+    out.payload = pos
+    pos += flen
+    if pos != end:
+        return V_LENGTH_MISMATCH
+    return V_OK
+
+
+cdef inline Py_ssize_t _clamp(Py_ssize_t n, Py_ssize_t size) noexcept nogil:
+    if n < 0 or n > size:
+        return size
+    return n
+
+
+def check(buf, Py_ssize_t n=-1):
+    """Verdict for the first ``n`` bytes of ``buf`` (all of it by default):
+    ``_layout.OK`` or the reason code it is malformed."""
+    cdef Py_buffer view
+    cdef Offsets offs
+    cdef int verdict
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        verdict = _scan(<const unsigned char*>view.buf, _clamp(n, view.len), &offs)
+    finally:
+        PyBuffer_Release(&view)
+    return verdict
+
+
+cdef inline bytes _field(const unsigned char* p, Py_ssize_t at):
+    return PyBytes_FromStringAndSize(<const char*>p + at, _get32(p + at - 4))
+
+
+def parse(buf, Py_ssize_t n=-1):
+    """Fields of a well-formed packet as a tuple
+    (alive, port, secure_port, udp_port, host, command, domain, unique_id, payload);
+    raises MalformedPacket otherwise."""
+    cdef Py_buffer view
+    cdef Offsets o
+    cdef int verdict
+    cdef const unsigned char* p
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        p = <const unsigned char*>view.buf
+        verdict = _scan(p, _clamp(n, view.len), &o)
+        if verdict != V_OK:
+            raise MalformedPacket(verdict)
+        return (_get64(p + OFF_ALIVE), _get32(p + OFF_PORT), _get32(p + OFF_PORT + 4),
+                _get32(p + OFF_PORT + 8),
+                PyBytes_FromStringAndSize(<const char*>p + o.host, p[OFF_HOST_LEN]),
+                _field(p, o.command), _field(p, o.domain),
+                PyBytes_FromStringAndSize(<const char*>p + o.unique_id, UNIQUE_ID_LEN),
+                _field(p, o.payload))
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef _check_int32(str name, object value):
+    if not -2**31 <= value < 2**31:
+        raise ValueError(f"{name} {value} does not fit a signed 32-bit field")
+
+
+def encode(alive, port, secure_port, udp_port, host, command, domain, unique_id, payload):
+    """The packet bytes for these fields; ValueError when a field cannot be encoded."""
+    cdef bytes h = bytes(host), c = bytes(command), d = bytes(domain)
+    cdef bytes u = bytes(unique_id), pl = bytes(payload)
+    if len(h) != HOST_LEN_IPV4 and len(h) != HOST_LEN_IPV6:
+        raise ValueError(f"host must be 4 (IPv4) or 16 (IPv6) bytes, not {len(h)}")
+    if len(u) != UNIQUE_ID_LEN:
+        raise ValueError(f"unique_id must be {UNIQUE_ID_LEN} bytes, not {len(u)}")
+    if not -2**63 <= alive < 2**63:
+        raise ValueError(f"alive time {alive} does not fit a signed 64-bit field")
+    _check_int32("port", port)
+    _check_int32("secure_port", secure_port)
+    _check_int32("udp_port", udp_port)
+    cdef Py_ssize_t total = EMPTY_PACKET_LEN + len(h) + len(c) + len(d) + len(pl)
+    if total > MAX_PACKET_LEN:
+        raise ValueError(f"packet would be {total} bytes; the limit is {MAX_PACKET_LEN}")
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, total)
+    cdef unsigned char* p = <unsigned char*>PyBytes_AS_STRING(out)
+    cdef Py_ssize_t pos
+    memcpy(p, BEGIN, MARKER_LEN)
+    _put32(p + OFF_BODY_LEN, <int32_t>(total - FRAME_OVERHEAD))
+    _put64(p + OFF_ALIVE, <int64_t>alive)
+    _put32(p + OFF_PORT, <int32_t>port)
+    _put32(p + OFF_PORT + 4, <int32_t>secure_port)
+    _put32(p + OFF_PORT + 8, <int32_t>udp_port)
+    p[OFF_HOST_LEN] = <unsigned char>len(h)
+    pos = OFF_HOST
+    memcpy(p + pos, <const char*>h, len(h))
+    pos += len(h)
+    for field in (c, d):
+        _put32(p + pos, <int32_t>len(<bytes>field))
+        pos += 4
+        memcpy(p + pos, <const char*><bytes>field, len(<bytes>field))
+        pos += len(<bytes>field)
+    memcpy(p + pos, <const char*>u, UNIQUE_ID_LEN)
+    pos += UNIQUE_ID_LEN
+    _put32(p + pos, <int32_t>len(pl))
+    pos += 4
+    memcpy(p + pos, <const char*>pl, len(pl))
+    pos += len(pl)
+    memcpy(p + pos, END, MARKER_LEN)
+    return out
+
+
+cdef inline int64_t _monotonic_ns() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return <int64_t>ts.tv_sec * 1000000000 + ts.tv_nsec
+
+
+cdef class HeartbeatPacket:
+    """A serialized packet whose alive time is the only thing rewritten per send.
+
+    ``buffer`` is the bytearray to hand to ``socket.send``. ``stamp_now()`` writes
+    the milliseconds since ``origin_ns`` (a ``time.monotonic_ns()`` reading),
+    capped at ``alive_cap`` when that is not negative; it allocates nothing.
+    """
+    cdef readonly bytearray buffer
+    cdef readonly int64_t origin_ns
+    cdef readonly int64_t alive_cap
+    cdef unsigned char* _alive_at
+
+    def __init__(self, packet, origin_ns=None, int64_t alive_cap=-1):
+        verdict = check(packet)
+        if verdict != V_OK:
+            raise MalformedPacket(verdict)
+        self.buffer = bytearray(packet)
+        self.origin_ns = _monotonic_ns() if origin_ns is None else origin_ns
+        self.alive_cap = alive_cap
+        # A bytearray that is never resized keeps its storage in place.
+        self._alive_at = <unsigned char*>(<char*>self.buffer) + OFF_ALIVE
+
+    def stamp(self, int64_t alive_ms):
+        _put64(self._alive_at, alive_ms)
+
+    def stamp_now(self):
+        cdef int64_t alive = (_monotonic_ns() - self.origin_ns) // 1000000
+        if 0 <= self.alive_cap < alive:
+            alive = self.alive_cap
+        _put64(self._alive_at, alive)
+
+    @property
+    def alive_ms(self):
+        return _get64(self._alive_at)
+
+
+cdef inline uint64_t _load64(const unsigned char* p) noexcept nogil:
+    cdef uint64_t v
+    memcpy(&v, p, 8)
+    return v
+
+
+cdef uint64_t _hash_tail(const unsigned char* p, Py_ssize_t n) noexcept nogil:
+    """A fast 64-bit mix of the packet after the alive field (which holds the
+    identity and every field that can change); not cryptographic, collisions
+    are settled by comparing bytes."""
+    cdef uint64_t h = 0x9E3779B97F4A7C15ULL ^ <uint64_t>n
+    cdef uint64_t w
+    while n >= 8:
+        h = (h ^ _load64(p)) * 0xff51afd7ed558ccdULL
+        h ^= h >> 32
+        p += 8
+        n -= 8
+    if n > 0:
+        w = 0
+        memcpy(&w, p, n)
+        h = (h ^ w) * 0xc4ceb9fe1a85ec53ULL
+    h ^= h >> 29
+    return h
+
+
+cdef class MemberIndex:
+    """Recognises packets already seen, alive field aside, and keeps entries in
+    the order they were last heard so that expiry pops from the front.
+
+    An open-addressing table (linear probing, backward-shift deletion) of slot
+    numbers keyed by a hash of the packet after the alive field; per-slot C
+    arrays hold a copy of the packet, its hash, when it was last heard, its
+    alive time, its kind and its links in the doubly linked expiry list.
+    """
+    cdef readonly Py_ssize_t capacity
+    cdef readonly uint64_t hits
+    cdef Py_ssize_t count, mask
+    cdef int32_t* table
+    cdef uint64_t* hashes
+    cdef unsigned char** keys
+    cdef Py_ssize_t* key_lens
+    cdef double* heard_at
+    cdef int64_t* alive_ms
+    cdef uint8_t* kinds
+    cdef int32_t* prev
+    cdef int32_t* next
+    cdef int32_t head, tail, free_head
+
+    def __cinit__(self, Py_ssize_t capacity):
+        cdef Py_ssize_t size = 8, i
+        if capacity < 1:
+            raise ValueError("capacity must be at least 1")
+        if capacity > 2**30:
+            raise ValueError("capacity too large")
+        while size < capacity * 2:
+            size *= 2
+        self.capacity = capacity
+        self.mask = size - 1
+        self.table = <int32_t*>malloc(size * sizeof(int32_t))
+        self.hashes = <uint64_t*>calloc(capacity, sizeof(uint64_t))
+        self.keys = <unsigned char**>calloc(capacity, sizeof(unsigned char*))
+        self.key_lens = <Py_ssize_t*>calloc(capacity, sizeof(Py_ssize_t))
+        self.heard_at = <double*>calloc(capacity, sizeof(double))
+        self.alive_ms = <int64_t*>calloc(capacity, sizeof(int64_t))
+        self.kinds = <uint8_t*>calloc(capacity, sizeof(uint8_t))
+        self.prev = <int32_t*>calloc(capacity, sizeof(int32_t))
+        self.next = <int32_t*>calloc(capacity, sizeof(int32_t))
+        if not (self.table and self.hashes and self.keys and self.key_lens and self.heard_at
+                and self.alive_ms and self.kinds and self.prev and self.next):
+            raise MemoryError()
+        for i in range(size):
+            self.table[i] = -1
+        # Free list through ``next``: slots handed out lowest first.
+        for i in range(capacity):
+            self.next[i] = i + 1 if i + 1 < capacity else -1
+        self.free_head = 0
+        self.head = self.tail = -1
+
+    def __dealloc__(self):
+        cdef Py_ssize_t i
+        if self.keys:
+            for i in range(self.capacity):
+                free(self.keys[i])
+        free(self.table); free(self.hashes); free(self.keys); free(self.key_lens)
+        free(self.heard_at); free(self.alive_ms); free(self.kinds); free(self.prev)
+        free(self.next)
+
+    def __len__(self):
+        return self.count
+
+    # -- expiry list -------------------------------------------------------
+    cdef inline void _unlink(self, int32_t s) noexcept nogil:
+        if self.prev[s] >= 0:
+            self.next[self.prev[s]] = self.next[s]
+        else:
+            self.head = self.next[s]
+        if self.next[s] >= 0:
+            self.prev[self.next[s]] = self.prev[s]
+        else:
+            self.tail = self.prev[s]
+
+    cdef inline void _append(self, int32_t s) noexcept nogil:
+        self.prev[s] = self.tail
+        self.next[s] = -1
+        if self.tail >= 0:
+            self.next[self.tail] = s
+        else:
+            self.head = s
+        self.tail = s
+
+    cdef inline void _touch(self, int32_t s, const unsigned char* p, double now) noexcept nogil:
+        self.heard_at[s] = now
+        self.alive_ms[s] = _get64(p + OFF_ALIVE)
+        if self.tail != s:
+            self._unlink(s)
+            self._append(s)
+
+    # -- hash table --------------------------------------------------------
+    cdef int32_t _find(self, const unsigned char* p, Py_ssize_t n, uint64_t h) noexcept nogil:
+        cdef Py_ssize_t i = h & self.mask
+        cdef int32_t s
+        while True:
+            s = self.table[i]
+            if s < 0:
+                return -1
+            if (self.hashes[s] == h and self.key_lens[s] == n
+                    and memcmp(self.keys[s] + OFF_PORT, p + OFF_PORT, n - OFF_PORT) == 0
+                    and memcmp(self.keys[s], p, OFF_ALIVE) == 0):
+                return s
+            i = (i + 1) & self.mask
+
+    cdef void _table_insert(self, int32_t s) noexcept nogil:
+        cdef Py_ssize_t i = self.hashes[s] & self.mask
+        while self.table[i] >= 0:
+            i = (i + 1) & self.mask
+        self.table[i] = s
+
+    cdef void _table_delete(self, int32_t s) noexcept nogil:
+        cdef Py_ssize_t i = self.hashes[s] & self.mask, j, k
+        while self.table[i] != s:
+            i = (i + 1) & self.mask
+        j = i
+        while True:
+            j = (j + 1) & self.mask
+            if self.table[j] < 0:
+                break
+            k = self.hashes[self.table[j]] & self.mask
+            # Move the entry at j back to the hole at i unless its home k lies
+            # cyclically in (i, j].
+            if (i <= j and (k <= i or k > j)) or (i > j and (k <= i and k > j)):
+                self.table[i] = self.table[j]
+                i = j
+        self.table[i] = -1
+
+    cdef int _store_key(self, int32_t s, const unsigned char* p, Py_ssize_t n) except -1:
+        cdef unsigned char* copy = <unsigned char*>malloc(n)
+        if copy == NULL:
+            raise MemoryError()
+        memcpy(copy, p, n)
+        free(self.keys[s])
+        self.keys[s] = copy
+        self.key_lens[s] = n
+        self.hashes[s] = _hash_tail(p + OFF_PORT, n - OFF_PORT)
+        return 0
+
+    # -- public API --------------------------------------------------------
+    cpdef int lookup(self, buf, Py_ssize_t n, double now) except -2:
+        """If ``buf[:n]`` equals a stored packet but for the alive time, mark it
+        heard at ``now`` and return its kind; otherwise return -1."""
+        cdef Py_buffer view
+        cdef int32_t s
+        cdef const unsigned char* p
+        PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+        p = <const unsigned char*>view.buf
+        n = _clamp(n, view.len)
+        if n < OFF_PORT:
+            PyBuffer_Release(&view)
+            return -1
+        s = self._find(p, n, _hash_tail(p + OFF_PORT, n - OFF_PORT))
+        if s >= 0:
+            self._touch(s, p, now)
+            self.hits += 1
+        PyBuffer_Release(&view)
+        return self.kinds[s] if s >= 0 else -1
+
+    def add(self, buf, Py_ssize_t n, double now, int kind):
+        """Store a validated packet; return its slot, or -1 when full."""
+        cdef Py_buffer view
+        cdef int32_t s = self.free_head
+        if s < 0:
+            return -1
+        PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+        try:
+            n = _clamp(n, view.len)
+            self._store_key(s, <const unsigned char*>view.buf, n)
+            self.free_head = self.next[s]
+            self.kinds[s] = kind
+            self.count += 1
+            self._table_insert(s)
+            self._append(s)
+            self._touch(s, <const unsigned char*>view.buf, now)
+        finally:
+            PyBuffer_Release(&view)
+        return s
+
+    def replace(self, int32_t slot, buf, Py_ssize_t n, double now):
+        """The member in ``slot`` sent a different packet: store it instead."""
+        cdef Py_buffer view
+        self._check_slot(slot)
+        PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+        try:
+            n = _clamp(n, view.len)
+            self._table_delete(slot)
+            self._store_key(slot, <const unsigned char*>view.buf, n)
+            self._table_insert(slot)
+            self._touch(slot, <const unsigned char*>view.buf, now)
+        finally:
+            PyBuffer_Release(&view)
+
+    cdef _check_slot(self, int32_t slot):
+        if slot < 0 or slot >= self.capacity or self.kinds[slot] == KIND_FREE:
+            raise KeyError(slot)
+
+    cdef void _remove(self, int32_t s) noexcept nogil:
+        self._table_delete(s)
+        self._unlink(s)
+        free(self.keys[s])
+        self.keys[s] = NULL
+        self.kinds[s] = KIND_FREE
+        self.next[s] = self.free_head
+        self.free_head = s
+        self.count -= 1
+
+    def remove(self, int32_t slot):
+        if slot < 0 or slot >= self.capacity or self.kinds[slot] == KIND_FREE:
+            return
+        self._remove(slot)
+
+    def expire(self, double deadline):
+        """Remove every entry last heard before ``deadline``, oldest first, and
+        return their slots (an empty tuple when none)."""
+        cdef int32_t s
+        if self.head < 0 or self.heard_at[self.head] >= deadline:
+            return ()
+        expired = []
+        while self.head >= 0 and self.heard_at[self.head] < deadline:
+            s = self.head
+            expired.append(s)
+            self._remove(s)
+        return expired
+
+    def oldest_heard(self):
+        """When the least recently heard entry was heard, or None when empty."""
+        if self.head < 0:
+            return None
+        return self.heard_at[self.head]
+
+    # A freed slot keeps its last values until it is reused.
+    def heard(self, int32_t slot):
+        if slot < 0 or slot >= self.capacity:
+            raise KeyError(slot)
+        return self.heard_at[slot]
+
+    def alive(self, int32_t slot):
+        if slot < 0 or slot >= self.capacity:
+            raise KeyError(slot)
+        return self.alive_ms[slot]
+
+    def kind(self, int32_t slot):
+        if slot < 0 or slot >= self.capacity:
+            raise KeyError(slot)
+        return self.kinds[slot]

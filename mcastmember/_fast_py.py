@@ -1,0 +1,297 @@
+"""Pure-Python twin of ``_fast.pyx``: same names, same verdicts, same results.
+
+It is the reference for behaviour and the fallback where no compiler was
+available (or ``MCASTMEMBER_NO_EXTENSIONS=1``). It allocates freely; the
+compiled module is the one that keeps the heartbeat path allocation-free.
+"""
+
+import struct
+import time
+from collections import OrderedDict
+
+from . import _layout as L
+from .errors import MalformedPacket
+
+_INT32 = struct.Struct(">i")
+_INT64 = struct.Struct(">q")
+_BEGIN_TAG = L.BEGIN_MARKER[:L.MARKER_TAG_LEN]
+_END_TAG = L.END_MARKER[:L.MARKER_TAG_LEN]
+
+IMPLEMENTATION = "python"
+
+
+def _length(buf, n):
+    size = len(buf) if not isinstance(buf, memoryview) else buf.nbytes
+    if n < 0 or n > size:
+        return size
+    return n
+
+
+def _scan(mv, n):
+    """Validate ``mv[:n]``; return (verdict, offsets) where offsets are the
+    starts of host, command, domain, unique id and payload when well formed."""
+    if n > L.MAX_PACKET_LEN:
+        return L.OVERSIZED, None
+    if n < L.MARKER_TAG_LEN or mv[:L.MARKER_TAG_LEN] != _BEGIN_TAG:
+        tag = L.CHANNEL_FRAME_TAG
+        if n >= len(tag) and mv[:len(tag)] == tag:
+            return L.CHANNEL_FRAME, None
+        return L.NOT_MEMBERSHIP, None
+    if n < L.MARKER_LEN:
+        return L.TRUNCATED, None
+    if mv[L.MARKER_TAG_LEN:L.MARKER_LEN] != L.VERSION:
+        return L.BAD_VERSION, None
+    if n < L.BODY_START:
+        return L.TRUNCATED, None
+    body_len = _INT32.unpack_from(mv, L.OFF_BODY_LEN)[0]
+    if body_len < 0:
+        return L.BAD_BODY_LENGTH, None
+    end = L.BODY_START + body_len
+    if n < end + L.MARKER_LEN:
+        return L.TRUNCATED, None
+    if mv[end:end + L.MARKER_TAG_LEN] != _END_TAG:
+        return L.BAD_END_MARKER, None
+    if mv[end + L.MARKER_TAG_LEN:end + L.MARKER_LEN] != L.VERSION:
+        return L.BAD_VERSION, None
+    if body_len < L.BODY_FIXED_LEN:
+        return L.FIELD_OVERRUN, None
+    host_len = struct.unpack_from(">b", mv, L.OFF_HOST_LEN)[0]
+    if host_len != L.HOST_LEN_IPV4 and host_len != L.HOST_LEN_IPV6:
+        return L.BAD_HOST_LENGTH, None
+    pos = L.OFF_HOST + host_len
+    starts = [L.OFF_HOST]
+    for _field in ("command", "domain"):
+        if pos + 4 > end:
+            return L.FIELD_OVERRUN, None
+        flen = _INT32.unpack_from(mv, pos)[0]
+        pos += 4
+        if flen < 0 or flen > end - pos:
+            return L.FIELD_OVERRUN, None
+        starts.append(pos)
+        pos += flen
+    if pos + L.UNIQUE_ID_LEN > end:
+        return L.FIELD_OVERRUN, None
+    starts.append(pos)
+    pos += L.UNIQUE_ID_LEN
+    if pos + 4 > end:
+        return L.FIELD_OVERRUN, None
+    flen = _INT32.unpack_from(mv, pos)[0]
+    pos += 4
+    if flen < 0 or flen > end - pos:
+        return L.FIELD_OVERRUN, None
+    starts.append(pos)
+    pos += flen
+    if pos != end:
+        return L.LENGTH_MISMATCH, None
+    return L.OK, starts
+
+
+def check(buf, n=-1):
+    """Verdict for the first ``n`` bytes of ``buf`` (all of it by default):
+    ``_layout.OK`` or the reason code it is malformed."""
+    mv = memoryview(buf).cast("B")
+    return _scan(mv, _length(mv, n))[0]
+
+
+def parse(buf, n=-1):
+    """Fields of a well-formed packet as a tuple
+    (alive, port, secure_port, udp_port, host, command, domain, unique_id, payload);
+    raises MalformedPacket otherwise."""
+    mv = memoryview(buf).cast("B")
+    verdict, starts = _scan(mv, _length(mv, n))
+    if verdict:
+        raise MalformedPacket(verdict)
+    host_at, command_at, domain_at, uid_at, payload_at = starts
+    alive, = _INT64.unpack_from(mv, L.OFF_ALIVE)
+    port, secure, udp = struct.unpack_from(">iii", mv, L.OFF_PORT)
+
+    def field(at):
+        flen = _INT32.unpack_from(mv, at - 4)[0]
+        return bytes(mv[at:at + flen])
+
+    host = bytes(mv[host_at:host_at + mv[L.OFF_HOST_LEN]])
+    return (alive, port, secure, udp, host, field(command_at), field(domain_at),
+            bytes(mv[uid_at:uid_at + L.UNIQUE_ID_LEN]), field(payload_at))
+
+
+def _int32(name, value):
+    if not -2**31 <= value < 2**31:
+        raise ValueError(f"{name} {value} does not fit a signed 32-bit field")
+
+
+def encode(alive, port, secure_port, udp_port, host, command, domain, unique_id, payload):
+    """The packet bytes for these fields; ValueError when a field cannot be encoded."""
+    host, command, domain = bytes(host), bytes(command), bytes(domain)
+    unique_id, payload = bytes(unique_id), bytes(payload)
+    if len(host) != L.HOST_LEN_IPV4 and len(host) != L.HOST_LEN_IPV6:
+        raise ValueError(f"host must be 4 (IPv4) or 16 (IPv6) bytes, not {len(host)}")
+    if len(unique_id) != L.UNIQUE_ID_LEN:
+        raise ValueError(f"unique_id must be {L.UNIQUE_ID_LEN} bytes, not {len(unique_id)}")
+    if not -2**63 <= alive < 2**63:
+        raise ValueError(f"alive time {alive} does not fit a signed 64-bit field")
+    _int32("port", port)
+    _int32("secure_port", secure_port)
+    _int32("udp_port", udp_port)
+    total = L.EMPTY_PACKET_LEN + len(host) + len(command) + len(domain) + len(payload)
+    if total > L.MAX_PACKET_LEN:
+        raise ValueError(f"packet would be {total} bytes; the limit is {L.MAX_PACKET_LEN}")
+    body_len = total - L.FRAME_OVERHEAD
+    return b"".join((
+        L.BEGIN_MARKER, _INT32.pack(body_len), _INT64.pack(alive),
+        struct.pack(">iiib", port, secure_port, udp_port, len(host)), host,
+        _INT32.pack(len(command)), command,
+        _INT32.pack(len(domain)), domain,
+        unique_id,
+        _INT32.pack(len(payload)), payload,
+        L.END_MARKER,
+    ))
+
+
+class HeartbeatPacket:
+    """A serialized packet whose alive time is the only thing rewritten per send.
+
+    ``buffer`` is the bytearray to hand to ``socket.send``. ``stamp_now()`` writes
+    the milliseconds since ``origin_ns`` (a ``time.monotonic_ns()`` reading),
+    capped at ``alive_cap`` when that is not negative.
+    """
+
+    def __init__(self, packet, origin_ns=None, alive_cap=-1):
+        if check(packet) != L.OK:
+            raise MalformedPacket(check(packet))
+        self.buffer = bytearray(packet)
+        self.origin_ns = time.monotonic_ns() if origin_ns is None else origin_ns
+        self.alive_cap = alive_cap
+
+    def stamp(self, alive_ms):
+        _INT64.pack_into(self.buffer, L.OFF_ALIVE, alive_ms)
+
+    def stamp_now(self):
+        alive = (time.monotonic_ns() - self.origin_ns) // 1_000_000
+        if 0 <= self.alive_cap < alive:
+            alive = self.alive_cap
+        _INT64.pack_into(self.buffer, L.OFF_ALIVE, alive)
+
+    @property
+    def alive_ms(self):
+        return _INT64.unpack_from(self.buffer, L.OFF_ALIVE)[0]
+
+
+class MemberIndex:
+    """Recognises packets already seen, alive field aside, and keeps entries in
+    the order they were last heard so that expiry pops from the front.
+
+    Slots are small integers handed out lowest first and reused last-freed
+    first; the caller maps them to its own records.
+    """
+
+    def __init__(self, capacity):
+        if capacity < 1:
+            raise ValueError("capacity must be at least 1")
+        self.capacity = capacity
+        self._free = list(range(capacity - 1, -1, -1))
+        self._key_of = [None] * capacity
+        self._slot_of = {}
+        self._heard = [0.0] * capacity
+        self._alive = [0] * capacity
+        self._kind = [L.KIND_FREE] * capacity
+        self._order = OrderedDict()   # slot -> None, least recently heard first
+        self.hits = 0
+
+    @staticmethod
+    def _key(mv, n):
+        return bytes(mv[:L.OFF_ALIVE]) + bytes(mv[L.OFF_PORT:n])
+
+    def __len__(self):
+        return len(self._order)
+
+    def lookup(self, buf, n, now):
+        """If ``buf[:n]`` equals a stored packet but for the alive time, mark it
+        heard at ``now`` and return its kind; otherwise return -1."""
+        mv = memoryview(buf)
+        n = _length(mv, n)
+        if n < L.OFF_PORT:
+            return -1
+        slot = self._slot_of.get(self._key(mv, n))
+        if slot is None:
+            return -1
+        self._touch(slot, mv, now)
+        self.hits += 1
+        return self._kind[slot]
+
+    def _touch(self, slot, mv, now):
+        self._heard[slot] = now
+        self._alive[slot] = _INT64.unpack_from(mv, L.OFF_ALIVE)[0]
+        self._order.move_to_end(slot)
+
+    def add(self, buf, n, now, kind):
+        """Store a validated packet; return its slot, or -1 when full."""
+        if not self._free:
+            return -1
+        slot = self._free.pop()
+        mv = memoryview(buf)
+        n = _length(mv, n)
+        key = self._key(mv, n)
+        self._key_of[slot] = key
+        self._slot_of[key] = slot
+        self._kind[slot] = kind
+        self._order[slot] = None
+        self._touch(slot, mv, now)
+        return slot
+
+    def _check_slot(self, slot):
+        if not 0 <= slot < self.capacity or self._kind[slot] == L.KIND_FREE:
+            raise KeyError(slot)
+
+    def replace(self, slot, buf, n, now):
+        """The member in ``slot`` sent a different packet: store it instead."""
+        self._check_slot(slot)
+        mv = memoryview(buf)
+        n = _length(mv, n)
+        del self._slot_of[self._key_of[slot]]
+        key = self._key(mv, n)
+        self._key_of[slot] = key
+        self._slot_of[key] = slot
+        self._touch(slot, mv, now)
+
+    def remove(self, slot):
+        if not 0 <= slot < self.capacity or self._kind[slot] == L.KIND_FREE:
+            return
+        del self._slot_of[self._key_of[slot]]
+        del self._order[slot]
+        self._key_of[slot] = None
+        self._kind[slot] = L.KIND_FREE
+        self._free.append(slot)
+
+    def expire(self, deadline):
+        """Remove every entry last heard before ``deadline``, oldest first, and
+        return their slots (an empty tuple when none)."""
+        expired = []
+        for slot in self._order:
+            if self._heard[slot] >= deadline:
+                break
+            expired.append(slot)
+        for slot in expired:
+            self.remove(slot)
+        return expired if expired else ()
+
+    def oldest_heard(self):
+        """When the least recently heard entry was heard, or None when empty."""
+        for slot in self._order:
+            return self._heard[slot]
+        return None
+
+    # A freed slot keeps its last values until it is reused.
+    def heard(self, slot):
+        if not 0 <= slot < self.capacity:
+            raise KeyError(slot)
+        return self._heard[slot]
+
+    def alive(self, slot):
+        if not 0 <= slot < self.capacity:
+            raise KeyError(slot)
+        return self._alive[slot]
+
+    def kind(self, slot):
+        if not 0 <= slot < self.capacity:
+            raise KeyError(slot)
+        return self._kind[slot]

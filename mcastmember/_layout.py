@@ -1,0 +1,110 @@
+"""Every number of the Tomcat Tribes 10.1 membership packet, in one place.
+
+The layout (all integers big-endian; see docs in README "Wire format"):
+
+    offset  width  field
+    0       10     begin marker  b"TRIBES-B" + version 01 00
+    10      4      body length   bytes from offset 14 up to the end marker
+    14      8      alive time    ms since the sender's service started (int64)
+    22      4      member (TCP) port
+    26      4      secure port   (-1 when unused)
+    30      4      UDP port      (-1 when unused)
+    34      1      host length   4 (IPv4) or 16 (IPv6)
+    35      hl     host          raw address bytes
+    ..      4+cl   command       int32 length + bytes ("BABY-ALEX" = shutdown)
+    ..      4+dl   domain        int32 length + bytes
+    ..      16     unique id
+    ..      4+pl   payload       int32 length + bytes
+    ..      10     end marker    b"TRIBES-E" + version 01 00
+
+Both codec implementations (_fast.pyx and _fast_py.py) and the construct
+schema read their numbers from here; nothing else should spell them out.
+"""
+
+BEGIN_MARKER = b"TRIBES-B\x01\x00"
+END_MARKER = b"TRIBES-E\x01\x00"
+MARKER_TAG_LEN = 8          # b"TRIBES-B" / b"TRIBES-E" without the version bytes
+MARKER_LEN = 10
+VERSION = b"\x01\x00"
+
+OFF_BODY_LEN = 10
+OFF_ALIVE = 14
+OFF_PORT = 22
+OFF_SECURE_PORT = 26
+OFF_UDP_PORT = 30
+OFF_HOST_LEN = 34
+OFF_HOST = 35
+
+BODY_START = OFF_ALIVE        # the body length counts from here
+ALIVE_LEN = 8
+UNIQUE_ID_LEN = 16
+HOST_LEN_IPV4 = 4
+HOST_LEN_IPV6 = 16
+# Fixed part of the body: alive + 3 ports + host length byte.
+BODY_FIXED_LEN = ALIVE_LEN + 4 + 4 + 4 + 1
+# Packet overhead beyond the body: begin marker + body length + end marker.
+FRAME_OVERHEAD = MARKER_LEN + 4 + MARKER_LEN
+# Smallest possible well-formed packet with an empty host: 73 bytes.
+# total = 73 + host + command + domain + payload.
+EMPTY_PACKET_LEN = FRAME_OVERHEAD + BODY_FIXED_LEN + 4 + 4 + UNIQUE_ID_LEN + 4
+
+SHUTDOWN_COMMAND = b"BABY-ALEX"
+
+# Tomcat's multicast "broadcast" channel frames share the group; they start
+# with this tag and are ignored by membership (never counted as malformed).
+CHANNEL_FRAME_TAG = b"FLT2002"
+
+# Tomcat caps member packets at 65535 (McastServiceImpl.MAX_PACKET_SIZE);
+# IPv4 cannot carry a UDP datagram larger than 65507 bytes.
+MAX_PACKET_LEN = 65507
+# The receive buffer is one byte larger so an oversized datagram is noticed
+# (recv_into returns the full buffer) instead of silently cut to fit.
+RECV_BUFFER_LEN = 65536
+
+# Verdicts of validation. 0 means well formed; every other value is a reason
+# a packet was dropped. Both implementations must give the same code.
+OK = 0
+NOT_MEMBERSHIP = 1      # no begin marker (not a membership packet at all)
+CHANNEL_FRAME = 2       # a Tribes channel frame (FLT2002...), not membership
+TRUNCATED = 3           # shorter than its header or its body length says
+BAD_VERSION = 4         # marker version bytes other than 01 00
+BAD_BODY_LENGTH = 5     # negative body length
+BAD_END_MARKER = 6      # no end marker where the body length says
+BAD_HOST_LENGTH = 7     # host length other than 4 or 16
+FIELD_OVERRUN = 8       # a field's length runs past the end of the body
+LENGTH_MISMATCH = 9     # fields end before the body does (trailing bytes)
+OVERSIZED = 10          # datagram larger than MAX_PACKET_LEN
+
+REASONS = {
+    OK: "ok",
+    NOT_MEMBERSHIP: "not_membership",
+    CHANNEL_FRAME: "channel_frame",
+    TRUNCATED: "truncated",
+    BAD_VERSION: "bad_version",
+    BAD_BODY_LENGTH: "bad_body_length",
+    BAD_END_MARKER: "bad_end_marker",
+    BAD_HOST_LENGTH: "bad_host_length",
+    FIELD_OVERRUN: "field_overrun",
+    LENGTH_MISMATCH: "length_mismatch",
+    OVERSIZED: "oversized",
+}
+
+REASON_TEXT = {
+    OK: "well formed",
+    NOT_MEMBERSHIP: "no TRIBES-B begin marker: not a membership packet",
+    CHANNEL_FRAME: "a Tribes channel frame (FLT2002), not a membership packet",
+    TRUNCATED: "truncated: shorter than its header or body length says",
+    BAD_VERSION: "unsupported marker version (only 01 00 is Tribes 10.1)",
+    BAD_BODY_LENGTH: "negative body length",
+    BAD_END_MARKER: "no TRIBES-E end marker where the body length says",
+    BAD_HOST_LENGTH: "host length is neither 4 (IPv4) nor 16 (IPv6)",
+    FIELD_OVERRUN: "a field's length runs past the end of the body",
+    LENGTH_MISMATCH: "the fields end before the body length says",
+    OVERSIZED: "datagram larger than 65507 bytes",
+}
+
+# Kinds of entries the compiled member index can hold.
+KIND_FREE = 0
+KIND_MEMBER = 1
+KIND_LOCAL = 2       # our own heartbeats looping back: recognised, ignored
+KIND_FILTERED = 3    # a member of another domain: recognised, ignored

@@ -1,0 +1,254 @@
+"""mcast-demo: join a group and watch its membership, or decode a packet.
+
+    mcast-demo join GROUP [--interface ADDR] [--ttl N] [--json] ...
+    mcast-demo decode HEX [--json]
+
+Exit status: 0 after a clean leave or decode, 2 for bad arguments or a
+malformed packet, 1 when the network refused (cannot join the group).
+"""
+
+import argparse
+import json
+import signal
+import sys
+import threading
+import time
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a bad argument is one clear line and exit status 2."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _build_parser():
+    parser = _Parser(prog="mcast-demo",
+                     description="Tomcat Tribes-compatible multicast membership demo.")
+    commands = parser.add_subparsers(dest="command", metavar="{join,decode}")
+    commands.required = True
+
+    join = commands.add_parser("join", help="heartbeat as a member and show the membership")
+    join.prog = "mcast-demo join"
+    join.add_argument("group", help="multicast group, e.g. 228.0.0.4")
+    join.add_argument("--port", type=int, default=45564, help="group port (45564)")
+    join.add_argument("--interface", metavar="ADDR",
+                      help="IPv4 address to send and receive on (default: the kernel's choice)")
+    join.add_argument("--ttl", type=int, help="multicast TTL (default: the OS default, 1)")
+    join.add_argument("--host", metavar="ADDR",
+                      help="address to advertise (default: the interface address)")
+    join.add_argument("--member-port", type=int, default=4000, help="advertised member port (4000)")
+    join.add_argument("--domain", default="",
+                      help="domain: ISO-8859-1 text, or {b1,b2,...} as in Tomcat")
+    join.add_argument("--payload", default="", help="payload (UTF-8 text)")
+    join.add_argument("--frequency", type=int, default=500, metavar="MS",
+                      help="heartbeat period in ms (500)")
+    join.add_argument("--drop-time", type=int, default=3000, metavar="MS",
+                      help="silence in ms after which a member is dropped (3000)")
+    join.add_argument("--max-members", type=int, default=1024, help="member table bound (1024)")
+    join.add_argument("--duration", type=float, metavar="SECONDS",
+                      help="leave after this many seconds (default: until Ctrl-C or SIGTERM)")
+    join.add_argument("--json", action="store_true",
+                      help="one JSON object per event per line on stdout, nothing else")
+
+    decode = commands.add_parser("decode", help="show the fields of a packet given in hex")
+    decode.prog = "mcast-demo decode"
+    decode.add_argument("hex", help="the packet as hexadecimal")
+    decode.add_argument("--json", action="store_true", help="print the fields as JSON")
+    return parser
+
+
+def main(argv=None):
+    args = _build_parser().parse_args(argv)
+    try:
+        if args.command == "decode":
+            return _decode(args)
+        return _join(args)
+    except BrokenPipeError:
+        return 0
+
+
+# -- decode ---------------------------------------------------------------------
+def _decode(args):
+    from .errors import MalformedPacket
+    from .packet import decode
+
+    text = "".join(args.hex.split()).replace(":", "")
+    try:
+        data = bytes.fromhex(text)
+    except ValueError:
+        print("mcast-demo decode: error: not hexadecimal", file=sys.stderr)
+        return 2
+    try:
+        member = decode(data)
+    except MalformedPacket as error:
+        print(f"mcast-demo decode: {error}", file=sys.stderr)
+        return 2
+    fields = member.to_dict()
+    fields.update(secure_port=member.secure_port, udp_port=member.udp_port,
+                  command_hex=member.command.hex(), shutdown=member.is_shutdown)
+    if args.json:
+        print(json.dumps(fields))
+        return 0
+    print(f"member      {fields['host']}:{member.port}")
+    print(f"unique id   {fields['unique_id']}")
+    print(f"alive       {member.alive_ms} ms")
+    print(f"secure port {member.secure_port}")
+    print(f"udp port    {member.udp_port}")
+    for name in ("domain", "payload", "command"):
+        value = getattr(member, name)
+        print(f"{name:<11} {_show_bytes(value)}")
+    if member.is_shutdown:
+        print("this is a shutdown packet: the member is leaving")
+    return 0
+
+
+def _show_bytes(value):
+    if not value:
+        return "(empty)"
+    try:
+        text = value.decode("ascii")
+        if text.isprintable():
+            return f"{text!r} ({len(value)} B)"
+    except UnicodeDecodeError:
+        pass
+    return f"{value.hex()} ({len(value)} B)"
+
+
+# -- join -------------------------------------------------------------------------
+def _join(args):
+    from .errors import ConfigurationError
+    from .service import McastService
+
+    try:
+        if args.duration is not None and not args.duration >= 0:
+            raise ConfigurationError("--duration must be a positive number of seconds")
+        service = McastService(
+            args.group, args.port, interface=args.interface, ttl=args.ttl, host=args.host,
+            member_port=args.member_port, domain=args.domain, payload=args.payload,
+            frequency=args.frequency, drop_time=args.drop_time, max_members=args.max_members)
+    except ConfigurationError as error:
+        print(f"mcast-demo join: error: {error}", file=sys.stderr)
+        return 2
+
+    view = _JsonView() if args.json else (_TableView(service) if sys.stdout.isatty()
+                                          else _LineView())
+    service.add_listener(view.on_event)
+    leave = threading.Event()
+
+    def _on_signal(signum, frame):
+        leave.set()
+
+    previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        try:
+            service.start()
+        except OSError as error:
+            print(f"mcast-demo join: cannot join {args.group}:{args.port}: {error}",
+                  file=sys.stderr)
+            return 1
+        view.started(service)
+        deadline = None if args.duration is None else time.monotonic() + args.duration
+        while not leave.is_set():
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                break
+            leave.wait(min(remaining, view.refresh) if remaining is not None else view.refresh)
+            view.tick(service)
+        service.stop()
+        view.stopped(service)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if service.running:
+            service.stop()
+    return 0
+
+
+class _JsonView:
+    """One JSON object per event per line; nothing else on stdout."""
+    refresh = 1.0
+
+    def __init__(self):
+        self._lock = threading.Lock()
+
+    def on_event(self, event):
+        line = json.dumps(event.to_dict())
+        with self._lock:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+
+    def started(self, service):
+        pass
+
+    def tick(self, service):
+        pass
+
+    def stopped(self, service):
+        pass
+
+
+class _LineView(_JsonView):
+    """A line per event, for logs and pipes."""
+
+    def _say(self, text):
+        with self._lock:
+            sys.stdout.write(time.strftime("%H:%M:%S ") + text + "\n")
+            sys.stdout.flush()
+
+    def on_event(self, event):
+        m = event.member
+        reason = f" ({event.reason})" if event.reason else ""
+        self._say(f"{event.kind}{reason}: {m.address}:{m.port} id={m.unique_id.hex()} "
+                  f"domain={_show_bytes(m.domain)} payload={_show_bytes(m.payload)}")
+
+    def started(self, service):
+        me = service.local_member
+        cfg = service.config
+        self._say(f"joined {cfg.address}:{cfg.port} as {me.address}:{me.port} "
+                  f"id={me.unique_id.hex()} ({service.stats()['implementation']} codec)")
+
+    def stopped(self, service):
+        self._say("left the group (shutdown packet sent)")
+
+
+class _TableView(_LineView):
+    """A table that redraws on a terminal."""
+
+    def __init__(self, service):
+        super().__init__()
+        self.refresh = min(1.0, service.config.frequency / 1000.0)
+        self._last = "(nothing yet)"
+
+    def on_event(self, event):
+        m = event.member
+        reason = f" ({event.reason})" if event.reason else ""
+        self._last = f"{time.strftime('%H:%M:%S')} {event.kind}{reason} {m.address}:{m.port}"
+
+    def started(self, service):
+        self.tick(service)
+
+    def tick(self, service):
+        cfg = service.config
+        me = service.local_member
+        members = service.members()
+        stats = service.stats()
+        lines = [f"mcast-demo  group {cfg.address}:{cfg.port}  me {me.address}:{me.port} "
+                 f"id {me.unique_id.hex()[:12]}  ({stats['implementation']} codec)",
+                 f"{len(members)} other member(s); Ctrl-C leaves", "",
+                 f"{'host:port':<24} {'unique id':<14} {'alive':>10}  domain / payload"]
+        for m in members:
+            lines.append(f"{m.address + ':' + str(m.port):<24} {m.unique_id.hex()[:12]:<14} "
+                         f"{m.alive_ms / 1000:>9.1f}s  {_show_bytes(m.domain)} / "
+                         f"{_show_bytes(m.payload)}")
+        lines += ["", f"last change: {self._last}",
+                  f"received {stats['received']}  malformed "
+                  f"{sum(v for k, v in stats.items() if k.startswith('malformed.'))}  "
+                  f"sent {stats['sent']}"]
+        with self._lock:
+            sys.stdout.write("\x1b[H\x1b[2J" + "\n".join(lines) + "\n")
+            sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""Settings shared by the threaded service, the asyncio front and the CLI:
+checked once, with Tomcat's defaults, and turned into our own member."""
+
+import os
+
+from . import _layout as L
+from . import _codec
+from . import net
+from .errors import ConfigurationError
+from .member import Member, domain_from_text
+
+DEFAULT_GROUP = "228.0.0.4"
+DEFAULT_PORT = 45564
+DEFAULT_FREQUENCY_MS = 500
+DEFAULT_DROP_TIME_MS = 3000
+DEFAULT_MEMBER_PORT = 4000
+DEFAULT_MAX_MEMBERS = 1024
+# How often silent members are looked for, at most: bounds how late past the
+# drop time a crashed member is removed.
+SWEEP_INTERVAL_S = 0.05
+
+
+def _as_domain(domain):
+    if isinstance(domain, str):
+        return domain_from_text(domain)
+    return bytes(domain)
+
+
+def _as_payload(payload):
+    if isinstance(payload, str):
+        return payload.encode("utf-8")
+    return bytes(payload)
+
+
+def _whole(value, name, low, high=None):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigurationError(f"{name} must be a whole number, not {value!r}")
+    if value < low or (high is not None and value > high):
+        bound = f"{low}-{high}" if high is not None else f">= {low}"
+        raise ConfigurationError(f"{name} {value} is out of range ({bound})")
+    return value
+
+
+class ServiceConfig:
+    """Every setting of a membership service, checked.
+
+    Times are in milliseconds, as in Tomcat's ``server.xml``. ``interface`` is
+    the IPv4 address to send and receive on (None: the kernel's default
+    route); ``host`` the address we advertise (default: the interface).
+    ``alive_cap_ms`` caps the alive time we advertise (see README, joining a
+    Tomcat cluster); None leaves it uncapped.
+    """
+
+    def __init__(self, address=DEFAULT_GROUP, port=DEFAULT_PORT, *, interface=None, ttl=None,
+                 loopback=True, frequency=DEFAULT_FREQUENCY_MS, drop_time=DEFAULT_DROP_TIME_MS,
+                 host=None, member_port=DEFAULT_MEMBER_PORT, secure_port=-1, udp_port=-1,
+                 domain=b"", payload=b"", max_members=DEFAULT_MAX_MEMBERS,
+                 filter_domain=False, unique_id=None, alive_cap_ms=None):
+        self.address = net.check_group(address)
+        self.port = net.check_port(port)
+        self.interface = None if interface is None else net.check_interface(interface)
+        self.ttl = None if ttl is None else _whole(ttl, "ttl", 0, 255)
+        self.loopback = bool(loopback)
+        self.frequency = _whole(frequency, "frequency", 1)
+        self.drop_time = _whole(drop_time, "drop_time", 1)
+        if self.drop_time <= self.frequency:
+            raise ConfigurationError(
+                f"drop_time ({self.drop_time} ms) must be longer than frequency "
+                f"({self.frequency} ms), or every member would be dropped between heartbeats")
+        self.member_port = net.check_port(member_port, "member_port", allow_zero=True)
+        self.secure_port = net.check_port(secure_port, "secure_port", allow_unused=True)
+        self.udp_port = net.check_port(udp_port, "udp_port", allow_unused=True)
+        self.max_members = _whole(max_members, "max_members", 1, 1 << 20)
+        self.filter_domain = bool(filter_domain)
+        self.alive_cap_ms = None if alive_cap_ms is None else _whole(alive_cap_ms, "alive_cap_ms", 0)
+        try:
+            self.domain = _as_domain(domain)
+        except ValueError as error:
+            raise ConfigurationError(str(error)) from None
+        self.payload = _as_payload(payload)
+        if host is None:
+            host = self.interface or net.default_source_address(self.address, self.port)
+        self.host = net.host_bytes(host)
+        if unique_id is None:
+            unique_id = _random_unique_id()
+        if len(bytes(unique_id)) != L.UNIQUE_ID_LEN:
+            raise ConfigurationError(f"unique_id must be {L.UNIQUE_ID_LEN} bytes")
+        self.unique_id = bytes(unique_id)
+        self.local_member()   # refuse settings that cannot be encoded, now
+        self.encode()
+
+    def local_member(self, command=b""):
+        return Member(self.host, self.member_port, self.unique_id, secure_port=self.secure_port,
+                      udp_port=self.udp_port, domain=self.domain, payload=self.payload,
+                      command=command)
+
+    def encode(self, command=b""):
+        """Our packet, alive time 0 (the sender stamps it)."""
+        try:
+            return _codec.encode(*self.local_member(command).fields())
+        except ValueError as error:
+            raise ConfigurationError(str(error)) from None
+
+    def set_payload(self, payload):
+        payload = _as_payload(payload)
+        old, self.payload = self.payload, payload
+        try:
+            self.encode()
+        except ConfigurationError:
+            self.payload = old
+            raise
+
+    def set_domain(self, domain):
+        try:
+            domain = _as_domain(domain)
+        except ValueError as error:
+            raise ConfigurationError(str(error)) from None
+        old, self.domain = self.domain, domain
+        try:
+            self.encode()
+        except ConfigurationError:
+            self.domain = old
+            raise
+
+
+def _random_unique_id():
+    """16 random bytes with RFC 4122 version-4 bits, as Tomcat makes them."""
+    raw = bytearray(os.urandom(L.UNIQUE_ID_LEN))
+    raw[6] = (raw[6] & 0x0F) | 0x40
+    raw[8] = (raw[8] & 0x3F) | 0x80
+    return bytes(raw)

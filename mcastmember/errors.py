@@ -1,0 +1,21 @@
+"""Exceptions raised at users. Both codec implementations raise these."""
+
+from . import _layout
+
+
+class MalformedPacket(ValueError):
+    """A datagram that is not a well-formed Tribes membership packet.
+
+    ``reason`` is the short machine name (``"truncated"``, ``"bad_end_marker"``
+    ...) and ``code`` the number from ``mcastmember._layout``.
+    """
+
+    def __init__(self, code: int):
+        self.code = code
+        self.reason = _layout.REASONS.get(code, "unknown")
+        super().__init__(f"malformed membership packet ({self.reason}): "
+                         f"{_layout.REASON_TEXT.get(code, 'unknown reason')}")
+
+
+class ConfigurationError(ValueError):
+    """A bad setting: not a multicast group, port out of range, unknown interface..."""

@@ -1,0 +1,117 @@
+"""The Member value type: one heartbeat's fields, with Tribes identity."""
+
+import ipaddress
+
+from . import _layout as L
+
+
+class Member:
+    """A cluster member as its heartbeat describes it.
+
+    Identity (``==`` and ``hash``) is Tribes' own: the raw host bytes, the
+    member port and the 16-byte unique id. Nothing else: a member whose payload
+    changed is the same member; one that restarted (a new unique id) is not.
+    """
+
+    __slots__ = ("host", "port", "secure_port", "udp_port", "unique_id",
+                 "domain", "payload", "command", "alive_ms")
+
+    def __init__(self, host, port, unique_id, *, secure_port=-1, udp_port=-1,
+                 domain=b"", payload=b"", command=b"", alive_ms=0):
+        self.host = bytes(host)
+        self.port = port
+        self.unique_id = bytes(unique_id)
+        self.secure_port = secure_port
+        self.udp_port = udp_port
+        self.domain = bytes(domain)
+        self.payload = bytes(payload)
+        self.command = bytes(command)
+        self.alive_ms = alive_ms
+
+    @classmethod
+    def from_fields(cls, fields):
+        """From the tuple the codec's ``parse`` returns."""
+        alive, port, secure, udp, host, command, domain, unique_id, payload = fields
+        return cls(host, port, unique_id, secure_port=secure, udp_port=udp,
+                   domain=domain, payload=payload, command=command, alive_ms=alive)
+
+    def fields(self):
+        """The tuple the codec's ``encode`` takes, in its order."""
+        return (self.alive_ms, self.port, self.secure_port, self.udp_port, self.host,
+                self.command, self.domain, self.unique_id, self.payload)
+
+    @property
+    def identity(self):
+        """The bytes that make a member itself: host + port + unique id."""
+        return self.host + self.port.to_bytes(4, "big", signed=True) + self.unique_id
+
+    @property
+    def address(self):
+        """The host as text ("10.0.0.5", "fe80::1"), built on demand."""
+        return str(ipaddress.ip_address(self.host))
+
+    @property
+    def is_shutdown(self):
+        return self.command == L.SHUTDOWN_COMMAND
+
+    def with_alive(self, alive_ms):
+        """A copy with another alive time (snapshots carry the latest one)."""
+        copy = Member.__new__(Member)
+        for name in Member.__slots__:
+            setattr(copy, name, getattr(self, name))
+        copy.alive_ms = alive_ms
+        return copy
+
+    def same_state(self, other):
+        """True when nothing but the alive time differs."""
+        return (self.identity == other.identity and self.domain == other.domain
+                and self.payload == other.payload and self.command == other.command
+                and self.secure_port == other.secure_port and self.udp_port == other.udp_port)
+
+    def to_dict(self):
+        """JSON-ready fields (the CLI's ``--json`` member object)."""
+        return {"host": self.address, "port": self.port, "unique_id": self.unique_id.hex(),
+                "domain_hex": self.domain.hex(), "payload_hex": self.payload.hex(),
+                "alive_ms": self.alive_ms}
+
+    def __eq__(self, other):
+        if not isinstance(other, Member):
+            return NotImplemented
+        return (self.host == other.host and self.port == other.port
+                and self.unique_id == other.unique_id)
+
+    def __hash__(self):
+        return hash((self.host, self.port, self.unique_id))
+
+    def __repr__(self):
+        try:
+            address = self.address
+        except ValueError:
+            address = self.host.hex()
+        return (f"Member({address}:{self.port}, id={self.unique_id.hex()[:8]}..., "
+                f"domain={self.domain!r}, payload={len(self.payload)} B, alive={self.alive_ms} ms)")
+
+
+def domain_from_text(text):
+    """Tomcat's reading of a configured domain string: ``{216,123,12,3}`` is a
+    list of signed decimal bytes; anything else is its ISO-8859-1 bytes."""
+    if text.startswith("{"):
+        if not text.endswith("}"):
+            raise ValueError(f"domain {text!r}: a byte list must end with '}}'")
+        inner = text[1:-1].strip()
+        if not inner:
+            return b""
+        out = bytearray()
+        for item in inner.split(","):
+            try:
+                value = int(item.strip())
+            except ValueError:
+                raise ValueError(f"domain {text!r}: {item.strip()!r} is not a number") from None
+            if not -128 <= value <= 255:
+                raise ValueError(f"domain {text!r}: {value} is not a byte")
+            out.append(value & 0xFF)
+        return bytes(out)
+    try:
+        return text.encode("iso-8859-1")
+    except UnicodeEncodeError:
+        raise ValueError(f"domain {text!r} has characters outside ISO-8859-1") from None

@@ -1,0 +1,295 @@
+"""McastService: the threaded membership service.
+
+Three daemon threads: the receiver (blocks on the socket, feeds the table,
+sweeps for silent members), the sender (one heartbeat per period) and the
+dispatcher (calls listeners, so a slow or failing listener never holds up
+the receiver). The table itself does no I/O; this module owns the threads
+and sockets around it.
+"""
+
+import logging
+import queue
+import socket
+import threading
+import time
+
+from . import _codec
+from . import _layout as L
+from . import net
+from ._ratelimit import RateLimitedLog
+from .config import SWEEP_INTERVAL_S, ServiceConfig
+from .table import Membership
+
+log = logging.getLogger("mcastmember")
+
+# Consecutive socket errors before the socket is opened again. Unlike Tomcat,
+# reopening does not announce a departure: the table and our identity stay.
+RECOVERY_ERRORS = 10
+# Pause between failing socket calls, so a broken socket cannot spin a core.
+ERROR_BACKOFF_S = 0.05
+EVENT_QUEUE_BOUND = 65536
+
+
+class McastService:
+    """Join a multicast group as a member and keep a live table of the others.
+
+    Takes the settings of :class:`mcastmember.config.ServiceConfig` (Tomcat's
+    defaults: group 228.0.0.4:45564, heartbeat every 500 ms, drop time
+    3000 ms). Use as a context manager, or call ``start()`` and ``stop()``.
+    """
+
+    def __init__(self, address="228.0.0.4", port=45564, **settings):
+        self.config = ServiceConfig(address, port, **settings)
+        self._lock = threading.Lock()
+        self._listeners = []
+        self._threads = []
+        self._running = False
+        self._stopping = threading.Event()
+        self._wake_sender = threading.Event()
+        self._events = None
+        self._recv_sock = self._send_sock = None
+        self._packet = None
+        self._counts = {"sent": 0, "send_errors": 0, "receive_errors": 0,
+                        "socket_reopened": 0, "events_dropped": 0, "listener_errors": 0}
+        self._rate_log = RateLimitedLog(log)
+        self.table = self._new_table()
+
+    def _new_table(self):
+        cfg = self.config
+        return Membership(drop_time=cfg.drop_time / 1000.0, max_members=cfg.max_members,
+                          local=cfg.local_member(),
+                          domain=cfg.domain if cfg.filter_domain else None)
+
+    # -- lifecycle -----------------------------------------------------------
+    def start(self):
+        """Open the sockets, send the first heartbeat at once and start the threads."""
+        if self._running:
+            raise RuntimeError("McastService is already running")
+        cfg = self.config
+        self._recv_sock = net.open_receiver(cfg.address, cfg.port, cfg.interface, SWEEP_INTERVAL_S)
+        try:
+            self._send_sock = net.open_sender(cfg.address, cfg.port, cfg.interface, cfg.ttl,
+                                              cfg.loopback)
+        except BaseException:
+            self._recv_sock.close()
+            raise
+        self._origin_ns = time.monotonic_ns()
+        self._packet = self._build_packet()
+        self._stopping.clear()
+        self._wake_sender.clear()
+        self._events = queue.Queue(EVENT_QUEUE_BOUND)
+        self._running = True
+        self._threads = [
+            threading.Thread(target=self._dispatch_loop, name="mcastmember-dispatch", daemon=True),
+            threading.Thread(target=self._receive_loop, name="mcastmember-receive", daemon=True),
+            threading.Thread(target=self._send_loop, name="mcastmember-send", daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+        log.info("joined %s:%d as %s:%d", cfg.address, cfg.port,
+                 self.config.local_member().address, cfg.member_port)
+        return self
+
+    def stop(self):
+        """Send the shutdown packet, stop the threads and close the sockets.
+        Listeners get every event that happened before the stop."""
+        if not self._running:
+            return
+        self._running = False
+        self._stopping.set()
+        self._wake_sender.set()
+        sender, receiver, dispatcher = self._threads[2], self._threads[1], self._threads[0]
+        sender.join()
+        self._send_shutdown()
+        try:
+            self._recv_sock.shutdown(socket.SHUT_RDWR)   # wakes a blocked recv at once
+        except OSError:
+            pass
+        receiver.join()
+        self._events.put(None)      # after every event already queued
+        dispatcher.join()
+        self._recv_sock.close()
+        self._send_sock.close()
+        self._threads = []
+        with self._lock:
+            self.table.clear()
+        log.info("left %s:%d", self.config.address, self.config.port)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    @property
+    def running(self):
+        return self._running
+
+    # -- what the application sees --------------------------------------------
+    def members(self):
+        """Snapshot of the other members, oldest first (as Tomcat orders them)."""
+        with self._lock:
+            return self.table.members()
+
+    @property
+    def local_member(self):
+        """Our own member as we advertise it."""
+        member = self.config.local_member()
+        if self._packet is not None:
+            member.alive_ms = self._packet.alive_ms
+        return member
+
+    def add_listener(self, callback):
+        """Call ``callback(event)`` for every MemberEvent, on the dispatcher thread."""
+        with self._lock:
+            self._listeners = self._listeners + [callback]
+
+    def remove_listener(self, callback):
+        with self._lock:
+            self._listeners = [c for c in self._listeners if c != callback]
+
+    def set_payload(self, payload):
+        """Advertise new payload bytes (str: UTF-8); sent at once."""
+        self.config.set_payload(payload)
+        self._refresh_packet()
+
+    def set_domain(self, domain):
+        """Advertise a new domain (bytes, or Tomcat's text form); sent at once."""
+        self.config.set_domain(domain)
+        with self._lock:
+            self.table.set_local(self.config.local_member())
+        self._refresh_packet()
+
+    def stats(self):
+        """Counters of the table (received, fast_path, added, malformed.* ...)
+        and of the service (sent, send_errors, socket_reopened ...)."""
+        with self._lock:
+            counts = self.table.stats()
+        counts.update(self._counts)
+        counts["implementation"] = _codec.IMPLEMENTATION
+        return counts
+
+    # -- sending ---------------------------------------------------------------
+    def _build_packet(self, command=b""):
+        cap = -1 if self.config.alive_cap_ms is None else self.config.alive_cap_ms
+        return _codec.HeartbeatPacket(self.config.encode(command), self._origin_ns, cap)
+
+    def _refresh_packet(self):
+        if self._running:
+            self._packet = self._build_packet()   # a reference swap: the sender reads it whole
+            self._wake_sender.set()
+
+    def _send(self, packet):
+        packet.stamp_now()
+        try:
+            self._send_sock.send(packet.buffer)
+        except OSError as error:
+            self._counts["send_errors"] += 1
+            self._rate_log.log(logging.WARNING, "send", "heartbeat not sent: %s", error)
+            return False
+        self._counts["sent"] += 1
+        return True
+
+    def _send_loop(self):
+        period = self.config.frequency / 1000.0
+        next_at = time.monotonic()
+        failures = 0
+        while not self._stopping.is_set():
+            failures = 0 if self._send(self._packet) else failures + 1
+            if failures >= RECOVERY_ERRORS:
+                self._reopen_sender()
+                failures = 0
+            now = time.monotonic()
+            next_at += period
+            if next_at <= now:   # we were held up: skip the missed beats, no burst
+                next_at += period * (int((now - next_at) / period) + 1)
+            if self._wake_sender.wait(next_at - now):
+                self._wake_sender.clear()   # payload changed (send now) or stopping
+
+    def _send_shutdown(self):
+        try:
+            self._send(self._build_packet(L.SHUTDOWN_COMMAND))
+        except Exception as error:   # never let a failed goodbye break stop()
+            log.warning("shutdown packet not sent: %s", error)
+
+    def _reopen_sender(self):
+        cfg = self.config
+        try:
+            fresh = net.open_sender(cfg.address, cfg.port, cfg.interface, cfg.ttl, cfg.loopback)
+        except OSError as error:
+            self._rate_log.log(logging.WARNING, "reopen-send", "cannot reopen send socket: %s", error)
+            return
+        old, self._send_sock = self._send_sock, fresh
+        old.close()
+        self._counts["socket_reopened"] += 1
+        log.warning("send socket reopened after repeated errors")
+
+    # -- receiving ---------------------------------------------------------------
+    def _receive_loop(self):
+        buf = bytearray(L.RECV_BUFFER_LEN)
+        table, lock, clock = self.table, self._lock, time.monotonic
+        next_sweep = clock() + SWEEP_INTERVAL_S
+        failures = 0
+        while self._running:
+            try:
+                n = self._recv_sock.recv_into(buf)
+                failures = 0
+            except BlockingIOError:   # SO_RCVTIMEO: nothing heard for a sweep interval
+                n = -1
+            except OSError as error:
+                if not self._running:
+                    break
+                failures += 1
+                self._counts["receive_errors"] += 1
+                self._rate_log.log(logging.WARNING, "recv", "receive failed: %s", error)
+                if failures >= RECOVERY_ERRORS:
+                    self._reopen_receiver()
+                    failures = 0
+                self._stopping.wait(ERROR_BACKOFF_S)
+                n = -1
+            if not self._running:
+                break
+            now = clock()
+            with lock:
+                events = table.receive(buf, n, now) if n >= 0 else ()
+                if now >= next_sweep:
+                    next_sweep = now + SWEEP_INTERVAL_S
+                    expired = table.expire(now)
+                    if expired:
+                        events = events + expired
+            if events:
+                self._publish(events)
+
+    def _reopen_receiver(self):
+        cfg = self.config
+        try:
+            fresh = net.open_receiver(cfg.address, cfg.port, cfg.interface, SWEEP_INTERVAL_S)
+        except OSError as error:
+            self._rate_log.log(logging.WARNING, "reopen-recv", "cannot reopen receive socket: %s",
+                               error)
+            return
+        old, self._recv_sock = self._recv_sock, fresh
+        old.close()
+        self._counts["socket_reopened"] += 1
+        log.warning("receive socket reopened after repeated errors")
+
+    # -- events ------------------------------------------------------------------
+    def _publish(self, events):
+        for event in events:
+            try:
+                self._events.put_nowait(event)
+            except queue.Full:
+                self._counts["events_dropped"] += 1
+                self._rate_log.log(logging.ERROR, "events", "listeners are too slow: event dropped")
+
+    def _dispatch_loop(self):
+        while True:
+            event = self._events.get()
+            if event is None:
+                return
+            for callback in self._listeners:
+                try:
+                    callback(event)
+                except Exception:
+                    self._counts["listener_errors"] += 1
+                    log.exception("membership listener %r failed on %r", callback, event)

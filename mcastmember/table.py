@@ -1,0 +1,245 @@
+"""The membership table: who is alive, with events. No I/O; time is passed in.
+
+Known members' heartbeats are recognised by the codec's ``MemberIndex`` (a
+byte comparison, no parse, no allocation on the compiled path). Everything
+else (a new member, a changed one, a shutdown, our own packets, other
+domains, malformed datagrams) takes the slow path here, which parses.
+"""
+
+from collections import Counter
+
+from . import _layout as L
+from . import _codec
+from .member import Member
+
+ADDED = "added"
+UPDATED = "updated"
+REMOVED = "removed"
+SHUTDOWN = "shutdown"
+EXPIRED = "expired"
+
+_NO_EVENTS = ()
+
+
+class MemberEvent:
+    """A change in membership: ``kind`` is "added", "updated" or "removed";
+    ``reason`` is None, or "shutdown" / "expired" for removals."""
+
+    __slots__ = ("kind", "member", "reason")
+
+    def __init__(self, kind, member, reason=None):
+        self.kind = kind
+        self.member = member
+        self.reason = reason
+
+    def __eq__(self, other):
+        if not isinstance(other, MemberEvent):
+            return NotImplemented
+        return (self.kind, self.member, self.reason) == (other.kind, other.member, other.reason)
+
+    def __repr__(self):
+        reason = f", {self.reason}" if self.reason else ""
+        return f"MemberEvent({self.kind}{reason}, {self.member!r})"
+
+    def to_dict(self):
+        return {"event": self.kind, "reason": self.reason, "member": self.member.to_dict()}
+
+
+class Membership:
+    """Live table of members heard on the group.
+
+    ``receive(buf, n, now)`` takes one datagram and returns the events it
+    caused (an empty tuple for the common case: a known member's heartbeat).
+    ``expire(now)`` drops members silent for longer than ``drop_time`` seconds
+    and returns their events. ``now`` is a monotonic clock in seconds.
+
+    ``local`` is our own member (or its identity bytes): our heartbeats coming
+    back are ignored. ``domain``, when not None, keeps only members whose
+    domain bytes are equal to it. At most ``max_members`` members are kept:
+    new ones beyond that are refused and counted, known ones never evicted.
+    """
+
+    def __init__(self, *, drop_time=3.0, max_members=1024, local=None, domain=None,
+                 codec=None):
+        if not drop_time > 0:
+            raise ValueError("drop_time must be positive")
+        if int(max_members) != max_members or max_members < 1:
+            raise ValueError("max_members must be a positive whole number")
+        self.drop_time = float(drop_time)
+        self.max_members = int(max_members)
+        self._codec = codec or _codec.impl
+        self._local = self._identity_of(local)
+        self._domain = None if domain is None else bytes(domain)
+        # Room for members plus as many ignored senders (our own packets,
+        # other domains), so that recognising those stays on the fast path.
+        self._index = self._codec.MemberIndex(2 * self.max_members + 1)
+        self._members = {}     # slot -> Member (as last parsed)
+        self._slot_of = {}     # identity -> slot, for members
+        self._ignored = {}     # identity -> slot, for local and other-domain senders
+        self._ignored_slots = {}   # slot -> identity
+        self._counts = Counter()
+
+    @staticmethod
+    def _identity_of(local):
+        if local is None:
+            return None
+        if isinstance(local, Member):
+            return local.identity
+        return bytes(local)
+
+    def set_local(self, local):
+        """Our own member changed (restart with a new unique id, new port)."""
+        self._local = self._identity_of(local)
+
+    # -- receiving -----------------------------------------------------------
+    def receive(self, buf, n, now):
+        """Take the first ``n`` bytes of ``buf`` as one datagram heard at ``now``."""
+        if self._index.lookup(buf, n, now) >= 0:
+            return _NO_EVENTS
+        return self._receive_slow(buf, n, now)
+
+    def _receive_slow(self, buf, n, now):
+        self._counts["slow_path"] += 1
+        codec = self._codec
+        verdict = codec.check(buf, n)
+        if verdict != L.OK:
+            if verdict == L.CHANNEL_FRAME:
+                self._counts["channel_frames"] += 1
+            else:
+                self._counts["malformed." + L.REASONS[verdict]] += 1
+            return _NO_EVENTS
+        member = Member.from_fields(codec.parse(buf, n))
+        identity = member.identity
+        if identity == self._local:
+            self._counts["local"] += 1
+            self._ignore(identity, buf, n, now, L.KIND_LOCAL, member.is_shutdown)
+            return _NO_EVENTS
+        slot = self._slot_of.get(identity)
+        if self._domain is not None and member.domain != self._domain:
+            self._counts["filtered"] += 1
+            self._ignore(identity, buf, n, now, L.KIND_FILTERED, member.is_shutdown)
+            if slot is not None:     # a member moved to another domain
+                return (self._drop(slot, "filtered"),)
+            return _NO_EVENTS
+        if member.is_shutdown:
+            if slot is None:
+                self._counts["shutdown_unknown"] += 1
+                return _NO_EVENTS
+            return (self._drop(slot, SHUTDOWN),)
+        if slot is None:
+            return self._add(member, buf, n, now)
+        previous = self._members[slot]
+        self._index.replace(slot, buf, n, now)
+        self._members[slot] = member
+        if previous.same_state(member):
+            self._counts["refreshed_slow"] += 1
+            return _NO_EVENTS
+        self._counts["updated"] += 1
+        return (MemberEvent(UPDATED, member),)
+
+    def _add(self, member, buf, n, now):
+        if len(self._members) >= self.max_members:
+            self._counts["refused"] += 1
+            return _NO_EVENTS
+        slot = self._index.add(buf, n, now, L.KIND_MEMBER)
+        self._members[slot] = member
+        self._slot_of[member.identity] = slot
+        self._counts["added"] += 1
+        return (MemberEvent(ADDED, member),)
+
+    def _drop(self, slot, reason):
+        member = self._members.pop(slot).with_alive(self._index.alive(slot))
+        del self._slot_of[member.identity]
+        self._index.remove(slot)
+        self._counts["removed." + reason] += 1
+        return MemberEvent(REMOVED, member, reason)
+
+    def _ignore(self, identity, buf, n, now, kind, leaving):
+        """Remember a sender we ignore so its next heartbeats are recognised
+        without parsing; forget it when it leaves."""
+        slot = self._ignored.get(identity)
+        if leaving:
+            if slot is not None:
+                self._forget_ignored(slot)
+                self._index.remove(slot)
+            return
+        if slot is not None:
+            self._index.replace(slot, buf, n, now)
+        elif len(self._ignored) < self.max_members + 1:
+            slot = self._index.add(buf, n, now, kind)
+            if slot >= 0:
+                self._ignored[identity] = slot
+                self._ignored_slots[slot] = identity
+
+    def _forget_ignored(self, slot):
+        identity = self._ignored_slots.pop(slot)
+        del self._ignored[identity]
+
+    # -- expiry --------------------------------------------------------------
+    def expire(self, now):
+        """Remove members not heard since ``now - drop_time``; O(expired)."""
+        slots = self._index.expire(now - self.drop_time)
+        if not slots:
+            return _NO_EVENTS
+        events = []
+        for slot in slots:
+            member = self._members.pop(slot, None)
+            if member is None:
+                self._forget_ignored(slot)
+                continue
+            del self._slot_of[member.identity]
+            self._counts["removed." + EXPIRED] += 1
+            # A freed slot keeps its last alive time until it is reused.
+            events.append(MemberEvent(REMOVED, member.with_alive(self._index.alive(slot)),
+                                      EXPIRED))
+        return tuple(events)
+
+    def next_expiry(self):
+        """The earliest ``now`` at which ``expire`` could remove something, or None."""
+        oldest = self._index.oldest_heard()
+        return None if oldest is None else oldest + self.drop_time
+
+    def clear(self):
+        """Forget everyone (without events); used when the service stops."""
+        for slot in list(self._members) + list(self._ignored_slots):
+            self._index.remove(slot)
+        self._members.clear()
+        self._slot_of.clear()
+        self._ignored.clear()
+        self._ignored_slots.clear()
+
+    # -- reading -------------------------------------------------------------
+    def members(self):
+        """Snapshot of the members, oldest first (largest alive time, as Tomcat
+        orders them), each carrying the alive time of its latest heartbeat."""
+        index = self._index
+        snapshot = [m.with_alive(index.alive(slot)) for slot, m in self._members.items()]
+        snapshot.sort(key=lambda m: (-m.alive_ms, m.identity))
+        return snapshot
+
+    def __len__(self):
+        return len(self._members)
+
+    def __contains__(self, member):
+        return Member.identity.fget(member) in self._slot_of
+
+    def get(self, member):
+        """The stored member with this identity (latest alive time), or None."""
+        slot = self._slot_of.get(member.identity)
+        if slot is None:
+            return None
+        return self._members[slot].with_alive(self._index.alive(slot))
+
+    def last_heard(self, member):
+        slot = self._slot_of.get(member.identity)
+        return None if slot is None else self._index.heard(slot)
+
+    def stats(self):
+        """Counters: received, heartbeats recognised on the fast path, and the
+        slow path's outcomes (added, updated, removed.*, malformed.*, ...)."""
+        counts = dict(self._counts)
+        fast = self._index.hits
+        counts["fast_path"] = fast
+        counts["received"] = fast + counts.get("slow_path", 0)
+        counts["members"] = len(self._members)
+        return counts

@@ -1,0 +1,49 @@
+"""Shared fixtures: both codec implementations and a group port per test.
+Vectors and loopback settings live in support.py."""
+
+import importlib
+import os
+import random
+import socket
+
+import pytest
+
+from mcastmember import _fast_py
+
+REQUIRE_COMPILED = os.environ.get("MCASTMEMBER_REQUIRE_EXTENSIONS", "") == "1"
+
+try:
+    _fast = importlib.import_module("mcastmember._fast")
+except ImportError:
+    _fast = None
+
+IMPLEMENTATIONS = [pytest.param(_fast_py, id="python"),
+                   pytest.param(_fast, id="compiled",
+                                marks=pytest.mark.skipif(_fast is None and not REQUIRE_COMPILED,
+                                                         reason="compiled extension not built"))]
+
+
+@pytest.fixture(params=IMPLEMENTATIONS)
+def codec(request):
+    """Each codec test runs against the pure-Python twin and the compiled module."""
+    if request.param is None:
+        pytest.fail("MCASTMEMBER_REQUIRE_EXTENSIONS=1 but mcastmember._fast is not built")
+    return request.param
+
+
+@pytest.fixture
+def group_port():
+    """A group port of its own for each test, so concurrent runs never cross."""
+    for _ in range(50):
+        port = random.randint(20000, 60000)
+        probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            probe.bind(("127.0.0.1", port))
+            return port
+        except OSError:
+            continue
+        finally:
+            probe.close()
+    pytest.skip("no free UDP port")
+
+

@@ -1,0 +1,138 @@
+"""mcast-demo as scripts use it: two processes on loopback, decode, bad input."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from support import GROUP, V1, V3
+
+DEMO = [shutil.which("mcast-demo")] if shutil.which("mcast-demo") else \
+    [sys.executable, "-m", "mcastmember.cli"]
+
+
+def run(args, tmp_path, **kw):
+    return subprocess.run(DEMO + args, capture_output=True, text=True, cwd=tmp_path,
+                          timeout=30, **kw)
+
+
+def start_join(group_port, member_port, tmp_path, *extra):
+    return subprocess.Popen(
+        DEMO + ["join", GROUP, "--port", str(group_port), "--interface", "127.0.0.1",
+                "--ttl", "0", "--member-port", str(member_port), "--json", *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+
+
+def read_event(proc, timeout=5.0):
+    """The next JSON line from a demo's stdout (the test fails on anything else)."""
+    import selectors
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    if not sel.select(timeout):
+        raise AssertionError("no event in time")
+    line = proc.stdout.readline()
+    return json.loads(line), time.monotonic()
+
+
+@pytest.mark.network
+def test_two_demo_processes_see_each_other_join_and_leave(group_port, tmp_path):
+    a = start_join(group_port, 4001, tmp_path, "--payload", "hé", "--domain", "{1,-1}")
+    b = None
+    try:
+        time.sleep(0.5)   # a is up and heartbeating
+        b = start_join(group_port, 4002, tmp_path, "--frequency", "500")
+        b_started = time.monotonic()
+        event, seen_at = read_event(b)
+        assert event["event"] == "added" and event["reason"] is None
+        assert seen_at - b_started < 0.5 + 1.0   # one frequency, plus interpreter start-up
+        member = event["member"]
+        assert (member["host"], member["port"]) == ("127.0.0.1", 4001)
+        assert member["payload_hex"] == "hé".encode().hex()
+        assert member["domain_hex"] == "01ff"
+        assert len(member["unique_id"]) == 32
+        assert set(member) == {"host", "port", "unique_id", "domain_hex", "payload_hex",
+                               "alive_ms"}
+        event, _ = read_event(a)
+        assert (event["event"], event["member"]["port"]) == ("added", 4002)
+        a.send_signal(signal.SIGTERM)
+        assert a.wait(5) == 0
+        a_gone = time.monotonic()
+        event, seen_at = read_event(b)
+        assert (event["event"], event["reason"], event["member"]["port"]) == \
+            ("removed", "shutdown", 4001)
+        assert seen_at - a_gone < 0.5
+        b.send_signal(signal.SIGINT)
+        assert b.wait(5) == 0
+        assert b.stdout.read() == ""   # nothing but events on stdout
+    finally:
+        for proc in (a, b):
+            if proc and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.mark.network
+def test_duration_leaves_by_itself(group_port, tmp_path):
+    result = run(["join", GROUP, "--port", str(group_port), "--interface", "127.0.0.1",
+                  "--ttl", "0", "--duration", "0.3", "--json"], tmp_path)
+    assert result.returncode == 0
+    assert result.stdout == ""
+
+
+@pytest.mark.network
+def test_human_output_without_json(group_port, tmp_path):
+    result = run(["join", GROUP, "--port", str(group_port), "--interface", "127.0.0.1",
+                  "--ttl", "0", "--duration", "0.3"], tmp_path)
+    assert result.returncode == 0
+    assert "joined 228.0.0.4:%d as 127.0.0.1:4000" % group_port in result.stdout
+    assert "left the group" in result.stdout
+
+
+def test_decode_json(tmp_path):
+    result = run(["decode", V1.hex(), "--json"], tmp_path)
+    assert result.returncode == 0
+    assert json.loads(result.stdout) == {
+        "host": "127.0.0.1", "port": 4000, "unique_id": bytes(range(16)).hex(),
+        "domain_hex": b"dom".hex(), "payload_hex": b"payload".hex(), "alive_ms": 12345,
+        "secure_port": -1, "udp_port": -1, "command_hex": "", "shutdown": False}
+
+
+def test_decode_human_names_a_shutdown(tmp_path):
+    result = run(["decode", V3.hex()], tmp_path)
+    assert result.returncode == 0
+    assert "member      127.0.0.1:4000" in result.stdout
+    assert "'BABY-ALEX'" in result.stdout and "shutdown packet" in result.stdout
+
+
+@pytest.mark.parametrize("packet, reason", [
+    (V1[:-1].hex(), "truncated"),
+    ("5452494245532d420200", "bad_version"),
+    ("zz", "not hexadecimal"),
+])
+def test_decode_malformed_says_why_and_exits_2(tmp_path, packet, reason):
+    result = run(["decode", packet], tmp_path)
+    assert result.returncode == 2
+    assert reason in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["join", "10.1.2.3"], "not a multicast group"),
+    (["join", "228.0.0.4", "--port", "0"], "port 0 is out of range"),
+    (["join", "228.0.0.4", "--port", "x"], "invalid int value"),
+    (["join", "228.0.0.4", "--interface", "192.0.2.77"], "no network interface"),
+    (["join", "228.0.0.4", "--interface", "127.0.0.1", "--duration", "-1"], "--duration"),
+    (["frobnicate"], "invalid choice"),
+    ([], "required"),
+])
+def test_bad_arguments_get_one_line_and_exit_2(tmp_path, args, message):
+    result = run(args, tmp_path)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "Traceback" not in result.stderr

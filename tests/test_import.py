@@ -1,0 +1,43 @@
+"""What `import mcastmember` costs and which implementation it picked."""
+
+import os
+import subprocess
+import sys
+
+import mcastmember
+
+
+def _python(code, **env):
+    run_env = dict(os.environ, **env)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=run_env, check=True).stdout.strip()
+
+
+def test_import_does_not_load_construct_or_the_service():
+    out = _python("import sys, mcastmember; mcastmember.decode; "
+                  "print(sorted(m for m in ('construct', 'mcastmember.service', 'threading', "
+                  "'mcastmember.schema') if m in sys.modules))")
+    assert "construct" not in out and "mcastmember.schema" not in out
+    assert "mcastmember.service" not in out
+
+
+def test_no_extensions_forces_pure_python():
+    assert _python("import mcastmember; print(mcastmember.implementation())",
+                   MCASTMEMBER_NO_EXTENSIONS="1") == "python"
+
+
+def test_extension_really_loaded_when_required():
+    """CI sets MCASTMEMBER_REQUIRE_EXTENSIONS=1 for the compiled run: it must be in use."""
+    forced_python = os.environ.get("MCASTMEMBER_NO_EXTENSIONS") == "1"
+    expected = "python" if forced_python else None
+    if os.environ.get("MCASTMEMBER_REQUIRE_EXTENSIONS") == "1" and not forced_python:
+        expected = "compiled"
+    if expected is not None:
+        assert mcastmember.implementation() == expected
+    else:
+        assert mcastmember.implementation() in ("compiled", "python")
+
+
+def test_public_names_resolve():
+    for name in mcastmember.__all__:
+        assert getattr(mcastmember, name) is not None

@@ -1,0 +1,97 @@
+"""MemberIndex: recognising known heartbeats and ordering expiry, both implementations."""
+
+import pytest
+
+from mcastmember import _layout as L
+
+from support import heartbeat
+
+
+def _uid(i):
+    return i.to_bytes(16, "big")
+
+
+def test_lookup_recognises_a_packet_whatever_its_alive_time(codec):
+    index = codec.MemberIndex(4)
+    slot = index.add(heartbeat(codec, alive=1), -1, 10.0, L.KIND_MEMBER)
+    assert slot == 0
+    later = heartbeat(codec, alive=999)
+    assert index.lookup(later, len(later), 11.5) == L.KIND_MEMBER
+    assert index.heard(slot) == 11.5
+    assert index.alive(slot) == 999
+    assert index.hits == 1
+
+
+def test_lookup_misses_any_other_difference(codec):
+    index = codec.MemberIndex(4)
+    index.add(heartbeat(codec, payload=b"a"), -1, 0.0, L.KIND_MEMBER)
+    for other in (heartbeat(codec, payload=b"b"), heartbeat(codec, port=4002, payload=b"a"),
+                  heartbeat(codec, uid=_uid(7), payload=b"a"), b"short", b""):
+        assert index.lookup(other, len(other), 1.0) == -1
+    assert index.hits == 0
+
+
+def test_lookup_reads_only_n_bytes(codec):
+    index = codec.MemberIndex(2)
+    packet = heartbeat(codec)
+    index.add(packet, -1, 0.0, L.KIND_LOCAL)
+    buf = bytearray(packet) + bytearray(b"\xff" * 50)
+    assert index.lookup(buf, len(packet), 1.0) == L.KIND_LOCAL
+    assert index.lookup(buf, len(buf), 1.0) == -1
+
+
+def test_slots_are_handed_out_lowest_first_and_reused_last_freed_first(codec):
+    index = codec.MemberIndex(3)
+    slots = [index.add(heartbeat(codec, uid=_uid(i)), -1, 0.0, L.KIND_MEMBER) for i in range(3)]
+    assert slots == [0, 1, 2]
+    assert index.add(heartbeat(codec, uid=_uid(9)), -1, 0.0, L.KIND_MEMBER) == -1   # full
+    index.remove(1)
+    index.remove(0)
+    assert index.add(heartbeat(codec, uid=_uid(5)), -1, 0.0, L.KIND_MEMBER) == 0
+    assert index.add(heartbeat(codec, uid=_uid(6)), -1, 0.0, L.KIND_MEMBER) == 1
+    assert len(index) == 3
+
+
+def test_expire_pops_the_least_recently_heard_first(codec):
+    index = codec.MemberIndex(8)
+    packets = [heartbeat(codec, uid=_uid(i)) for i in range(4)]
+    for i, packet in enumerate(packets):
+        index.add(packet, -1, float(i), L.KIND_MEMBER)
+    index.lookup(packets[0], len(packets[0]), 10.0)    # slot 0 heard again, moves last
+    assert index.oldest_heard() == 1.0
+    assert index.expire(1.0) == ()                      # strictly before the deadline
+    assert list(index.expire(3.5)) == [1, 2, 3]
+    assert len(index) == 1
+    assert list(index.expire(100.0)) == [0]
+    assert index.oldest_heard() is None
+    assert index.expire(200.0) == ()
+
+
+def test_replace_rekeys_the_slot(codec):
+    index = codec.MemberIndex(2)
+    old, new = heartbeat(codec, payload=b"old"), heartbeat(codec, payload=b"new")
+    slot = index.add(old, -1, 0.0, L.KIND_MEMBER)
+    index.replace(slot, new, len(new), 5.0)
+    assert index.lookup(old, len(old), 6.0) == -1
+    assert index.lookup(new, len(new), 6.0) == L.KIND_MEMBER
+    assert index.heard(slot) == 6.0
+    with pytest.raises(KeyError):
+        index.replace(1, new, len(new), 7.0)
+
+
+def test_many_entries_survive_removals_in_any_order(codec):
+    """Exercises the hash table's deletion (backward shift) under collisions."""
+    index = codec.MemberIndex(300)
+    packets = {i: heartbeat(codec, uid=_uid(i), port=i) for i in range(300)}
+    slots = {i: index.add(p, -1, 0.0, L.KIND_MEMBER) for i, p in packets.items()}
+    for i in range(0, 300, 3):
+        index.remove(slots.pop(i))
+    for i, packet in packets.items():
+        expected = L.KIND_MEMBER if i in slots else -1
+        assert index.lookup(packet, len(packet), 1.0) == expected, i
+    assert len(index) == 200
+
+
+def test_capacity_must_be_positive(codec):
+    with pytest.raises(ValueError):
+        codec.MemberIndex(0)

@@ -1,0 +1,184 @@
+"""The threaded service on loopback (interface 127.0.0.1, TTL 0): two members
+in one process see each other come, change and go."""
+
+import logging
+import socket
+import threading
+import time
+
+import pytest
+
+from mcastmember import ConfigurationError, McastService, _layout as L
+from mcastmember import _codec
+
+from support import GROUP, LOOPBACK
+
+pytestmark = pytest.mark.network
+FAST = {"frequency": 100, "drop_time": 400}
+
+
+class Recorder:
+    """A listener that keeps events and lets a test wait for one."""
+
+    def __init__(self):
+        self.events = []
+        self.threads = set()
+        self._cond = threading.Condition()
+
+    def __call__(self, event):
+        with self._cond:
+            self.events.append(event)
+            self.threads.add(threading.current_thread().name)
+            self._cond.notify_all()
+
+    def wait_for(self, predicate, timeout=5.0):
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                found = [e for e in self.events if predicate(e)]
+                if found:
+                    return found[0]
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"no matching event in {timeout}s: {self.events}")
+                self._cond.wait(left)
+
+    def kinds(self, port):
+        return [(e.kind, e.reason) for e in self.events if e.member.port == port]
+
+
+def service(group_port, member_port, **settings):
+    options = dict(LOOPBACK, member_port=member_port, **FAST)
+    options.update(settings)
+    return McastService(GROUP, group_port, **options)
+
+
+def test_two_services_see_each_other_and_the_shutdown(group_port):
+    a_events, b_events = Recorder(), Recorder()
+    a = service(group_port, 4001, payload="alpha", domain="dom")
+    a.add_listener(a_events)
+    b = service(group_port, 4002, frequency=500, drop_time=3000)
+    b.add_listener(b_events)
+    with a, b:
+        added = a_events.wait_for(lambda e: e.kind == "added" and e.member.port == 4002, 1.0)
+        seen = b_events.wait_for(lambda e: e.kind == "added" and e.member.port == 4001, 1.0)
+        assert seen.member.payload == b"alpha" and seen.member.domain == b"dom"
+        assert seen.member.unique_id == a.local_member.unique_id
+        assert added.member.address == "127.0.0.1"
+        assert [m.port for m in b.members()] == [4001]
+        a.stop()
+        stopped_at = time.monotonic()
+        gone = b_events.wait_for(lambda e: e.kind == "removed", 1.0)
+        assert time.monotonic() - stopped_at < 1.0
+        assert (gone.reason, gone.member.port) == ("shutdown", 4001)
+        assert b.members() == []
+    assert b_events.kinds(4001) == [("added", None), ("removed", "shutdown")]
+    assert b_events.threads == {"mcastmember-dispatch"}
+    assert b.stats()["sent"] >= 1
+
+
+def test_silent_member_is_expired_after_drop_time(group_port):
+    events = Recorder()
+    sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sender.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton("127.0.0.1"))
+    sender.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 0)
+    packet = _codec.encode(1, 4999, -1, -1, b"\x7f\0\0\x01", b"", b"", b"\x05" * 16, b"")
+    with sender, service(group_port, 4001) as listener:
+        listener.add_listener(events)
+        for _ in range(3):
+            sender.sendto(packet, (GROUP, group_port))
+            time.sleep(0.05)
+        events.wait_for(lambda e: e.kind == "added", 1.0)
+        last_sent = time.monotonic()
+        gone = events.wait_for(lambda e: e.kind == "removed", 2.0)
+        silent_for = time.monotonic() - last_sent
+    assert gone.reason == "expired" and gone.member.port == 4999
+    assert 0.35 <= silent_for < 0.4 + 0.5
+
+
+def test_payload_change_reaches_the_other_member_at_once(group_port):
+    events = Recorder()
+    with service(group_port, 4001, frequency=2000, drop_time=6000) as a, \
+            service(group_port, 4002) as b:
+        b.add_listener(events)
+        events.wait_for(lambda e: e.kind == "added", 3.0)
+        changed_at = time.monotonic()
+        a.set_payload(b"\x00\x01new")
+        update = events.wait_for(lambda e: e.kind == "updated", 1.0)
+        assert time.monotonic() - changed_at < 1.0   # not after the 2 s period
+        assert update.member.payload == b"\x00\x01new"
+        assert b.members()[0].payload == b"\x00\x01new"
+
+
+def test_a_failing_listener_is_logged_and_harms_nothing(group_port, caplog):
+    events = Recorder()
+
+    def broken(event):
+        raise RuntimeError("listener bug")
+
+    with service(group_port, 4001) as a:
+        a.add_listener(broken)
+        a.add_listener(events)
+        with caplog.at_level(logging.ERROR, logger="mcastmember"):
+            with service(group_port, 4002):
+                events.wait_for(lambda e: e.kind == "added", 2.0)
+            events.wait_for(lambda e: e.kind == "removed", 2.0)
+        assert a.stats()["listener_errors"] == 2
+    assert "listener bug" in caplog.text
+
+
+def test_malformed_datagrams_are_counted_not_raised(group_port):
+    sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sender.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton("127.0.0.1"))
+    sender.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 0)
+    with sender, service(group_port, 4001) as a:
+        for junk in (b"TRIBES-B\x01\x00garbage", b"FLT2002" + bytes(40), b"x" * 5):
+            sender.sendto(junk, (GROUP, group_port))
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline:
+            stats = a.stats()
+            if stats.get("channel_frames") and stats.get("malformed.not_membership"):
+                break
+            time.sleep(0.02)
+        assert stats["malformed.truncated"] == 1
+        assert stats["channel_frames"] == 1
+        assert stats["malformed.not_membership"] == 1
+        assert a.members() == []
+
+
+def test_own_heartbeats_are_recognised_on_the_fast_path(group_port):
+    with service(group_port, 4001) as a:
+        time.sleep(0.45)
+        stats = a.stats()
+    assert stats["local"] == 1 and stats["fast_path"] >= 2 and stats["members"] == 0
+
+
+def test_lifecycle(group_port):
+    a = service(group_port, 4001)
+    a.start()
+    with pytest.raises(RuntimeError):
+        a.start()
+    a.stop()
+    a.stop()       # stopping twice is harmless
+    a.start()      # and it can start again
+    assert a.running
+    a.stop()
+    assert not a.running
+
+
+@pytest.mark.parametrize("settings, message", [
+    (dict(address="10.0.0.1"), "not a multicast group"),
+    (dict(address="not-an-address"), "not an IPv4 address"),
+    (dict(port=70000), "port 70000 is out of range"),
+    (dict(interface="192.0.2.77"), "no network interface"),
+    (dict(member_port=-5), "member_port"),
+    (dict(frequency=500, drop_time=400), "drop_time"),
+    (dict(ttl=300), "ttl 300"),
+    (dict(domain="{1,2"), "must end with"),
+    (dict(payload=bytes(L.MAX_PACKET_LEN)), "limit is 65507"),
+])
+def test_bad_settings_are_refused_clearly(settings, message):
+    options = dict(LOOPBACK, address=GROUP, port=45564)
+    options.update(settings)
+    with pytest.raises(ConfigurationError, match=message):
+        McastService(options.pop("address"), options.pop("port"), **options)
