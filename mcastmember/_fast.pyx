@@ -267,8 +267,9 @@ cdef class HeartbeatPacket:
     """A serialized packet whose alive time is the only thing rewritten per send.
 
     ``buffer`` is the bytearray to hand to ``socket.send``. ``stamp_now()`` writes
-    the milliseconds since ``origin_ns`` (a ``time.monotonic_ns()`` reading),
-    capped at ``alive_cap`` when that is not negative; it allocates nothing.
+    the milliseconds since ``origin_ns`` (a ``time.monotonic_ns()`` reading);
+    when ``alive_cap`` is not negative, values past it wrap round to 0, so the
+    alive time stays small yet still changes with every heartbeat; it allocates nothing.
     """
     cdef readonly bytearray buffer
     cdef readonly int64_t origin_ns
@@ -291,7 +292,7 @@ cdef class HeartbeatPacket:
     def stamp_now(self):
         cdef int64_t alive = (_monotonic_ns() - self.origin_ns) // 1000000
         if 0 <= self.alive_cap < alive:
-            alive = self.alive_cap
+            alive = alive % (self.alive_cap + 1)
         _put64(self._alive_at, alive)
 
     @property

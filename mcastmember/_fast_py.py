@@ -151,8 +151,9 @@ class HeartbeatPacket:
     """A serialized packet whose alive time is the only thing rewritten per send.
 
     ``buffer`` is the bytearray to hand to ``socket.send``. ``stamp_now()`` writes
-    the milliseconds since ``origin_ns`` (a ``time.monotonic_ns()`` reading),
-    capped at ``alive_cap`` when that is not negative.
+    the milliseconds since ``origin_ns`` (a ``time.monotonic_ns()`` reading);
+    when ``alive_cap`` is not negative, values past it wrap round to 0, so the
+    alive time stays small yet still changes with every heartbeat.
     """
 
     def __init__(self, packet, origin_ns=None, alive_cap=-1):
@@ -168,7 +169,7 @@ class HeartbeatPacket:
     def stamp_now(self):
         alive = (time.monotonic_ns() - self.origin_ns) // 1_000_000
         if 0 <= self.alive_cap < alive:
-            alive = self.alive_cap
+            alive = alive % (self.alive_cap + 1)
         _INT64.pack_into(self.buffer, L.OFF_ALIVE, alive)
 
     @property

@@ -50,6 +50,9 @@ def _build_parser():
                       help="leave after this many seconds (default: until Ctrl-C or SIGTERM)")
     join.add_argument("--json", action="store_true",
                       help="one JSON object per event per line on stdout, nothing else")
+    join.add_argument("--tomcat", action="store_true",
+                      help="join a Tomcat cluster: accept Tomcat's failure-detector probes on "
+                           "the member port and keep our alive time small")
 
     decode = commands.add_parser("decode", help="show the fields of a packet given in hex")
     decode.prog = "mcast-demo decode"
@@ -126,7 +129,8 @@ def _join(args):
         service = McastService(
             args.group, args.port, interface=args.interface, ttl=args.ttl, host=args.host,
             member_port=args.member_port, domain=args.domain, payload=args.payload,
-            frequency=args.frequency, drop_time=args.drop_time, max_members=args.max_members)
+            frequency=args.frequency, drop_time=args.drop_time, max_members=args.max_members,
+            tomcat=args.tomcat)
     except ConfigurationError as error:
         print(f"mcast-demo join: error: {error}", file=sys.stderr)
         return 2

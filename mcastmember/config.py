@@ -36,7 +36,7 @@ def _whole(value, name, low, high=None):
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigurationError(f"{name} must be a whole number, not {value!r}")
     if value < low or (high is not None and value > high):
-        bound = f"{low}-{high}" if high is not None else f">= {low}"
+        bound = f"{low}-{high}" if high is not None else f"at least {low}"
         raise ConfigurationError(f"{name} {value} is out of range ({bound})")
     return value
 
@@ -47,15 +47,22 @@ class ServiceConfig:
     Times are in milliseconds, as in Tomcat's ``server.xml``. ``interface`` is
     the IPv4 address to send and receive on (None: the kernel's default
     route); ``host`` the address we advertise (default: the interface).
-    ``alive_cap_ms`` caps the alive time we advertise (see README, joining a
-    Tomcat cluster); None leaves it uncapped.
+    ``alive_cap_ms`` keeps the alive time we advertise at or below it (past
+    it the value wraps round to 0, so that it still changes with every
+    heartbeat: Tomcat copies a member's payload only when its alive time
+    changed); None leaves it uncapped. ``tcp_listener`` accepts and discards
+    TCP connections on the member port, for Tomcat's TcpFailureDetector.
+    ``tomcat=True`` is the short way to join a Tomcat cluster: it turns the
+    TCP listener on and caps the alive time at two heartbeats, unless those
+    are given.
     """
 
     def __init__(self, address=DEFAULT_GROUP, port=DEFAULT_PORT, *, interface=None, ttl=None,
                  loopback=True, frequency=DEFAULT_FREQUENCY_MS, drop_time=DEFAULT_DROP_TIME_MS,
                  host=None, member_port=DEFAULT_MEMBER_PORT, secure_port=-1, udp_port=-1,
                  domain=b"", payload=b"", max_members=DEFAULT_MAX_MEMBERS,
-                 filter_domain=False, unique_id=None, alive_cap_ms=None):
+                 filter_domain=False, unique_id=None, alive_cap_ms=None, tcp_listener=None,
+                 tomcat=False):
         self.address = net.check_group(address)
         self.port = net.check_port(port)
         self.interface = None if interface is None else net.check_interface(interface)
@@ -72,7 +79,13 @@ class ServiceConfig:
         self.udp_port = net.check_port(udp_port, "udp_port", allow_unused=True)
         self.max_members = _whole(max_members, "max_members", 1, 1 << 20)
         self.filter_domain = bool(filter_domain)
-        self.alive_cap_ms = None if alive_cap_ms is None else _whole(alive_cap_ms, "alive_cap_ms", 0)
+        self.tomcat = bool(tomcat)
+        self.tcp_listener = self.tomcat if tcp_listener is None else bool(tcp_listener)
+        if alive_cap_ms is None and self.tomcat:
+            alive_cap_ms = 2 * self.frequency
+        if alive_cap_ms is not None:
+            alive_cap_ms = _whole(alive_cap_ms, "alive_cap_ms", 2 * self.frequency)
+        self.alive_cap_ms = alive_cap_ms
         try:
             self.domain = _as_domain(domain)
         except ValueError as error:

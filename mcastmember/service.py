@@ -18,6 +18,7 @@ from . import _layout as L
 from . import net
 from ._ratelimit import RateLimitedLog
 from .config import SWEEP_INTERVAL_S, ServiceConfig
+from .probe import ProbeListener
 from .table import Membership
 
 log = logging.getLogger("mcastmember")
@@ -48,6 +49,7 @@ class McastService:
         self._wake_sender = threading.Event()
         self._events = None
         self._recv_sock = self._send_sock = None
+        self._probe = None
         self._packet = None
         self._counts = {"sent": 0, "send_errors": 0, "receive_errors": 0,
                         "socket_reopened": 0, "events_dropped": 0, "listener_errors": 0}
@@ -66,12 +68,19 @@ class McastService:
         if self._running:
             raise RuntimeError("McastService is already running")
         cfg = self.config
-        self._recv_sock = net.open_receiver(cfg.address, cfg.port, cfg.interface, SWEEP_INTERVAL_S)
+        if cfg.tcp_listener:
+            self._start_probe_listener()
         try:
-            self._send_sock = net.open_sender(cfg.address, cfg.port, cfg.interface, cfg.ttl,
-                                              cfg.loopback)
+            self._recv_sock = net.open_receiver(cfg.address, cfg.port, cfg.interface,
+                                                SWEEP_INTERVAL_S)
+            try:
+                self._send_sock = net.open_sender(cfg.address, cfg.port, cfg.interface, cfg.ttl,
+                                                  cfg.loopback)
+            except BaseException:
+                self._recv_sock.close()
+                raise
         except BaseException:
-            self._recv_sock.close()
+            self._stop_probe_listener()
             raise
         self._origin_ns = time.monotonic_ns()
         self._packet = self._build_packet()
@@ -110,6 +119,7 @@ class McastService:
         dispatcher.join()
         self._recv_sock.close()
         self._send_sock.close()
+        self._stop_probe_listener()    # after the goodbye: Tomcat now finds us gone
         self._threads = []
         with self._lock:
             self.table.clear()
@@ -166,8 +176,30 @@ class McastService:
         with self._lock:
             counts = self.table.stats()
         counts.update(self._counts)
+        if self._probe is not None:
+            counts["probe_connections"] = self._probe.accepted
         counts["implementation"] = _codec.IMPLEMENTATION
         return counts
+
+    # -- the TCP listener for Tomcat's failure detector -------------------------
+    def _start_probe_listener(self):
+        cfg = self.config
+        listener = ProbeListener(cfg.interface or "0.0.0.0", cfg.member_port)
+        try:
+            listener.start()
+        except OSError as error:
+            raise OSError(error.errno, f"cannot listen on member port {cfg.member_port} "
+                                       f"for Tomcat's failure detector: {error.strerror}") from None
+        if cfg.member_port == 0:     # advertise the port the kernel chose
+            cfg.member_port = listener.port
+            with self._lock:
+                self.table.set_local(cfg.local_member())
+        self._probe = listener
+
+    def _stop_probe_listener(self):
+        if self._probe is not None:
+            self._probe.stop()
+            self._probe = None
 
     # -- sending ---------------------------------------------------------------
     def _build_packet(self, command=b""):

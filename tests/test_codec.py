@@ -133,15 +133,26 @@ def test_heartbeat_packet_patches_only_the_alive_bytes(codec):
     assert codec.parse(buffer)[0] == 0x0102030405060708
 
 
-def test_stamp_now_counts_ms_since_origin_and_honours_the_cap(codec):
+def test_stamp_now_counts_ms_since_origin(codec):
     import time
     origin = time.monotonic_ns() - 5_000_000_000
     hb = codec.HeartbeatPacket(heartbeat(codec), origin_ns=origin)
     hb.stamp_now()
     assert 5000 <= hb.alive_ms < 6000
-    capped = codec.HeartbeatPacket(heartbeat(codec), origin_ns=origin, alive_cap=100)
-    capped.stamp_now()
-    assert capped.alive_ms == 100
+
+
+def test_alive_cap_wraps_round_and_keeps_changing(codec):
+    import time
+    now = time.monotonic_ns()
+    seen = []
+    for elapsed_ms in (0, 500, 900, 1500, 1800, 7250):
+        capped = codec.HeartbeatPacket(heartbeat(codec), origin_ns=now - elapsed_ms * 1_000_000,
+                                       alive_cap=1000)
+        capped.stamp_now()
+        seen.append(capped.alive_ms)
+    # elapsed % 1001, give or take the few ms the loop itself takes
+    expected = [0, 500, 900, 499, 799, 243]
+    assert all(e <= s <= e + 50 for s, e in zip(seen, expected)), seen
 
 
 def test_heartbeat_packet_refuses_malformed_templates(codec):

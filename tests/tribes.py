@@ -1,0 +1,136 @@
+"""Runs tests/interop/TribesNode.java, a Tomcat Tribes node made of Tomcat's
+own jars (Debian's libtomcat10-java), and reads the events it reports."""
+
+import os
+import pathlib
+import queue
+import shutil
+import subprocess
+import threading
+import time
+
+HARNESS = pathlib.Path(__file__).parent / "interop" / "TribesNode.java"
+JAR_DIRS = [pathlib.Path("/usr/share/java"), pathlib.Path("/usr/share/tomcat10/lib")]
+JARS = ("tomcat10-tribes.jar", "tomcat10-juli.jar")
+
+
+def find_jars():
+    """Paths of the Tribes and JULI jars, or None with the reason they are missing."""
+    extra = os.environ.get("MCASTMEMBER_TOMCAT_JARS")
+    dirs = [pathlib.Path(extra)] if extra else JAR_DIRS
+    for folder in dirs:
+        paths = [folder / name for name in JARS]
+        if all(p.exists() for p in paths):
+            return paths, None
+    return None, ("Tomcat's Tribes jars not found (apt-get install libtomcat10-java, "
+                  "or set MCASTMEMBER_TOMCAT_JARS)")
+
+
+def build_harness(out_dir):
+    """Compile the harness; return (classpath, None) or (None, reason to skip)."""
+    if not shutil.which("javac") or not shutil.which("java"):
+        return None, "Java (javac and java) is not installed"
+    jars, missing = find_jars()
+    if missing:
+        return None, missing
+    classpath = os.pathsep.join(str(p) for p in jars)
+    subprocess.run(["javac", "-nowarn", "-d", str(out_dir), "-cp", classpath, str(HARNESS)],
+                   check=True, capture_output=True, timeout=120)
+    return classpath + os.pathsep + str(out_dir), None
+
+
+class Member:
+    """One member as the Tomcat node reported it."""
+
+    def __init__(self, kind, fields):
+        self.kind = kind
+        host, port, uid, domain, payload, command = fields
+
+        def unhex(value):
+            return b"" if value == "-" else bytes.fromhex(value)
+
+        self.host, self.port, self.unique_id = host, int(port), unhex(uid)
+        self.domain, self.payload, self.command = unhex(domain), unhex(payload), unhex(command)
+
+    def __repr__(self):
+        return f"<{self.kind} {self.host}:{self.port} payload={self.payload!r} cmd={self.command!r}>"
+
+
+class TribesNode:
+    """A running Tomcat membership node ("plain" McastService or the "stack":
+    GroupChannel + NioReceiver + TcpFailureDetector), on loopback, TTL 0."""
+
+    def __init__(self, classpath, mode, group, port, member_port, *, domain="-", payload=b"",
+                 frequency=500, drop_time=3000):
+        self.member_port = member_port
+        self.proc = subprocess.Popen(
+            ["java", "-Djava.net.preferIPv4Stack=true", "-cp", classpath, "TribesNode", mode,
+             group, str(port), "127.0.0.1", str(member_port), domain,
+             payload.hex() or "-", str(frequency), str(drop_time)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.lines = queue.Queue()
+        self.events = []
+        self.stderr = []
+        threading.Thread(target=self._read, daemon=True).start()
+        threading.Thread(target=lambda: self.stderr.extend(self.proc.stderr), daemon=True).start()
+        ready = self.expect("READY", timeout=30)
+        self.unique_id = bytes.fromhex(ready.split()[1])
+
+    def _read(self):
+        for line in self.proc.stdout:
+            line = line.strip()
+            if line.startswith(("ADDED ", "GONE ")):
+                kind, *fields = line.split()
+                self.events.append((time.monotonic(), Member(kind, fields)))
+            self.lines.put(line)
+
+    def expect(self, prefix, timeout=10.0):
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"Tomcat node said no {prefix!r} in {timeout}s; "
+                                     f"stderr: {''.join(self.stderr)[-2000:]}")
+            try:
+                line = self.lines.get(timeout=left)
+            except queue.Empty:
+                continue
+            if line.startswith(prefix):
+                return line
+
+    def wait_event(self, kind, port, timeout=10.0):
+        """The first ADDED/GONE event about member ``port``: (time seen, Member)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for seen, member in list(self.events):
+                if member.kind == kind and member.port == port:
+                    return seen, member
+            time.sleep(0.01)
+        raise AssertionError(f"no {kind} for port {port} in {timeout}s; events: {self.events}")
+
+    def command(self, text, reply="OK"):
+        self.proc.stdin.write(text + "\n")
+        self.proc.stdin.flush()
+        return self.expect(reply)
+
+    def members(self):
+        self.proc.stdin.write("members\n")
+        self.proc.stdin.flush()
+        found = []
+        while True:
+            line = self.expect(("MEMBER", "END"))
+            if line == "END":
+                return found
+            found.append(Member("MEMBER", line.split()[1:]))
+
+    def stop(self):
+        """Graceful stop: Tomcat sends its shutdown packet."""
+        if self.proc.poll() is None:
+            self.proc.stdin.write("stop\n")
+            self.proc.stdin.flush()
+            self.proc.wait(30)
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(30)
