@@ -19,6 +19,7 @@ from mcastmember import McastService
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--group", default="228.0.0.4")
+    parser.add_argument("--port", type=int, default=45564)
     parser.add_argument("--interface", default="127.0.0.1")
     parser.add_argument("--ttl", type=int, default=0)
     parser.add_argument("--member-port", type=int, default=4001)
@@ -49,7 +50,7 @@ def main():
     signal.signal(signal.SIGINT, lambda *_: leave.set())
     signal.signal(signal.SIGTERM, lambda *_: leave.set())
 
-    service = McastService(args.group, interface=args.interface, ttl=args.ttl,
+    service = McastService(args.group, args.port, interface=args.interface, ttl=args.ttl,
                            member_port=args.member_port, payload=args.role)
     service.add_listener(on_change)
     with service:

@@ -114,6 +114,18 @@ class ServiceConfig:
         except ValueError as error:
             raise ConfigurationError(str(error)) from None
 
+    def new_table(self):
+        """An empty membership table for these settings."""
+        from .table import Membership
+        return Membership(drop_time=self.drop_time / 1000.0, max_members=self.max_members,
+                          local=self.local_member(),
+                          domain=self.domain if self.filter_domain else None)
+
+    def heartbeat_packet(self, origin_ns, command=b""):
+        """Our packet, ready to be stamped and sent (``origin_ns``: when we started)."""
+        cap = -1 if self.alive_cap_ms is None else self.alive_cap_ms
+        return _codec.HeartbeatPacket(self.encode(command), origin_ns, cap)
+
     def set_payload(self, payload):
         payload = _as_payload(payload)
         old, self.payload = self.payload, payload

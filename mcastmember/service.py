@@ -7,7 +7,9 @@ the receiver). The table itself does no I/O; this module owns the threads
 and sockets around it.
 """
 
+import errno
 import logging
+import os
 import queue
 import socket
 import threading
@@ -19,7 +21,6 @@ from . import net
 from ._ratelimit import RateLimitedLog
 from .config import SWEEP_INTERVAL_S, ServiceConfig
 from .probe import ProbeListener
-from .table import Membership
 
 log = logging.getLogger("mcastmember")
 
@@ -51,16 +52,11 @@ class McastService:
         self._recv_sock = self._send_sock = None
         self._probe = None
         self._packet = None
-        self._counts = {"sent": 0, "send_errors": 0, "receive_errors": 0,
+        self._sent_earlier = 0   # by packets since replaced (each counts its own sends)
+        self._counts = {"send_errors": 0, "receive_errors": 0,
                         "socket_reopened": 0, "events_dropped": 0, "listener_errors": 0}
         self._rate_log = RateLimitedLog(log)
-        self.table = self._new_table()
-
-    def _new_table(self):
-        cfg = self.config
-        return Membership(drop_time=cfg.drop_time / 1000.0, max_members=cfg.max_members,
-                          local=cfg.local_member(),
-                          domain=cfg.domain if cfg.filter_domain else None)
+        self.table = self.config.new_table()
 
     # -- lifecycle -----------------------------------------------------------
     def start(self):
@@ -82,6 +78,9 @@ class McastService:
         except BaseException:
             self._stop_probe_listener()
             raise
+        self._send_fd = self._send_sock.fileno()
+        if self._packet is not None:     # a restart: keep counting
+            self._sent_earlier += self._packet.sent
         self._origin_ns = time.monotonic_ns()
         self._packet = self._build_packet()
         self._stopping.clear()
@@ -176,6 +175,7 @@ class McastService:
         with self._lock:
             counts = self.table.stats()
         counts.update(self._counts)
+        counts["sent"] = self._sent_earlier + (self._packet.sent if self._packet else 0)
         if self._probe is not None:
             counts["probe_connections"] = self._probe.accepted
         counts["implementation"] = _codec.IMPLEMENTATION
@@ -203,23 +203,22 @@ class McastService:
 
     # -- sending ---------------------------------------------------------------
     def _build_packet(self, command=b""):
-        cap = -1 if self.config.alive_cap_ms is None else self.config.alive_cap_ms
-        return _codec.HeartbeatPacket(self.config.encode(command), self._origin_ns, cap)
+        return self.config.heartbeat_packet(self._origin_ns, command)
 
     def _refresh_packet(self):
         if self._running:
-            self._packet = self._build_packet()   # a reference swap: the sender reads it whole
+            old, self._packet = self._packet, self._build_packet()   # the sender reads it whole
+            self._sent_earlier += old.sent
             self._wake_sender.set()
 
     def _send(self, packet):
-        packet.stamp_now()
-        try:
-            self._send_sock.send(packet.buffer)
-        except OSError as error:
+        # One C call on the compiled path: stamp the alive bytes and send.
+        n = packet.send(self._send_fd)
+        if n < 0:
             self._counts["send_errors"] += 1
-            self._rate_log.log(logging.WARNING, "send", "heartbeat not sent: %s", error)
+            self._rate_log.log(logging.WARNING, "send", "heartbeat not sent: %s",
+                               os.strerror(-n))
             return False
-        self._counts["sent"] += 1
         return True
 
     def _send_loop(self):
@@ -252,6 +251,7 @@ class McastService:
             self._rate_log.log(logging.WARNING, "reopen-send", "cannot reopen send socket: %s", error)
             return
         old, self._send_sock = self._send_sock, fresh
+        self._send_fd = fresh.fileno()
         old.close()
         self._counts["socket_reopened"] += 1
         log.warning("send socket reopened after repeated errors")
@@ -263,32 +263,33 @@ class McastService:
         next_sweep = clock() + SWEEP_INTERVAL_S
         failures = 0
         while self._running:
-            try:
-                n = self._recv_sock.recv_into(buf)
+            # Known members' heartbeats are handled inside pump (compiled: with
+            # the GIL released); it returns for anything else, and at least
+            # every sweep interval thanks to SO_RCVTIMEO and the deadline.
+            n = table.pump(self._recv_sock.fileno(), buf, next_sweep)
+            if not self._running:
+                break
+            events = ()
+            if n >= 0:
                 failures = 0
-            except BlockingIOError:   # SO_RCVTIMEO: nothing heard for a sweep interval
-                n = -1
-            except OSError as error:
-                if not self._running:
-                    break
+                with lock:
+                    events = table.receive(buf, n, clock())
+            elif n != -errno.EAGAIN and n != -errno.EINTR:
                 failures += 1
                 self._counts["receive_errors"] += 1
-                self._rate_log.log(logging.WARNING, "recv", "receive failed: %s", error)
+                self._rate_log.log(logging.WARNING, "recv", "receive failed: %s",
+                                   os.strerror(-n))
                 if failures >= RECOVERY_ERRORS:
                     self._reopen_receiver()
                     failures = 0
                 self._stopping.wait(ERROR_BACKOFF_S)
-                n = -1
-            if not self._running:
-                break
             now = clock()
-            with lock:
-                events = table.receive(buf, n, now) if n >= 0 else ()
-                if now >= next_sweep:
-                    next_sweep = now + SWEEP_INTERVAL_S
+            if now >= next_sweep:
+                next_sweep = now + SWEEP_INTERVAL_S
+                with lock:
                     expired = table.expire(now)
-                    if expired:
-                        events = events + expired
+                if expired:
+                    events = events + expired
             if events:
                 self._publish(events)
 

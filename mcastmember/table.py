@@ -98,6 +98,14 @@ class Membership:
             return _NO_EVENTS
         return self._receive_slow(buf, n, now)
 
+    def pump(self, fd, buf, deadline, budget=-1):
+        """Receive from socket ``fd`` into ``buf`` and refresh known members'
+        heartbeats without parsing (compiled: without the GIL, no objects),
+        until a datagram needs ``receive``: then return its length. Negative
+        results are -errno: -EAGAIN for nothing to read, ``deadline`` reached
+        or ``budget`` datagrams handled (see MemberIndex.pump)."""
+        return self._index.pump(fd, buf, deadline, budget)
+
     def _receive_slow(self, buf, n, now):
         self._counts["slow_path"] += 1
         codec = self._codec

@@ -95,3 +95,71 @@ def test_many_entries_survive_removals_in_any_order(codec):
 def test_capacity_must_be_positive(codec):
     with pytest.raises(ValueError):
         codec.MemberIndex(0)
+
+
+# -- pump and send: the socket-facing halves, on a local socketpair (no network) --
+import errno
+import math
+import socket
+
+
+@pytest.fixture
+def pair():
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    b.setblocking(False)
+    yield a, b
+    a.close()
+    b.close()
+
+
+def test_pump_refreshes_known_packets_and_stops_at_the_first_unknown(codec, pair):
+    tx, rx = pair
+    index = codec.MemberIndex(4)
+    known = heartbeat(codec, alive=1)
+    index.add(known, -1, 0.0, L.KIND_MEMBER)
+    stranger = heartbeat(codec, uid=_uid(2))
+    for packet in (heartbeat(codec, alive=7), heartbeat(codec, alive=8), stranger):
+        tx.send(packet)
+    buf = bytearray(65536)
+    n = index.pump(rx.fileno(), buf, math.inf)
+    assert n == len(stranger) and bytes(buf[:n]) == stranger
+    assert index.hits == 2 and index.alive(0) == 8
+    assert index.heard(0) > 0.0
+    assert index.pump(rx.fileno(), buf, math.inf) == -errno.EAGAIN   # empty now
+
+
+def test_pump_returns_at_the_deadline_and_after_its_budget(codec, pair):
+    tx, rx = pair
+    index = codec.MemberIndex(4)
+    packet = heartbeat(codec)
+    index.add(packet, -1, 0.0, L.KIND_MEMBER)
+    for _ in range(5):
+        tx.send(packet)
+    buf = bytearray(65536)
+    assert index.pump(rx.fileno(), buf, 0.0) == -errno.EAGAIN          # deadline passed
+    assert index.hits == 1
+    assert index.pump(rx.fileno(), buf, math.inf, 2) == -errno.EAGAIN  # budget of 2
+    assert index.hits == 3
+    assert index.pump(rx.fileno(), buf, math.inf) == -errno.EAGAIN
+    assert index.hits == 5
+
+
+def test_pump_hands_back_short_datagrams_and_reports_errors(codec, pair):
+    tx, rx = pair
+    index = codec.MemberIndex(1)
+    tx.send(b"tiny")
+    buf = bytearray(100)
+    assert index.pump(rx.fileno(), buf, math.inf) == 4
+    assert index.pump(-1, buf, math.inf) == -errno.EBADF
+
+
+def test_send_stamps_and_sends_one_datagram(codec, pair):
+    tx, rx = pair
+    packet = codec.HeartbeatPacket(heartbeat(codec, payload=b"x"))
+    assert packet.send(tx.fileno()) == len(packet.buffer)
+    got = rx.recv(65536)
+    assert got == bytes(packet.buffer)
+    assert codec.parse(got)[-1] == b"x"
+    assert (packet.sent, packet.errors) == (1, 0)
+    assert packet.send(-1) == -errno.EBADF
+    assert (packet.sent, packet.errors) == (1, 1)
