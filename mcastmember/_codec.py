@@ -20,6 +20,7 @@ else:
 IMPLEMENTATION = impl.IMPLEMENTATION
 check = impl.check
 parse = impl.parse
+identity = impl.identity
 encode = impl.encode
 HeartbeatPacket = impl.HeartbeatPacket
 MemberIndex = impl.MemberIndex

@@ -185,6 +185,14 @@ def check(buf, Py_ssize_t n=-1):
     return verdict
 
 
+cdef int _require_ok(const unsigned char* p, Py_ssize_t n, Offsets* o) except -1:
+    """Validate, raising MalformedPacket with the verdict when not well formed."""
+    cdef int verdict = _scan(p, n, o)
+    if verdict != V_OK:
+        raise MalformedPacket(verdict)
+    return 0
+
+
 cdef inline bytes _field(const unsigned char* p, Py_ssize_t at):
     return PyBytes_FromStringAndSize(<const char*>p + at, _get32(p + at - 4))
 
@@ -200,15 +208,38 @@ def parse(buf, Py_ssize_t n=-1):
     PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
     try:
         p = <const unsigned char*>view.buf
-        verdict = _scan(p, _clamp(n, view.len), &o)
-        if verdict != V_OK:
-            raise MalformedPacket(verdict)
+        _require_ok(p, _clamp(n, view.len), &o)
         return (_get64(p + OFF_ALIVE), _get32(p + OFF_PORT), _get32(p + OFF_PORT + 4),
                 _get32(p + OFF_PORT + 8),
                 PyBytes_FromStringAndSize(<const char*>p + o.host, p[OFF_HOST_LEN]),
                 _field(p, o.command), _field(p, o.domain),
                 PyBytes_FromStringAndSize(<const char*>p + o.unique_id, UNIQUE_ID_LEN),
                 _field(p, o.payload))
+    finally:
+        PyBuffer_Release(&view)
+
+
+def identity(buf, Py_ssize_t n=-1):
+    """The identity bytes of a well-formed packet (host + port + unique id, as
+    ``Member.identity``) without parsing the rest; MalformedPacket otherwise."""
+    cdef Py_buffer view
+    cdef Offsets o
+    cdef int verdict
+    cdef Py_ssize_t host_len
+    cdef const unsigned char* p
+    cdef bytes out
+    cdef unsigned char* q
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        p = <const unsigned char*>view.buf
+        _require_ok(p, _clamp(n, view.len), &o)
+        host_len = p[OFF_HOST_LEN]
+        out = PyBytes_FromStringAndSize(NULL, host_len + 4 + UNIQUE_ID_LEN)
+        q = <unsigned char*>PyBytes_AS_STRING(out)
+        memcpy(q, p + o.host, host_len)
+        memcpy(q + host_len, p + OFF_PORT, 4)
+        memcpy(q + host_len + 4, p + o.unique_id, UNIQUE_ID_LEN)
+        return out
     finally:
         PyBuffer_Release(&view)
 
@@ -365,6 +396,7 @@ cdef class MemberIndex:
     """
     cdef readonly Py_ssize_t capacity
     cdef readonly uint64_t hits
+    cdef uint64_t dropped_by_verdict[16]    # datagrams pump dropped, by verdict
     cdef Py_ssize_t count, mask
     cdef int32_t* table
     cdef uint64_t* hashes
@@ -516,14 +548,17 @@ cdef class MemberIndex:
 
     def pump(self, int fd, buf, double deadline, Py_ssize_t budget=-1):
         """Receive datagrams from ``fd`` into ``buf`` and recognise known ones,
-        all without the GIL, until one needs the slow path: then return its
-        length (its bytes are in ``buf``). Return -EAGAIN when the socket has
+        all without the GIL, until a well-formed unknown one needs the slow
+        path: then return its length (its bytes are in ``buf``). Malformed and
+        foreign datagrams are counted (``dropped()``) and skipped. Return -EAGAIN when the socket has
         nothing (non-blocking or SO_RCVTIMEO), when a datagram arrives at or
         after ``deadline`` (a monotonic time, seconds), or after ``budget``
         datagrams (-1: no limit); other failures return -errno."""
         cdef Py_buffer view
         cdef ssize_t n
         cdef int32_t s
+        cdef int verdict
+        cdef Offsets offs
         cdef double now
         cdef const unsigned char* p
         PyObject_GetBuffer(buf, &view, PyBUF_WRITABLE)
@@ -540,20 +575,30 @@ cdef class MemberIndex:
                     if n < 0:
                         n = -errno
                         break
-                    if n < OFF_PORT:
-                        break
-                    s = self._find(p, n, _hash_tail(p + OFF_PORT, n - OFF_PORT))
-                    if s < 0:
-                        break
+                    s = -1
+                    if n >= OFF_PORT:
+                        s = self._find(p, n, _hash_tail(p + OFF_PORT, n - OFF_PORT))
                     now = <double>_monotonic_ns() / 1e9
-                    self._touch(s, p, now)
-                    self.hits += 1
+                    if s >= 0:
+                        self._touch(s, p, now)
+                        self.hits += 1
+                    else:
+                        # Malformed and foreign datagrams are counted and
+                        # dropped here, so a flood of them never reaches Python.
+                        verdict = _scan(p, n, &offs)
+                        if verdict == V_OK:
+                            break          # well formed but unknown: the slow path
+                        self.dropped_by_verdict[verdict] += 1
                     if now >= deadline:
                         n = -EAGAIN
                         break
         finally:
             PyBuffer_Release(&view)
         return n
+
+    def dropped(self):
+        """{verdict: count} of the datagrams ``pump`` dropped as malformed or foreign."""
+        return {v: self.dropped_by_verdict[v] for v in range(1, 16) if self.dropped_by_verdict[v]}
 
     def add(self, buf, Py_ssize_t n, double now, int kind):
         """Store a validated packet; return its slot, or -1 when full."""

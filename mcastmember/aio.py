@@ -19,12 +19,12 @@ import math
 import os
 import time
 
-from . import _codec
 from . import _layout as L
 from . import net
 from . import probe
 from ._ratelimit import RateLimitedLog
-from .config import SWEEP_INTERVAL_S, ServiceConfig
+from ._front import MembershipFront
+from .config import SWEEP_INTERVAL_S
 from .table import ADDED, MemberEvent
 
 log = logging.getLogger("mcastmember")
@@ -103,7 +103,7 @@ class EventStream:
         self._close()
 
 
-class AsyncMembership:
+class AsyncMembership(MembershipFront):
     """Join a group from asyncio; the same settings as ``McastService``.
 
     ``event_queue_size`` bounds each subscriber's queue of events.
@@ -111,21 +111,17 @@ class AsyncMembership:
 
     def __init__(self, address="228.0.0.4", port=45564, *, event_queue_size=DEFAULT_EVENT_QUEUE,
                  **settings):
-        self.config = ServiceConfig(address, port, **settings)
+        super().__init__(address, port, settings)
         if int(event_queue_size) != event_queue_size or event_queue_size < 1:
             raise ValueError("event_queue_size must be a positive whole number")
         self._queue_size = int(event_queue_size)
-        self.table = self.config.new_table()
         self._loop = None
-        self._running = False
         self._streams = []
         self._waiters = []
         self._beat_timer = self._sweep_timer = None
         self._probe_server = None
         self._recv_sock = self._send_sock = None
-        self._packet = None
         self._buf = bytearray(L.RECV_BUFFER_LEN)
-        self._sent_earlier = 0   # by packets since replaced (each counts its own sends)
         self._counts = {"send_errors": 0, "receive_errors": 0}
         self._rate_log = RateLimitedLog(log)
 
@@ -148,10 +144,8 @@ class AsyncMembership:
             await self._close_sockets()
             raise
         self._send_fd = self._send_sock.fileno()
-        if self._packet is not None:     # a restart: keep counting
-            self._sent_earlier += self._packet.sent
         self._origin_ns = time.monotonic_ns()
-        self._packet = cfg.heartbeat_packet(self._origin_ns)
+        self._new_packet(self._origin_ns)
         self._running = True
         self._recv_fd = self._recv_sock.fileno()
         self._loop.add_reader(self._recv_fd, self._on_readable)
@@ -196,22 +190,7 @@ class AsyncMembership:
     async def __aexit__(self, *exc):
         await self.stop()
 
-    @property
-    def running(self):
-        return self._running
-
     # -- what the application sees ----------------------------------------------
-    def members(self):
-        """Snapshot of the other members, oldest first."""
-        return self.table.members()
-
-    @property
-    def local_member(self):
-        member = self.config.local_member()
-        if self._packet is not None:
-            member.alive_ms = self._packet.alive_ms
-        return member
-
     def events(self, queue_size=None):
         """An async iterator of MemberEvent: first the current members as
         "added", then every change. Ends when the membership stops.
@@ -248,30 +227,15 @@ class AsyncMembership:
             if entry in self._waiters:
                 self._waiters.remove(entry)
 
-    def set_payload(self, payload):
-        """Advertise new payload bytes (str: UTF-8); sent at once."""
-        self.config.set_payload(payload)
-        self._refresh_packet()
-
-    def set_domain(self, domain):
-        self.config.set_domain(domain)
-        self.table.set_local(self.config.local_member())
-        self._refresh_packet()
-
     def stats(self):
-        counts = self.table.stats()
-        counts.update(self._counts)
-        counts["sent"] = self._sent_earlier + (self._packet.sent if self._packet else 0)
+        counts = self._common_stats(self._counts)
         counts["subscribers"] = len(self._streams)
-        counts["implementation"] = _codec.IMPLEMENTATION
         return counts
 
     # -- sending -------------------------------------------------------------------
     def _refresh_packet(self):
         if self._running:
-            old, self._packet = self._packet, self.config.heartbeat_packet(self._origin_ns)
-            self._sent_earlier += old.sent
-            self._send(self._packet)
+            self._send(self._new_packet(self._origin_ns))
 
     def _send(self, packet):
         # Straight onto the non-blocking socket: a full send buffer loses this
@@ -311,7 +275,7 @@ class AsyncMembership:
         self._sweep_timer = self._loop.call_later(SWEEP_INTERVAL_S, self._sweep)
 
     def _sweep(self):
-        events = self.table.expire(time.monotonic())
+        events = self.table.sweep(time.monotonic())
         if events:
             self._publish(events)
         if self._running:

@@ -95,7 +95,24 @@ def _set_receive_timeout(sock, seconds):
                     struct.pack("@ll", micros // 1_000_000, micros % 1_000_000))
 
 
-def open_receiver(group, port, interface, timeout, buffer_bytes=1 << 20):
+def _set_receive_buffer(sock, size):
+    """A large receive buffer absorbs bursts (and floods) without losing
+    heartbeats. SO_RCVBUFFORCE passes the system cap where we may (root);
+    otherwise SO_RCVBUF gets what the cap allows."""
+    force = getattr(socket, "SO_RCVBUFFORCE", None)
+    if force is not None:
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, force, size)
+            return
+        except OSError:
+            pass
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, size)
+    except OSError:
+        pass   # keep the system default
+
+
+def open_receiver(group, port, interface, timeout, buffer_bytes=4 << 20):
     """A blocking UDP socket that hears ``group:port`` on ``interface`` (None:
     the kernel's choice) and wakes at least every ``timeout`` seconds."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -103,10 +120,7 @@ def open_receiver(group, port, interface, timeout, buffer_bytes=1 << 20):
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         if hasattr(socket, "SO_REUSEPORT"):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, buffer_bytes)
-        except OSError:
-            pass   # keep the system default
+        _set_receive_buffer(sock, buffer_bytes)
         # Binding to the group address (Linux) keeps other traffic to the port out.
         sock.bind((group, port))
         membership = socket.inet_aton(group) + socket.inet_aton(interface or "0.0.0.0")

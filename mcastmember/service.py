@@ -15,11 +15,11 @@ import socket
 import threading
 import time
 
-from . import _codec
 from . import _layout as L
 from . import net
 from ._ratelimit import RateLimitedLog
-from .config import SWEEP_INTERVAL_S, ServiceConfig
+from ._front import MembershipFront
+from .config import SWEEP_INTERVAL_S
 from .probe import ProbeListener
 
 log = logging.getLogger("mcastmember")
@@ -30,9 +30,11 @@ RECOVERY_ERRORS = 10
 # Pause between failing socket calls, so a broken socket cannot spin a core.
 ERROR_BACKOFF_S = 0.05
 EVENT_QUEUE_BOUND = 65536
+# At most one warning about malformed datagrams per this many seconds.
+MALFORMED_REPORT_S = 10.0
 
 
-class McastService:
+class McastService(MembershipFront):
     """Join a multicast group as a member and keep a live table of the others.
 
     Takes the settings of :class:`mcastmember.config.ServiceConfig` (Tomcat's
@@ -41,22 +43,19 @@ class McastService:
     """
 
     def __init__(self, address="228.0.0.4", port=45564, **settings):
-        self.config = ServiceConfig(address, port, **settings)
-        self._lock = threading.Lock()
+        super().__init__(address, port, settings)
+        self._lock = self._table_lock = threading.Lock()
         self._listeners = []
         self._threads = []
-        self._running = False
         self._stopping = threading.Event()
         self._wake_sender = threading.Event()
         self._events = None
         self._recv_sock = self._send_sock = None
         self._probe = None
-        self._packet = None
-        self._sent_earlier = 0   # by packets since replaced (each counts its own sends)
         self._counts = {"send_errors": 0, "receive_errors": 0,
                         "socket_reopened": 0, "events_dropped": 0, "listener_errors": 0}
         self._rate_log = RateLimitedLog(log)
-        self.table = self.config.new_table()
+        self._malformed_reported = 0
 
     # -- lifecycle -----------------------------------------------------------
     def start(self):
@@ -79,10 +78,8 @@ class McastService:
             self._stop_probe_listener()
             raise
         self._send_fd = self._send_sock.fileno()
-        if self._packet is not None:     # a restart: keep counting
-            self._sent_earlier += self._packet.sent
         self._origin_ns = time.monotonic_ns()
-        self._packet = self._build_packet()
+        self._new_packet(self._origin_ns)
         self._stopping.clear()
         self._wake_sender.clear()
         self._events = queue.Queue(EVENT_QUEUE_BOUND)
@@ -130,24 +127,7 @@ class McastService:
     def __exit__(self, *exc):
         self.stop()
 
-    @property
-    def running(self):
-        return self._running
-
     # -- what the application sees --------------------------------------------
-    def members(self):
-        """Snapshot of the other members, oldest first (as Tomcat orders them)."""
-        with self._lock:
-            return self.table.members()
-
-    @property
-    def local_member(self):
-        """Our own member as we advertise it."""
-        member = self.config.local_member()
-        if self._packet is not None:
-            member.alive_ms = self._packet.alive_ms
-        return member
-
     def add_listener(self, callback):
         """Call ``callback(event)`` for every MemberEvent, on the dispatcher thread."""
         with self._lock:
@@ -157,28 +137,12 @@ class McastService:
         with self._lock:
             self._listeners = [c for c in self._listeners if c != callback]
 
-    def set_payload(self, payload):
-        """Advertise new payload bytes (str: UTF-8); sent at once."""
-        self.config.set_payload(payload)
-        self._refresh_packet()
-
-    def set_domain(self, domain):
-        """Advertise a new domain (bytes, or Tomcat's text form); sent at once."""
-        self.config.set_domain(domain)
-        with self._lock:
-            self.table.set_local(self.config.local_member())
-        self._refresh_packet()
-
     def stats(self):
         """Counters of the table (received, fast_path, added, malformed.* ...)
         and of the service (sent, send_errors, socket_reopened ...)."""
-        with self._lock:
-            counts = self.table.stats()
-        counts.update(self._counts)
-        counts["sent"] = self._sent_earlier + (self._packet.sent if self._packet else 0)
+        counts = self._common_stats(self._counts)
         if self._probe is not None:
             counts["probe_connections"] = self._probe.accepted
-        counts["implementation"] = _codec.IMPLEMENTATION
         return counts
 
     # -- the TCP listener for Tomcat's failure detector -------------------------
@@ -202,13 +166,9 @@ class McastService:
             self._probe = None
 
     # -- sending ---------------------------------------------------------------
-    def _build_packet(self, command=b""):
-        return self.config.heartbeat_packet(self._origin_ns, command)
-
     def _refresh_packet(self):
         if self._running:
-            old, self._packet = self._packet, self._build_packet()   # the sender reads it whole
-            self._sent_earlier += old.sent
+            self._new_packet(self._origin_ns)   # a reference swap: the sender reads it whole
             self._wake_sender.set()
 
     def _send(self, packet):
@@ -239,7 +199,7 @@ class McastService:
 
     def _send_shutdown(self):
         try:
-            self._send(self._build_packet(L.SHUTDOWN_COMMAND))
+            self._send(self.config.heartbeat_packet(self._origin_ns, L.SHUTDOWN_COMMAND))
         except Exception as error:   # never let a failed goodbye break stop()
             log.warning("shutdown packet not sent: %s", error)
 
@@ -261,6 +221,7 @@ class McastService:
         buf = bytearray(L.RECV_BUFFER_LEN)
         table, lock, clock = self.table, self._lock, time.monotonic
         next_sweep = clock() + SWEEP_INTERVAL_S
+        next_report = clock() + MALFORMED_REPORT_S
         failures = 0
         while self._running:
             # Known members' heartbeats are handled inside pump (compiled: with
@@ -287,11 +248,28 @@ class McastService:
             if now >= next_sweep:
                 next_sweep = now + SWEEP_INTERVAL_S
                 with lock:
-                    expired = table.expire(now)
+                    expired = table.sweep(now)
                 if expired:
                     events = events + expired
+                if now >= next_report:
+                    next_report = now + MALFORMED_REPORT_S
+                    self._report_malformed()
             if events:
                 self._publish(events)
+
+    def _report_malformed(self):
+        """One warning per period at most about what was dropped, by reason:
+        a flood of bad datagrams must not become a flood of log lines."""
+        with self._lock:
+            stats = self.table.stats()
+        dropped = {k[len("malformed."):]: v for k, v in stats.items()
+                   if k.startswith("malformed.")}
+        total = sum(dropped.values())
+        if total > self._malformed_reported:
+            log.warning("dropped %d malformed datagrams on %s:%d so far (%s)", total,
+                        self.config.address, self.config.port,
+                        ", ".join(f"{k} {v}" for k, v in sorted(dropped.items())))
+            self._malformed_reported = total
 
     def _reopen_receiver(self):
         cfg = self.config

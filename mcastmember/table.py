@@ -78,6 +78,8 @@ class Membership:
         self._ignored = {}     # identity -> slot, for local and other-domain senders
         self._ignored_slots = {}   # slot -> identity
         self._counts = Counter()
+        self._last_sweep = None
+        self._grace_until = float("-inf")
 
     @staticmethod
     def _identity_of(local):
@@ -111,13 +113,16 @@ class Membership:
         codec = self._codec
         verdict = codec.check(buf, n)
         if verdict != L.OK:
-            if verdict == L.CHANNEL_FRAME:
-                self._counts["channel_frames"] += 1
-            else:
-                self._counts["malformed." + L.REASONS[verdict]] += 1
+            self._counts[self._drop_counter(verdict)] += 1
+            return _NO_EVENTS
+        identity = codec.identity(buf, n)
+        if (len(self._members) >= self.max_members and self._domain is None
+                and identity not in self._slot_of and identity != self._local):
+            # Full, and a stranger: refuse before building anything, so that a
+            # flood of forged members costs as little as possible.
+            self._counts["refused"] += 1
             return _NO_EVENTS
         member = Member.from_fields(codec.parse(buf, n))
-        identity = member.identity
         if identity == self._local:
             self._counts["local"] += 1
             self._ignore(identity, buf, n, now, L.KIND_LOCAL, member.is_shutdown)
@@ -145,8 +150,14 @@ class Membership:
         self._counts["updated"] += 1
         return (MemberEvent(UPDATED, member),)
 
+    @staticmethod
+    def _drop_counter(verdict):
+        if verdict == L.CHANNEL_FRAME:
+            return "channel_frames"
+        return "malformed." + L.REASONS[verdict]
+
     def _add(self, member, buf, n, now):
-        if len(self._members) >= self.max_members:
+        if len(self._members) >= self.max_members:   # reached when filtering by domain
             self._counts["refused"] += 1
             return _NO_EVENTS
         slot = self._index.add(buf, n, now, L.KIND_MEMBER)
@@ -202,6 +213,21 @@ class Membership:
                                       EXPIRED))
         return tuple(events)
 
+    def sweep(self, now):
+        """``expire(now)`` for drivers that call it periodically (the threaded
+        and asyncio fronts, every 50 ms). A gap of more than half the drop
+        time since the previous sweep means this process was frozen (SIGSTOP,
+        a suspended VM, a starved thread), so what looks like silence from the
+        peers is our own deafness: they get one drop time from now to be heard
+        again before anyone is expired (counted as "pauses")."""
+        last, self._last_sweep = self._last_sweep, now
+        if last is not None and now - last > self.drop_time / 2:
+            self._grace_until = now + self.drop_time
+            self._counts["pauses"] += 1
+        if now < self._grace_until:
+            return _NO_EVENTS
+        return self.expire(now)
+
     def next_expiry(self):
         """The earliest ``now`` at which ``expire`` could remove something, or None."""
         oldest = self._index.oldest_heard()
@@ -215,6 +241,8 @@ class Membership:
         self._slot_of.clear()
         self._ignored.clear()
         self._ignored_slots.clear()
+        self._last_sweep = None
+        self._grace_until = float("-inf")
 
     # -- reading -------------------------------------------------------------
     def members(self):
@@ -245,9 +273,13 @@ class Membership:
     def stats(self):
         """Counters: received, heartbeats recognised on the fast path, and the
         slow path's outcomes (added, updated, removed.*, malformed.*, ...)."""
-        counts = dict(self._counts)
+        counts = Counter(self._counts)
+        dropped_in_pump = 0
+        for verdict, count in self._index.dropped().items():
+            counts[self._drop_counter(verdict)] += count
+            dropped_in_pump += count
         fast = self._index.hits
         counts["fast_path"] = fast
-        counts["received"] = fast + counts.get("slow_path", 0)
+        counts["received"] = fast + counts.get("slow_path", 0) + dropped_in_pump
         counts["members"] = len(self._members)
-        return counts
+        return dict(counts)

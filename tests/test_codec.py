@@ -158,3 +158,12 @@ def test_alive_cap_wraps_round_and_keeps_changing(codec):
 def test_heartbeat_packet_refuses_malformed_templates(codec):
     with pytest.raises(MalformedPacket):
         codec.HeartbeatPacket(V2[:-1])
+
+
+@pytest.mark.parametrize("name", sorted(VECTORS))
+def test_identity_without_parsing(codec, name):
+    from mcastmember.member import Member
+    packet, fields = VECTORS[name]
+    assert codec.identity(packet) == Member.from_fields(fields).identity
+    with pytest.raises(MalformedPacket):
+        codec.identity(packet[:-1])

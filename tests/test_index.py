@@ -144,12 +144,13 @@ def test_pump_returns_at_the_deadline_and_after_its_budget(codec, pair):
     assert index.hits == 5
 
 
-def test_pump_hands_back_short_datagrams_and_reports_errors(codec, pair):
+def test_pump_skips_short_datagrams_and_reports_errors(codec, pair):
     tx, rx = pair
     index = codec.MemberIndex(1)
     tx.send(b"tiny")
     buf = bytearray(100)
-    assert index.pump(rx.fileno(), buf, math.inf) == 4
+    assert index.pump(rx.fileno(), buf, math.inf) == -errno.EAGAIN
+    assert index.dropped() == {L.NOT_MEMBERSHIP: 1}
     assert index.pump(-1, buf, math.inf) == -errno.EBADF
 
 
@@ -163,3 +164,16 @@ def test_send_stamps_and_sends_one_datagram(codec, pair):
     assert (packet.sent, packet.errors) == (1, 0)
     assert packet.send(-1) == -errno.EBADF
     assert (packet.sent, packet.errors) == (1, 1)
+
+
+def test_pump_counts_and_skips_malformed_datagrams(codec, pair):
+    tx, rx = pair
+    index = codec.MemberIndex(2)
+    good = heartbeat(codec)
+    for junk in (b"tiny", good[:-1], b"FLT2002" + bytes(20), good[:8] + b"\x02\x00" + good[10:]):
+        tx.send(junk)
+    tx.send(good)
+    buf = bytearray(65536)
+    assert index.pump(rx.fileno(), buf, math.inf) == len(good)     # only the good one
+    assert index.dropped() == {L.NOT_MEMBERSHIP: 1, L.CHANNEL_FRAME: 1, L.TRUNCATED: 1,
+                               L.BAD_VERSION: 1}

@@ -1,0 +1,48 @@
+"""Replays the fuzz regression corpus and runs a short fuzz in the normal suite
+(the long run: python tests/fuzz_receive.py --count 1000000, done by CI)."""
+
+import pathlib
+
+import pytest
+
+from mcastmember import _fast_py
+from mcastmember._layout import SHUTDOWN_COMMAND
+from mcastmember.errors import MalformedPacket
+from mcastmember.table import Membership
+
+import fuzz_receive
+
+CORPUS = sorted((pathlib.Path(__file__).parent / "corpus").glob("*.hex"))
+
+
+def test_corpus_is_there():
+    assert len(CORPUS) >= 20
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=[p.stem for p in CORPUS])
+def test_corpus_entry_gets_the_same_verdict_everywhere(codec, path):
+    data = bytes.fromhex(path.read_text().strip())
+    verdict = codec.check(data)
+    assert verdict == _fast_py.check(data)
+    try:
+        fields = codec.parse(data)
+    except MalformedPacket as error:
+        assert error.code == verdict
+        fields = None
+    try:
+        expected = _fast_py.parse(data)
+    except MalformedPacket:
+        expected = None
+    assert fields == expected
+    table = Membership(codec=codec)
+    events = table.receive(data, len(data), 0.0)
+    joins = verdict == 0 and fields[5] != SHUTDOWN_COMMAND
+    assert len(events) == (1 if joins else 0)
+
+
+def test_short_fuzz_run_is_clean():
+    stats, growth = fuzz_receive.run(20000, seed=7, report=False)
+    assert stats["received"] == 20000
+    assert stats["members"] <= 64
+    assert stats.get("refused", 0) > 0          # the bound was reached and held
+    assert growth < 20000       # heap blocks: bounded, whatever arrives
