@@ -293,6 +293,11 @@ class MemberIndex:
             if now >= deadline:
                 return -errno.EAGAIN
 
+    def pending(self):
+        """Datagrams already read but not yet handled: always 0 here (one read
+        per datagram; the compiled module reads in batches)."""
+        return 0
+
     def dropped(self):
         """{verdict: count} of the datagrams ``pump`` dropped as malformed or foreign."""
         return dict(sorted(self._dropped.items()))

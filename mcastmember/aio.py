@@ -266,10 +266,14 @@ class AsyncMembership(MembershipFront):
                     self._counts["receive_errors"] += 1
                     self._rate_log.log(logging.WARNING, "recv", "receive failed: %s",
                                        os.strerror(-n))
-                return
+                break
             events = table.receive(buf, n, time.monotonic())
             if events:
                 self._publish(events)
+        if table.pending() and self._running:
+            # Read in a batch but not handled yet: the socket may be empty, so
+            # readiness will not call us again for them.
+            self._loop.call_soon(self._on_readable)
 
     def _schedule_sweep(self):
         self._sweep_timer = self._loop.call_later(SWEEP_INTERVAL_S, self._sweep)

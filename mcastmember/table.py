@@ -108,6 +108,10 @@ class Membership:
         or ``budget`` datagrams handled (see MemberIndex.pump)."""
         return self._index.pump(fd, buf, deadline, budget)
 
+    def pending(self):
+        """Datagrams ``pump`` has read but not handled yet (call it again)."""
+        return self._index.pending()
+
     def _receive_slow(self, buf, n, now):
         self._counts["slow_path"] += 1
         codec = self._codec

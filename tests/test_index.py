@@ -177,3 +177,21 @@ def test_pump_counts_and_skips_malformed_datagrams(codec, pair):
     assert index.pump(rx.fileno(), buf, math.inf) == len(good)     # only the good one
     assert index.dropped() == {L.NOT_MEMBERSHIP: 1, L.CHANNEL_FRAME: 1, L.TRUNCATED: 1,
                                L.BAD_VERSION: 1}
+
+
+def test_datagrams_after_a_stranger_are_handled_by_the_next_pump(codec, pair):
+    """The compiled pump reads in batches: what it read behind a datagram it
+    hands back must still be handled, even once the socket itself is empty."""
+    tx, rx = pair
+    index = codec.MemberIndex(4)
+    known = heartbeat(codec)
+    index.add(known, -1, 0.0, L.KIND_MEMBER)
+    stranger = heartbeat(codec, uid=_uid(3))
+    for packet in (known, stranger, known, b"junk", known):
+        tx.send(packet)
+    buf = bytearray(65536)
+    assert index.pump(rx.fileno(), buf, math.inf) == len(stranger)
+    assert index.hits == 1
+    assert index.pump(rx.fileno(), buf, math.inf) == -errno.EAGAIN
+    assert index.hits == 3 and index.dropped() == {L.NOT_MEMBERSHIP: 1}
+    assert index.pending() == 0
