@@ -501,18 +501,24 @@ def plot(rows, path):
 
 # -- start-up ------------------------------------------------------------------------------------
 def import_time(runs=15):
-    def best(code):
-        times = []
+    """What importing costs, from the interpreter's own -X importtime report
+    (the cumulative microseconds of the package's import; best of ``runs``), so
+    the noise of starting whole interpreters does not drown it."""
+    def cumulative_us(code, module):
+        best = math.inf
         for _ in range(runs):
-            t0 = time.perf_counter()
-            subprocess.run([sys.executable, "-c", code], check=True)
-            times.append(time.perf_counter() - t0)
-        return min(times)      # the least disturbed run of each
-    bare = best("pass")
-    lib = best("import mcastmember")
-    used = best("import mcastmember; mcastmember.McastService")
-    return {"bare_interpreter_ms": bare * 1000, "import_mcastmember_extra_ms": (lib - bare) * 1000,
-            "import_service_extra_ms": (used - bare) * 1000}
+            report = subprocess.run([sys.executable, "-X", "importtime", "-c", code],
+                                    capture_output=True, text=True, check=True).stderr
+            total = 0
+            for line in report.splitlines():
+                parts = [p.strip() for p in line.split("|")]
+                if len(parts) == 3 and parts[2].strip() == module and parts[1].isdigit():
+                    total += int(parts[1])
+            best = min(best, total)
+        return best
+    lib = cumulative_us("import mcastmember", "mcastmember")
+    service = lib + cumulative_us("import mcastmember.service", "mcastmember.service")
+    return {"import_mcastmember_ms": lib / 1000, "import_service_ms": service / 1000}
 
 
 def first_heartbeat(runs=5):
@@ -535,6 +541,45 @@ def first_heartbeat(runs=5):
         service.stop()
         rx.close()
     return {"start_to_first_heartbeat_ms": statistics.median(times)}
+
+
+def departures(runs=5):
+    """ms from a member's stop() to its removal on another member (shutdown),
+    and ms past the drop time before a silent member is removed (expiry)."""
+    import threading as _threading
+    from mcastmember.service import McastService
+    shutdown, expiry = [], []
+    for _ in range(runs):
+        port = free_udp_port()
+        removed = _threading.Event()
+        seen = {}
+
+        def listener(event):
+            if event.kind == "removed":
+                seen["at"] = time.perf_counter()
+                removed.set()
+        watcher = McastService(GROUP, port, interface="127.0.0.1", ttl=0, member_port=4001,
+                               frequency=100, drop_time=400)
+        watcher.add_listener(listener)
+        with watcher:
+            leaving = McastService(GROUP, port, interface="127.0.0.1", ttl=0, member_port=4002,
+                                   frequency=100, drop_time=400).start()
+            time.sleep(0.3)
+            t0 = time.perf_counter()
+            leaving.stop()
+            removed.wait(2)
+            shutdown.append((seen["at"] - t0) * 1000)
+            removed.clear()
+            tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            tx.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton("127.0.0.1"))
+            tx.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 0)
+            tx.sendto(member_packet(_fast_py, 77), (GROUP, port))     # heard once, then silent
+            t0 = time.perf_counter()
+            removed.wait(3)
+            expiry.append((seen["at"] - t0) * 1000 - 400)
+            tx.close()
+    return {"shutdown_to_removed_ms": statistics.median(shutdown),
+            "expired_past_drop_time_ms": statistics.median(expiry)}
 
 
 # -- report -----------------------------------------------------------------------------------------
@@ -585,7 +630,8 @@ def main(argv=None):
         notes.append(problem or f"plot written to {args.plot}")
 
     results["startup"] = dict(import_time(5 if args.quick else 30),
-                              **first_heartbeat(3 if args.quick else 5))
+                              **first_heartbeat(3 if args.quick else 5),
+                              **departures(2 if args.quick else 5))
     print("start-up:", json.dumps({k: round(v, 2) for k, v in results["startup"].items()}))
     results["notes"] = notes
     for note in notes:

