@@ -46,6 +46,11 @@ class OptionalBuildExt(build_ext):
         except Exception as error:
             if REQUIRE_EXTENSIONS:
                 raise
+            # An extension left by an earlier build in this tree would be
+            # installed as if this build had worked: remove it.
+            stale = self.get_ext_fullpath(ext.name)
+            if os.path.exists(stale):
+                os.remove(stale)
             _warn_fallback(error)
 
 

@@ -13,6 +13,8 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "McastService": "service",
+    "AsyncMembership": "aio",
+    "EventsLost": "aio",
     "ServiceConfig": "config",
     "Member": "member",
     "domain_from_text": "member",

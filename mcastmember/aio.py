@@ -152,6 +152,7 @@ class AsyncMembership(MembershipFront):
         self._period = cfg.frequency / 1000.0
         self._next_beat = self._loop.time()
         self._beat()                          # the first heartbeat goes out at once
+        self.table.sweep(time.monotonic())    # arms the pause guard from the first moment
         self._schedule_sweep()
         return self
 

@@ -220,6 +220,8 @@ class McastService(MembershipFront):
     def _receive_loop(self):
         buf = bytearray(L.RECV_BUFFER_LEN)
         table, lock, clock = self.table, self._lock, time.monotonic
+        with lock:
+            table.sweep(clock())   # arms the pause guard from the first moment
         next_sweep = clock() + SWEEP_INTERVAL_S
         next_report = clock() + MALFORMED_REPORT_S
         failures = 0

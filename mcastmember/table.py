@@ -223,7 +223,9 @@ class Membership:
         time since the previous sweep means this process was frozen (SIGSTOP,
         a suspended VM, a starved thread), so what looks like silence from the
         peers is our own deafness: they get one drop time from now to be heard
-        again before anyone is expired (counted as "pauses")."""
+        again before anyone is expired (counted as "pauses"). Drivers call it
+        once when they start, so that a pause before the first regular sweep
+        is noticed too."""
         last, self._last_sweep = self._last_sweep, now
         if last is not None and now - last > self.drop_time / 2:
             self._grace_until = now + self.drop_time

@@ -189,3 +189,10 @@ def test_regular_sweeps_expire_on_time(table, codec):
         events = table.sweep(now)
     assert 3.0 < now <= 3.05 + 1e-9
     assert table.stats().get("pauses", 0) == 0
+
+
+def test_a_pause_before_the_first_regular_sweep_is_noticed(table, codec):
+    assert table.sweep(0.0) == ()              # the driver arms the guard at start
+    feed(table, hb(codec, uid=1), 0.01)
+    assert table.sweep(2.0) == ()              # frozen right after hearing 1
+    assert table.stats()["pauses"] == 1
