@@ -1,5 +1,9 @@
 """MemberIndex: recognising known heartbeats and ordering expiry, both implementations."""
 
+import errno
+import math
+import socket
+
 import pytest
 
 from mcastmember import _layout as L
@@ -98,10 +102,6 @@ def test_capacity_must_be_positive(codec):
 
 
 # -- pump and send: the socket-facing halves, on a local socketpair (no network) --
-import errno
-import math
-import socket
-
 
 @pytest.fixture
 def pair():
