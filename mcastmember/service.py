@@ -45,6 +45,7 @@ class McastService(MembershipFront):
     def __init__(self, address="228.0.0.4", port=45564, **settings):
         super().__init__(address, port, settings)
         self._lock = self._table_lock = threading.Lock()
+        self._lifecycle = threading.Lock()    # start() and stop() one at a time
         self._listeners = []
         self._threads = []
         self._stopping = threading.Event()
@@ -60,6 +61,10 @@ class McastService(MembershipFront):
     # -- lifecycle -----------------------------------------------------------
     def start(self):
         """Open the sockets, send the first heartbeat at once and start the threads."""
+        with self._lifecycle:
+            return self._start()
+
+    def _start(self):
         if self._running:
             raise RuntimeError("McastService is already running")
         cfg = self.config
@@ -97,7 +102,12 @@ class McastService(MembershipFront):
 
     def stop(self):
         """Send the shutdown packet, stop the threads and close the sockets.
-        Listeners get every event that happened before the stop."""
+        Listeners get every event that happened before the stop. A listener
+        may call it too (the dispatcher then ends after that listener)."""
+        with self._lifecycle:
+            self._stop()
+
+    def _stop(self):
         if not self._running:
             return
         self._running = False
@@ -112,7 +122,8 @@ class McastService(MembershipFront):
             pass
         receiver.join()
         self._events.put(None)      # after every event already queued
-        dispatcher.join()
+        if threading.current_thread() is not dispatcher:
+            dispatcher.join()
         self._recv_sock.close()
         self._send_sock.close()
         self._stop_probe_listener()    # after the goodbye: Tomcat now finds us gone

@@ -182,3 +182,18 @@ def test_bad_settings_are_refused_clearly(settings, message):
     options.update(settings)
     with pytest.raises(ConfigurationError, match=message):
         McastService(options.pop("address"), options.pop("port"), **options)
+
+
+def test_a_listener_may_stop_the_service(group_port):
+    a = service(group_port, 4001)
+    stopped = threading.Event()
+
+    def leave_when_someone_joins(event):
+        if event.kind == "added":
+            a.stop()
+            stopped.set()
+
+    a.add_listener(leave_when_someone_joins)
+    with a, service(group_port, 4002):
+        assert stopped.wait(3)
+        assert not a.running
