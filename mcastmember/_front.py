@@ -2,6 +2,8 @@
 member, its packet, and changing what we advertise."""
 
 import contextlib
+import logging
+import os
 
 from . import _codec
 from .config import ServiceConfig
@@ -9,7 +11,8 @@ from .config import ServiceConfig
 
 class MembershipFront:
     """Base of McastService and AsyncMembership. Subclasses send with
-    ``_refresh_packet()`` and guard the table with ``_table_lock``."""
+    ``_refresh_packet()``, guard the table with ``_table_lock``, and set
+    ``_send_fd``, ``_counts`` and ``_rate_log`` before sending."""
 
     _table_lock = contextlib.nullcontext()
 
@@ -55,6 +58,18 @@ class MembershipFront:
             self._sent_earlier += self._packet.sent
         self._packet = self.config.heartbeat_packet(origin_ns)
         return self._packet
+
+    def _send(self, packet):
+        """One heartbeat: on the compiled path a single C call stamps the alive
+        bytes and sends. A failure is counted and logged (rate-limited), never
+        queued: a later heartbeat replaces a lost one."""
+        n = packet.send(self._send_fd)
+        if n < 0:
+            self._counts["send_errors"] += 1
+            self._rate_log.log(logging.WARNING, "send", "heartbeat not sent: %s",
+                               os.strerror(-n))
+            return False
+        return True
 
     def _common_stats(self, counts):
         with self._table_lock:

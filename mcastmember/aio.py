@@ -238,15 +238,6 @@ class AsyncMembership(MembershipFront):
         if self._running:
             self._send(self._new_packet(self._origin_ns))
 
-    def _send(self, packet):
-        # Straight onto the non-blocking socket: a full send buffer loses this
-        # beat rather than queueing it behind a transport.
-        n = packet.send(self._send_fd)
-        if n < 0:
-            self._counts["send_errors"] += 1
-            self._rate_log.log(logging.WARNING, "send", "heartbeat not sent: %s",
-                               os.strerror(-n))
-
     def _beat(self):
         self._send(self._packet)
         now = self._loop.time()

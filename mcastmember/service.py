@@ -182,16 +182,6 @@ class McastService(MembershipFront):
             self._new_packet(self._origin_ns)   # a reference swap: the sender reads it whole
             self._wake_sender.set()
 
-    def _send(self, packet):
-        # One C call on the compiled path: stamp the alive bytes and send.
-        n = packet.send(self._send_fd)
-        if n < 0:
-            self._counts["send_errors"] += 1
-            self._rate_log.log(logging.WARNING, "send", "heartbeat not sent: %s",
-                               os.strerror(-n))
-            return False
-        return True
-
     def _send_loop(self):
         period = self.config.frequency / 1000.0
         next_at = time.monotonic()

@@ -1,7 +1,6 @@
 """mcast-demo as scripts use it: two processes on loopback, decode, bad input."""
 
 import json
-import os
 import shutil
 import signal
 import subprocess

@@ -11,7 +11,7 @@ import tracemalloc
 
 import pytest
 
-from mcastmember import McastService, _codec, _layout as L
+from mcastmember import McastService, _codec
 from mcastmember.table import Membership
 
 from support import GROUP, LOOPBACK
