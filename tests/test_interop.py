@@ -118,7 +118,8 @@ def test_killed_tomcat_is_expired_after_drop_time(tomcat, group_port):
         killed = time.monotonic()
         seen, gone = events.wait("removed", tomcat.member_port, timeout=10)
     assert gone.reason == "expired"
-    assert DROP_TIME / 1000 - FREQUENCY / 1000 <= seen - killed <= DROP_TIME / 1000 + 0.5
+    # Tomcat's last heartbeat left up to a period (and its scheduling) before the kill
+    assert DROP_TIME / 1000 - 2 * FREQUENCY / 1000 <= seen - killed <= DROP_TIME / 1000 + 0.5
 
 
 def test_killed_python_node_is_dropped_by_tomcat(tomcat, group_port, tmp_path):
@@ -140,7 +141,7 @@ def test_killed_python_node_is_dropped_by_tomcat(tomcat, group_port, tmp_path):
         if proc.poll() is None:
             proc.kill()
     assert gone.command == b""            # not a shutdown: a crash Tomcat detected
-    assert seen - killed >= DROP_TIME / 1000 - FREQUENCY / 1000
+    assert seen - killed >= DROP_TIME / 1000 - 2 * FREQUENCY / 1000
 
 
 def test_payload_change_reaches_tomcats_member_record(tomcat, group_port):
