@@ -167,15 +167,18 @@ class HeartbeatPacket:
     ``buffer`` is the bytearray to hand to ``socket.send``. ``stamp_now()`` writes
     the milliseconds since ``origin_ns`` (a ``time.monotonic_ns()`` reading);
     when ``alive_cap`` is not negative, values past it wrap round to 0, so the
-    alive time stays small yet still changes with every heartbeat.
+    alive time stays small yet still changes with every heartbeat; with
+    ``below_zero`` the value written is ``-1 - alive``, so it is always
+    negative (Tomcat sorts such a member after every Tomcat node).
     """
 
-    def __init__(self, packet, origin_ns=None, alive_cap=-1):
+    def __init__(self, packet, origin_ns=None, alive_cap=-1, below_zero=False):
         if check(packet) != L.OK:
             raise MalformedPacket(check(packet))
         self.buffer = bytearray(packet)
         self.origin_ns = time.monotonic_ns() if origin_ns is None else origin_ns
         self.alive_cap = alive_cap
+        self.below_zero = bool(below_zero)
         self.sent = 0
         self.errors = 0
 
@@ -186,6 +189,8 @@ class HeartbeatPacket:
         alive = (time.monotonic_ns() - self.origin_ns) // 1_000_000
         if 0 <= self.alive_cap < alive:
             alive = alive % (self.alive_cap + 1)
+        if self.below_zero:
+            alive = -1 - alive
         _INT64.pack_into(self.buffer, L.OFF_ALIVE, alive)
 
     def send(self, fd):

@@ -155,6 +155,21 @@ def test_alive_cap_wraps_round_and_keeps_changing(codec):
     assert all(e <= s <= e + 50 for s, e in zip(seen, expected)), seen
 
 
+def test_below_zero_alive_is_always_negative_and_keeps_changing(codec):
+    import time
+    now = time.monotonic_ns()
+    seen = []
+    for elapsed_ms in (0, 500, 900, 1500, 7250):
+        packet = codec.HeartbeatPacket(heartbeat(codec), origin_ns=now - elapsed_ms * 1_000_000,
+                                       alive_cap=1000, below_zero=True)
+        packet.stamp_now()
+        seen.append(packet.alive_ms)
+        assert codec.parse(packet.buffer)[0] == packet.alive_ms
+    # -1 - (elapsed % 1001), give or take the few ms the loop itself takes
+    expected = [-1, -501, -901, -500, -244]
+    assert all(e - 50 <= s <= e for s, e in zip(seen, expected)), seen
+
+
 def test_heartbeat_packet_refuses_malformed_templates(codec):
     with pytest.raises(MalformedPacket):
         codec.HeartbeatPacket(V2[:-1])
