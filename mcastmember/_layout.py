@@ -108,3 +108,39 @@ KIND_FREE = 0
 KIND_MEMBER = 1
 KIND_LOCAL = 2       # our own heartbeats looping back: recognised, ignored
 KIND_FILTERED = 3    # a member of another domain: recognised, ignored
+
+
+# -- Tribes' TCP channel (what Tomcat's senders write to a member's port) -----
+# A frame is START + int32 length + ChannelData + END
+# (org.apache.catalina.tribes.io.XByteBuffer); ChannelData is int32 options,
+# int64 timestamp, int32 n + unique message id, int32 n + the sender's
+# membership packet, int32 n + the message (ChannelData.getDataPackage).
+CHANNEL_START = CHANNEL_FRAME_TAG       # b"FLT2002"
+CHANNEL_END = b"TLF2003"
+CHANNEL_HEADER_LEN = len(CHANNEL_START) + 4
+# Message option bits (org.apache.catalina.tribes.Channel.SEND_OPTIONS_*).
+SEND_OPTIONS_BYTE_MESSAGE = 0x0001      # raw bytes, not a serialized Java object
+SEND_OPTIONS_USE_ACK = 0x0002           # the sender waits for an ack frame
+SEND_OPTIONS_SYNCHRONIZED_ACK = 0x0004  # ...sent after the message was processed
+SEND_OPTIONS_ASYNCHRONOUS = 0x0008      # queued by the sender; no meaning to a receiver
+# The payloads of the ack frames (org.apache.catalina.tribes.transport.Constants).
+ACK_DATA = bytes((6, 2, 3))
+FAIL_ACK_DATA = bytes((11, 0, 5))
+
+# -- the few Java-serialized messages a listed member must answer -------------
+# (java.io.ObjectStreamConstants; the class names and serialVersionUIDs are
+# those of Tomcat 10.1: RpcMessage and its NoRpcChannelReply declare none, so
+# Java derives them from the class's shape, which has not changed since
+# Tomcat 7; the request carries RpcMessage's own, which we echo.)
+JAVA_STREAM_MAGIC = b"\xac\xed\x00\x05"
+TC_NULL, TC_REFERENCE, TC_CLASSDESC, TC_OBJECT, TC_STRING = 0x70, 0x71, 0x72, 0x73, 0x74
+TC_BLOCKDATA, TC_ENDBLOCKDATA, TC_BLOCKDATALONG, TC_LONGSTRING = 0x77, 0x78, 0x7A, 0x7C
+SC_WRITE_METHOD, SC_SERIALIZABLE, SC_EXTERNALIZABLE, SC_BLOCK_DATA = 0x01, 0x02, 0x04, 0x08
+RPC_MESSAGE_CLASS = "org.apache.catalina.tribes.group.RpcMessage"
+NO_RPC_REPLY_CLASS = "org.apache.catalina.tribes.group.RpcMessage$NoRpcChannelReply"
+NO_RPC_REPLY_SUID = 8911374288427899814
+SESSION_MESSAGE_CLASS = "org.apache.catalina.ha.session.SessionMessageImpl"
+SESSION_EVENT_FIELD = "mEvtType"
+# org.apache.catalina.ha.session.SessionMessage event types.
+EVT_GET_ALL_SESSIONS = 4
+EVT_ALL_SESSION_TRANSFERCOMPLETE = 14

@@ -21,7 +21,6 @@ import time
 
 from . import _layout as L
 from . import net
-from . import probe
 from ._ratelimit import RateLimitedLog
 from ._front import MembershipFront
 from .config import SWEEP_INTERVAL_S
@@ -181,8 +180,7 @@ class AsyncMembership(MembershipFront):
                 sock.close()
         self._recv_sock = self._send_sock = None
         if self._probe_server is not None:
-            self._probe_server.close()
-            await self._probe_server.wait_closed()
+            await self._probe_server.stop()
             self._probe_server = None
 
     async def __aenter__(self):
@@ -231,6 +229,8 @@ class AsyncMembership(MembershipFront):
     def stats(self):
         counts = self._common_stats(self._counts)
         counts["subscribers"] = len(self._streams)
+        if self._probe_server is not None:
+            counts.update(self._probe_server.stats())
         return counts
 
     # -- sending -------------------------------------------------------------------
@@ -292,25 +292,13 @@ class AsyncMembership(MembershipFront):
                 except Exception as error:   # a broken predicate fails its own waiter only
                     future.set_exception(error)
 
-    # -- TCP listener for Tomcat's failure detector ------------------------------------
+    # -- TCP listener for Tomcat ------------------------------------------------------
     async def _start_probe_server(self):
         cfg = self.config
-
-        async def drain(reader, writer):
-            try:
-                while await asyncio.wait_for(reader.read(probe.READ_SIZE), probe.IDLE_TIMEOUT_S):
-                    pass
-            except (OSError, asyncio.TimeoutError):
-                pass
-            finally:
-                writer.close()
-
-        try:
-            self._probe_server = await asyncio.start_server(
-                drain, cfg.interface or "0.0.0.0", cfg.member_port, reuse_address=True)
-        except OSError as error:
-            raise OSError(error.errno, f"cannot listen on member port {cfg.member_port} "
-                                       f"for Tomcat's failure detector: {error.strerror}") from None
+        from .probe_aio import AsyncProbeListener
+        listener = AsyncProbeListener(cfg.listen_address, cfg.member_port, cfg.encode)
+        await listener.start()
+        self._probe_server = listener
         if cfg.member_port == 0:
-            cfg.member_port = self._probe_server.sockets[0].getsockname()[1]
+            cfg.member_port = listener.port
             self.table.set_local(cfg.local_member())

@@ -50,11 +50,13 @@ class ServiceConfig:
     ``alive_cap_ms`` keeps the alive time we advertise at or below it (past
     it the value wraps round to 0, so that it still changes with every
     heartbeat: Tomcat copies a member's payload only when its alive time
-    changed); None leaves it uncapped. ``tcp_listener`` accepts and discards
-    TCP connections on the member port, for Tomcat's TcpFailureDetector.
-    ``tomcat=True`` is the short way to join a Tomcat cluster: it turns the
-    TCP listener on and caps the alive time at two heartbeats, unless those
-    are given.
+    changed); None leaves it uncapped. ``tcp_listener`` serves Tribes' TCP
+    channel on the member port, so that Tomcat lists us and every message it
+    sends us is answered at once (see probe.py, channel.py); with it the
+    alive time is advertised below zero (-1 to -alive_cap_ms-1, default cap
+    two heartbeats), so that every Tomcat sorts us after every Tomcat node
+    and never asks us first for its sessions. ``tomcat=True`` is the short
+    way to join a Tomcat cluster: it turns the TCP listener on.
     """
 
     def __init__(self, address=DEFAULT_GROUP, port=DEFAULT_PORT, *, interface=None, ttl=None,
@@ -81,7 +83,9 @@ class ServiceConfig:
         self.filter_domain = bool(filter_domain)
         self.tomcat = bool(tomcat)
         self.tcp_listener = self.tomcat if tcp_listener is None else bool(tcp_listener)
-        if alive_cap_ms is None and self.tomcat:
+        # Listed by Tomcat, we must sort after every Tomcat node (see above).
+        self.alive_below_zero = self.tcp_listener
+        if alive_cap_ms is None and self.alive_below_zero:
             alive_cap_ms = 2 * self.frequency
         if alive_cap_ms is not None:
             alive_cap_ms = _whole(alive_cap_ms, "alive_cap_ms", 2 * self.frequency)
@@ -124,7 +128,13 @@ class ServiceConfig:
     def heartbeat_packet(self, origin_ns, command=b""):
         """Our packet, ready to be stamped and sent (``origin_ns``: when we started)."""
         cap = -1 if self.alive_cap_ms is None else self.alive_cap_ms
-        return _codec.HeartbeatPacket(self.encode(command), origin_ns, cap)
+        return _codec.HeartbeatPacket(self.encode(command), origin_ns, cap, self.alive_below_zero)
+
+    @property
+    def listen_address(self):
+        """Where the TCP listener binds: the interface, else the address we
+        advertise (where Tomcat connects); never every address of the host."""
+        return self.interface or self.local_member().address
 
     def set_payload(self, payload):
         payload = _as_payload(payload)

@@ -1,14 +1,19 @@
-"""A TCP listener on our advertised member port, for Tomcat's failure detector.
+"""The TCP listener on our advertised member port, for Tomcat (``tomcat=True``).
 
-Tomcat's default cluster stack (TcpFailureDetector) reports a new member only
-after it has connected to the member's host:port and written a probe frame,
-and it keeps a silent member while that port still accepts connections. We
-have no Tribes channel to serve, so this listener accepts, reads and discards
-whatever arrives (bounded: a fixed read size, a cap on open connections, an
-idle timeout) and closes when the service stops, so that Tomcat sees us alive
-exactly while we are.
+Tomcat's default cluster stack (TcpFailureDetector) lists a new member only
+after it has connected to the member's host:port, and keeps a silent member
+while that port accepts connections. Once listed, the member receives every
+replicated message, and must answer each at once as its options ask
+(``channel.py`` decides how). The listeners only move bytes: this one, for
+the threaded service, runs a selector on one thread; ``probe_aio.py`` has
+the asyncio one. Both are bounded: fixed-size reads, a cap on inbound
+connections (at the cap the one idle longest is closed, so a crowd of silent
+clients cannot lock Tomcat's probes out), an idle timeout longer than
+Tomcat's senders keep a connection (60 s), a cap on unsent acknowledgements
+per connection, and a cap and a timeout on replies in flight.
 """
 
+import errno
 import logging
 import selectors
 import socket
@@ -16,37 +21,88 @@ import threading
 import time
 
 from ._ratelimit import RateLimitedLog
+from .channel import ChannelConnection, ChannelCounters, ChannelError
 
 log = logging.getLogger("mcastmember")
 
-READ_SIZE = 4096
-MAX_CONNECTIONS = 64
-IDLE_TIMEOUT_S = 30.0
+READ_SIZE = 64 * 1024
+MAX_CONNECTIONS = 256
+IDLE_TIMEOUT_S = 300.0
+# Acks a peer has not read yet; beyond this it is not reading them at all.
+MAX_UNSENT = 64 * 1024
+MAX_REPLIES_IN_FLIGHT = 32
+REPLY_TIMEOUT_S = 5.0
 
 
-class ProbeListener:
-    """Accept and drain TCP connections on ``(address, port)`` on one thread."""
+def _family(address):
+    return socket.AF_INET6 if ":" in address else socket.AF_INET
 
-    def __init__(self, address, port):
+
+class _ListenerBase:
+    """Counters and the reply bookkeeping both listeners share."""
+
+    def __init__(self, address, port, local_packet):
         self.address = address
         self.port = port
+        self._local_packet = local_packet
         self.accepted = 0
-        self.bytes_discarded = 0
+        self.evicted = 0
+        self.replies_failed = 0
+        self.counters = ChannelCounters()
+        self._rate_log = RateLimitedLog(log)
+
+    def stats(self):
+        stats = {"probe_connections": self.accepted, "probe_evicted": self.evicted,
+                 "probe_replies_failed": self.replies_failed}
+        stats.update(self.counters.as_stats())
+        return stats
+
+    def _new_connection(self):
+        return ChannelConnection(self._local_packet, self.counters)
+
+    def _reply_failed(self, reply, error):
+        self.replies_failed += 1
+        self._rate_log.log(logging.WARNING, "reply", "could not answer Tomcat at %s:%d (%s): %s",
+                           reply.address, reply.port, reply.kind, error)
+
+    def _bind_error(self, error):
+        return OSError(error.errno, f"cannot listen on {self.address} port {self.port} "
+                                    f"for Tomcat: {error.strerror}")
+
+
+class _Inbound:
+    __slots__ = ("sock", "channel", "unsent", "heard")
+
+    def __init__(self, sock, channel, now):
+        self.sock, self.channel, self.unsent, self.heard = sock, channel, bytearray(), now
+
+
+class _Outbound:
+    __slots__ = ("sock", "reply", "data", "deadline")
+
+    def __init__(self, sock, reply, deadline):
+        self.sock, self.reply, self.data, self.deadline = sock, reply, memoryview(reply.frame), deadline
+
+
+class ProbeListener(_ListenerBase):
+    """Serve ``(address, port)`` on one thread, for the threaded service."""
+
+    def __init__(self, address, port, local_packet):
+        super().__init__(address, port, local_packet)
         self._sock = None
         self._thread = None
         self._wake_r = self._wake_w = None
-        self._rate_log = RateLimitedLog(log)
 
     def start(self):
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock = socket.socket(_family(self.address), socket.SOCK_STREAM)
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind((self.address, self.port))
-            sock.listen(16)
+            sock.listen(64)
             sock.setblocking(False)
-        except BaseException:
+        except OSError as error:
             sock.close()
-            raise
+            raise self._bind_error(error) from None
         self._sock = sock
         self.port = sock.getsockname()[1]
         self._wake_r, self._wake_w = socket.socketpair()
@@ -66,58 +122,137 @@ class ProbeListener:
             sock.close()
 
     def _run(self):
-        sel = selectors.DefaultSelector()
+        self._sel = sel = selectors.DefaultSelector()
         sel.register(self._sock, selectors.EVENT_READ, "accept")
         sel.register(self._wake_r, selectors.EVENT_READ, "stop")
-        last_heard = {}    # connection -> monotonic time of its last bytes
+        self._inbound = {}     # socket -> _Inbound
+        self._outbound = {}    # socket -> _Outbound
         try:
             while True:
-                for key, _ in sel.select(timeout=1.0):
+                for key, _ in sel.select(timeout=self._select_timeout()):
                     if key.data == "stop":
                         return
                     if key.data == "accept":
-                        self._accept(sel, last_heard)
+                        self._accept()
+                    elif isinstance(key.data, _Inbound):
+                        self._service_inbound(key.data, key.events)
                     else:
-                        self._drain(sel, key.fileobj, last_heard)
-                now = time.monotonic()
-                for conn, heard in list(last_heard.items()):
-                    if now - heard > IDLE_TIMEOUT_S:
-                        self._close(sel, conn, last_heard)
+                        self._service_outbound(key.data)
+                self._expire(time.monotonic())
+        except Exception:     # never let the listener die silently: Tomcat would drop us
+            log.exception("TCP listener for Tomcat failed")
         finally:
-            for conn in list(last_heard):
-                self._close(sel, conn, last_heard)
+            for sock in list(self._inbound) + list(self._outbound):
+                self._close(sock)
             sel.close()
 
-    def _accept(self, sel, last_heard):
+    def _select_timeout(self):
+        if not self._outbound:
+            return 1.0
+        soonest = min(o.deadline for o in self._outbound.values())
+        return max(0.0, min(1.0, soonest - time.monotonic()))
+
+    def _expire(self, now):
+        for sock, conn in list(self._inbound.items()):
+            if now - conn.heard > IDLE_TIMEOUT_S:
+                self._close(sock)
+        for sock, out in list(self._outbound.items()):
+            if now >= out.deadline:
+                self._reply_failed(out.reply, "timed out")
+                self._close(sock)
+
+    def _accept(self):
         try:
-            conn, _ = self._sock.accept()
+            sock, _ = self._sock.accept()
         except OSError as error:   # the peer gave up, or no descriptors left
-            self._rate_log.log(logging.WARNING, "accept", "probe listener: accept failed: %s",
-                               error)
+            self._rate_log.log(logging.WARNING, "accept", "TCP listener: accept failed: %s", error)
             return
         self.accepted += 1
-        if len(last_heard) >= MAX_CONNECTIONS:
-            conn.close()
-            return
-        conn.setblocking(False)
-        sel.register(conn, selectors.EVENT_READ, "conn")
-        last_heard[conn] = time.monotonic()
+        if len(self._inbound) >= MAX_CONNECTIONS:
+            idlest = min(self._inbound.values(), key=lambda c: c.heard)
+            self._close(idlest.sock)
+            self.evicted += 1
+        sock.setblocking(False)
+        conn = _Inbound(sock, self._new_connection(), time.monotonic())
+        self._inbound[sock] = conn
+        self._sel.register(sock, selectors.EVENT_READ, conn)
 
-    def _drain(self, sel, conn, last_heard):
+    def _service_inbound(self, conn, events):
+        if events & selectors.EVENT_READ:
+            try:
+                data = conn.sock.recv(READ_SIZE)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                data = b""
+            if not data:
+                self._close(conn.sock)
+                return
+            conn.heard = time.monotonic()
+            try:
+                back, replies = conn.channel.receive(data)
+            except ChannelError:
+                self._close(conn.sock)
+                return
+            conn.unsent += back
+            for reply in replies:
+                self._send_reply(reply)
+        self._flush(conn)
+
+    def _flush(self, conn):
+        if conn.unsent:
+            try:
+                sent = conn.sock.send(conn.unsent)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            except OSError:
+                self._close(conn.sock)
+                return
+            del conn.unsent[:sent]
+        if len(conn.unsent) > MAX_UNSENT:
+            self._close(conn.sock)
+            return
+        wanted = selectors.EVENT_READ | (selectors.EVENT_WRITE if conn.unsent else 0)
+        if self._sel.get_key(conn.sock).events != wanted:
+            self._sel.modify(conn.sock, wanted, conn)
+
+    def _send_reply(self, reply):
+        if len(self._outbound) >= MAX_REPLIES_IN_FLIGHT:
+            self._reply_failed(reply, "too many replies in flight")
+            return
+        sock = socket.socket(_family(reply.address), socket.SOCK_STREAM)
+        sock.setblocking(False)
+        code = sock.connect_ex((reply.address, reply.port))
+        if code not in (0, errno.EINPROGRESS):
+            sock.close()
+            self._reply_failed(reply, errno.errorcode.get(code, code))
+            return
+        out = _Outbound(sock, reply, time.monotonic() + REPLY_TIMEOUT_S)
+        self._outbound[sock] = out
+        self._sel.register(sock, selectors.EVENT_WRITE, out)
+
+    def _service_outbound(self, out):
+        code = out.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        if code:
+            self._reply_failed(out.reply, errno.errorcode.get(code, code))
+            self._close(out.sock)
+            return
         try:
-            data = conn.recv(READ_SIZE)
-        except BlockingIOError:
+            out.data = out.data[out.sock.send(out.data):]
+        except (BlockingIOError, InterruptedError):
             return
-        except OSError:
-            data = b""
-        if not data:
-            self._close(sel, conn, last_heard)
+        except OSError as error:
+            self._reply_failed(out.reply, error)
+            self._close(out.sock)
             return
-        self.bytes_discarded += len(data)
-        last_heard[conn] = time.monotonic()
+        if not out.data:
+            self._close(out.sock)
 
-    @staticmethod
-    def _close(sel, conn, last_heard):
-        sel.unregister(conn)
-        last_heard.pop(conn, None)
-        conn.close()
+    def _close(self, sock):
+        self._inbound.pop(sock, None)
+        self._outbound.pop(sock, None)
+        try:
+            self._sel.unregister(sock)
+        except (KeyError, ValueError):
+            pass
+        sock.close()

@@ -153,18 +153,14 @@ class McastService(MembershipFront):
         and of the service (sent, send_errors, socket_reopened ...)."""
         counts = self._common_stats(self._counts)
         if self._probe is not None:
-            counts["probe_connections"] = self._probe.accepted
+            counts.update(self._probe.stats())
         return counts
 
-    # -- the TCP listener for Tomcat's failure detector -------------------------
+    # -- the TCP listener for Tomcat ---------------------------------------------
     def _start_probe_listener(self):
         cfg = self.config
-        listener = ProbeListener(cfg.interface or "0.0.0.0", cfg.member_port)
-        try:
-            listener.start()
-        except OSError as error:
-            raise OSError(error.errno, f"cannot listen on member port {cfg.member_port} "
-                                       f"for Tomcat's failure detector: {error.strerror}") from None
+        listener = ProbeListener(cfg.listen_address, cfg.member_port, cfg.encode)
+        listener.start()
         if cfg.member_port == 0:     # advertise the port the kernel chose
             cfg.member_port = listener.port
             with self._lock:

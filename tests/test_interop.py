@@ -7,17 +7,21 @@ stack with TcpFailureDetector ("stack"). Skipped when Java or the jars are
 missing.
 """
 
+import asyncio
+import contextlib
 import json
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 
 from mcastmember import McastService
+from mcastmember.aio import AsyncMembership
 
 from support import GROUP, LOOPBACK
 from tribes import TribesNode, build_harness
@@ -51,10 +55,47 @@ def tomcat(request, classpath, group_port):
     node.kill()
 
 
-def python_service(group_port, **settings):
+def python_settings(**settings):
     options = dict(LOOPBACK, member_port=free_tcp_port(), tomcat=True, **TIMING)
     options.update(settings)
-    return McastService(GROUP, group_port, **options)
+    return options
+
+
+def python_service(group_port, **settings):
+    return McastService(GROUP, group_port, **python_settings(**settings))
+
+
+class RunningMember:
+    def __init__(self, member_port, stats):
+        self.member_port, self.stats = member_port, stats
+
+
+@contextlib.contextmanager
+def run_member(front, group_port, **settings):
+    """A member on the threaded front, or on the asyncio front with its loop
+    on a thread of its own; yields its member port and a stats() call."""
+    if front == "threads":
+        with McastService(GROUP, group_port, **settings) as service:
+            yield RunningMember(service.config.member_port, service.stats)
+        return
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+
+    def on_loop(coro_or_call):
+        if not asyncio.iscoroutine(coro_or_call):
+            coro_or_call = asyncio.sleep(0, coro_or_call())
+        return asyncio.run_coroutine_threadsafe(coro_or_call, loop).result(30)
+
+    member = AsyncMembership(GROUP, group_port, **settings)
+    on_loop(member.start())
+    try:
+        yield RunningMember(member.config.member_port, lambda: on_loop(member.stats))
+    finally:
+        on_loop(member.stop())
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join()
+        loop.close()
 
 
 class Events:
@@ -217,3 +258,73 @@ def test_without_the_listener_tomcats_stack_never_reports_us(classpath, group_po
             assert not [m for _, m in node.events if m.port == service.config.member_port]
     finally:
         node.kill()
+
+
+# -- Tribes' channel: a listed member answers at once (issue: do no harm) -----------
+
+def tomcat_reads(classpath, data):
+    """What Tomcat's own deserializer makes of ``data``."""
+    result = subprocess.run(["java", "-cp", classpath, "TribesVectors", "read", data.hex()],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.split()
+
+
+def test_tomcat_reads_our_answers_as_its_own_classes(classpath):
+    from mcastmember import javaser
+    from support import JAVA_GET_ALL_SESSIONS, JAVA_RPC_REQUEST_LONG_ID
+    request = javaser.rpc_request(JAVA_RPC_REQUEST_LONG_ID)
+    assert tomcat_reads(classpath, javaser.no_rpc_reply(request)) == [
+        "RPC", "org.apache.catalina.tribes.group.RpcMessage$NoRpcChannelReply", "true",
+        request.uuid.hex(), request.rpc_id.hex()]
+    assert tomcat_reads(classpath, javaser.session_state_reply(JAVA_GET_ALL_SESSIONS)) == [
+        "SESSION", "14", "/shop", "1764760000123"]
+
+
+@pytest.fixture
+def stack(classpath, group_port):
+    node = TribesNode(classpath, "stack", GROUP, group_port, free_tcp_port(), **TIMING)
+    yield node
+    node.kill()
+
+
+@pytest.mark.parametrize("front", ["threads", "asyncio"])
+def test_tomcats_messages_to_a_listed_member_never_wait(stack, group_port, front):
+    """Sends with acks (channelSendOptions 6 and 2), an RPC and a request
+    for all sessions, to a member with tomcat=True: each is answered at once
+    (Tomcat's ack timeout is 3 s, its RPC timeout here 10 s, a DeltaManager's
+    state wait 60 s)."""
+    with run_member(front, group_port, **python_settings()) as member:
+        stack.wait_event("ADDED", member.member_port, timeout=10)
+        for options in (6, 2, 8):
+            assert stack.command(f"send {member.member_port} {options}", ("SENT", "FAILED")) \
+                .startswith("SENT")
+        replies, elapsed = stack.command(f"rpc {member.member_port}", "RPC").split()[1:]
+        assert replies == "0"                 # a NoRpcChannelReply counts as no answer...
+        assert int(elapsed) < 5000            # ...but ends the wait (timeout 10,000 ms)
+        stack.command(f"getall {member.member_port} /shop")
+        event, context = stack.expect("SESSION", timeout=5).split()[1:3]
+        assert (event, context) == ("14", "/shop")      # transfer complete: no sessions held
+        stats = member.stats()
+    assert stats["probe_acks"] == 3        # options 6, 2 and the RPC (sent with USE_ACK)
+    assert stats["probe_frames"] >= 5
+    assert (stats["probe_rpc_replies"], stats["probe_state_replies"]) == (1, 1)
+    assert stats["probe_replies_failed"] == 0 and stats["probe_malformed"] == 0
+
+
+def test_tomcat_sorts_a_listed_member_after_every_tomcat(stack, classpath, group_port):
+    """DeltaManager asks the first member of its list (largest alive time)
+    for sessions: with tomcat=True we advertise a negative alive time, so
+    even a Tomcat that started after us comes first."""
+    with python_service(group_port) as service:
+        stack.wait_event("ADDED", service.config.member_port)
+        younger = TribesNode(classpath, "stack", GROUP, group_port, free_tcp_port(), **TIMING)
+        try:
+            stack.wait_event("ADDED", younger.member_port)
+            assert service.local_member.alive_ms < 0
+            for _ in range(4):
+                assert [m.port for m in stack.members()] == [younger.member_port,
+                                                             service.config.member_port]
+                time.sleep(FREQUENCY / 1000)
+        finally:
+            younger.kill()

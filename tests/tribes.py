@@ -9,9 +9,12 @@ import subprocess
 import threading
 import time
 
-HARNESS = pathlib.Path(__file__).parent / "interop" / "TribesNode.java"
-JAR_DIRS = [pathlib.Path("/usr/share/java"), pathlib.Path("/usr/share/tomcat10/lib")]
-JARS = ("tomcat10-tribes.jar", "tomcat10-juli.jar")
+HARNESS = [pathlib.Path(__file__).parent / "interop" / name
+           for name in ("TribesNode.java", "TribesVectors.java")]
+JAR_DIRS = [pathlib.Path("/usr/share/java")]
+# Tribes itself, and the cluster classes whose messages a member must answer.
+JARS = ("tomcat10-tribes.jar", "tomcat10-juli.jar", "tomcat10-catalina-ha.jar",
+        "tomcat10-catalina.jar", "tomcat10-servlet-api.jar", "tomcat10-util.jar")
 
 
 def find_jars():
@@ -34,8 +37,8 @@ def build_harness(out_dir):
     if missing:
         return None, missing
     classpath = os.pathsep.join(str(p) for p in jars)
-    subprocess.run(["javac", "-nowarn", "-d", str(out_dir), "-cp", classpath, str(HARNESS)],
-                   check=True, capture_output=True, timeout=120)
+    subprocess.run(["javac", "-nowarn", "-d", str(out_dir), "-cp", classpath,
+                    *map(str, HARNESS)], check=True, capture_output=True, timeout=120)
     return classpath + os.pathsep + str(out_dir), None
 
 

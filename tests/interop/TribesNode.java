@@ -8,21 +8,37 @@
 //   MEMBER ... (same fields, one per member, answering "members"), then END
 // Empty byte fields are written as "-". Commands on stdin, one per line:
 //   members | payload <hex> | broadcast | stop
+// and, in "stack" mode, messages to the member whose port is PORT (over
+// Tribes' TCP channel, as a Tomcat cluster sends them):
+//   send PORT OPTIONS     a serialized String with those channel options:
+//                         SENT <ms> | FAILED <ms> <exception>
+//   rpc PORT              an RpcChannel request (first reply, 10 s timeout):
+//                         RPC <replies> <ms>
+//   getall PORT CONTEXT   a DeltaManager's "send me all sessions" request;
+//                         the answer is reported when it arrives:
+//                         SESSION <event type> <context> <timestamp> <ms>
 //
 // Usage: TribesNode plain|stack GROUP PORT BIND MEMBER_PORT DOMAIN PAYLOAD_HEX FREQUENCY DROP_TIME
 //   plain: a bare McastService (membership only);
 //   stack: Tomcat's default cluster stack, GroupChannel + NioReceiver + TcpFailureDetector.
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
+import java.io.Serializable;
 import java.net.InetAddress;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 
+import org.apache.catalina.ha.session.SessionMessage;
+import org.apache.catalina.ha.session.SessionMessageImpl;
 import org.apache.catalina.tribes.Channel;
+import org.apache.catalina.tribes.ChannelListener;
 import org.apache.catalina.tribes.Member;
 import org.apache.catalina.tribes.MembershipListener;
 import org.apache.catalina.tribes.MembershipService;
 import org.apache.catalina.tribes.group.GroupChannel;
+import org.apache.catalina.tribes.group.Response;
+import org.apache.catalina.tribes.group.RpcCallback;
+import org.apache.catalina.tribes.group.RpcChannel;
 import org.apache.catalina.tribes.group.interceptors.TcpFailureDetector;
 import org.apache.catalina.tribes.io.ChannelData;
 import org.apache.catalina.tribes.io.XByteBuffer;
@@ -30,6 +46,17 @@ import org.apache.catalina.tribes.membership.McastService;
 import org.apache.catalina.tribes.transport.nio.NioReceiver;
 
 public class TribesNode implements MembershipListener {
+
+    static volatile long getAllSentAt;
+
+    static Member byPort(McastService service, int port) {
+        for (Member m : service.getMembers()) {
+            if (m.getPort() == port) {
+                return m;
+            }
+        }
+        return null;
+    }
 
     static String hex(byte[] data) {
         if (data == null || data.length == 0) {
@@ -109,6 +136,20 @@ public class TribesNode implements MembershipListener {
             receiver.setAutoBind(1);
             channel.addInterceptor(new TcpFailureDetector());
             channel.addMembershipListener(listener);
+            channel.addChannelListener(new ChannelListener() {
+                @Override
+                public boolean accept(Serializable msg, Member sender) {
+                    return msg instanceof SessionMessage;
+                }
+
+                @Override
+                public void messageReceived(Serializable msg, Member sender) {
+                    SessionMessage reply = (SessionMessage) msg;
+                    say("SESSION " + reply.getEventType() + " " + reply.getContextName() + " "
+                            + reply.getTimestamp() + " "
+                            + (System.currentTimeMillis() - getAllSentAt));
+                }
+            });
         }
         service.setAddress(group);
         service.setPort(port);
@@ -128,6 +169,17 @@ public class TribesNode implements MembershipListener {
             channel.start(Channel.DEFAULT);
         }
         say("READY " + hex(service.getLocalMember(false).getUniqueId()));
+        RpcChannel rpc = mode.equals("plain") ? null
+                : new RpcChannel("mcastmember-test".getBytes("ISO-8859-1"), channel, new RpcCallback() {
+                    @Override
+                    public Serializable replyRequest(Serializable msg, Member sender) {
+                        return null;
+                    }
+
+                    @Override
+                    public void leftOver(Serializable msg, Member sender) {
+                    }
+                });
 
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in));
         String line;
@@ -148,6 +200,31 @@ public class TribesNode implements MembershipListener {
                 byte[] body = "hello from tomcat".getBytes("ISO-8859-1");
                 data.setMessage(new XByteBuffer(body, false));
                 service.broadcast(data);
+                say("OK");
+            } else if (line.startsWith("send ")) {
+                String[] words = line.split(" ");
+                Member to = byPort(service, Integer.parseInt(words[1]));
+                long start = System.currentTimeMillis();
+                try {
+                    channel.send(new Member[] { to }, "replicated data", Integer.parseInt(words[2]));
+                    say("SENT " + (System.currentTimeMillis() - start));
+                } catch (Exception e) {
+                    say("FAILED " + (System.currentTimeMillis() - start) + " " + e.toString().replace('\n', ' '));
+                }
+            } else if (line.startsWith("rpc ")) {
+                Member to = byPort(service, Integer.parseInt(line.substring(4)));
+                long start = System.currentTimeMillis();
+                Response[] replies = rpc.send(new Member[] { to }, "who runs this?", RpcChannel.FIRST_REPLY,
+                        Channel.SEND_OPTIONS_DEFAULT, 10000);
+                say("RPC " + replies.length + " " + (System.currentTimeMillis() - start));
+            } else if (line.startsWith("getall ")) {
+                String[] words = line.split(" ");
+                Member to = byPort(service, Integer.parseInt(words[1]));
+                SessionMessage get = new SessionMessageImpl(words[2], SessionMessage.EVT_GET_ALL_SESSIONS,
+                        null, "GET-ALL", "GET-ALL-" + words[2]);
+                getAllSentAt = System.currentTimeMillis();
+                get.setTimestamp(getAllSentAt);
+                channel.send(new Member[] { to }, get, Channel.SEND_OPTIONS_ASYNCHRONOUS);
                 say("OK");
             } else if (line.equals("stop")) {
                 break;

@@ -1,0 +1,97 @@
+"""The TCP listener for Tomcat on the running asyncio loop (AsyncMembership):
+the same answers and bounds as probe.ProbeListener, without a thread."""
+
+import asyncio
+import time
+
+from .channel import ChannelError
+from .probe import (IDLE_TIMEOUT_S, MAX_CONNECTIONS, MAX_REPLIES_IN_FLIGHT, MAX_UNSENT,
+                    READ_SIZE, REPLY_TIMEOUT_S, _family, _ListenerBase)
+
+
+class AsyncProbeListener(_ListenerBase):
+    """The same listener on the running asyncio loop, for AsyncMembership."""
+
+    def __init__(self, address, port, local_packet):
+        super().__init__(address, port, local_packet)
+        self._server = None
+        self._writers = {}     # StreamWriter -> monotonic time of its last bytes
+        self._tasks = set()
+
+    async def start(self):
+        try:
+            self._server = await asyncio.start_server(self._serve, self.address, self.port,
+                                                      family=_family(self.address),
+                                                      reuse_address=True)
+        except OSError as error:
+            raise self._bind_error(error) from None
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def stop(self):
+        """Close the server and every connection at once (on Python 3.12.1+
+        ``wait_closed`` waits for open connections, which Tomcat keeps)."""
+        if self._server is None:
+            return
+        server, self._server = self._server, None
+        server.close()
+        for writer in list(self._writers):
+            writer.transport.abort()
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.wait(self._tasks)
+        await server.wait_closed()
+
+    def _spawn(self, coro):
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _serve(self, reader, writer):
+        self.accepted += 1
+        if self._server is None:
+            writer.transport.abort()
+            return
+        if len(self._writers) >= MAX_CONNECTIONS:
+            idlest = min(self._writers, key=self._writers.get)
+            self._writers.pop(idlest)
+            idlest.transport.abort()
+            self.evicted += 1
+        self._writers[writer] = time.monotonic()
+        channel = self._new_connection()
+        try:
+            while True:
+                data = await asyncio.wait_for(reader.read(READ_SIZE), IDLE_TIMEOUT_S)
+                if not data or writer not in self._writers:
+                    break
+                self._writers[writer] = time.monotonic()
+                back, replies = channel.receive(data)
+                if back:
+                    writer.write(back)
+                    if writer.transport.get_write_buffer_size() > MAX_UNSENT:
+                        break
+                for reply in replies:
+                    if len(self._tasks) >= MAX_REPLIES_IN_FLIGHT:
+                        self._reply_failed(reply, "too many replies in flight")
+                    else:
+                        self._spawn(self._deliver(reply))
+        except (OSError, asyncio.TimeoutError, ChannelError):
+            pass
+        finally:
+            self._writers.pop(writer, None)
+            writer.transport.abort()
+
+    async def _deliver(self, reply):
+        try:
+            _, writer = await asyncio.wait_for(asyncio.open_connection(reply.address, reply.port),
+                                               REPLY_TIMEOUT_S)
+        except (OSError, asyncio.TimeoutError) as error:
+            self._reply_failed(reply, error or "timed out")
+            return
+        try:
+            writer.write(reply.frame)
+            await asyncio.wait_for(writer.drain(), REPLY_TIMEOUT_S)
+        except (OSError, asyncio.TimeoutError) as error:
+            self._reply_failed(reply, error or "timed out")
+        finally:
+            writer.close()
