@@ -30,6 +30,10 @@ MAX_CONNECTIONS = 256
 IDLE_TIMEOUT_S = 300.0
 # Acks a peer has not read yet; beyond this it is not reading them at all.
 MAX_UNSENT = 64 * 1024
+# The kernel's send buffer per inbound connection: acks are 21 bytes each, so
+# this is thousands of them; fixed, so a peer that never reads is noticed
+# before the kernel has buffered megabytes for it.
+SEND_BUFFER = 64 * 1024
 MAX_REPLIES_IN_FLIGHT = 32
 REPLY_TIMEOUT_S = 5.0
 
@@ -173,6 +177,7 @@ class ProbeListener(_ListenerBase):
             self._close(idlest.sock)
             self.evicted += 1
         sock.setblocking(False)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
         conn = _Inbound(sock, self._new_connection(), time.monotonic())
         self._inbound[sock] = conn
         self._sel.register(sock, selectors.EVENT_READ, conn)

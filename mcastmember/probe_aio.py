@@ -2,11 +2,12 @@
 the same answers and bounds as probe.ProbeListener, without a thread."""
 
 import asyncio
+import socket
 import time
 
 from .channel import ChannelError
 from .probe import (IDLE_TIMEOUT_S, MAX_CONNECTIONS, MAX_REPLIES_IN_FLIGHT, MAX_UNSENT,
-                    READ_SIZE, REPLY_TIMEOUT_S, _family, _ListenerBase)
+                    READ_SIZE, REPLY_TIMEOUT_S, SEND_BUFFER, _family, _ListenerBase)
 
 
 class AsyncProbeListener(_ListenerBase):
@@ -58,6 +59,9 @@ class AsyncProbeListener(_ListenerBase):
             idlest.transport.abort()
             self.evicted += 1
         self._writers[writer] = time.monotonic()
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
         channel = self._new_connection()
         try:
             while True:

@@ -6,6 +6,8 @@ import struct
 
 import pytest
 
+import fuzz_channel
+
 from mcastmember import _layout as L
 from mcastmember import javaser
 from mcastmember.channel import (ACK_FRAME, ChannelConnection, ChannelCounters, ChannelData,
@@ -194,3 +196,8 @@ def test_byte_messages_and_unknown_objects_get_no_reply():
 def test_a_reply_needs_a_readable_sender():
     conn, _ = connection()
     assert conn.receive(message_frame(0, JAVA_RPC_REQUEST, sender=b"junk"))[1] == []
+
+
+def test_a_short_fuzz_run_of_the_channel_parser():
+    # The long run is in .ci/run (python tests/fuzz_channel.py --count 200000).
+    assert fuzz_channel.main(["--count", "3000", "--seed", "7"]) == 0
