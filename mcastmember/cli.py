@@ -51,8 +51,8 @@ def _build_parser():
     join.add_argument("--json", action="store_true",
                       help="one JSON object per event per line on stdout, nothing else")
     join.add_argument("--tomcat", action="store_true",
-                      help="join a Tomcat cluster: accept Tomcat's failure-detector probes on "
-                           "the member port and keep our alive time small")
+                      help="join a Tomcat cluster as a listed member: answer Tribes' channel "
+                           "on the member port and sort after every Tomcat (see README)")
 
     decode = commands.add_parser("decode", help="show the fields of a packet given in hex")
     decode.prog = "mcast-demo decode"
