@@ -107,9 +107,12 @@ def one_case(rng):
         for reply in replies:
             check_reply(reply)
         return stream
-    if kind == 1:                                    # a mutated frame or message
-        stream = well_formed(rng)[0]
-        stream = mutate(rng, stream)
+    if kind == 1:                                    # a mutated frame, message or sender
+        if rng.random() < 0.5:
+            stream = mutate(rng, well_formed(rng)[0])
+        else:     # the sender's membership packet goes through the codec's parser
+            message = rng.choice(MESSAGES[:3])
+            stream = frame(ChannelData(0, 0, bytes(16), mutate(rng, V2), message).encode())
     else:                                            # random bytes, maybe after a good start
         stream = rng.randbytes(rng.randrange(200))
         if rng.random() < 0.5:
