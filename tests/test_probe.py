@@ -14,7 +14,7 @@ from mcastmember import probe, probe_aio
 from mcastmember.channel import ACK_FRAME, ChannelData, FrameReader, frame
 from mcastmember.config import ServiceConfig
 
-from support import JAVA_NO_RPC_REPLY, JAVA_RPC_REQUEST, heartbeat
+from support import GROUP, JAVA_NO_RPC_REPLY, JAVA_RPC_REQUEST, LOOPBACK, heartbeat
 
 OURS = heartbeat(port=4100)
 
@@ -163,3 +163,19 @@ def test_the_listener_binds_the_advertised_address_never_all():
     config = ServiceConfig(host="127.0.0.2", tomcat=True)
     assert config.listen_address == "127.0.0.2"
     assert ServiceConfig(interface="127.0.0.1", ttl=0, tomcat=True).listen_address == "127.0.0.1"
+
+
+def test_async_membership_stops_while_tomcat_holds_a_connection(group_port):
+    """Python 3.12.1+'s Server.wait_closed waits for open connections, and
+    Tomcat keeps its sender connections open: stop() must close them itself."""
+    from mcastmember.aio import AsyncMembership
+
+    async def main():
+        member = AsyncMembership(GROUP, group_port, **LOOPBACK, member_port=0, tomcat=True)
+        await member.start()
+        _, writer = await asyncio.open_connection("127.0.0.1", member.config.member_port)
+        writer.write(message(2, b"hello"))
+        await asyncio.wait_for(member.stop(), 10)
+        writer.close()
+
+    asyncio.run(main())
