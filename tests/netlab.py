@@ -138,3 +138,38 @@ class JsonProcess:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(10)
+
+
+_CLONE_NEWNET = 0x40000000
+
+
+def run_in_netns(name, function, *args, timeout=30.0):
+    """Call ``function(*args)`` on a thread that entered namespace ``name``
+    (setns acts per thread) and return its result or raise its exception."""
+    import ctypes
+    result = {}
+
+    def body():
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            path = f"/run/netns/{name}"
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                if libc.setns(fd, _CLONE_NEWNET) != 0:
+                    raise OSError(ctypes.get_errno(), f"setns into {name} failed")
+            finally:
+                os.close(fd)
+            if os.stat("/proc/thread-self/ns/net").st_ino != os.stat(path).st_ino:
+                raise OSError(f"thread did not enter {name}")
+            result["value"] = function(*args)
+        except BaseException as error:     # handed to the caller
+            result["error"] = error
+
+    thread = threading.Thread(target=body, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise TimeoutError(f"{function.__name__} did not return within {timeout} s")
+    if "error" in result:
+        raise result["error"]
+    return result["value"]

@@ -1,0 +1,94 @@
+"""One DNS query for peer discovery, with dnspython (an optional dependency:
+``pip install 'mcastmember[dns]'``; never imported by ``import mcastmember``).
+
+dnspython rather than the standard library's ``getaddrinfo``: it reads SRV
+records (a port per peer, as Kubernetes publishes for named ports), tells
+NXDOMAIN from SERVFAIL from a timeout (so a failure can be counted by its
+cause and the last good answer kept), and takes a query timeout, so a
+resolver never holds a thread for the system's default of 30 s and more.
+
+``resolve`` blocks: the fronts call it on a worker thread (threaded service)
+or in the loop's executor (asyncio), never on the receive path.
+"""
+
+from .errors import ConfigurationError
+
+QUERY_TIMEOUT_S = 2.0
+
+
+class DnsFailure(Exception):
+    """A query that gave no usable answer; ``reason`` is one of nxdomain,
+    servfail, timeout, no_answer, error."""
+
+    def __init__(self, reason, detail=""):
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+
+
+def _dnspython():
+    try:
+        import dns.exception
+        import dns.resolver
+    except ImportError:
+        raise ConfigurationError("DNS discovery needs dnspython: "
+                                 "pip install 'mcastmember[dns]'") from None
+    return dns
+
+
+def make_resolver(nameservers=None, timeout=QUERY_TIMEOUT_S):
+    """A resolver using the system's configuration, or ``nameservers``
+    (addresses, ``"ADDR"`` or ``"ADDR:PORT"``, IPv6 as ``[ADDR]:PORT``)."""
+    dns = _dnspython()
+    from .peers import parse_peer
+    if nameservers:
+        resolver = dns.resolver.Resolver(configure=False)
+        servers = [parse_peer(server, 53) for server in nameservers]
+        if len({port for _, port in servers}) != 1:
+            raise ConfigurationError("all DNS servers must use the same port")
+        resolver.nameservers = [host for host, _ in servers]
+        resolver.port = servers[0][1]
+    else:
+        resolver = dns.resolver.Resolver()
+    resolver.lifetime = resolver.timeout = timeout
+    resolver.cache = None          # every refresh asks the server: changes show at once
+    return resolver
+
+
+def resolve(resolver, name, port, srv=False):
+    """The set of ``(address, port)`` that ``name`` gives now: its A and AAAA
+    records with ``port``, or with ``srv``, each SRV target's addresses with
+    the record's port. Raises DnsFailure."""
+    dns = _dnspython()
+    try:
+        if not srv:
+            return {(address, port) for address in _addresses(dns, resolver, name)}
+        answer = resolver.resolve(name, "SRV")
+        peers = set()
+        for record in answer:
+            target = record.target.to_text().rstrip(".")
+            for address in _addresses(dns, resolver, target):
+                peers.add((address, record.port))
+        return peers
+    except dns.resolver.NXDOMAIN:
+        raise DnsFailure("nxdomain", name) from None
+    except dns.resolver.NoAnswer:
+        raise DnsFailure("no_answer", name) from None
+    except dns.resolver.NoNameservers as error:
+        raise DnsFailure("servfail", str(error)) from None
+    except dns.exception.Timeout:
+        raise DnsFailure("timeout", name) from None
+    except dns.exception.DNSException as error:
+        raise DnsFailure("error", str(error)) from None
+
+
+def _addresses(dns, resolver, name):
+    """A and AAAA addresses of ``name``; no answer of either kind is an error."""
+    found = []
+    for kind in ("A", "AAAA"):
+        try:
+            found += [record.address for record in resolver.resolve(name, kind)]
+        except dns.resolver.NoAnswer:
+            pass
+    if not found:
+        raise dns.resolver.NoAnswer()
+    return found

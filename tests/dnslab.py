@@ -1,0 +1,83 @@
+"""A real DNS server for discovery tests: Debian's dnsmasq, started inside a
+network namespace the test made, serving records from files the test
+rewrites. A and AAAA records live in a hosts file (re-read on SIGHUP, as an
+operator's change would be); SRV records are options of dnsmasq's own, read
+at start, so changing them restarts it. Nothing is mocked at the DNS layer."""
+
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import time
+
+
+def available():
+    if os.geteuid() != 0:
+        return "DNS tests need root (network namespaces)"
+    if not shutil.which("dnsmasq"):
+        return "dnsmasq is not installed (apt-get install dnsmasq-base)"
+    return None
+
+
+class DnsServer:
+    """dnsmasq in namespace ``netns`` on ``address``:53. ``records`` maps a
+    name to its addresses; ``srv`` maps a name to ``[(target, port), ...]``."""
+
+    def __init__(self, netns, address, folder):
+        self.netns, self.address = netns, address
+        self.folder = pathlib.Path(folder)
+        self.hosts = self.folder / "hosts"
+        self.conf = self.folder / "dnsmasq.conf"
+        self.records, self.srv = {}, {}
+        self.proc = None
+
+    def _write(self):
+        lines = [f"{address} {name}" for name, addresses in self.records.items()
+                 for address in addresses]
+        tmp = self.hosts.with_suffix(".tmp")
+        tmp.write_text("\n".join(lines) + "\n")
+        tmp.replace(self.hosts)          # never a half-written file for dnsmasq to read
+        options = [f"srv-host={name},{target},{port}" for name, targets in self.srv.items()
+                   for target, port in targets]
+        self.conf.write_text("\n".join(options) + "\n")
+
+    def start(self):
+        self._write()
+        argv = ["ip", "netns", "exec", self.netns, "dnsmasq", "--keep-in-foreground",
+                "--no-resolv", "--no-hosts", "--no-poll", "--local=/#/",  # answer everything itself
+                f"--addn-hosts={self.hosts}",
+                f"--conf-file={self.conf}", f"--listen-address={self.address}",
+                "--bind-interfaces", "--port=53", "--cache-size=0", "--local-ttl=0",
+                "--user=root", "--pid-file=", "--log-facility=-"]
+        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        time.sleep(0.3)
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"dnsmasq did not start: {self.proc.stderr.read().decode()}")
+        return self
+
+    def set(self, records=None, srv=None):
+        """Replace the records; A/AAAA changes are picked up at once (SIGHUP),
+        SRV changes by a restart."""
+        srv_changed = srv is not None and srv != self.srv
+        if records is not None:
+            self.records = {name: list(addresses) for name, addresses in records.items()}
+        if srv is not None:
+            self.srv = {name: list(targets) for name, targets in srv.items()}
+        if srv_changed:
+            self.stop()
+            self.start()
+            return
+        self._write()
+        self.proc.send_signal(signal.SIGHUP)
+        time.sleep(0.2)
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.proc = None

@@ -1,0 +1,88 @@
+"""DNS discovery against a real DNS server (dnsmasq) in a network namespace
+the test makes: A/AAAA and SRV answers, changes, and every kind of failure
+(peers.py decides, dns.py asks). Skipped without root or dnsmasq."""
+
+import pytest
+
+pytest.importorskip("dns.resolver", reason="dnspython is not installed")
+
+from mcastmember import resolver as mdns  # noqa: E402
+from mcastmember.peers import DnsPeers   # noqa: E402
+
+import dnslab                            # noqa: E402
+from netlab import Lan, run_in_netns     # noqa: E402
+
+pytestmark = pytest.mark.network
+
+
+@pytest.fixture(scope="module")
+def lan():
+    reason = Lan.available() or dnslab.available()
+    if reason:
+        pytest.skip(reason)
+    with Lan(hosts=1) as lan:
+        yield lan
+
+
+@pytest.fixture
+def server(lan, tmp_path):
+    dns = dnslab.DnsServer(lan.hosts[0], lan.address(0), tmp_path).start()
+    yield dns
+    dns.stop()
+
+
+def ask(lan, name, srv=False, port=45564, timeout=1.0):
+    def query():
+        resolver = mdns.make_resolver([lan.address(0)], timeout=timeout)
+        return mdns.resolve(resolver, name, port, srv=srv)
+    return run_in_netns(lan.hosts[0], query)
+
+
+def failure(lan, name, **kw):
+    with pytest.raises(mdns.DnsFailure) as caught:
+        ask(lan, name, **kw)
+    return caught.value.reason
+
+
+def test_a_and_aaaa_records_give_peers_on_our_port(lan, server):
+    server.set({"members.test": ["10.250.0.5", "10.250.0.6", "fd00::7"]})
+    assert ask(lan, "members.test") == {("10.250.0.5", 45564), ("10.250.0.6", 45564),
+                                        ("fd00::7", 45564)}
+
+
+def test_srv_records_give_each_peer_its_port(lan, server):
+    server.set({"a.test": ["10.250.0.5"], "b.test": ["10.250.0.6"]},
+               srv={"_membership._udp.svc.test": [("a.test", 4001), ("b.test", 4002)]})
+    assert ask(lan, "_membership._udp.svc.test", srv=True) == {("10.250.0.5", 4001),
+                                                               ("10.250.0.6", 4002)}
+
+
+def test_a_change_is_seen_by_the_next_query(lan, server):
+    server.set({"members.test": ["10.250.0.5"]})
+    assert ask(lan, "members.test") == {("10.250.0.5", 45564)}
+    server.set({"members.test": ["10.250.0.5", "10.250.0.9"]})
+    assert ask(lan, "members.test") == {("10.250.0.5", 45564), ("10.250.0.9", 45564)}
+
+
+def test_each_failure_has_its_reason(lan, server):
+    server.set({"members.test": ["10.250.0.5"]})
+    assert failure(lan, "nobody.test") == "nxdomain"
+    assert failure(lan, "members.test", srv=True) == "no_answer"
+    server.stop()                  # nothing listens on port 53 any more
+    assert failure(lan, "members.test", timeout=0.5) == "timeout"
+
+
+def test_failures_keep_the_last_good_answer():
+    peers = DnsPeers("members.test", interval=5.0)
+    assert peers.due(0.0) and not peers.due(0.1)          # one query at a time
+    assert peers.next_deadline() is None                  # in flight: nothing to wait for
+    assert peers.on_answer({("10.0.0.5", 45564)}, 0.2) is True
+    assert peers.next_deadline() == 5.2 and not peers.due(5.1)
+    assert peers.due(5.2)
+    assert peers.on_answer({("10.0.0.5", 45564)}, 5.2) is False     # the same answer: no change
+    for at, reason in ((10.2, "timeout"), (15.2, "servfail"), (20.2, "nxdomain")):
+        assert peers.due(at)
+        assert peers.on_failure(reason, at) is False
+        assert peers.peers == {("10.0.0.5", 45564)}
+    assert peers.stats() == {"dns_answers": 2, "dns_peers": 1, "dns_failures.timeout": 1,
+                             "dns_failures.servfail": 1, "dns_failures.nxdomain": 1}
