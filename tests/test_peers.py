@@ -1,0 +1,38 @@
+"""Peer specifications, as users write them in settings and on the command line."""
+
+import pytest
+
+from mcastmember.errors import ConfigurationError
+from mcastmember.peers import parse_peer
+
+
+@pytest.mark.parametrize("spec, expected", [
+    ("10.0.0.5", ("10.0.0.5", 45564)),
+    ("10.0.0.5:4000", ("10.0.0.5", 4000)),
+    (" 10.0.0.5:4000 ", ("10.0.0.5", 4000)),
+    ("[fd00::5]:45565", ("fd00::5", 45565)),
+    ("[fd00::5]", ("fd00::5", 45564)),
+    ("fd00::5", ("fd00::5", 45564)),
+    ("fe80::1%eth0", ("fe80::1%eth0", 45564)),
+    ("node-1", ("node-1", 45564)),
+    ("node-1.cluster.local:7000", ("node-1.cluster.local", 7000)),
+])
+def test_peer_specs(spec, expected):
+    assert parse_peer(spec, 45564) == expected
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("", "is not an address or host name"),
+    (None, "is not an address or host name"),
+    ("10.0.0.5:0", "port '0' is not 1-65535"),
+    ("10.0.0.5:70000", "port '70000' is not 1-65535"),
+    ("10.0.0.5:http", "port 'http' is not 1-65535"),
+    ("[fd00::5", "missing ']'"),
+    ("[fd00::5]45564", "expected ':PORT' after ']'"),
+    ("[node-1]:4000", "is not an IPv6 address"),
+    ("fd00::5:x:y", "write IPv6 as [ADDR]:PORT"),
+    (":4000", "has no host"),
+])
+def test_bad_peer_specs_say_what_is_wrong(spec, message):
+    with pytest.raises(ConfigurationError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        parse_peer(spec, 45564)
