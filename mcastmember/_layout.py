@@ -144,3 +144,20 @@ SESSION_EVENT_FIELD = "mEvtType"
 # org.apache.catalina.ha.session.SessionMessage event types.
 EVT_GET_ALL_SESSIONS = 4
 EVT_ALL_SESSION_TRANSFERCOMPLETE = 14
+
+
+# -- the authentication trailer (ours; after TRIBES-E, where Tomcat ignores it) --
+#
+#   offset (from the end marker's end)  width  field
+#   0                                   3      magic b"MMA"
+#   3                                   1      version 1
+#   4                                   1      key id (1-255)
+#   5                                   8      sequence (uint64): never repeats for a sender and key
+#   13                                  16     MAC: HMAC-SHA256 over packet + trailer[0:13], first 16 bytes
+AUTH_MAGIC = b"MMA"
+AUTH_VERSION = 1
+AUTH_HEADER_LEN = 3 + 1 + 1 + 8
+AUTH_MAC_LEN = 16
+AUTH_TRAILER_LEN = AUTH_HEADER_LEN + AUTH_MAC_LEN
+AUTH_KEY_LEN = 32
+AUTH_KEY_IDS = range(1, 256)

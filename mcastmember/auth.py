@@ -1,0 +1,185 @@
+"""Authenticated heartbeats: the key ring, the trailer, sequences and replay.
+
+Tribes' membership packet has no authentication: anyone who hears a
+member's heartbeat can forge its shutdown. With a shared key ring each of
+our packets carries a trailer after ``TRIBES-E`` (Tomcat ignores bytes
+there, so Tomcat still lists us): a key id, a 64-bit sequence that never
+repeats for a sender and key, and an HMAC-SHA256 (first 16 bytes) over the
+whole packet and the trailer's header. Layout and numbers: ``_layout.py``.
+
+This module is the reference (pure Python, ``hmac``): the key file, signing,
+checking, the sequence clock and the replay guard. No I/O but reading the
+key file; the engine and the hot path build on it.
+"""
+
+import hmac
+import hashlib
+import logging
+import os
+import stat
+import struct
+
+from . import _layout as L
+from .errors import ConfigurationError
+
+log = logging.getLogger("mcastmember")
+
+# Verdicts of checking a datagram's trailer (0 = authentic and fresh).
+AUTH_OK = 0
+NO_TRAILER = 1       # nothing after the end marker
+BAD_TRAILER = 2      # bytes after the end marker that are not our trailer
+UNKNOWN_KEY = 3      # a key id the ring does not hold
+BAD_MAC = 4          # the MAC does not match: forged or altered
+REPLAY = 5           # authentic, but not newer than what this member sent before
+VERDICTS = {AUTH_OK: "ok", NO_TRAILER: "no_trailer", BAD_TRAILER: "bad_trailer",
+            UNKNOWN_KEY: "unknown_key", BAD_MAC: "bad_mac", REPLAY: "replay"}
+
+_HEADER = struct.Struct(">3sBBQ")
+
+
+class KeyRing:
+    """Keys by id; the first one signs, every one verifies."""
+
+    def __init__(self, keys):
+        keys = list(keys)
+        if not keys:
+            raise ConfigurationError("a key ring needs at least one key")
+        self.keys = {}
+        for key_id, secret in keys:
+            if isinstance(key_id, bool) or not isinstance(key_id, int) \
+                    or key_id not in L.AUTH_KEY_IDS:
+                raise ConfigurationError(f"key id {key_id!r} is not 1-255")
+            if not isinstance(secret, (bytes, bytearray)) or len(secret) != L.AUTH_KEY_LEN:
+                raise ConfigurationError(f"key {key_id} must be {L.AUTH_KEY_LEN} bytes")
+            if key_id in self.keys:
+                raise ConfigurationError(f"key id {key_id} is listed twice")
+            self.keys[key_id] = bytes(secret)
+        self.signing_id = keys[0][0]
+
+    @classmethod
+    def from_file(cls, path):
+        """Read a key file: one key per line, ``<key id 1-255> <64 hex digits>``;
+        blank lines and ``#`` comments allowed; the first key signs."""
+        try:
+            with open(path, encoding="utf-8") as source:
+                mode = os.fstat(source.fileno()).st_mode
+                text = source.read()
+        except OSError as error:
+            raise ConfigurationError(f"key file {path}: {error.strerror}") from None
+        except UnicodeDecodeError:
+            raise ConfigurationError(f"key file {path}: not a text file") from None
+        if mode & (stat.S_IROTH | stat.S_IWOTH):
+            log.warning("key file %s can be read by every user of this host: chmod 600 it", path)
+        keys, seen = [], {}
+        for number, line in enumerate(text.splitlines(), 1):
+            line = line.split("#", 1)[0].strip()
+            if not line:
+                continue
+            fields = line.split()
+            where = f"key file {path}, line {number}"
+            if len(fields) != 2 or not fields[0].isdigit():
+                raise ConfigurationError(f"{where}: expected '<key id 1-255> <64 hex digits>'")
+            key_id = int(fields[0])
+            if key_id not in L.AUTH_KEY_IDS:
+                raise ConfigurationError(f"{where}: key id {key_id} is not 1-255")
+            if key_id in seen:
+                raise ConfigurationError(f"{where}: key id {key_id} already on line {seen[key_id]}")
+            try:
+                secret = bytes.fromhex(fields[1])
+            except ValueError:
+                raise ConfigurationError(f"{where}: the key is not hex digits") from None
+            if len(secret) != L.AUTH_KEY_LEN:
+                raise ConfigurationError(f"{where}: the key has {len(fields[1])} hex digits, "
+                                         f"not {2 * L.AUTH_KEY_LEN}")
+            seen[key_id] = number
+            keys.append((key_id, secret))
+        if not keys:
+            raise ConfigurationError(f"key file {path}: no keys")
+        return cls(keys)
+
+
+def new_key_line(key_id=1):
+    """A fresh random key as a key file line (for ``mcast-demo keygen``)."""
+    return f"{key_id} {os.urandom(L.AUTH_KEY_LEN).hex()}"
+
+
+def _mac(secret, packet, header):
+    digest = hmac.new(secret, packet, hashlib.sha256)
+    digest.update(header)
+    return digest.digest()[:L.AUTH_MAC_LEN]
+
+
+def trailer(packet, ring, sequence):
+    """The trailer that authenticates ``packet`` (a whole Tribes packet)."""
+    header = _HEADER.pack(L.AUTH_MAGIC, L.AUTH_VERSION, ring.signing_id, sequence)
+    return header + _mac(ring.keys[ring.signing_id], packet, header)
+
+
+def packet_length(datagram):
+    """Where a well-formed Tribes packet ends (begin marker to end marker)."""
+    return L.BODY_START + struct.unpack_from(">i", datagram, L.OFF_BODY_LEN)[0] + L.MARKER_LEN
+
+
+def check(datagram, ring):
+    """``(verdict, key id, sequence)`` of a well-formed datagram's trailer."""
+    end = packet_length(datagram)
+    extra = len(datagram) - end
+    if extra == 0:
+        return NO_TRAILER, 0, 0
+    if extra != L.AUTH_TRAILER_LEN:
+        return BAD_TRAILER, 0, 0
+    header = bytes(datagram[end:end + L.AUTH_HEADER_LEN])
+    magic, version, key_id, sequence = _HEADER.unpack(header)
+    if magic != L.AUTH_MAGIC or version != L.AUTH_VERSION:
+        return BAD_TRAILER, 0, 0
+    secret = ring.keys.get(key_id)
+    if secret is None:
+        return UNKNOWN_KEY, key_id, sequence
+    expected = _mac(secret, bytes(datagram[:end]), header)
+    if not hmac.compare_digest(expected, bytes(datagram[end + L.AUTH_HEADER_LEN:])):
+        return BAD_MAC, key_id, sequence
+    return AUTH_OK, key_id, sequence
+
+
+class SequenceClock:
+    """Sequences for our own packets: microseconds of the wall clock, and
+    always one more than the last, so they never repeat, not even across a
+    restart (the wall clock has moved on) or when the clock steps back while
+    we run (we keep counting from where we were)."""
+
+    def __init__(self):
+        self.last = 0
+
+    def next(self, wall_us):
+        self.last = max(self.last + 1, int(wall_us))
+        return self.last
+
+
+class ReplayGuard:
+    """The newest sequence accepted from each sender (by identity bytes).
+
+    A packet is fresh when its sequence is newer than the last one accepted
+    from its sender. A sender not seen yet is believed when its sequence is
+    within ``window_us`` of our wall clock, so a capture replayed long after
+    it was made is refused even after we restarted. Heartbeats reordered on
+    the network lose only the older one: the member stays, it was just heard.
+    An entry outlives its member (a captured heartbeat replayed just after
+    a shutdown must not bring the member back). ``max_senders`` bounds the
+    memory (only key holders get here); the oldest entry makes room."""
+
+    def __init__(self, window_us, max_senders=4096):
+        self.window_us = int(window_us)
+        self.max_senders = int(max_senders)
+        self._last = {}
+
+    def fresh(self, identity, sequence, wall_us):
+        last = self._last.get(identity)
+        if last is None:
+            if sequence < wall_us - self.window_us:
+                return False
+            if len(self._last) >= self.max_senders:
+                self._last.pop(next(iter(self._last)))
+        elif sequence <= last:
+            return False
+        self._last[identity] = sequence
+        return True
