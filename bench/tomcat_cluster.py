@@ -2,6 +2,7 @@
 """What a Python member does to a real Tomcat 10.1 cluster (issue 17), side by side.
 
     sudo python bench/tomcat_cluster.py [--json out.json] [--quick]
+    python bench/tomcat_cluster.py --table-from out.json
 
 For DeltaManager and BackupManager with channelSendOptions 8 and 6, and a
 DeltaManager stack without TcpFailureDetector, two real Tomcat servers (Debian's
@@ -91,12 +92,31 @@ def table(results):
     return "\n".join(out), notes
 
 
+def report(results):
+    text, notes = table(results)
+    print(text)
+    print()
+    print("* stopped early: the phase ran out of its time budget (stalled requests).")
+    print("Targets against the run without us on the same stack: " +
+          ("all met." if not notes else f"{len(notes)} miss(es):"))
+    print("\n".join(notes))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", metavar="PATH", help="write the raw figures as JSON")
     parser.add_argument("--quick", action="store_true",
                         help="DeltaManager and BackupManager with options 6 only, fewer writes")
+    parser.add_argument("--table-from", metavar="PATH",
+                        help="print the table of an earlier --json file, measure nothing")
     args = parser.parse_args(argv)
+    if args.table_from:
+        runs = json.loads(pathlib.Path(args.table_from).read_text())["runs"]
+        by_stack = {}
+        for run in runs:
+            by_stack.setdefault(run["stack"], []).append(run)
+        report(list(by_stack.values()))
+        return 0
     reason = tc.unavailable()
     if reason:
         print(f"tomcat_cluster: {reason}", file=sys.stderr)
@@ -108,13 +128,7 @@ def main(argv=None):
         results.append(tc.measure(stack, sizes=sizes,
                                   progress=lambda m: print(f"[{time.monotonic() - started:5.0f} s] {m}",
                                                            file=sys.stderr, flush=True)))
-    text, notes = table(results)
-    print(text)
-    print()
-    print("* stopped early: the phase ran out of its time budget (stalled requests).")
-    print("Targets against the run without us on the same stack: " +
-          ("all met." if not notes else f"{len(notes)} miss(es):"))
-    print("\n".join(notes))
+    report(results)
     print(f"\n{time.monotonic() - started:.0f} s in all")
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(
