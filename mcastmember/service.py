@@ -160,6 +160,7 @@ class McastService(MembershipFront):
         self._lock = self._table_lock = threading.Lock()
         self._state = threading.Condition()
         self._probe = None    # the parent's listener thread does not exist here
+        self._events = EventQueue(self._queue_size)
 
     # -- what the application sees --------------------------------------------
     def add_listener(self, callback):

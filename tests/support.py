@@ -1,5 +1,7 @@
 """Test vectors and helpers shared by the tests (importable: tests/ is on the path)."""
 
+import socket
+
 from mcastmember import _fast_py
 
 # WIRE.md §7, produced by Tomcat 10.1.60 (alive normalised to 12345).
@@ -41,3 +43,23 @@ def heartbeat(codec=_fast_py, *, port=4001, uid=UID, alive=1, domain=b"", payloa
 # Every network test uses these: loopback only, never the default interface.
 LOOPBACK = {"interface": "127.0.0.1", "ttl": 0}
 GROUP = "228.0.0.4"
+
+
+def loopback_sender():
+    """A raw UDP socket that multicasts on loopback only (TTL 0)."""
+    sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sender.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton("127.0.0.1"))
+    sender.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 0)
+    return sender
+
+
+def fake_members(group_port, count, payload=b"", junk_first=0):
+    """Heartbeats of ``count`` strangers (ports 5000...), sent once each from a
+    raw socket, after ``junk_first`` malformed datagrams."""
+    with loopback_sender() as sender:
+        for _ in range(junk_first):
+            sender.sendto(b"junk", (GROUP, group_port))
+        for i in range(count):
+            packet = _fast_py.encode(1, 5000 + i, -1, -1, LOCALHOST, b"", b"",
+                                     (1000 + i).to_bytes(16, "big"), payload)
+            sender.sendto(packet, (GROUP, group_port))

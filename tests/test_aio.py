@@ -1,16 +1,15 @@
 """AsyncMembership on loopback, under the default loop and uvloop."""
 
 import asyncio
-import socket
 import threading
 import time
 
 import pytest
 
-from mcastmember import McastService, _codec
+from mcastmember import McastService
 from mcastmember.aio import AsyncMembership, EventsLost
 
-from support import GROUP, LOOPBACK
+from support import GROUP, LOOPBACK, fake_members
 
 pytestmark = pytest.mark.network
 FAST = {"frequency": 100, "drop_time": 400}
@@ -39,18 +38,6 @@ def membership(group_port, member_port, **settings):
 
 async def next_event(stream, timeout=3.0):
     return await asyncio.wait_for(stream.__anext__(), timeout)
-
-
-def fake_members(group_port, count, payload=b""):
-    """Heartbeats of ``count`` strangers, sent once each from a raw socket."""
-    sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sender.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton("127.0.0.1"))
-    sender.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 0)
-    with sender:
-        for i in range(count):
-            packet = _codec.encode(1, 5000 + i, -1, -1, b"\x7f\0\0\x01", b"", b"",
-                                   (1000 + i).to_bytes(16, "big"), payload)
-            sender.sendto(packet, (GROUP, group_port))
 
 
 def test_join_follow_and_leave(run, group_port):

@@ -11,40 +11,11 @@ import pytest
 from mcastmember import ConfigurationError, McastService, _layout as L
 from mcastmember import _codec
 
+from fronts import Events as Recorder
 from support import GROUP, LOOPBACK
 
 pytestmark = pytest.mark.network
 FAST = {"frequency": 100, "drop_time": 400}
-
-
-class Recorder:
-    """A listener that keeps events and lets a test wait for one."""
-
-    def __init__(self):
-        self.events = []
-        self.threads = set()
-        self._cond = threading.Condition()
-
-    def __call__(self, event):
-        with self._cond:
-            self.events.append(event)
-            self.threads.add(threading.current_thread().name)
-            self._cond.notify_all()
-
-    def wait_for(self, predicate, timeout=5.0):
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while True:
-                found = [e for e in self.events if predicate(e)]
-                if found:
-                    return found[0]
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError(f"no matching event in {timeout}s: {self.events}")
-                self._cond.wait(left)
-
-    def kinds(self, port):
-        return [(e.kind, e.reason) for e in self.events if e.member.port == port]
 
 
 def service(group_port, member_port, **settings):
