@@ -59,6 +59,17 @@ class Threaded:
         self.front = McastService(group, port, **options)
         self.events = Events()
         self.front.add_listener(self.events)
+        self._stop_on_event = False
+        self.front.add_listener(self._maybe_stop)
+
+    def stop_on_next_event(self):
+        """The next event's listener stops the service."""
+        self._stop_on_event = True
+
+    def _maybe_stop(self, event):
+        if self._stop_on_event:
+            self._stop_on_event = False
+            self.front.stop()
 
     def start(self):
         self.front.start()
@@ -82,6 +93,9 @@ class Threaded:
     def running(self):
         return self.front.running
 
+    def settle(self):
+        pass
+
     def close(self):
         self.front.stop()
 
@@ -101,6 +115,11 @@ class Asyncio:
         self.front = AsyncMembership(group, port, **options)
         self.events = Events()
         self._reader = None
+        self._stop_on_event = False
+
+    def stop_on_next_event(self):
+        """The reader of the event stream stops the membership on its next event."""
+        self._stop_on_event = True
 
     def _run(self, coro):
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(TIMEOUT)
@@ -111,8 +130,12 @@ class Asyncio:
         return self._run(call())
 
     async def _read(self, stream):
-        async for event in stream:
-            self.events(event)
+        async with stream:
+            async for event in stream:
+                self.events(event)
+                if self._stop_on_event:
+                    self._stop_on_event = False
+                    await self.front.stop()
 
     def start(self):
         async def start():
@@ -127,6 +150,12 @@ class Asyncio:
                 await self._reader       # the stream ends with the stop
                 self._reader = None
         self._run(stop())
+
+    def settle(self):
+        """Wait for the event reader to finish after a stop from within it."""
+        self._run(asyncio.sleep(0))
+        if not self.front.running:
+            self.stop()
 
     def set_payload(self, payload):
         self._call(self.front.set_payload, payload)
