@@ -1,6 +1,7 @@
 """Test vectors and helpers shared by the tests (importable: tests/ is on the path)."""
 
 import socket
+import time
 
 from mcastmember import _fast_py
 
@@ -63,3 +64,11 @@ def fake_members(group_port, count, payload=b"", junk_first=0):
             packet = _fast_py.encode(1, 5000 + i, -1, -1, LOCALHOST, b"", b"",
                                      (1000 + i).to_bytes(16, "big"), payload)
             sender.sendto(packet, (GROUP, group_port))
+
+
+def wait_until(condition, timeout=5.0):
+    """Poll ``condition`` until it holds; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.01)

@@ -16,7 +16,7 @@ import pytest
 from mcastmember import AsyncMembership, EventsLost, McastService
 
 from fronts import FAST, FRONTS, Events
-from support import GROUP, LOOPBACK, fake_members
+from support import GROUP, LOOPBACK, fake_members, wait_until
 
 pytestmark = pytest.mark.network
 
@@ -34,13 +34,6 @@ def front(request, group_port):
     yield make
     for member in made:
         member.close()
-
-
-def wait_until(condition, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.01)
 
 
 def malformed(stats):

@@ -6,13 +6,13 @@ and a stopped member holds no thread and no descriptor."""
 
 import os
 import threading
-import time
 
 import pytest
 from hypothesis import HealthCheck, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from fronts import FRONTS, Threaded
+from support import wait_until
 
 pytestmark = pytest.mark.network
 
@@ -22,13 +22,6 @@ _next_group = [40000 + os.getpid() % 10000]
 
 def open_fds():
     return len(os.listdir("/proc/self/fd"))
-
-
-def wait_until(condition, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.01)
 
 
 class Lifecycle(RuleBasedStateMachine):
