@@ -80,13 +80,13 @@ class MembershipFront:
         """Advertise new payload bytes (str: UTF-8); sent at once."""
         with self._table_lock:
             self._engine.set_payload(payload)
-            self._step_if_running()
+            self._send_if_running()
 
     def set_domain(self, domain):
         """Advertise a new domain (bytes, or Tomcat's text form); sent at once."""
         with self._table_lock:
             self._engine.set_domain(domain)
-            self._step_if_running()
+            self._send_if_running()
 
     def stats(self):
         """Counters of the table (received, fast_path, added, malformed.* ...)
@@ -150,22 +150,26 @@ class MembershipFront:
         self._engine.start(self.clock())
         self._step(self.clock())
 
-    def _drain(self, deadline):
+    def _drain(self, deadline, budget=PUMP_BUDGET):
         """Read what the receive socket holds, until the engine's ``deadline``
         at the latest. Known members' heartbeats stay inside pump (compiled:
-        in C, the GIL released); it returns for a datagram the engine must
-        see, or with -EAGAIN when the socket is empty, the deadline reached
-        or the budget spent. True when more may wait in pump's batch."""
-        engine, fd, buf = self._engine, self._recv_fd, self._buf
+        in C, the GIL released, and outside ``_table_lock``, as only the
+        driver's own thread ever pumps or expires); it returns for a datagram
+        the engine must see, or with -EAGAIN when the socket is empty (or its
+        receive timeout passed), the deadline reached or the budget spent.
+        True when more may wait in pump's batch."""
+        engine, fd, buf, lock = self._engine, self._recv_fd, self._buf, self._table_lock
         table, clock = engine.table, self.clock
         for _ in range(PUMP_CALLS):
-            n = table.pump(fd, buf, deadline, PUMP_BUDGET)
+            n = table.pump(fd, buf, deadline, budget)
             if n >= 0:
-                engine.receive(buf, n, clock())
+                with lock:
+                    engine.receive(buf, n, clock())
             elif n in _AGAIN:
                 break
             else:
-                engine.on_receive_error(-n, clock())
+                with lock:
+                    engine.on_receive_error(-n, clock())
                 return False
         return bool(table.pending())
 
@@ -174,18 +178,23 @@ class MembershipFront:
         what to tell the application."""
         engine = self._engine
         engine.on_timer(now)
-        packet = engine.outgoing(now)
-        if packet is not None:
-            engine.on_send_result(packet.send(self._send_fd), now)
+        self._send_due(now)
         for which in engine.reopen_due():
             self._reopen(which)
         events = engine.events()
         if events:
             self._publish(events)
 
-    def _step_if_running(self):
+    def _send_due(self, now):
+        packet = self._engine.outgoing(now)
+        if packet is not None:
+            self._engine.on_send_result(packet.send(self._send_fd), now)
+
+    def _send_if_running(self):
+        """A change is sent at once, by the caller's thread; the table is
+        left to the driver's thread (it expires while nothing pumps)."""
         if self._engine.running and not self._inert:
-            self._step(self.clock())
+            self._send_due(self.clock())
 
     def _stop_engine(self):
         """Stop the engine and say goodbye (unless we are a forked child's

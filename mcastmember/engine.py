@@ -205,7 +205,7 @@ class MembershipEngine:
         move the grid."""
         if not self._running:
             return None
-        self._observe(now)
+        self._now = now
         beat_due = now >= self._next_beat()
         if not (beat_due or self._change):
             return None
