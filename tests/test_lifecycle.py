@@ -94,6 +94,23 @@ def test_stop_removes_everyone_so_a_restart_never_adds_twice(front):
     assert member.stats()["removed.stopped"] == 2
 
 
+def test_the_driver_reopens_a_socket_when_the_engine_asks(front):
+    """Wiring only (the count of errors is test_engine's): sends on a dead
+    descriptor fail, the engine asks for a new socket, the driver opens one
+    and heartbeats flow again."""
+    member = front(4001, frequency=20, drop_time=200)
+    member.start()
+    dead = os.open(os.devnull, os.O_RDONLY)      # not a socket: every send fails
+    member.front._send_fd = dead
+    try:
+        wait_until(lambda: member.stats()["socket_reopened"] == 1)
+    finally:
+        os.close(dead)
+    sent = member.stats()["sent"]
+    wait_until(lambda: member.stats()["sent"] > sent)
+    assert member.stats()["send_errors"] >= 10
+
+
 def test_both_fronts_count_the_same_things(group_port):
     keys = {}
     for name, kind in FRONTS.items():
