@@ -15,6 +15,7 @@ import socket
 import struct
 import threading
 import time
+import weakref
 
 from ._front import MembershipFront
 from .events import EventQueue
@@ -58,13 +59,16 @@ class McastService(MembershipFront):
         self._events = None
         self._wake_r = self._wake_w = None
         self._probe = None
-        self._counts = {"events_dropped": 0, "listener_errors": 0}
+        self._counts = {"listener_errors": 0}
+        # Every dispatcher thread of ours that may still run a listener (one
+        # that restarted us keeps running on the old one for a while).
+        self._dispatchers = weakref.WeakSet()
 
     # -- lifecycle -----------------------------------------------------------
     def start(self):
         """Open the sockets, send the first heartbeat at once and start the threads."""
         with self._state:
-            if self._phase == _STOPPING and threading.current_thread() is self._dispatcher:
+            if self._phase == _STOPPING and threading.current_thread() in self._dispatchers:
                 raise RuntimeError("McastService is stopping (start it again after stop())")
             while self._phase in (_STARTING, _STOPPING):
                 self._state.wait()
@@ -100,6 +104,7 @@ class McastService(MembershipFront):
         self._dispatcher = threading.Thread(target=self._dispatch_loop,
                                             args=(self._events, previous),
                                             name="mcastmember-dispatch", daemon=True)
+        self._dispatchers.add(self._dispatcher)
         self._io = threading.Thread(target=self._io_loop, name="mcastmember-io", daemon=True)
         self._dispatcher.start()
         self._io.start()
@@ -120,7 +125,7 @@ class McastService(MembershipFront):
             if self._phase == _STOPPED:
                 return
             if self._phase == _STOPPING:
-                if me is not self._dispatcher:      # the dispatcher cannot wait for itself
+                if me not in self._dispatchers:     # a dispatcher cannot wait for itself
                     while self._phase == _STOPPING:
                         self._state.wait()
                 return
@@ -139,8 +144,8 @@ class McastService(MembershipFront):
         with self._lock:
             self._stop_engine()    # no goodbye from a forked child's copy
         events.close()             # after every event already queued
-        if me is not dispatcher and not self._inert:
-            dispatcher.join()
+        if me not in self._dispatchers and not self._inert:
+            dispatcher.join()      # (a listener's stop: the dispatcher ends after it)
         self._close_sockets()
         for sock in (self._wake_r, self._wake_w):
             sock.close()

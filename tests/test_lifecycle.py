@@ -194,6 +194,30 @@ def test_a_listener_that_restarts_the_service_leaves_one_dispatcher(group_port):
     assert overlap == []
 
 
+def test_a_listener_on_the_old_dispatcher_may_stop_the_restarted_service(group_port):
+    """After a restart from a listener, the old dispatcher still delivers the
+    events of the old run ("removed"/"stopped"); a stop() from there must not
+    wait for the new dispatcher, which waits for the old one."""
+    member = service(group_port, 4001)
+    done = []
+
+    def listener(event):
+        if event.kind == "added" and not done:
+            done.append("restarted")
+            member.stop()
+            member.start()
+        elif event.reason == "stopped" and done == ["restarted"]:
+            done.append("stopped")
+            member.stop()
+
+    member.add_listener(listener)
+    threads = threading.active_count()
+    with service(group_port, 4002):
+        member.start()
+        wait_until(lambda: done == ["restarted", "stopped"] and not member.running)
+    wait_until(lambda: threading.active_count() == threads)
+
+
 def test_stop_from_a_listener_with_a_full_event_queue(group_port):
     member = service(group_port, 4001, event_queue_size=1)
     seen = []
