@@ -257,7 +257,7 @@ class AsyncMembership(MembershipFront):
                 # empty, so readiness will not call us again for them.
                 self._again = self._loop.call_soon(self._on_readable)
         except Exception:
-            log.exception("membership callback failed; carrying on")
+            log.exception("membership driver failed; carrying on")
             self._engine.on_internal_error(self.clock())
         finally:
             if self.running:

@@ -277,7 +277,7 @@ class McastService(MembershipFront):
         """An unexpected exception in the I/O loop: log it, flag it in
         stats() ("healthy": False), and carry on after a pause, so one bug
         cannot freeze the table while ``running`` stays True."""
-        log.exception("membership I/O loop failed; carrying on")
+        log.exception("membership driver failed; carrying on")
         with self._lock:
             self._engine.on_internal_error(self.clock())
         time.sleep(CRASH_BACKOFF_S)

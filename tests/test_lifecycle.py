@@ -277,11 +277,11 @@ def test_a_listener_raising_systemexit_does_not_end_the_dispatcher(group_port, c
     assert "membership listener" in caplog.text
 
 
-def test_an_unexpected_error_in_the_io_loop_is_logged_flagged_and_survived(group_port, caplog):
-    member = service(group_port, 4001)
-    events = Events()
-    member.add_listener(events)
-    engine = member._engine
+def test_an_unexpected_error_in_the_driver_is_logged_flagged_and_survived(front, caplog):
+    """One exception in the receive/send loop froze the table while
+    ``running`` stayed True; now it is logged, flagged and survived."""
+    member = front(4001)
+    engine = member.front._engine
     real, failures = engine.on_timer, []
 
     def failing_once(now):
@@ -290,14 +290,14 @@ def test_an_unexpected_error_in_the_io_loop_is_logged_flagged_and_survived(group
             raise RuntimeError("bug")
         real(now)
 
-    with member:
-        engine.on_timer = failing_once
-        wait_until(lambda: failures)
-        fake_members(group_port, 1)
-        events.wait_for(lambda e: e.kind == "added")     # still receiving
-        stats = member.stats()
+    member.start()
+    engine.on_timer = failing_once
+    wait_until(lambda: failures)
+    fake_members(member.front.config.port, 1)
+    member.events.wait_for(lambda e: e.kind == "added")     # still receiving
+    stats = member.stats()
     assert stats["healthy"] is False and stats["internal_errors"] == 1
-    assert "membership I/O loop failed" in caplog.text
+    assert "membership driver failed" in caplog.text
 
 
 def test_demo_piped_into_head_exits_cleanly(group_port, tmp_path):
