@@ -14,7 +14,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "McastService": "service",
     "AsyncMembership": "aio",
-    "EventsLost": "aio",
+    "EventsLost": "events",
     "ServiceConfig": "config",
     "Member": "member",
     "domain_from_text": "member",

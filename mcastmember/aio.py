@@ -1,52 +1,32 @@
-"""AsyncMembership: membership for asyncio applications, without threads.
+"""AsyncMembership: the asyncio driver of the membership engine, without threads.
 
-The running loop drives everything: a reader callback drains the receive
-socket into the same table as the threaded service, heartbeats are scheduled
-with ``call_at`` on a fixed grid (no drift, and no burst of catch-up beats
-after the loop was busy), and sweeps for silent members run on a timer.
-Heartbeats are sent with ``socket.send`` on the non-blocking socket directly,
-so no transport keeps a reference to the buffer we rewrite.
+The running loop waits for us: a reader callback lets the table's pump read
+the receive socket, one timer sleeps until the engine's next deadline, and
+after each the engine's step decides what to send and what expired. Every
+decision about time is the engine's (``engine.py``), so this front behaves
+as the threaded one by construction. Heartbeats are sent on the non-blocking
+socket directly, so no transport keeps a reference to the buffer we rewrite.
 
     async with AsyncMembership(interface="127.0.0.1", ttl=0, member_port=4001) as m:
-        async for event in m.events():
-            print(event.kind, event.member)
+        async with m.events() as stream:
+            async for event in stream:
+                print(event.kind, event.member)
 """
 
 import asyncio
-import errno
 import logging
-import math
-import os
-import time
+import weakref
 
-from . import _layout as L
-from . import net
-from ._ratelimit import RateLimitedLog
 from ._front import MembershipFront
-from .config import SWEEP_INTERVAL_S
+from .events import EventsLost
+from .probe import probe_stats_idle
 from .table import ADDED, MemberEvent
 
 log = logging.getLogger("mcastmember")
 
-# Datagrams read per reader callback at most, so one busy group cannot starve
-# the rest of the loop; the loop calls back again at once if more are waiting.
-READ_BATCH = 64
 DEFAULT_EVENT_QUEUE = 1024
 
-
-class EventsLost:
-    """Stands in an event stream where events were dropped because its reader
-    fell behind. Resynchronise from ``members()``; later events follow."""
-
-    kind = "events_lost"
-    member = None
-    reason = None
-
-    def __init__(self, count):
-        self.count = count
-
-    def __repr__(self):
-        return f"EventsLost({self.count})"
+__all__ = ["AsyncMembership", "EventStream", "EventsLost"]
 
 
 class EventStream:
@@ -59,8 +39,9 @@ class EventStream:
         self._queue = asyncio.Queue(size)
         self._lost = 0
         self._closed = False
-        for member in initial:
-            self._queue.put_nowait(MemberEvent(ADDED, member))
+        self.dropped = 0
+        for member in initial:    # more members than room: an EventsLost, as later
+            self._offer(MemberEvent(ADDED, member))
 
     def _offer(self, event):
         """Called by the membership on the loop: never blocks, never raises."""
@@ -68,11 +49,13 @@ class EventStream:
             return
         if self._lost:           # keep the gap in one place: drop until it is reported
             self._lost += 1
+            self.dropped += 1
             return
         try:
             self._queue.put_nowait(event)
         except asyncio.QueueFull:
             self._lost = 1
+            self.dropped += 1
 
     def _close(self):
         self._closed = True
@@ -87,19 +70,33 @@ class EventStream:
     async def __anext__(self):
         if self._queue.empty():
             if self._lost:
-                lost, self._lost = self._lost, 0
-                return EventsLost(lost)
+                return self._take_lost()
             if self._closed:
                 raise StopAsyncIteration
         event = await self._queue.get()
         if event is None:
+            if self._lost:       # the gap before the end is still reported
+                return self._take_lost()
             raise StopAsyncIteration
         return event
+
+    def _take_lost(self):
+        lost, self._lost = self._lost, 0
+        return EventsLost(lost)
 
     def close(self):
         """Stop receiving events (also done when the membership stops)."""
         self._owner._unsubscribe(self)
         self._close()
+
+    async def aclose(self):
+        self.close()
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        self.close()
 
 
 class AsyncMembership(MembershipFront):
@@ -115,73 +112,55 @@ class AsyncMembership(MembershipFront):
             raise ValueError("event_queue_size must be a positive whole number")
         self._queue_size = int(event_queue_size)
         self._loop = None
-        self._streams = []
+        # Weakly held: a stream the application dropped (a ``break`` out of
+        # ``async for``) unsubscribes itself when it is collected.
+        self._streams = weakref.WeakSet()
         self._waiters = []
-        self._beat_timer = self._sweep_timer = None
+        self._timer = self._again = None
+        self._timer_at = None
+        self._reader_fd = None
         self._probe_server = None
-        self._recv_sock = self._send_sock = None
-        self._buf = bytearray(L.RECV_BUFFER_LEN)
-        self._counts = {"send_errors": 0, "receive_errors": 0}
-        self._rate_log = RateLimitedLog(log)
 
     # -- lifecycle -----------------------------------------------------------
     async def start(self):
-        if self._running:
+        if self.running:
             raise RuntimeError("AsyncMembership is already running")
-        cfg = self.config
         self._loop = asyncio.get_running_loop()
-        if cfg.tcp_listener:
+        if self.config.tcp_listener:
             await self._start_probe_server()
         try:
-            self._recv_sock = net.open_receiver(cfg.address, cfg.port, cfg.interface,
-                                                SWEEP_INTERVAL_S)
-            self._recv_sock.setblocking(False)
-            self._send_sock = net.open_sender(cfg.address, cfg.port, cfg.interface, cfg.ttl,
-                                              cfg.loopback)
-            self._send_sock.setblocking(False)
+            self._open_sockets()
         except BaseException:
-            await self._close_sockets()
+            await self._stop_probe_server()
             raise
-        self._send_fd = self._send_sock.fileno()
-        self._origin_ns = time.monotonic_ns()
-        self._new_packet(self._origin_ns)
-        self._running = True
-        self._recv_fd = self._recv_sock.fileno()
-        self._loop.add_reader(self._recv_fd, self._on_readable)
-        self._period = cfg.frequency / 1000.0
-        self._next_beat = self._loop.time()
-        self._beat()                          # the first heartbeat goes out at once
-        self.table.sweep(time.monotonic())    # arms the pause guard from the first moment
-        self._schedule_sweep()
+        self._start_engine()      # the first heartbeat goes out at once
+        self._rearm()
         return self
 
     async def stop(self):
-        """Send the shutdown packet, stop, and end every event stream."""
-        if not self._running:
+        """Send the shutdown packet, stop, and end every event stream. All of
+        it happens before the first await, so a cancelled stop() still ends
+        every ``async for``; only closing the TCP listener is awaited."""
+        if not self.running:
             return
-        self._running = False
-        self._beat_timer.cancel()
-        self._sweep_timer.cancel()
-        self._loop.remove_reader(self._recv_sock.fileno())
-        self._send(self.config.heartbeat_packet(self._origin_ns, L.SHUTDOWN_COMMAND))
-        await self._close_sockets()
-        for stream in self._streams:
+        if not self._inert:
+            self._watch_receiver(None)
+            for handle in (self._timer, self._again):
+                if handle is not None:
+                    handle.cancel()
+        self._timer = self._again = self._timer_at = None
+        self._stop_engine()          # "removed"/"stopped" for everyone left, to every stream
+        for stream in list(self._streams):
             stream._close()
-        self._streams = []
+        self._streams = weakref.WeakSet()
         for predicate, future in self._waiters:
             if not future.done():
                 future.set_exception(RuntimeError("AsyncMembership stopped"))
         self._waiters = []
-        self.table.clear()
-
-    async def _close_sockets(self):
-        for sock in (self._recv_sock, self._send_sock):
-            if sock is not None:
-                sock.close()
-        self._recv_sock = self._send_sock = None
-        if self._probe_server is not None:
-            await self._probe_server.stop()
-            self._probe_server = None
+        self._close_sockets()
+        if self._inert:
+            self._probe_server = None    # the parent's: not ours to close
+        await self._stop_probe_server()
 
     async def __aenter__(self):
         return await self.start()
@@ -191,23 +170,23 @@ class AsyncMembership(MembershipFront):
 
     # -- what the application sees ----------------------------------------------
     def events(self, queue_size=None):
-        """An async iterator of MemberEvent: first the current members as
-        "added", then every change. Ends when the membership stops.
-        ``queue_size`` (default: ``event_queue_size``) bounds how far this
-        reader may fall behind before it gets an EventsLost instead."""
+        """An event stream (async iterator; ``async with`` closes it) of
+        MemberEvent: first the current members as "added", then every change.
+        Ends when the membership stops. ``queue_size`` (default:
+        ``event_queue_size``) bounds how far this reader may fall behind
+        before it gets an EventsLost instead."""
         size = self._queue_size if queue_size is None else int(queue_size)
         if size < 1:
             raise ValueError("queue_size must be at least 1")
         stream = EventStream(self, self.table.members(), size)
-        if self._running:
-            self._streams.append(stream)
+        if self.running:
+            self._streams.add(stream)
         else:
             stream._close()
         return stream
 
     def _unsubscribe(self, stream):
-        if stream in self._streams:
-            self._streams.remove(stream)
+        self._streams.discard(stream)
 
     async def wait_for(self, predicate, timeout=None):
         """Wait until ``predicate(members)`` is true; return the members then.
@@ -215,7 +194,7 @@ class AsyncMembership(MembershipFront):
         members = self.table.members()
         if predicate(members):
             return members
-        if not self._running:
+        if not self.running:
             raise RuntimeError("AsyncMembership is not running")
         future = self._loop.create_future()
         entry = (predicate, future)
@@ -226,59 +205,65 @@ class AsyncMembership(MembershipFront):
             if entry in self._waiters:
                 self._waiters.remove(entry)
 
-    def stats(self):
-        counts = self._common_stats(self._counts)
-        counts["subscribers"] = len(self._streams)
-        if self._probe_server is not None:
-            counts.update(self._probe_server.stats())
-        return counts
+    def _front_counts(self):
+        return {"events_dropped": sum(s.dropped for s in self._streams),
+                "listener_errors": 0,
+                "subscribers": len(self._streams),
+                **(self._probe_server.stats() if self._probe_server else probe_stats_idle())}
 
-    # -- sending -------------------------------------------------------------------
-    def _refresh_packet(self):
-        if self._running:
-            self._send(self._new_packet(self._origin_ns))
+    def _become_inert(self):
+        # A forked child's copy of the loop shares the parent's epoll: never
+        # touch it (removing our reader would remove the parent's).
+        super()._become_inert()
 
-    def _beat(self):
-        self._send(self._packet)
-        now = self._loop.time()
-        self._next_beat += self._period
-        if self._next_beat <= now:   # the loop was busy: skip the missed beats, no burst
-            self._next_beat += self._period * math.ceil((now - self._next_beat) / self._period)
-        self._beat_timer = self._loop.call_at(self._next_beat, self._beat)
+    # -- waiting ----------------------------------------------------------------------
+    def _watch_receiver(self, fd):
+        if fd == self._reader_fd:
+            return
+        if self._reader_fd is not None:
+            self._loop.remove_reader(self._reader_fd)
+        if fd is not None:
+            self._loop.add_reader(fd, self._on_readable)
+        self._reader_fd = fd
 
-    # -- receiving -------------------------------------------------------------------
+    def _rearm(self):
+        """Sleep until the engine's next deadline; read while it wants to."""
+        engine, now = self._engine, self.clock()
+        self._watch_receiver(self._recv_fd if engine.reading(now) else None)
+        deadline = engine.next_deadline()
+        if deadline != self._timer_at:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = self._loop.call_later(max(0.0, deadline - now), self._on_timer)
+            self._timer_at = deadline
+
+    def _on_timer(self):
+        self._timer = self._timer_at = None
+        self._wake(False)
+
     def _on_readable(self):
-        # Known members' heartbeats are handled inside pump; it returns for
-        # anything else, when the socket is empty, or after READ_BATCH datagrams.
-        fd, buf, table = self._recv_fd, self._buf, self.table
-        for _ in range(READ_BATCH):
-            n = table.pump(fd, buf, math.inf, READ_BATCH)
-            if n < 0:
-                if n != -errno.EAGAIN and n != -errno.EINTR:
-                    self._counts["receive_errors"] += 1
-                    self._rate_log.log(logging.WARNING, "recv", "receive failed: %s",
-                                       os.strerror(-n))
-                break
-            events = table.receive(buf, n, time.monotonic())
-            if events:
-                self._publish(events)
-        if table.pending() and self._running:
-            # Read in a batch but not handled yet: the socket may be empty, so
-            # readiness will not call us again for them.
-            self._loop.call_soon(self._on_readable)
+        self._again = None
+        self._wake(True)
 
-    def _schedule_sweep(self):
-        self._sweep_timer = self._loop.call_later(SWEEP_INTERVAL_S, self._sweep)
-
-    def _sweep(self):
-        events = self.table.sweep(time.monotonic())
-        if events:
-            self._publish(events)
-        if self._running:
-            self._schedule_sweep()
+    def _wake(self, readable):
+        if not self.running or self._inert:
+            return      # a callback that outlived stop(): the socket is closed
+        try:
+            more = self._drain(self._engine.next_deadline()) if readable else False
+            self._step(self.clock())
+            if more and self._again is None:
+                # Read in a batch but not handled yet: the socket may be
+                # empty, so readiness will not call us again for them.
+                self._again = self._loop.call_soon(self._on_readable)
+        except Exception:
+            log.exception("membership driver failed; carrying on")
+            self._engine.on_internal_error(self.clock())
+        finally:
+            if self.running:
+                self._rearm()
 
     def _publish(self, events):
-        for stream in self._streams:
+        for stream in list(self._streams):
             for event in events:
                 stream._offer(event)
         if self._waiters:
@@ -300,5 +285,9 @@ class AsyncMembership(MembershipFront):
         await listener.start()
         self._probe_server = listener
         if cfg.member_port == 0:
-            cfg.member_port = listener.port
-            self.table.set_local(cfg.local_member())
+            self._engine.set_member_port(listener.port)
+
+    async def _stop_probe_server(self):
+        server, self._probe_server = self._probe_server, None
+        if server is not None:
+            await server.stop()

@@ -9,6 +9,7 @@ malformed packet, 1 when the network refused (cannot join the group).
 
 import argparse
 import json
+import os
 import signal
 import sys
 import threading
@@ -68,7 +69,19 @@ def main(argv=None):
             return _decode(args)
         return _join(args)
     except BrokenPipeError:
+        _silence_stdout()
         return 0
+
+
+def _silence_stdout():
+    """The reader of our stdout went away (``| head -1``): send what is left
+    to /dev/null, so neither a later write nor the flush at exit fails."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 # -- decode ---------------------------------------------------------------------
@@ -137,8 +150,16 @@ def _join(args):
 
     view = _JsonView() if args.json else (_TableView(service) if sys.stdout.isatty()
                                           else _LineView())
-    service.add_listener(view.on_event)
     leave = threading.Event()
+
+    def on_event(event):    # on the dispatcher thread: a closed pipe ends the demo
+        try:
+            view.on_event(event)
+        except BrokenPipeError:
+            _silence_stdout()
+            leave.set()
+
+    service.add_listener(on_event)
 
     def _on_signal(signum, frame):
         leave.set()
@@ -177,7 +198,10 @@ class _JsonView:
         self._lock = threading.Lock()
 
     def on_event(self, event):
-        line = json.dumps(event.to_dict())
+        if event.member is None:     # EventsLost: we fell behind
+            line = json.dumps({"event": event.kind, "count": event.count})
+        else:
+            line = json.dumps(event.to_dict())
         with self._lock:
             sys.stdout.write(line + "\n")
             sys.stdout.flush()
@@ -202,6 +226,9 @@ class _LineView(_JsonView):
 
     def on_event(self, event):
         m = event.member
+        if m is None:
+            self._say(f"{event.count} events lost: the listener fell behind")
+            return
         reason = f" ({event.reason})" if event.reason else ""
         self._say(f"{event.kind}{reason}: {m.address}:{m.port} id={m.unique_id.hex()} "
                   f"domain={_show_bytes(m.domain)} payload={_show_bytes(m.payload)}")
@@ -226,6 +253,9 @@ class _TableView(_LineView):
 
     def on_event(self, event):
         m = event.member
+        if m is None:
+            self._last = f"{time.strftime('%H:%M:%S')} {event.count} events lost"
+            return
         reason = f" ({event.reason})" if event.reason else ""
         self._last = f"{time.strftime('%H:%M:%S')} {event.kind}{reason} {m.address}:{m.port}"
 

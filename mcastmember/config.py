@@ -125,10 +125,12 @@ class ServiceConfig:
                           local=self.local_member(),
                           domain=self.domain if self.filter_domain else None)
 
-    def heartbeat_packet(self, origin_ns, command=b""):
-        """Our packet, ready to be stamped and sent (``origin_ns``: when we started)."""
+    def heartbeat_packet(self, origin_ns, command=b"", codec=None):
+        """Our packet, ready to be stamped and sent (``origin_ns``: when we
+        started), in ``codec``'s implementation (default: the one loaded)."""
         cap = -1 if self.alive_cap_ms is None else self.alive_cap_ms
-        return _codec.HeartbeatPacket(self.encode(command), origin_ns, cap, self.alive_below_zero)
+        return (codec or _codec.impl).HeartbeatPacket(self.encode(command), origin_ns, cap,
+                                                      self.alive_below_zero)
 
     @property
     def listen_address(self):

@@ -38,6 +38,12 @@ MAX_REPLIES_IN_FLIGHT = 32
 REPLY_TIMEOUT_S = 5.0
 
 
+def probe_stats_idle():
+    """The listener's counters when there is no listener: every key, zero,
+    so stats() has one shape whatever the settings."""
+    return dict.fromkeys(_ListenerBase("", 0, None).stats(), 0)
+
+
 def _family(address):
     return socket.AF_INET6 if ":" in address else socket.AF_INET
 

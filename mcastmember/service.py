@@ -1,37 +1,38 @@
-"""McastService: the threaded membership service.
+"""McastService: the threaded driver of the membership engine.
 
-Three daemon threads: the receiver (blocks on the socket, feeds the table,
-sweeps for silent members), the sender (one heartbeat per period) and the
-dispatcher (calls listeners, so a slow or failing listener never holds up
-the receiver). The table itself does no I/O; this module owns the threads
-and sockets around it.
+Two daemon threads. The I/O thread waits, with ``poll``, until the engine's
+next deadline or until the receive socket (or a wake-up socket) is readable,
+lets the table's pump read datagrams, and takes the engine's step: what to
+send, what expired. The dispatcher calls listeners, so a slow or failing
+listener never holds up the I/O thread. Every decision about time is the
+engine's (``engine.py``); this module only waits and moves bytes.
 """
 
-import errno
 import logging
-import os
-import queue
+import math
+import select
 import socket
+import struct
 import threading
 import time
+import weakref
 
-from . import _layout as L
-from . import net
-from ._ratelimit import RateLimitedLog
 from ._front import MembershipFront
-from .config import SWEEP_INTERVAL_S
-from .probe import ProbeListener
+from .events import EventQueue
+from .probe import ProbeListener, probe_stats_idle
 
 log = logging.getLogger("mcastmember")
 
-# Consecutive socket errors before the socket is opened again. Unlike Tomcat,
-# reopening does not announce a departure: the table and our identity stay.
-RECOVERY_ERRORS = 10
-# Pause between failing socket calls, so a broken socket cannot spin a core.
-ERROR_BACKOFF_S = 0.05
 EVENT_QUEUE_BOUND = 65536
-# At most one warning about malformed datagrams per this many seconds.
-MALFORMED_REPORT_S = 10.0
+# How the I/O thread waits (never when: that is the engine's). Two reads
+# closer than BUSY_GAP_S mean a busy group: pump then waits in the kernel for
+# up to BUSY_SLICE_S per call instead of returning to poll() per datagram.
+BUSY_GAP_S = 0.005
+BUSY_SLICE_S = 0.02
+# Pause after an unexpected exception in the I/O loop before it carries on.
+CRASH_BACKOFF_S = 0.05
+
+_STOPPED, _STARTING, _RUNNING, _STOPPING = "stopped", "starting", "running", "stopping"
 
 
 class McastService(MembershipFront):
@@ -40,97 +41,122 @@ class McastService(MembershipFront):
     Takes the settings of :class:`mcastmember.config.ServiceConfig` (Tomcat's
     defaults: group 228.0.0.4:45564, heartbeat every 500 ms, drop time
     3000 ms). Use as a context manager, or call ``start()`` and ``stop()``.
+    ``event_queue_size`` bounds the events waiting for listeners; past it
+    listeners get an ``EventsLost`` marker where events were dropped.
     """
 
-    def __init__(self, address="228.0.0.4", port=45564, **settings):
+    def __init__(self, address="228.0.0.4", port=45564, *, event_queue_size=EVENT_QUEUE_BOUND,
+                 **settings):
         super().__init__(address, port, settings)
+        if int(event_queue_size) != event_queue_size or event_queue_size < 1:
+            raise ValueError("event_queue_size must be a positive whole number")
+        self._queue_size = int(event_queue_size)
         self._lock = self._table_lock = threading.Lock()
-        self._lifecycle = threading.Lock()    # start() and stop() one at a time
+        self._state = threading.Condition()   # the lifecycle phase, start/stop one at a time
+        self._phase = _STOPPED
         self._listeners = []
-        self._threads = []
-        self._stopping = threading.Event()
-        self._wake_sender = threading.Event()
+        self._io = self._dispatcher = None
         self._events = None
-        self._recv_sock = self._send_sock = None
+        self._wake_r = self._wake_w = None
         self._probe = None
-        self._counts = {"send_errors": 0, "receive_errors": 0,
-                        "socket_reopened": 0, "events_dropped": 0, "listener_errors": 0}
-        self._rate_log = RateLimitedLog(log)
-        self._malformed_reported = 0
+        self._counts = {"listener_errors": 0}
+        # Every dispatcher thread of ours that may still run a listener (one
+        # that restarted us keeps running on the old one for a while).
+        self._dispatchers = weakref.WeakSet()
 
     # -- lifecycle -----------------------------------------------------------
     def start(self):
         """Open the sockets, send the first heartbeat at once and start the threads."""
-        with self._lifecycle:
-            return self._start()
+        with self._state:
+            if self._phase == _STOPPING and threading.current_thread() in self._dispatchers:
+                raise RuntimeError("McastService is stopping (start it again after stop())")
+            while self._phase in (_STARTING, _STOPPING):
+                self._state.wait()
+            if self._phase == _RUNNING:
+                raise RuntimeError("McastService is already running")
+            self._phase = _STARTING
+        try:
+            self._start()
+        except BaseException:
+            self._set_phase(_STOPPED)
+            raise
+        self._set_phase(_RUNNING)
+        return self
 
     def _start(self):
-        if self._running:
-            raise RuntimeError("McastService is already running")
         cfg = self.config
         if cfg.tcp_listener:
             self._start_probe_listener()
         try:
-            self._recv_sock = net.open_receiver(cfg.address, cfg.port, cfg.interface,
-                                                SWEEP_INTERVAL_S)
-            try:
-                self._send_sock = net.open_sender(cfg.address, cfg.port, cfg.interface, cfg.ttl,
-                                                  cfg.loopback)
-            except BaseException:
-                self._recv_sock.close()
-                raise
+            self._open_sockets()
         except BaseException:
             self._stop_probe_listener()
             raise
-        self._send_fd = self._send_sock.fileno()
-        self._origin_ns = time.monotonic_ns()
-        self._new_packet(self._origin_ns)
-        self._stopping.clear()
-        self._wake_sender.clear()
-        self._events = queue.Queue(EVENT_QUEUE_BOUND)
-        self._running = True
-        self._threads = [
-            threading.Thread(target=self._dispatch_loop, name="mcastmember-dispatch", daemon=True),
-            threading.Thread(target=self._receive_loop, name="mcastmember-receive", daemon=True),
-            threading.Thread(target=self._send_loop, name="mcastmember-send", daemon=True),
-        ]
-        for thread in self._threads:
-            thread.start()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._stopping = False
+        previous, self._events = self._dispatcher, EventQueue(self._queue_size)
+        with self._lock:
+            self._start_engine()
+        # A listener that restarted us runs on the previous dispatcher: the
+        # new one waits for it to finish, so listeners never run concurrently.
+        self._dispatcher = threading.Thread(target=self._dispatch_loop,
+                                            args=(self._events, previous),
+                                            name="mcastmember-dispatch", daemon=True)
+        self._dispatchers.add(self._dispatcher)
+        self._io = threading.Thread(target=self._io_loop, name="mcastmember-io", daemon=True)
+        self._dispatcher.start()
+        self._io.start()
         log.info("joined %s:%d as %s:%d", cfg.address, cfg.port,
-                 self.config.local_member().address, cfg.member_port)
-        return self
+                 cfg.local_member().address, cfg.member_port)
 
     def stop(self):
         """Send the shutdown packet, stop the threads and close the sockets.
-        Listeners get every event that happened before the stop. A listener
-        may call it too (the dispatcher then ends after that listener)."""
-        with self._lifecycle:
-            self._stop()
-
-    def _stop(self):
-        if not self._running:
-            return
-        self._running = False
-        self._stopping.set()
-        self._wake_sender.set()
-        sender, receiver, dispatcher = self._threads[2], self._threads[1], self._threads[0]
-        sender.join()
-        self._send_shutdown()
+        Listeners get every event that happened before the stop, then a
+        "removed" (reason "stopped") for each member still present. A
+        listener may call it too (the dispatcher then ends after that
+        listener), also while another thread is stopping us."""
+        me = threading.current_thread()
+        with self._state:
+            if self._phase == _STARTING:
+                while self._phase == _STARTING:
+                    self._state.wait()
+            if self._phase == _STOPPED:
+                return
+            if self._phase == _STOPPING:
+                if me not in self._dispatchers:     # a dispatcher cannot wait for itself
+                    while self._phase == _STOPPING:
+                        self._state.wait()
+                return
+            self._phase = _STOPPING
         try:
-            self._recv_sock.shutdown(socket.SHUT_RDWR)   # wakes a blocked recv at once
-        except OSError:
-            pass
-        receiver.join()
-        self._events.put(None)      # after every event already queued
-        if threading.current_thread() is not dispatcher:
-            dispatcher.join()
-        self._recv_sock.close()
-        self._send_sock.close()
-        self._stop_probe_listener()    # after the goodbye: Tomcat now finds us gone
-        self._threads = []
+            self._stop(me)
+        finally:
+            self._set_phase(_STOPPED)
+
+    def _stop(self, me):
+        dispatcher, events = self._dispatcher, self._events
+        if not self._inert:
+            self._stopping = True
+            self._wake()
+            self._io.join()
         with self._lock:
-            self.table.clear()
+            self._stop_engine()    # no goodbye from a forked child's copy
+        events.close()             # after every event already queued
+        if me not in self._dispatchers and not self._inert:
+            dispatcher.join()      # (a listener's stop: the dispatcher ends after it)
+        self._close_sockets()
+        for sock in (self._wake_r, self._wake_w):
+            sock.close()
+        self._stop_probe_listener()    # after the goodbye: Tomcat now finds us gone
+        self._io = None
         log.info("left %s:%d", self.config.address, self.config.port)
+
+    def _set_phase(self, phase):
+        with self._state:
+            self._phase = phase
+            self._state.notify_all()
 
     def __enter__(self):
         return self.start()
@@ -138,9 +164,19 @@ class McastService(MembershipFront):
     def __exit__(self, *exc):
         self.stop()
 
+    def _become_inert(self):
+        # In a forked child only the forking thread exists: locks held by the
+        # parent's other threads would never be released here.
+        super()._become_inert()
+        self._lock = self._table_lock = threading.Lock()
+        self._state = threading.Condition()
+        self._probe = None    # the parent's listener thread does not exist here
+        self._events = EventQueue(self._queue_size)
+
     # -- what the application sees --------------------------------------------
     def add_listener(self, callback):
-        """Call ``callback(event)`` for every MemberEvent, on the dispatcher thread."""
+        """Call ``callback(event)`` for every MemberEvent (and EventsLost), on
+        the dispatcher thread."""
         with self._lock:
             self._listeners = self._listeners + [callback]
 
@@ -148,13 +184,11 @@ class McastService(MembershipFront):
         with self._lock:
             self._listeners = [c for c in self._listeners if c != callback]
 
-    def stats(self):
-        """Counters of the table (received, fast_path, added, malformed.* ...)
-        and of the service (sent, send_errors, socket_reopened ...)."""
-        counts = self._common_stats(self._counts)
-        if self._probe is not None:
-            counts.update(self._probe.stats())
-        return counts
+    def _front_counts(self):
+        return {"events_dropped": self._events.dropped if self._events else 0,
+                "listener_errors": self._counts["listener_errors"],
+                "subscribers": len(self._listeners),
+                **(self._probe.stats() if self._probe else probe_stats_idle())}
 
     # -- the TCP listener for Tomcat ---------------------------------------------
     def _start_probe_listener(self):
@@ -162,9 +196,8 @@ class McastService(MembershipFront):
         listener = ProbeListener(cfg.listen_address, cfg.member_port, cfg.encode)
         listener.start()
         if cfg.member_port == 0:     # advertise the port the kernel chose
-            cfg.member_port = listener.port
             with self._lock:
-                self.table.set_local(cfg.local_member())
+                self._engine.set_member_port(listener.port)
         self._probe = listener
 
     def _stop_probe_listener(self):
@@ -172,134 +205,93 @@ class McastService(MembershipFront):
             self._probe.stop()
             self._probe = None
 
-    # -- sending ---------------------------------------------------------------
-    def _refresh_packet(self):
-        if self._running:
-            self._new_packet(self._origin_ns)   # a reference swap: the sender reads it whole
-            self._wake_sender.set()
-
-    def _send_loop(self):
-        period = self.config.frequency / 1000.0
-        next_at = time.monotonic()
-        failures = 0
-        while not self._stopping.is_set():
-            failures = 0 if self._send(self._packet) else failures + 1
-            if failures >= RECOVERY_ERRORS:
-                self._reopen_sender()
-                failures = 0
-            now = time.monotonic()
-            next_at += period
-            if next_at <= now:   # we were held up: skip the missed beats, no burst
-                next_at += period * (int((now - next_at) / period) + 1)
-            if self._wake_sender.wait(next_at - now):
-                self._wake_sender.clear()   # payload changed (send now) or stopping
-
-    def _send_shutdown(self):
+    # -- the I/O thread ------------------------------------------------------------
+    def _wake(self):
         try:
-            self._send(self.config.heartbeat_packet(self._origin_ns, L.SHUTDOWN_COMMAND))
-        except Exception as error:   # never let a failed goodbye break stop()
-            log.warning("shutdown packet not sent: %s", error)
+            self._wake_w.send(b"\0")
+        except OSError:
+            pass    # full: a wake-up is already pending
 
-    def _reopen_sender(self):
-        cfg = self.config
-        try:
-            fresh = net.open_sender(cfg.address, cfg.port, cfg.interface, cfg.ttl, cfg.loopback)
-        except OSError as error:
-            self._rate_log.log(logging.WARNING, "reopen-send", "cannot reopen send socket: %s", error)
-            return
-        old, self._send_sock = self._send_sock, fresh
-        self._send_fd = fresh.fileno()
-        old.close()
-        self._counts["socket_reopened"] += 1
-        log.warning("send socket reopened after repeated errors")
-
-    # -- receiving ---------------------------------------------------------------
-    def _receive_loop(self):
-        buf = bytearray(L.RECV_BUFFER_LEN)
-        table, lock, clock = self.table, self._lock, time.monotonic
-        with lock:
-            table.sweep(clock())   # arms the pause guard from the first moment
-        next_sweep = clock() + SWEEP_INTERVAL_S
-        next_report = clock() + MALFORMED_REPORT_S
-        failures = 0
-        while self._running:
-            # Known members' heartbeats are handled inside pump (compiled: with
-            # the GIL released); it returns for anything else, and at least
-            # every sweep interval thanks to SO_RCVTIMEO and the deadline.
-            n = table.pump(self._recv_sock.fileno(), buf, next_sweep)
-            if not self._running:
-                break
-            events = ()
-            if n >= 0:
-                failures = 0
+    def _io_loop(self):
+        poller = select.poll()
+        poller.register(self._wake_r, select.POLLIN)
+        watched = None
+        more = False          # pump's batch holds datagrams: read again without waiting
+        busy = False          # datagrams keep coming: let pump wait in the kernel
+        last_read = -math.inf
+        engine, lock, clock = self._engine, self._lock, self.clock
+        while not self._stopping:
+            try:
                 with lock:
-                    events = table.receive(buf, n, clock())
-            elif n != -errno.EAGAIN and n != -errno.EINTR:
-                failures += 1
-                self._counts["receive_errors"] += 1
-                self._rate_log.log(logging.WARNING, "recv", "receive failed: %s",
-                                   os.strerror(-n))
-                if failures >= RECOVERY_ERRORS:
-                    self._reopen_receiver()
-                    failures = 0
-                self._stopping.wait(ERROR_BACKOFF_S)
-            now = clock()
-            if now >= next_sweep:
-                next_sweep = now + SWEEP_INTERVAL_S
+                    now = clock()
+                    deadline = engine.next_deadline()
+                    fd = self._recv_fd if engine.reading(now) else None
+                if busy and fd is not None and not more:
+                    more, busy = self._drain_busy(deadline, now)
+                else:
+                    if fd != watched:
+                        if watched is not None:
+                            poller.unregister(watched)
+                        if fd is not None:
+                            poller.register(fd, select.POLLIN)
+                        watched = fd
+                    timeout = 0 if more else max(0, math.ceil((deadline - now) * 1000))
+                    ready = poller.poll(timeout)
+                    if self._stopping:
+                        break
+                    if fd is not None and (more or any(f == fd for f, _ in ready)):
+                        now = clock()
+                        busy = now - last_read < BUSY_GAP_S
+                        last_read = now
+                        more = self._drain(deadline)
+                    if any(f == self._wake_r.fileno() for f, _ in ready):
+                        self._wake_r.recv(4096)
                 with lock:
-                    expired = table.sweep(now)
-                if expired:
-                    events = events + expired
-                if now >= next_report:
-                    next_report = now + MALFORMED_REPORT_S
-                    self._report_malformed()
-            if events:
-                self._publish(events)
+                    self._step(clock())
+            except Exception:
+                busy = False
+                self._crashed()
 
-    def _report_malformed(self):
-        """One warning per period at most about what was dropped, by reason:
-        a flood of bad datagrams must not become a flood of log lines."""
+    def _drain_busy(self, deadline, now):
+        """Datagrams keep coming: rather than poll for each (a return to
+        Python per datagram), let pump block in recvmmsg, without the GIL,
+        for a short slice at most (so stop() waits that long at worst).
+        Returns (more, still busy): a slice that passed in silence ends it."""
+        sock = self._recv_sock
+        sock.setblocking(True)
+        wait = max(0.001, min(BUSY_SLICE_S, deadline - now))
+        micros = int(wait * 1_000_000)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO,
+                        struct.pack("@ll", micros // 1_000_000, micros % 1_000_000))
+        more = self._drain(deadline, budget=-1)
+        busy = more or self.clock() >= deadline
+        if not busy:
+            sock.setblocking(False)
+        return more, busy
+
+    def _crashed(self):
+        """An unexpected exception in the I/O loop: log it, flag it in
+        stats() ("healthy": False), and carry on after a pause, so one bug
+        cannot freeze the table while ``running`` stays True."""
+        log.exception("membership driver failed; carrying on")
         with self._lock:
-            stats = self.table.stats()
-        dropped = {k[len("malformed."):]: v for k, v in stats.items()
-                   if k.startswith("malformed.")}
-        total = sum(dropped.values())
-        if total > self._malformed_reported:
-            log.warning("dropped %d malformed datagrams on %s:%d so far (%s)", total,
-                        self.config.address, self.config.port,
-                        ", ".join(f"{k} {v}" for k, v in sorted(dropped.items())))
-            self._malformed_reported = total
-
-    def _reopen_receiver(self):
-        cfg = self.config
-        try:
-            fresh = net.open_receiver(cfg.address, cfg.port, cfg.interface, SWEEP_INTERVAL_S)
-        except OSError as error:
-            self._rate_log.log(logging.WARNING, "reopen-recv", "cannot reopen receive socket: %s",
-                               error)
-            return
-        old, self._recv_sock = self._recv_sock, fresh
-        old.close()
-        self._counts["socket_reopened"] += 1
-        log.warning("receive socket reopened after repeated errors")
+            self._engine.on_internal_error(self.clock())
+        time.sleep(CRASH_BACKOFF_S)
 
     # -- events ------------------------------------------------------------------
     def _publish(self, events):
-        for event in events:
-            try:
-                self._events.put_nowait(event)
-            except queue.Full:
-                self._counts["events_dropped"] += 1
-                self._rate_log.log(logging.ERROR, "events", "listeners are too slow: event dropped")
+        self._events.put_many(events)
 
-    def _dispatch_loop(self):
+    def _dispatch_loop(self, events, previous):
+        if previous is not None and previous is not threading.current_thread():
+            previous.join()
         while True:
-            event = self._events.get()
+            event = events.get()
             if event is None:
                 return
             for callback in self._listeners:
                 try:
                     callback(event)
-                except Exception:
+                except BaseException:   # SystemExit too: a listener never ends the dispatcher
                     self._counts["listener_errors"] += 1
                     log.exception("membership listener %r failed on %r", callback, event)

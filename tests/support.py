@@ -1,5 +1,8 @@
 """Test vectors and helpers shared by the tests (importable: tests/ is on the path)."""
 
+import socket
+import time
+
 from mcastmember import _fast_py
 
 # WIRE.md §7, produced by Tomcat 10.1.60 (alive normalised to 12345).
@@ -77,3 +80,31 @@ JAVA_GET_ALL_SESSIONS = bytes.fromhex(
     "636174616c696e612e68612e436c75737465724d6573736167654261736500000000000000010200014a0009"
     "74696d657374616d7078700000000000000000000000040000019ae3e4967b017400052f73686f7070740007"
     "4745542d414c4c74000d4745542d414c4c2d2f73686f70")
+
+
+def loopback_sender():
+    """A raw UDP socket that multicasts on loopback only (TTL 0)."""
+    sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sender.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton("127.0.0.1"))
+    sender.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 0)
+    return sender
+
+
+def fake_members(group_port, count, payload=b"", junk_first=0):
+    """Heartbeats of ``count`` strangers (ports 5000...), sent once each from a
+    raw socket, after ``junk_first`` malformed datagrams."""
+    with loopback_sender() as sender:
+        for _ in range(junk_first):
+            sender.sendto(b"junk", (GROUP, group_port))
+        for i in range(count):
+            packet = _fast_py.encode(1, 5000 + i, -1, -1, LOCALHOST, b"", b"",
+                                     (1000 + i).to_bytes(16, "big"), payload)
+            sender.sendto(packet, (GROUP, group_port))
+
+
+def wait_until(condition, timeout=5.0):
+    """Poll ``condition`` until it holds; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.01)

@@ -210,7 +210,9 @@ def test_tomcat_channel_frames_are_ignored_quietly(tomcat, group_port, caplog):
             time.sleep(0.05)
         stats = service.stats()
     assert not [k for k in stats if k.startswith("malformed.")]
-    assert [e.kind for _, e in events.events] == ["added"]
+    # Nothing but the member, and its removal when we stopped.
+    assert [(e.kind, e.reason) for _, e in events.events] == [("added", None),
+                                                              ("removed", "stopped")]
     assert "mcastmember" not in caplog.text
 
 

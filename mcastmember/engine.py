@@ -1,0 +1,354 @@
+"""MembershipEngine: every decision about *when*, with no I/O.
+
+The engine owns our member and its heartbeat packet, the heartbeat grid, the
+membership table and its expiry, the pause guard, the malformed-datagram
+report, the counters, the decision to reopen a socket, and the events. It has
+no threads, sockets, sleeps or clocks: every call that needs the time takes
+``now`` (monotonic seconds). A driver (``service.py`` with threads,
+``aio.py`` with asyncio) opens the sockets and loops::
+
+    engine.start(now); send what engine.outgoing(now) returns
+    loop:
+        wait until engine.next_deadline(), or the receive socket is readable
+            (only while engine.reading(now))
+        readable: n = engine.table.pump(fd, buf, inf, budget)
+                  n >= 0: engine.receive(buf, n, now); n is another error:
+                  engine.on_receive_error(-n, now)
+        engine.on_timer(now)
+        packet = engine.outgoing(now): packet.send(fd), then
+                  engine.on_send_result(result, now)
+        engine.reopen_due(): reopen those sockets, engine.on_reopened(which)
+        engine.events(): deliver them
+    goodbye = engine.stop(now): send it, deliver engine.events(), close
+
+The receive path stays the table's: ``table.pump`` recognises known members'
+heartbeats itself (compiled: in C, without the GIL) and only returns for a
+datagram that needs ``receive``. The send path stays the packet's: one
+``packet.send(fd)`` stamps the alive time and sends. The engine is not
+thread-safe: a threaded driver holds one lock around it.
+"""
+
+import logging
+import math
+import os
+
+from . import _codec
+from . import _layout as L
+from ._ratelimit import RateLimitedLog
+from .table import REMOVED, MemberEvent, Membership
+
+log = logging.getLogger("mcastmember")
+
+# Consecutive socket errors before the driver is told to open the socket
+# again. Unlike Tomcat, reopening announces no departure: peers never see us flap.
+RECOVERY_ERRORS = 10
+# Pause in reading after a failed receive, so a broken socket cannot spin a core.
+ERROR_BACKOFF_S = 0.05
+# At most one warning about malformed datagrams per this many seconds. The
+# report rides on wake-ups that happen anyway (heartbeats): it adds none.
+MALFORMED_REPORT_S = 10.0
+# The pause guard: the driver woke this much later than the deadline we gave
+# it, so we were frozen (SIGSTOP, a suspended VM, a starved process) and what
+# looks like silence from peers is our own deafness. Half the drop time, but
+# never below the floor: scheduling noise of a few tens of ms on a busy host
+# must not read as a pause, or a small drop time would never expire anyone.
+PAUSE_FLOOR_S = 0.1
+# Below this many heartbeats per drop time a member that loses one or two
+# datagrams is dropped and re-added: we warn (Tomcat accepts such settings).
+SAFE_BEATS_PER_DROP = 3
+# An expiry deadline is reported this much after the member's last-heard time
+# plus the drop time, so that waking at it always expires the member (a float
+# exactly at the boundary would not, and the driver would wake again at once).
+EXPIRY_SLACK_S = 0.001
+
+# Reason of the removals ``stop()`` emits for the members still present.
+STOPPED = "stopped"
+# Sockets the engine may ask the driver to reopen.
+SEND = "send"
+RECEIVE = "receive"
+
+
+class MembershipEngine:
+    """Membership as a sans-IO state machine (see the module docstring).
+
+    ``config`` is a :class:`mcastmember.config.ServiceConfig`; ``codec`` picks
+    the implementation (default: the one ``mcastmember`` loaded).
+    """
+
+    def __init__(self, config, *, codec=None):
+        self.config = config
+        self._codec = codec or _codec.impl
+        self.table = Membership(drop_time=config.drop_time / 1000.0,
+                                max_members=config.max_members, local=config.local_member(),
+                                domain=config.domain if config.filter_domain else None,
+                                codec=self._codec)
+        self._period = config.frequency / 1000.0
+        self._drop = config.drop_time / 1000.0
+        self._pause_after = max(self._drop / 2, PAUSE_FLOOR_S)
+        if config.drop_time < SAFE_BEATS_PER_DROP * config.frequency:
+            log.warning("drop_time %d ms is under %d heartbeats of %d ms: members that lose "
+                        "a datagram or two will be dropped and added again", config.drop_time,
+                        SAFE_BEATS_PER_DROP, config.frequency)
+        self._now = -math.inf
+        self._log = RateLimitedLog(log, MALFORMED_REPORT_S, clock=lambda: self._now)
+        self._counts = {"send_errors": 0, "receive_errors": 0, "socket_reopened": 0,
+                        "pauses": 0, "internal_errors": 0, "removed." + STOPPED: 0}
+        self._running = False
+        self._packet = None
+        self._sent_earlier = 0    # by packets since replaced (each counts its own sends)
+        self._events = []
+        self.healthy = True
+
+    # -- lifecycle -------------------------------------------------------------
+    @property
+    def running(self):
+        return self._running
+
+    def start(self, now):
+        """Begin at ``now``: the first heartbeat is due at once, the grid
+        runs from here. Raises RuntimeError when already running."""
+        if self._running:
+            raise RuntimeError("the membership engine is already running")
+        self._now = now
+        self._origin = now
+        self._origin_ns = int(now * 1e9)    # the packet stamps alive times from it
+        self._beat = 0                       # the next beat is due at origin + beat * period
+        self._change = False                 # our packet changed: send it at once
+        self._armed = None                   # the deadline the driver was last given
+        self._grace_until = -math.inf
+        self._next_report = now + MALFORMED_REPORT_S
+        self._malformed_reported = self._malformed_total()
+        self._failures = {SEND: 0, RECEIVE: 0}
+        self._read_after = -math.inf
+        self._reopen = []
+        self.healthy = True
+        self._new_packet()
+        self._running = True
+
+    def stop(self, now):
+        """Stop at ``now``: return the goodbye packet (send it once, like a
+        heartbeat), or None when not running. Every member still present is
+        removed with reason "stopped" (see ``events()``), so a listener's view
+        ends empty and a restart starts from nothing: no member is ever
+        "added" twice in a row."""
+        if not self._running:
+            return None
+        self._now = now
+        self._running = False
+        remaining = self.table.members()
+        self._discard_read_ahead()
+        self.table.clear()
+        self._counts["removed." + STOPPED] += len(remaining)
+        self._events.extend(MemberEvent(REMOVED, member, STOPPED) for member in remaining)
+        return self._make_packet(L.SHUTDOWN_COMMAND)
+
+    def _discard_read_ahead(self):
+        """Datagrams pump read before the stop but has not handled (the
+        compiled pump reads 32 at a time) must not be replayed after a
+        restart. Each call below takes one from that batch, never the socket
+        (fd -1, and only while some are pending)."""
+        table = self.table
+        if table.pending():
+            scratch = bytearray(L.RECV_BUFFER_LEN)
+            while table.pending():
+                table.pump(-1, scratch, -math.inf, 1)
+
+    # -- time --------------------------------------------------------------------
+    def next_deadline(self):
+        """When the driver must call ``on_timer``/``outgoing`` next at the
+        latest (monotonic seconds), or None when stopped. The driver sleeps
+        until then unless the receive socket becomes readable."""
+        if not self._running:
+            return None
+        deadline = self._origin if self._change else self._next_beat()
+        expiry = self.table.next_expiry()
+        if expiry is not None:
+            deadline = min(deadline, max(expiry, self._grace_until) + EXPIRY_SLACK_S)
+        if self._read_after > self._now:
+            deadline = min(deadline, self._read_after)
+        # A deadline already past is due now: waking at once is not lateness.
+        self._armed = max(deadline, self._now)
+        return deadline
+
+    def on_timer(self, now):
+        """Do what is due at ``now``: the pause guard, expiry, the report.
+        Call it after every wake-up (early calls are cheap and harmless)."""
+        if not self._running:
+            return
+        self._observe(now)
+        if now >= self._grace_until:
+            self._events.extend(self.table.expire(now))
+        if now >= self._next_report:
+            self._next_report = now + MALFORMED_REPORT_S
+            self._report_malformed()
+
+    def _observe(self, now):
+        self._now = now
+        armed, self._armed = self._armed, None
+        if armed is not None and now - armed > self._pause_after:
+            # We slept through our own deadline: peers get one drop time from
+            # now to be heard again before anyone is expired.
+            self._grace_until = now + self._drop
+            self._counts["pauses"] += 1
+            log.info("woke %.3f s past a deadline: no member expires before %.3f s from now",
+                     now - armed, self._drop)
+
+    # -- sending -------------------------------------------------------------------
+    def _next_beat(self):
+        return self._origin + self._beat * self._period
+
+    def outgoing(self, now):
+        """The packet to send at ``now`` (a heartbeat on the grid, or our
+        changed packet at once), or None. Call ``packet.send(fd)`` and pass
+        its result to ``on_send_result``. After a stall it is one late beat,
+        then the grid again: never a burst of missed beats. A change does not
+        move the grid."""
+        if not self._running:
+            return None
+        self._now = now
+        beat_due = now >= self._next_beat()
+        if not (beat_due or self._change):
+            return None
+        self._change = False
+        if beat_due:
+            # The next grid point after now (at least the one after this beat).
+            self._beat = max(self._beat + 1,
+                             math.floor((now - self._origin) / self._period) + 1)
+        return self._packet
+
+    def on_send_result(self, result, now):
+        """``result`` of ``packet.send``: bytes sent, or -errno. A failure is
+        counted and logged (rate-limited), never queued: a later heartbeat
+        replaces a lost one."""
+        self._now = now
+        if result >= 0:
+            self._failures[SEND] = 0
+            return
+        self._counts["send_errors"] += 1
+        self._log.log(logging.WARNING, "send", "heartbeat not sent: %s", os.strerror(-result))
+        self._count_failure(SEND)
+
+    def set_payload(self, payload):
+        """Advertise new payload bytes (str: UTF-8); ``outgoing`` returns the
+        new packet at once, the grid unchanged."""
+        self.config.set_payload(payload)
+        self._changed()
+
+    def set_domain(self, domain):
+        """Advertise a new domain; sent at once as ``set_payload``."""
+        self.config.set_domain(domain)
+        self.table.set_local(self.config.local_member())
+        self._changed()
+
+    def set_member_port(self, port):
+        """The member port we advertise (a TCP listener picked it)."""
+        self.config.member_port = port
+        self.table.set_local(self.config.local_member())
+        self._changed()
+
+    def _changed(self):
+        if self._running:
+            self._new_packet()
+            self._change = True
+
+    def _new_packet(self):
+        if self._packet is not None:
+            self._sent_earlier += self._packet.sent
+        self._packet = self._make_packet(b"")
+
+    def _make_packet(self, command):
+        return self.config.heartbeat_packet(self._origin_ns, command, self._codec)
+
+    # -- receiving ---------------------------------------------------------------------
+    def reading(self, now):
+        """Whether the driver should read the receive socket at ``now`` (not
+        while backing off after a failed receive)."""
+        return self._running and now >= self._read_after
+
+    def receive(self, buf, n, now):
+        """A datagram ``table.pump`` handed back (``n`` bytes in ``buf``)."""
+        self._failures[RECEIVE] = 0
+        events = self.table.receive(buf, n, now)
+        if events:
+            self._events.extend(events)
+
+    def on_receive_error(self, error, now):
+        """A receive failed with errno ``error`` (not EAGAIN/EINTR)."""
+        self._now = now
+        self._counts["receive_errors"] += 1
+        self._log.log(logging.WARNING, "recv", "receive failed: %s", os.strerror(error))
+        self._read_after = now + ERROR_BACKOFF_S
+        self._count_failure(RECEIVE)
+
+    # -- recovery ------------------------------------------------------------------------
+    def _count_failure(self, which):
+        self._failures[which] += 1
+        if self._failures[which] >= RECOVERY_ERRORS:
+            self._failures[which] = 0
+            if which not in self._reopen:
+                self._reopen.append(which)
+
+    def reopen_due(self):
+        """The sockets (SEND, RECEIVE) to open afresh after repeated errors;
+        asking clears the request. Report with ``on_reopened``."""
+        due, self._reopen = self._reopen, []
+        return due
+
+    def on_reopened(self, which, error=None):
+        """The driver reopened ``which`` (or failed to, with ``error``: the
+        next run of errors asks again)."""
+        if error is not None:
+            self._log.log(logging.WARNING, "reopen-" + which, "cannot reopen %s socket: %s",
+                          which, error)
+            return
+        self._counts["socket_reopened"] += 1
+        log.warning("%s socket reopened after repeated errors", which)
+
+    def on_internal_error(self, now):
+        """The driver's loop caught an unexpected exception (it logs it and
+        carries on): counted, and ``healthy`` is False until the next start."""
+        self._now = now
+        self._counts["internal_errors"] += 1
+        self.healthy = False
+
+    # -- what the application sees ------------------------------------------------------------
+    def events(self):
+        """The MemberEvents since the last call, oldest first (the list is handed over)."""
+        events, self._events = self._events, []
+        return events
+
+    @property
+    def local_member(self):
+        """Our own member as we advertise it (with the alive time last sent)."""
+        member = self.config.local_member()
+        if self._packet is not None:
+            member.alive_ms = self._packet.alive_ms
+        return member
+
+    def stats(self):
+        """The table's counters and ours: the same keys whatever the driver."""
+        stats = self.table.stats()
+        stats.update(self._counts)
+        stats["sent"] = self._sent_earlier + (self._packet.sent if self._packet else 0)
+        stats["implementation"] = self._codec.IMPLEMENTATION
+        stats["healthy"] = self.healthy
+        return stats
+
+    # -- the report -----------------------------------------------------------------------------
+    def _malformed(self):
+        stats = self.table.stats()
+        return {k[len("malformed."):]: v for k, v in stats.items() if k.startswith("malformed.")}
+
+    def _malformed_total(self):
+        return sum(self._malformed().values())
+
+    def _report_malformed(self):
+        """One warning per period at most about what was dropped, by reason:
+        a flood of bad datagrams must not become a flood of log lines."""
+        dropped = self._malformed()
+        total = sum(dropped.values())
+        if total > self._malformed_reported:
+            log.warning("dropped %d malformed datagrams on %s:%d so far (%s)", total,
+                        self.config.address, self.config.port,
+                        ", ".join(f"{k} {v}" for k, v in sorted(dropped.items())))
+            self._malformed_reported = total
