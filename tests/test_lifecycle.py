@@ -392,11 +392,11 @@ def test_a_cancelled_stop_still_ends_every_event_stream(group_port, run_loop):
         await member.start()
         closing = asyncio.Event()
 
-        async def never_closes():        # as wait_closed with an open connection
+        async def never_closes():        # a listener whose stop never returns
             closing.set()
             await asyncio.sleep(3600)
 
-        member._probe_server.wait_closed = never_closes
+        member._probe_server.stop = never_closes
         ended = []
 
         async def reader():
