@@ -48,9 +48,14 @@ class MembershipFront:
     def set_domain(self, domain):
         """Advertise a new domain (bytes, or Tomcat's text form); sent at once."""
         self.config.set_domain(domain)
+        cfg = self.config
         with self._table_lock:
-            self.table.set_local(self.config.local_member())
+            self.table.set_local(cfg.local_member())
+            # filter_domain filters on the new domain, the fast path included
+            events = self.table.set_domain(cfg.domain if cfg.filter_domain else None)
         self._refresh_packet()
+        if events:
+            self._publish(events)
 
     def _new_packet(self, origin_ns):
         """Build our heartbeat packet afresh, keeping the count of what was sent."""
