@@ -776,7 +776,8 @@ cdef class MemberIndex:
         or after ``deadline`` (a monotonic time, seconds), or after ``budget``
         datagrams (-1: no limit); -ESHUTDOWN at once when the socket was shut
         down for reading (it would read 0 bytes forever); other failures
-        return -errno."""
+        return -errno. A datagram counts as heard when the system call that
+        read it returned."""
         cdef Py_buffer view
         cdef ssize_t n
         cdef int32_t s
@@ -795,6 +796,9 @@ cdef class MemberIndex:
         try:
             with nogil:
                 self._keep_batch_only_for(fd)
+                # One clock read per system call, not per datagram: the
+                # datagrams of one batch were all read at that moment.
+                now = <double>_monotonic_ns() / 1e9
                 while True:
                     if budget == 0:
                         n = -EAGAIN
@@ -806,6 +810,7 @@ cdef class MemberIndex:
                             break
                         self.batch_count = got
                         self.batch_next = 0
+                        now = <double>_monotonic_ns() / 1e9
                     i = self.batch_next
                     self.batch_next += 1
                     q = self.batch_mem + <size_t>i * MCM_SLOT
@@ -820,7 +825,6 @@ cdef class MemberIndex:
                     s = -1
                     if OFF_PORT <= n <= MAX_PACKET_LEN:
                         s = self._find(q, n, _hash_tail(q + OFF_PORT, n - OFF_PORT))
-                    now = <double>_monotonic_ns() / 1e9
                     if s >= 0:
                         self._touch(s, q, now)
                         self.hits += 1
