@@ -276,7 +276,8 @@ class MemberIndex:
     def lookup(self, buf, n, now):
         """If ``buf[:n]`` equals a stored packet but for the alive time, mark it
         heard at ``now`` and return its kind; otherwise return -1."""
-        self._writable()
+        if self.busy:            # _writable(), inline: this is the twin's receive path
+            self._writable()
         mv = memoryview(buf)
         n = _length(mv, n)
         # Cheap refusals first: nothing stored is this short, this long, or

@@ -109,15 +109,21 @@ class Membership:
     def _apply_domain(self):
         if not self._reclassify or self.pumping:
             return _NO_EVENTS
+        index, events = self._index, []
+        try:
+            for slot in [s for s in self._ignored_slots if index.kind(s) == L.KIND_FILTERED]:
+                index.remove(slot)
+                self._forget_ignored(slot)
+            if self._domain is not None:
+                for slot in [slot for slot, member in self._members.items()
+                             if member.domain != self._domain]:
+                    events.append(self._drop(slot, "filtered"))
+        except RuntimeError:
+            # pump started on another thread between our check and now: each
+            # step above is whole or not begun, the rest follows next time.
+            return tuple(events)
         self._reclassify = False
-        index = self._index
-        for slot in [s for s in self._ignored_slots if index.kind(s) == L.KIND_FILTERED]:
-            self._forget_ignored(slot)
-            index.remove(slot)
-        if self._domain is None:
-            return _NO_EVENTS
-        moved = [slot for slot, member in self._members.items() if member.domain != self._domain]
-        return tuple(self._drop(slot, "filtered") for slot in moved)
+        return tuple(events)
 
     # -- receiving -----------------------------------------------------------
     def receive(self, buf, n, now):
@@ -203,9 +209,9 @@ class Membership:
         return (MemberEvent(ADDED, member),)
 
     def _drop(self, slot, reason):
+        self._index.remove(slot)     # first: it refuses (RuntimeError) while pump runs
         member = self._members.pop(slot).with_alive(self._index.alive(slot))
         del self._slot_of[member.identity]
-        self._index.remove(slot)
         self._counts["removed." + reason] += 1
         return MemberEvent(REMOVED, member, reason)
 

@@ -276,6 +276,35 @@ def test_set_domain_while_pump_runs_takes_effect_when_it_returns(codec):
     assert table.expire(2.0) == ()
 
 
+def test_set_domain_interrupted_by_pump_finishes_later_without_loss(codec):
+    """pump may start on another thread while set_domain works through the
+    index: what it could not do yet (RuntimeError from the index) is done,
+    with its events, at the next expire; nothing is half done."""
+    import types
+
+    class Index(codec.MemberIndex):
+        calls, fail_at = 0, None     # the remove() call that meets a running pump
+
+        def remove(self, slot):
+            self.calls += 1
+            if self.calls == self.fail_at:
+                raise RuntimeError("MemberIndex is in use by pump() (on another thread)")
+            return super().remove(slot)
+
+    fake = types.SimpleNamespace(MemberIndex=Index, check=codec.check, parse=codec.parse,
+                                 identity=codec.identity)
+    table = Membership(domain=b"a", codec=fake)
+    for i in (1, 2):
+        table.receive(heartbeat(codec, uid=_uid(i), domain=b"a"), -1, 1.0)
+    table._index.fail_at = table._index.calls + 2      # the second removal
+    first = table.set_domain(b"b")
+    assert len(first) == 1
+    second = table.expire(1.5)
+    assert sorted(_events(first + second)) == [("removed", "filtered", _uid(1)),
+                                               ("removed", "filtered", _uid(2))]
+    assert len(table) == 0 and table.expire(1.6) == ()
+
+
 # -- 5. one clock: the C code reads time.monotonic()'s ------------------------------------
 
 def test_heard_times_and_origins_come_from_time_monotonic(codec, pair):
