@@ -12,8 +12,9 @@ test_fuzz.py) and the run stops with exit status 1.
 
 Then (``--pump-count``, default a tenth of ``--count``) the same datagrams go
 through real sockets (unicast UDP on 127.0.0.1) into ``Membership.pump``,
-in bursts, with random budgets, ``clear()`` while a batch is pending and
-sockets swapped under the pump: both give the same events and drop counts.
+in bursts, with random budgets, ``clear()`` while a batch is pending,
+sockets swapped under the pump and shut down under it: both give the same
+events and drop counts.
 And (``--packet-count``, default a hundredth) ``HeartbeatPacket`` is made
 from well-formed and broken templates, stamped and sent: both send the same
 bytes and refuse the same templates.
@@ -192,6 +193,8 @@ class _PumpSide:
             if n >= 0:
                 events += [(e.kind, e.reason, e.member.identity, e.member.payload)
                            for e in self.table.receive(self.buf, n, now)]
+            elif n == -errno.ESHUTDOWN:
+                return events + ["shutdown"]
             elif n == -errno.EAGAIN and self.table.pending() == 0:
                 try:                     # empty socket, or only the budget ran out?
                     self.rx.recv(1, socket.MSG_PEEK)
@@ -211,7 +214,7 @@ def run_pump(count, seed, population=200, max_members=64, report=True):
     rng = random.Random(seed)
     impls = [_fast_py] + ([_fast] if _fast is not None else [])
     sides = [_PumpSide(c, max_members) for c in impls]
-    sent = clears = swaps = 0
+    sent = clears = swaps = shutdowns = 0
     now = 0.0
     try:
         while sent < count:
@@ -236,7 +239,18 @@ def run_pump(count, seed, population=200, max_members=64, report=True):
                     side.swap_socket()
                 swaps += 1
                 continue
+            if action == 2:          # shut down under the pump: queued ones, then the end
+                for side in sides:
+                    side.rx.setblocking(True)
+                    try:
+                        side.rx.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass         # ENOTCONN (unconnected UDP), yet it is shut down
+                shutdowns += 1
             results = [side.pump_all(budget, now) for side in sides]
+            if action == 2:
+                for side in sides:
+                    side.swap_socket()
             if any(r != results[0] for r in results[1:]):
                 path = save(b"".join(burst), "pump-divergence")
                 raise SystemExit(f"pump results disagree after {sent} datagrams ({path})")
@@ -253,7 +267,8 @@ def run_pump(count, seed, population=200, max_members=64, report=True):
     if report:
         names = ", ".join(c.IMPLEMENTATION for c in impls)
         print(f"{sent} datagrams through pump on loopback sockets ({names}), {clears} clears "
-              f"and {swaps} socket swaps with batches pending: identical events and counters; "
+              f"and {swaps} socket swaps with batches pending, {shutdowns} shutdowns: identical "
+              f"events and counters; "
               f"members {stats['members']}/{max_members}")
     return stats
 
