@@ -173,17 +173,10 @@ def encode(alive, port, secure_port, udp_port, host, command, domain, unique_id,
 
 
 class HeartbeatPacket:
-    """A serialized packet whose alive time is the only thing rewritten per send.
-
-    The packet owns its bytes (copied once, when it is made; nothing can
-    resize or replace them afterwards). ``buffer`` is a read-only view of
-    them, to hand to ``socket.send``. ``stamp_now()`` writes the milliseconds
-    since ``origin_ns`` (a ``time.monotonic_ns()`` reading; 0 while that lies
-    in the future); when ``alive_cap`` is not negative, values past it wrap
-    round to 0, so the alive time stays small yet still changes with every
-    heartbeat; with ``below_zero`` the value written is ``-1 - alive``, so it
-    is always negative (Tomcat sorts such a member after every Tomcat node).
-    """
+    """The twin of ``_fast.HeartbeatPacket`` (``_fast.pyx`` says what
+    ``origin_ns``, ``alive_cap`` and ``below_zero`` do): a packet that owns
+    its bytes, ``buffer`` a read-only view of them, and only the alive time
+    rewritten per send (0 while the origin lies in the future)."""
 
     # Made whole in __new__, as the compiled one in __cinit__: there is no
     # half-made packet, and calling __init__ again changes nothing.
