@@ -8,12 +8,17 @@ one place. Buffers are taken with the buffer protocol directly (no memoryview
 objects), so recognising a known heartbeat allocates nothing.
 """
 
-from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
+from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, PyBuffer_FillInfo,
+                             PyBUF_SIMPLE, PyBUF_WRITABLE)
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport malloc, free, calloc
 from libc.string cimport memcmp, memcpy
-from libc.errno cimport errno, EAGAIN
+
+cdef extern from "<errno.h>" nogil:
+    int errno
+    int EAGAIN
+    int ESHUTDOWN
 
 cdef extern from "<sys/socket.h>" nogil:
     ssize_t recv(int fd, void* buf, size_t n, int flags)
@@ -55,6 +60,45 @@ cdef extern from *:
     static int mcm_truncated(mcm_mmsghdr *v, int i) {
         return (v[i].msg_hdr.msg_flags & MSG_TRUNC) != 0;
     }
+    /* A socket shut down for reading returns 0-byte reads forever, as does a
+       genuine empty datagram once: poll tells them apart (Linux reports
+       POLLRDHUP for a datagram socket whose receive side is shut down;
+       elsewhere POLLHUP is the nearest report). */
+    #include <poll.h>
+    #ifdef POLLRDHUP
+    #define MCM_POLL_SHUT POLLRDHUP
+    #else
+    #define MCM_POLL_SHUT POLLHUP
+    #endif
+    static int mcm_read_shut(int fd) {
+        struct pollfd p;
+        p.fd = fd;
+        p.events = MCM_POLL_SHUT;
+        p.revents = 0;
+        return poll(&p, 1, 0) == 1 && (p.revents & MCM_POLL_SHUT) != 0;
+    }
+    /* Which socket an fd is now: fd numbers are reused as soon as a socket is
+       closed, so a batch read from one socket is told from another by inode. */
+    #include <sys/stat.h>
+    static int mcm_socket_id(int fd, unsigned long long *dev, unsigned long long *ino) {
+        struct stat st;
+        if (fstat(fd, &st) != 0) return -1;
+        *dev = (unsigned long long)st.st_dev;
+        *ino = (unsigned long long)st.st_ino;
+        return 0;
+    }
+    /* The clock behind time.monotonic() itself, on every OS (on macOS it is
+       not CLOCK_MONOTONIC): heard-at times, deadlines and origins must agree. */
+    #if PY_VERSION_HEX >= 0x030D0000
+    static inline long long mcm_monotonic_ns(void) {
+        PyTime_t t;
+        return PyTime_MonotonicRaw(&t) == 0 ? (long long)t : 0;
+    }
+    #else
+    static inline long long mcm_monotonic_ns(void) {
+        return (long long)_PyTime_GetMonotonicClock();
+    }
+    #endif
     """
     int MCM_BATCH
     int MCM_SLOT
@@ -66,19 +110,14 @@ cdef extern from *:
     int mcm_recv_batch(int fd, mcm_mmsghdr* v, unsigned int n) nogil
     void mcm_batch_setup(mcm_mmsghdr* v, iovec* iov, unsigned char* mem) nogil
     int mcm_truncated(mcm_mmsghdr* v, int i) nogil
+    int mcm_read_shut(int fd) nogil
+    int mcm_socket_id(int fd, unsigned long long* dev, unsigned long long* ino) nogil
+    long long mcm_monotonic_ns() nogil
 
 from . import _layout as L
 from .errors import MalformedPacket
 
 IMPLEMENTATION = "compiled"
-
-cdef extern from "<time.h>" nogil:
-    ctypedef long time_t
-    cdef struct timespec:
-        time_t tv_sec
-        long tv_nsec
-    int clock_gettime(int clk_id, timespec *tp)
-    int CLOCK_MONOTONIC
 
 # Wire numbers, copied once from _layout (read-only after import).
 cdef Py_ssize_t OFF_BODY_LEN = L.OFF_BODY_LEN
@@ -92,6 +131,7 @@ cdef Py_ssize_t MARKER_TAG_LEN = L.MARKER_TAG_LEN
 cdef Py_ssize_t MARKER_LEN = L.MARKER_LEN
 cdef Py_ssize_t UNIQUE_ID_LEN = L.UNIQUE_ID_LEN
 cdef Py_ssize_t MAX_PACKET_LEN = L.MAX_PACKET_LEN
+cdef Py_ssize_t RECV_BUFFER_LEN = L.RECV_BUFFER_LEN
 cdef Py_ssize_t EMPTY_PACKET_LEN = L.EMPTY_PACKET_LEN
 cdef Py_ssize_t FRAME_OVERHEAD = L.FRAME_OVERHEAD
 cdef int HOST_LEN_IPV4 = L.HOST_LEN_IPV4
@@ -342,53 +382,81 @@ def encode(alive, port, secure_port, udp_port, host, command, domain, unique_id,
 
 
 cdef inline int64_t _monotonic_ns() noexcept nogil:
-    cdef timespec ts
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return <int64_t>ts.tv_sec * 1000000000 + ts.tv_nsec
+    return <int64_t>mcm_monotonic_ns()
 
 
 cdef class HeartbeatPacket:
     """A serialized packet whose alive time is the only thing rewritten per send.
 
-    ``buffer`` is the bytearray to hand to ``socket.send``. ``stamp_now()`` writes
-    the milliseconds since ``origin_ns`` (a ``time.monotonic_ns()`` reading);
-    when ``alive_cap`` is not negative, values past it wrap round to 0, so the
-    alive time stays small yet still changes with every heartbeat; with
-    ``below_zero`` the value written is ``-1 - alive``, so it is always
-    negative (Tomcat sorts such a member after every Tomcat node). It
-    allocates nothing.
+    The packet owns its bytes (copied once, when it is made; nothing can
+    resize or replace them afterwards). ``buffer`` is a read-only view of
+    them, to hand to ``socket.send``. ``stamp_now()`` writes the milliseconds
+    since ``origin_ns`` (a ``time.monotonic_ns()`` reading; 0 while that lies
+    in the future); when ``alive_cap`` is not negative, values past it wrap
+    round to 0, so the alive time stays small yet still changes with every
+    heartbeat; with ``below_zero`` the value written is ``-1 - alive``, so it
+    is always negative (Tomcat sorts such a member after every Tomcat node).
+    It allocates nothing.
     """
-    cdef readonly bytearray buffer
+    cdef unsigned char* _data
+    cdef Py_ssize_t _length
+    cdef object _view
     cdef readonly int64_t origin_ns
     cdef readonly int64_t alive_cap
     cdef readonly bint below_zero
     cdef readonly uint64_t sent
     cdef readonly uint64_t errors
-    cdef unsigned char* _alive_at
-    cdef Py_ssize_t _length
 
-    def __init__(self, packet, origin_ns=None, int64_t alive_cap=-1, bint below_zero=False):
-        verdict = check(packet)
-        if verdict != V_OK:
-            raise MalformedPacket(verdict)
-        self.buffer = bytearray(packet)
-        self.origin_ns = _monotonic_ns() if origin_ns is None else origin_ns
+    # Everything is set up here, not in __init__: there is no half-made
+    # packet (HeartbeatPacket.__new__ needs the packet too), and calling
+    # __init__ again changes nothing.
+    def __cinit__(self, packet, origin_ns=None, int64_t alive_cap=-1, bint below_zero=False):
+        cdef Py_buffer view
+        cdef Offsets offs
+        cdef int verdict
+        cdef int64_t origin = _monotonic_ns() if origin_ns is None else origin_ns
+        PyObject_GetBuffer(packet, &view, PyBUF_SIMPLE)
+        try:
+            verdict = _scan(<const unsigned char*>view.buf, view.len, &offs)
+            if verdict != V_OK:
+                raise MalformedPacket(verdict)
+            self._data = <unsigned char*>malloc(view.len)
+            if self._data == NULL:
+                raise MemoryError()
+            memcpy(self._data, view.buf, view.len)
+            self._length = view.len
+        finally:
+            PyBuffer_Release(&view)
+        self.origin_ns = origin
         self.alive_cap = alive_cap
         self.below_zero = below_zero
-        # A bytearray that is never resized keeps its storage in place.
-        self._alive_at = <unsigned char*>(<char*>self.buffer) + OFF_ALIVE
-        self._length = len(self.buffer)
+
+    def __dealloc__(self):
+        free(self._data)
+
+    def __getbuffer__(self, Py_buffer* buffer, int flags):
+        PyBuffer_FillInfo(buffer, self, self._data, self._length, 1, flags)   # read-only
+
+    def __releasebuffer__(self, Py_buffer* buffer):
+        pass
+
+    @property
+    def buffer(self):
+        if self._view is None:
+            self._view = memoryview(self)
+        return self._view
 
     def stamp(self, int64_t alive_ms):
-        _put64(self._alive_at, alive_ms)
+        _put64(self._data + OFF_ALIVE, alive_ms)
 
     cdef inline void _stamp_now(self) noexcept nogil:
-        cdef int64_t alive = (_monotonic_ns() - self.origin_ns) // 1000000
+        cdef int64_t elapsed = _monotonic_ns() - self.origin_ns
+        cdef int64_t alive = elapsed // 1000000 if elapsed > 0 else 0
         if 0 <= self.alive_cap < alive:
             alive = alive % (self.alive_cap + 1)
         if self.below_zero:
             alive = -1 - alive
-        _put64(self._alive_at, alive)
+        _put64(self._data + OFF_ALIVE, alive)
 
     def stamp_now(self):
         self._stamp_now()
@@ -398,10 +466,9 @@ cdef class HeartbeatPacket:
         ``fd``: one system call, no Python objects. Returns the bytes sent or
         -errno; counts into ``sent`` and ``errors``."""
         cdef ssize_t n
-        cdef const char* data = <const char*>(self._alive_at - OFF_ALIVE)
         with nogil:
             self._stamp_now()
-            n = send(fd, data, self._length, 0)
+            n = send(fd, self._data, self._length, 0)
             if n < 0:
                 n = -errno
         if n < 0:
@@ -412,7 +479,7 @@ cdef class HeartbeatPacket:
 
     @property
     def alive_ms(self):
-        return _get64(self._alive_at)
+        return _get64(self._data + OFF_ALIVE)
 
 
 cdef inline uint64_t _load64(const unsigned char* p) noexcept nogil:
@@ -421,11 +488,17 @@ cdef inline uint64_t _load64(const unsigned char* p) noexcept nogil:
     return v
 
 
+# Per-process seed of the table hash, so that nobody can work out in advance
+# which forged identities land in one probe cluster (the twin's dict is keyed
+# by Python's own per-process SipHash).
+cdef uint64_t HASH_SEED = int.from_bytes(__import__("os").urandom(8), "little")
+
+
 cdef uint64_t _hash_tail(const unsigned char* p, Py_ssize_t n) noexcept nogil:
-    """A fast 64-bit mix of the packet after the alive field (which holds the
-    identity and every field that can change); not cryptographic, collisions
-    are settled by comparing bytes."""
-    cdef uint64_t h = 0x9E3779B97F4A7C15ULL ^ <uint64_t>n
+    """A fast, seeded 64-bit mix of the packet after the alive field (which
+    holds the identity and every field that can change); not cryptographic,
+    collisions are settled by comparing bytes."""
+    cdef uint64_t h = HASH_SEED ^ 0x9E3779B97F4A7C15ULL ^ <uint64_t>n
     cdef uint64_t w
     while n >= 8:
         h = (h ^ _load64(p)) * 0xff51afd7ed558ccdULL
@@ -440,6 +513,20 @@ cdef uint64_t _hash_tail(const unsigned char* p, Py_ssize_t n) noexcept nogil:
     return h
 
 
+def _key_hash(buf):
+    """The hash the index files ``buf`` under (for tests: it is seeded per process)."""
+    cdef Py_buffer view
+    cdef uint64_t h
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        if view.len < OFF_PORT:
+            raise ValueError("shorter than the fixed header")
+        h = _hash_tail(<const unsigned char*>view.buf + OFF_PORT, view.len - OFF_PORT)
+    finally:
+        PyBuffer_Release(&view)
+    return h
+
+
 cdef class MemberIndex:
     """Recognises packets already seen, alive field aside, and keeps entries in
     the order they were last heard so that expiry pops from the front.
@@ -448,9 +535,13 @@ cdef class MemberIndex:
     numbers keyed by a hash of the packet after the alive field; per-slot C
     arrays hold a copy of the packet, its hash, when it was last heard, its
     alive time, its kind and its links in the doubly linked expiry list.
+
+    ``pump`` runs without the GIL: while it does (``busy``), every other call
+    that changes the index raises RuntimeError instead of racing it.
     """
     cdef readonly Py_ssize_t capacity
     cdef readonly uint64_t hits
+    cdef readonly bint busy
     cdef uint64_t dropped_by_verdict[16]    # datagrams pump dropped, by verdict
     cdef Py_ssize_t count, mask
     cdef int32_t* table
@@ -463,14 +554,17 @@ cdef class MemberIndex:
     cdef int32_t* prev
     cdef int32_t* next
     cdef int32_t head, tail, free_head
-    # recvmmsg batch: datagrams read but not yet handled survive between pumps.
+    # recvmmsg batch: datagrams read but not yet handled wait for the next
+    # pump on the same socket (batch_dev/batch_ino say which), and are dropped
+    # by clear() or when pump is handed another socket.
     cdef unsigned char* batch_mem
     cdef mcm_mmsghdr* batch_msgs
     cdef iovec* batch_iov
-    cdef int batch_count, batch_next
+    cdef int batch_count, batch_next, batch_fd
+    cdef unsigned long long batch_dev, batch_ino
 
     def __cinit__(self, Py_ssize_t capacity):
-        cdef Py_ssize_t size = 8, i
+        cdef Py_ssize_t size = 8
         if capacity < 1:
             raise ValueError("capacity must be at least 1")
         if capacity > 2**30:
@@ -491,13 +585,23 @@ cdef class MemberIndex:
         if not (self.table and self.hashes and self.keys and self.key_lens and self.heard_at
                 and self.alive_ms and self.kinds and self.prev and self.next):
             raise MemoryError()
-        for i in range(size):
+        self._reset()
+
+    cdef void _reset(self) noexcept nogil:
+        """Empty: no entries, slots handed out lowest first, no batch."""
+        cdef Py_ssize_t i
+        for i in range(self.mask + 1):
             self.table[i] = -1
-        # Free list through ``next``: slots handed out lowest first.
-        for i in range(capacity):
-            self.next[i] = i + 1 if i + 1 < capacity else -1
+        for i in range(self.capacity):
+            free(self.keys[i])
+            self.keys[i] = NULL
+            self.kinds[i] = KIND_FREE
+            # Free list through ``next``.
+            self.next[i] = i + 1 if i + 1 < self.capacity else -1
         self.free_head = 0
         self.head = self.tail = -1
+        self.count = 0
+        self.batch_count = self.batch_next = 0
 
     def __dealloc__(self):
         cdef Py_ssize_t i
@@ -511,6 +615,11 @@ cdef class MemberIndex:
 
     def __len__(self):
         return self.count
+
+    cdef inline int _writable(self) except -1:
+        if self.busy:
+            raise RuntimeError("MemberIndex is in use by pump() (on another thread)")
+        return 0
 
     # -- expiry list -------------------------------------------------------
     cdef inline void _unlink(self, int32_t s) noexcept nogil:
@@ -562,6 +671,8 @@ cdef class MemberIndex:
     cdef void _table_delete(self, int32_t s) noexcept nogil:
         cdef Py_ssize_t i = self.hashes[s] & self.mask, j, k
         while self.table[i] != s:
+            if self.table[i] < 0:
+                return          # not in the table: nothing to delete (never loop)
             i = (i + 1) & self.mask
         j = i
         while True:
@@ -576,16 +687,36 @@ cdef class MemberIndex:
                 i = j
         self.table[i] = -1
 
-    cdef int _store_key(self, int32_t s, const unsigned char* p, Py_ssize_t n) except -1:
-        cdef unsigned char* copy = <unsigned char*>malloc(n)
-        if copy == NULL:
-            raise MemoryError()
-        memcpy(copy, p, n)
+    cdef unsigned char* _copy_packet(self, buf, Py_ssize_t n, Py_buffer* view) except NULL:
+        """Check ``buf[:n]`` (n = -1: all of it) is one well-formed packet and
+        return a malloc'd copy, before anything in the index is changed."""
+        cdef Offsets offs
+        cdef int verdict
+        cdef unsigned char* copy
+        PyObject_GetBuffer(buf, view, PyBUF_SIMPLE)
+        try:
+            if n < 0:
+                n = view.len
+            elif n > view.len:
+                raise ValueError(f"n = {n} is past the end of a {view.len}-byte buffer")
+            verdict = _scan(<const unsigned char*>view.buf, n, &offs)
+            if verdict != V_OK:
+                raise MalformedPacket(verdict)
+            copy = <unsigned char*>malloc(n)
+            if copy == NULL:
+                raise MemoryError()
+            memcpy(copy, view.buf, n)
+            view.len = n
+        except BaseException:
+            PyBuffer_Release(view)
+            raise
+        return copy
+
+    cdef void _set_key(self, int32_t s, unsigned char* copy, Py_ssize_t n) noexcept nogil:
         free(self.keys[s])
         self.keys[s] = copy
         self.key_lens[s] = n
-        self.hashes[s] = _hash_tail(p + OFF_PORT, n - OFF_PORT)
-        return 0
+        self.hashes[s] = _hash_tail(copy + OFF_PORT, n - OFF_PORT)
 
     # -- public API --------------------------------------------------------
     cpdef int lookup(self, buf, Py_ssize_t n, double now) except -2:
@@ -594,6 +725,7 @@ cdef class MemberIndex:
         cdef Py_buffer view
         cdef int32_t s
         cdef const unsigned char* p
+        self._writable()
         PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
         p = <const unsigned char*>view.buf
         n = _clamp(n, view.len)
@@ -618,6 +750,15 @@ cdef class MemberIndex:
         mcm_batch_setup(self.batch_msgs, self.batch_iov, self.batch_mem)
         return 0
 
+    cdef void _keep_batch_only_for(self, int fd) noexcept nogil:
+        """Drop what is left of the batch unless ``fd`` is the socket it was read from."""
+        cdef unsigned long long dev, ino
+        if self.batch_next >= self.batch_count:
+            return
+        if (fd != self.batch_fd or mcm_socket_id(fd, &dev, &ino) != 0
+                or dev != self.batch_dev or ino != self.batch_ino):
+            self.batch_count = self.batch_next = 0
+
     def pending(self):
         """Datagrams already read from the socket (in a batch) but not yet handled."""
         return self.batch_count - self.batch_next
@@ -625,13 +766,18 @@ cdef class MemberIndex:
     def pump(self, int fd, buf, double deadline, Py_ssize_t budget=-1):
         """Receive datagrams from ``fd`` and recognise known ones, all without
         the GIL, until a well-formed unknown one needs the slow path: then copy
-        it into ``buf`` and return its length. Malformed and foreign datagrams
-        are counted (``dropped()``) and skipped. Datagrams are read up to 32
-        per system call (recvmmsg); those not handled yet wait for the next
-        call (``pending()``). Return -EAGAIN when the socket has nothing
-        (non-blocking or SO_RCVTIMEO), when a datagram arrives at or after
-        ``deadline`` (a monotonic time, seconds), or after ``budget`` datagrams
-        (-1: no limit); other failures return -errno."""
+        it into ``buf`` and return its length. ``buf`` must hold
+        ``RECV_BUFFER_LEN`` bytes (ValueError otherwise), so that every
+        datagram fits. Malformed and foreign datagrams (an empty one too) are
+        counted (``dropped()``) and skipped. Datagrams are read up to 32 per
+        system call (recvmmsg); those not handled yet wait for the next call
+        on the same socket (``pending()``). Return -EAGAIN when the socket
+        has nothing (non-blocking or SO_RCVTIMEO), when a datagram arrives at
+        or after ``deadline`` (a monotonic time, seconds), or after ``budget``
+        datagrams (-1: no limit); -ESHUTDOWN at once when the socket was shut
+        down for reading (it would read 0 bytes forever); other failures
+        return -errno. A datagram counts as heard when the system call that
+        read it returned."""
         cdef Py_buffer view
         cdef ssize_t n
         cdef int32_t s
@@ -639,33 +785,46 @@ cdef class MemberIndex:
         cdef Offsets offs
         cdef double now
         cdef const unsigned char* q
+        self._writable()
         self._ensure_batch()
         PyObject_GetBuffer(buf, &view, PyBUF_WRITABLE)
+        if view.len < RECV_BUFFER_LEN:
+            PyBuffer_Release(&view)
+            raise ValueError(f"pump needs a buffer of at least {RECV_BUFFER_LEN} bytes, "
+                             f"not {view.len}")
+        self.busy = True
         try:
             with nogil:
+                self._keep_batch_only_for(fd)
+                # One clock read per system call, not per datagram: the
+                # datagrams of one batch were all read at that moment.
+                now = <double>_monotonic_ns() / 1e9
                 while True:
                     if budget == 0:
                         n = -EAGAIN
                         break
                     if self.batch_next >= self.batch_count:
                         got = mcm_recv_batch(fd, self.batch_msgs, MCM_BATCH)
-                        if got <= 0:       # an error, or a shut-down socket
+                        if got <= 0:
                             n = -errno if got < 0 else -EAGAIN
                             break
                         self.batch_count = got
                         self.batch_next = 0
-                    if budget > 0:
-                        budget -= 1
+                        now = <double>_monotonic_ns() / 1e9
                     i = self.batch_next
                     self.batch_next += 1
                     q = self.batch_mem + <size_t>i * MCM_SLOT
                     n = self.batch_msgs[i].msg_len
                     if mcm_truncated(self.batch_msgs, i):
                         n = MCM_SLOT + 1       # larger than any packet: oversized
+                    elif n == 0 and mcm_read_shut(fd):
+                        n = -ESHUTDOWN         # not a datagram: end of input
+                        break
+                    if budget > 0:
+                        budget -= 1
                     s = -1
                     if OFF_PORT <= n <= MAX_PACKET_LEN:
                         s = self._find(q, n, _hash_tail(q + OFF_PORT, n - OFF_PORT))
-                    now = <double>_monotonic_ns() / 1e9
                     if s >= 0:
                         self._touch(s, q, now)
                         self.hits += 1
@@ -674,15 +833,19 @@ cdef class MemberIndex:
                         # dropped here, so a flood of them never reaches Python.
                         verdict = _scan(q, n, &offs)
                         if verdict == V_OK:    # well formed but unknown: the slow path
-                            if n > view.len:
-                                n = view.len
                             memcpy(view.buf, q, n)
                             break
                         self.dropped_by_verdict[verdict] += 1
                     if now >= deadline:
                         n = -EAGAIN
                         break
+                if self.batch_next < self.batch_count:
+                    # Left for the next pump: remember which socket it came from.
+                    self.batch_fd = fd
+                    if mcm_socket_id(fd, &self.batch_dev, &self.batch_ino) != 0:
+                        self.batch_count = self.batch_next = 0
         finally:
+            self.busy = False
             PyBuffer_Release(&view)
         return n
 
@@ -691,38 +854,39 @@ cdef class MemberIndex:
         return {v: self.dropped_by_verdict[v] for v in range(1, 16) if self.dropped_by_verdict[v]}
 
     def add(self, buf, Py_ssize_t n, double now, int kind):
-        """Store a validated packet; return its slot, or -1 when full."""
+        """Store the well-formed packet ``buf[:n]`` (n = -1: all of ``buf``);
+        return its slot, or -1 when full. MalformedPacket when it is not one
+        packet, ValueError when ``n`` is past the end of ``buf``."""
         cdef Py_buffer view
         cdef int32_t s = self.free_head
+        cdef unsigned char* copy
+        self._writable()
         if s < 0:
             return -1
-        PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
-        try:
-            n = _clamp(n, view.len)
-            self._store_key(s, <const unsigned char*>view.buf, n)
-            self.free_head = self.next[s]
-            self.kinds[s] = kind
-            self.count += 1
-            self._table_insert(s)
-            self._append(s)
-            self._touch(s, <const unsigned char*>view.buf, now)
-        finally:
-            PyBuffer_Release(&view)
+        copy = self._copy_packet(buf, n, &view)
+        self._set_key(s, copy, view.len)
+        self.free_head = self.next[s]
+        self.kinds[s] = kind
+        self.count += 1
+        self._table_insert(s)
+        self._append(s)
+        self._touch(s, copy, now)
+        PyBuffer_Release(&view)
         return s
 
     def replace(self, int32_t slot, buf, Py_ssize_t n, double now):
-        """The member in ``slot`` sent a different packet: store it instead."""
+        """The member in ``slot`` sent a different packet: store it instead
+        (checked as ``add`` does, before the old one is let go)."""
         cdef Py_buffer view
+        cdef unsigned char* copy
+        self._writable()
         self._check_slot(slot)
-        PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
-        try:
-            n = _clamp(n, view.len)
-            self._table_delete(slot)
-            self._store_key(slot, <const unsigned char*>view.buf, n)
-            self._table_insert(slot)
-            self._touch(slot, <const unsigned char*>view.buf, now)
-        finally:
-            PyBuffer_Release(&view)
+        copy = self._copy_packet(buf, n, &view)
+        self._table_delete(slot)
+        self._set_key(slot, copy, view.len)
+        self._table_insert(slot)
+        self._touch(slot, copy, now)
+        PyBuffer_Release(&view)
 
     cdef _check_slot(self, int32_t slot):
         if slot < 0 or slot >= self.capacity or self.kinds[slot] == KIND_FREE:
@@ -739,14 +903,24 @@ cdef class MemberIndex:
         self.count -= 1
 
     def remove(self, int32_t slot):
+        self._writable()
         if slot < 0 or slot >= self.capacity or self.kinds[slot] == KIND_FREE:
             return
         self._remove(slot)
 
+    def clear(self):
+        """Forget every entry and the datagrams of a batch not handled yet, so
+        that nothing read before is replayed after (the counters stay)."""
+        self._writable()
+        self._reset()
+
     def expire(self, double deadline):
         """Remove every entry last heard before ``deadline``, oldest first, and
-        return their slots (an empty tuple when none)."""
+        return their slots (an empty tuple when none); ValueError for NaN."""
         cdef int32_t s
+        self._writable()
+        if deadline != deadline:
+            raise ValueError("expire deadline is NaN")
         if self.head < 0 or self.heard_at[self.head] >= deadline:
             return ()
         expired = []

@@ -7,6 +7,8 @@ compiled module is the one that keeps the heartbeat path allocation-free.
 
 import errno
 import os
+import select
+import stat
 import struct
 import time
 from collections import OrderedDict
@@ -20,6 +22,15 @@ _BEGIN_TAG = L.BEGIN_MARKER[:L.MARKER_TAG_LEN]
 _END_TAG = L.END_MARKER[:L.MARKER_TAG_LEN]
 
 IMPLEMENTATION = "python"
+
+# See _fast.pyx mcm_read_shut: how a shut-down socket is told from an empty datagram.
+_POLL_SHUT = getattr(select, "POLLRDHUP", select.POLLHUP)
+
+
+def _read_shut(fd):
+    poller = select.poll()
+    poller.register(fd, _POLL_SHUT)
+    return any(events & _POLL_SHUT for _, events in poller.poll(0))
 
 
 def _length(buf, n):
@@ -162,36 +173,37 @@ def encode(alive, port, secure_port, udp_port, host, command, domain, unique_id,
 
 
 class HeartbeatPacket:
-    """A serialized packet whose alive time is the only thing rewritten per send.
+    """The twin of ``_fast.HeartbeatPacket`` (``_fast.pyx`` says what
+    ``origin_ns``, ``alive_cap`` and ``below_zero`` do): a packet that owns
+    its bytes, ``buffer`` a read-only view of them, and only the alive time
+    rewritten per send (0 while the origin lies in the future)."""
 
-    ``buffer`` is the bytearray to hand to ``socket.send``. ``stamp_now()`` writes
-    the milliseconds since ``origin_ns`` (a ``time.monotonic_ns()`` reading);
-    when ``alive_cap`` is not negative, values past it wrap round to 0, so the
-    alive time stays small yet still changes with every heartbeat; with
-    ``below_zero`` the value written is ``-1 - alive``, so it is always
-    negative (Tomcat sorts such a member after every Tomcat node).
-    """
-
-    def __init__(self, packet, origin_ns=None, alive_cap=-1, below_zero=False):
-        if check(packet) != L.OK:
-            raise MalformedPacket(check(packet))
-        self.buffer = bytearray(packet)
+    # Made whole in __new__, as the compiled one in __cinit__: there is no
+    # half-made packet, and calling __init__ again changes nothing.
+    def __new__(cls, packet, origin_ns=None, alive_cap=-1, below_zero=False):
+        verdict = check(packet)
+        if verdict != L.OK:
+            raise MalformedPacket(verdict)
+        self = super().__new__(cls)
+        self._data = bytearray(packet)
+        self.buffer = memoryview(self._data).toreadonly()   # also pins _data's size
         self.origin_ns = time.monotonic_ns() if origin_ns is None else origin_ns
         self.alive_cap = alive_cap
         self.below_zero = bool(below_zero)
         self.sent = 0
         self.errors = 0
+        return self
 
     def stamp(self, alive_ms):
-        _INT64.pack_into(self.buffer, L.OFF_ALIVE, alive_ms)
+        _INT64.pack_into(self._data, L.OFF_ALIVE, alive_ms)
 
     def stamp_now(self):
-        alive = (time.monotonic_ns() - self.origin_ns) // 1_000_000
+        alive = max(0, (time.monotonic_ns() - self.origin_ns) // 1_000_000)
         if 0 <= self.alive_cap < alive:
             alive = alive % (self.alive_cap + 1)
         if self.below_zero:
             alive = -1 - alive
-        _INT64.pack_into(self.buffer, L.OFF_ALIVE, alive)
+        _INT64.pack_into(self._data, L.OFF_ALIVE, alive)
 
     def send(self, fd):
         """Stamp the alive time and send the packet on the connected socket
@@ -199,7 +211,10 @@ class HeartbeatPacket:
         ``errors``."""
         self.stamp_now()
         try:
-            n = os.write(fd, self.buffer)
+            # send(2) refuses anything but a socket; os.write would not.
+            if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+                raise OSError(errno.ENOTSOCK, os.strerror(errno.ENOTSOCK))
+            n = os.write(fd, self._data)
         except OSError as error:
             self.errors += 1
             return -error.errno
@@ -208,7 +223,7 @@ class HeartbeatPacket:
 
     @property
     def alive_ms(self):
-        return _INT64.unpack_from(self.buffer, L.OFF_ALIVE)[0]
+        return _INT64.unpack_from(self._data, L.OFF_ALIVE)[0]
 
 
 class MemberIndex:
@@ -216,13 +231,22 @@ class MemberIndex:
     the order they were last heard so that expiry pops from the front.
 
     Slots are small integers handed out lowest first and reused last-freed
-    first; the caller maps them to its own records.
+    first; the caller maps them to its own records. While ``pump`` runs
+    (``busy``: it waits in the socket without the GIL), every other call that
+    changes the index raises RuntimeError, as in the compiled module.
     """
 
     def __init__(self, capacity):
         if capacity < 1:
             raise ValueError("capacity must be at least 1")
         self.capacity = capacity
+        self.hits = 0
+        self.busy = False
+        self._dropped = {}            # verdict -> datagrams pump dropped
+        self._reset()
+
+    def _reset(self):
+        capacity = self.capacity
         self._free = list(range(capacity - 1, -1, -1))
         self._key_of = [None] * capacity
         self._slot_of = {}
@@ -230,8 +254,10 @@ class MemberIndex:
         self._alive = [0] * capacity
         self._kind = [L.KIND_FREE] * capacity
         self._order = OrderedDict()   # slot -> None, least recently heard first
-        self.hits = 0
-        self._dropped = {}            # verdict -> datagrams pump dropped
+
+    def _writable(self):
+        if self.busy:
+            raise RuntimeError("MemberIndex is in use by pump() (on another thread)")
 
     @staticmethod
     def _key(mv, n):
@@ -243,6 +269,8 @@ class MemberIndex:
     def lookup(self, buf, n, now):
         """If ``buf[:n]`` equals a stored packet but for the alive time, mark it
         heard at ``now`` and return its kind; otherwise return -1."""
+        if self.busy:            # _writable(), inline: this is the twin's receive path
+            self._writable()
         mv = memoryview(buf)
         n = _length(mv, n)
         # Cheap refusals first: nothing stored is this short, this long, or
@@ -264,25 +292,42 @@ class MemberIndex:
     def pump(self, fd, buf, deadline, budget=-1):
         """Receive datagrams from ``fd`` into ``buf`` and recognise known ones
         until a well-formed unknown one needs the slow path: then return its
-        length (its bytes are in ``buf``). Malformed and foreign datagrams are
-        counted (``dropped()``) and skipped. Return -EAGAIN when the socket has
-        nothing (non-blocking or SO_RCVTIMEO), when a datagram arrives at or
-        after ``deadline`` (a monotonic time, seconds), or after ``budget``
-        datagrams (-1: no limit); other failures return -errno."""
+        length (its bytes are in ``buf``). ``buf`` must hold
+        ``RECV_BUFFER_LEN`` bytes (ValueError otherwise), so that every
+        datagram fits. Malformed and foreign datagrams (an empty one too) are
+        counted (``dropped()``) and skipped. Return -EAGAIN when the socket
+        has nothing (non-blocking or SO_RCVTIMEO), when a datagram arrives at
+        or after ``deadline`` (a monotonic time, seconds), or after ``budget``
+        datagrams (-1: no limit); -ESHUTDOWN at once when the socket was shut
+        down for reading (it would read 0 bytes forever); other failures
+        return -errno."""
+        self._writable()
+        mv = memoryview(buf).cast("B")
+        if mv.nbytes < L.RECV_BUFFER_LEN:
+            raise ValueError(f"pump needs a buffer of at least {L.RECV_BUFFER_LEN} bytes, "
+                             f"not {mv.nbytes}")
+        self.busy = True
+        try:
+            return self._pump(fd, buf, mv, deadline, budget)
+        finally:
+            self.busy = False
+
+    def _pump(self, fd, buf, mv, deadline, budget):
         # The twin's hottest loop: names bound locally, no method calls per
         # datagram beyond the read, the clock and one dict look-up.
         readv, clock, buffers = os.readv, time.monotonic, [buf]
-        mv = memoryview(buf).cast("B")
         slot_of, dropped, tag = self._slot_of, self._dropped, _BEGIN_TAG
         while True:
             if budget == 0:
                 return -errno.EAGAIN
-            if budget > 0:
-                budget -= 1
             try:
                 n = readv(fd, buffers)
             except OSError as error:
                 return -error.errno
+            if n == 0 and _read_shut(fd):
+                return -errno.ESHUTDOWN
+            if budget > 0:
+                budget -= 1
             now = clock()
             slot = None
             if L.OFF_PORT <= n <= L.MAX_PACKET_LEN and mv[:L.MARKER_TAG_LEN] == tag:
@@ -307,14 +352,29 @@ class MemberIndex:
         """{verdict: count} of the datagrams ``pump`` dropped as malformed or foreign."""
         return dict(sorted(self._dropped.items()))
 
+    @staticmethod
+    def _packet_key(buf, n):
+        """The key of the well-formed packet ``buf[:n]`` (n = -1: all of it),
+        checked before anything in the index is changed."""
+        mv = memoryview(buf).cast("B")
+        if n < 0:
+            n = mv.nbytes
+        elif n > mv.nbytes:
+            raise ValueError(f"n = {n} is past the end of a {mv.nbytes}-byte buffer")
+        verdict = _scan(mv, n)[0]
+        if verdict != L.OK:
+            raise MalformedPacket(verdict)
+        return mv, MemberIndex._key(mv, n)
+
     def add(self, buf, n, now, kind):
-        """Store a validated packet; return its slot, or -1 when full."""
+        """Store the well-formed packet ``buf[:n]`` (n = -1: all of ``buf``);
+        return its slot, or -1 when full. MalformedPacket when it is not one
+        packet, ValueError when ``n`` is past the end of ``buf``."""
+        self._writable()
         if not self._free:
             return -1
+        mv, key = self._packet_key(buf, n)
         slot = self._free.pop()
-        mv = memoryview(buf)
-        n = _length(mv, n)
-        key = self._key(mv, n)
         self._key_of[slot] = key
         self._slot_of[key] = slot
         self._kind[slot] = kind
@@ -327,17 +387,18 @@ class MemberIndex:
             raise KeyError(slot)
 
     def replace(self, slot, buf, n, now):
-        """The member in ``slot`` sent a different packet: store it instead."""
+        """The member in ``slot`` sent a different packet: store it instead
+        (checked as ``add`` does, before the old one is let go)."""
+        self._writable()
         self._check_slot(slot)
-        mv = memoryview(buf)
-        n = _length(mv, n)
+        mv, key = self._packet_key(buf, n)
         del self._slot_of[self._key_of[slot]]
-        key = self._key(mv, n)
         self._key_of[slot] = key
         self._slot_of[key] = slot
         self._touch(slot, mv, now)
 
     def remove(self, slot):
+        self._writable()
         if not 0 <= slot < self.capacity or self._kind[slot] == L.KIND_FREE:
             return
         del self._slot_of[self._key_of[slot]]
@@ -346,9 +407,17 @@ class MemberIndex:
         self._kind[slot] = L.KIND_FREE
         self._free.append(slot)
 
+    def clear(self):
+        """Forget every entry (there is no batch here to drop; the counters stay)."""
+        self._writable()
+        self._reset()
+
     def expire(self, deadline):
         """Remove every entry last heard before ``deadline``, oldest first, and
-        return their slots (an empty tuple when none)."""
+        return their slots (an empty tuple when none); ValueError for NaN."""
+        self._writable()
+        if deadline != deadline:
+            raise ValueError("expire deadline is NaN")
         expired = []
         for slot in self._order:
             if self._heard[slot] >= deadline:
@@ -379,6 +448,14 @@ class MemberIndex:
         if not 0 <= slot < self.capacity:
             raise KeyError(slot)
         return self._kind[slot]
+
+
+def _key_hash(buf):
+    """The hash the index files ``buf`` under: Python's own, seeded per process."""
+    mv = memoryview(buf).cast("B")
+    if mv.nbytes < L.OFF_PORT:
+        raise ValueError("shorter than the fixed header")
+    return hash(MemberIndex._key(mv, mv.nbytes))
 
 
 # -- for bench/heartbeat.py: the per-heartbeat work without the socket call.

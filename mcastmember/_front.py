@@ -87,6 +87,9 @@ class MembershipFront:
         with self._table_lock:
             self._engine.set_domain(domain)
             self._send_if_running()
+            events = self._engine.events()
+        if events:      # members of the old domain removed under filter_domain
+            self._publish(events)
 
     def stats(self):
         """Counters of the table (received, fast_path, added, malformed.* ...)

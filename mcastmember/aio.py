@@ -201,6 +201,8 @@ class AsyncMembership(MembershipFront):
         self._waiters.append(entry)
         try:
             return await asyncio.wait_for(future, timeout)
+        except asyncio.TimeoutError:     # the builtin TimeoutError on 3.10 too
+            raise TimeoutError(f"predicate not true within {timeout} s") from None
         finally:
             if entry in self._waiters:
                 self._waiters.remove(entry)

@@ -20,19 +20,45 @@ DEFAULT_MAX_MEMBERS = 1024
 SWEEP_INTERVAL_S = 0.05
 
 
+def _bytes_like(value, name):
+    """The bytes of a bytes-like value (bytes, bytearray, memoryview...). An
+    int is refused, not taken as a length: bytes(16) is sixteen zero bytes."""
+    if isinstance(value, bytes):
+        return value
+    try:
+        with memoryview(value) as view:
+            return view.tobytes()
+    except TypeError:
+        raise ConfigurationError(f"{name} must be bytes or text, not {value!r}") from None
+
+
 def _as_domain(domain):
     if isinstance(domain, str):
-        return domain_from_text(domain)
-    return bytes(domain)
+        try:
+            return domain_from_text(domain)
+        except ValueError as error:
+            raise ConfigurationError(str(error)) from None
+    return _bytes_like(domain, "domain")
 
 
 def _as_payload(payload):
     if isinstance(payload, str):
         return payload.encode("utf-8")
-    return bytes(payload)
+    return _bytes_like(payload, "payload")
+
+
+def _flag(value, name):
+    """True or False only: bool("no") is True, so a string must not pass."""
+    if not isinstance(value, bool):
+        raise ConfigurationError(f"{name} must be True or False, not {value!r}")
+    return value
 
 
 def _whole(value, name, low, high=None):
+    # A float with nothing after the point (500.0, as a config file or a
+    # division gives it) is that whole number; 500.5, inf and nan are refused.
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigurationError(f"{name} must be a whole number, not {value!r}")
     if value < low or (high is not None and value > high):
@@ -57,6 +83,12 @@ class ServiceConfig:
     two heartbeats), so that every Tomcat sorts us after every Tomcat node
     and never asks us first for its sessions. ``tomcat=True`` is the short
     way to join a Tomcat cluster: it turns the TCP listener on.
+
+    Bytes settings (``domain``, ``payload``, ``unique_id``) take bytes-like
+    values (``domain`` and ``payload`` text too), never an int; switches
+    (``loopback``, ``filter_domain``, ``tcp_listener``, ``tomcat``) take True or
+    False only; times and counts take whole numbers, a float such as 500.0
+    included when it has no fractional part.
     """
 
     def __init__(self, address=DEFAULT_GROUP, port=DEFAULT_PORT, *, interface=None, ttl=None,
@@ -69,7 +101,7 @@ class ServiceConfig:
         self.port = net.check_port(port)
         self.interface = None if interface is None else net.check_interface(interface)
         self.ttl = None if ttl is None else _whole(ttl, "ttl", 0, 255)
-        self.loopback = bool(loopback)
+        self.loopback = _flag(loopback, "loopback")
         self.frequency = _whole(frequency, "frequency", 1)
         self.drop_time = _whole(drop_time, "drop_time", 1)
         if self.drop_time <= self.frequency:
@@ -80,9 +112,10 @@ class ServiceConfig:
         self.secure_port = net.check_port(secure_port, "secure_port", allow_unused=True)
         self.udp_port = net.check_port(udp_port, "udp_port", allow_unused=True)
         self.max_members = _whole(max_members, "max_members", 1, 1 << 20)
-        self.filter_domain = bool(filter_domain)
-        self.tomcat = bool(tomcat)
-        self.tcp_listener = self.tomcat if tcp_listener is None else bool(tcp_listener)
+        self.filter_domain = _flag(filter_domain, "filter_domain")
+        self.tomcat = _flag(tomcat, "tomcat")
+        self.tcp_listener = (self.tomcat if tcp_listener is None
+                             else _flag(tcp_listener, "tcp_listener"))
         # Listed by Tomcat, we must sort after every Tomcat node (see above).
         self.alive_below_zero = self.tcp_listener
         if alive_cap_ms is None and self.alive_below_zero:
@@ -90,19 +123,16 @@ class ServiceConfig:
         if alive_cap_ms is not None:
             alive_cap_ms = _whole(alive_cap_ms, "alive_cap_ms", 2 * self.frequency)
         self.alive_cap_ms = alive_cap_ms
-        try:
-            self.domain = _as_domain(domain)
-        except ValueError as error:
-            raise ConfigurationError(str(error)) from None
+        self.domain = _as_domain(domain)
         self.payload = _as_payload(payload)
         if host is None:
             host = self.interface or net.default_source_address(self.address, self.port)
         self.host = net.host_bytes(host)
-        if unique_id is None:
-            unique_id = _random_unique_id()
-        if len(bytes(unique_id)) != L.UNIQUE_ID_LEN:
+        unique_id = (_random_unique_id() if unique_id is None
+                     else _bytes_like(unique_id, "unique_id"))
+        if len(unique_id) != L.UNIQUE_ID_LEN:
             raise ConfigurationError(f"unique_id must be {L.UNIQUE_ID_LEN} bytes")
-        self.unique_id = bytes(unique_id)
+        self.unique_id = unique_id
         self.local_member()   # refuse settings that cannot be encoded, now
         self.encode()
 
@@ -148,10 +178,7 @@ class ServiceConfig:
             raise
 
     def set_domain(self, domain):
-        try:
-            domain = _as_domain(domain)
-        except ValueError as error:
-            raise ConfigurationError(str(error)) from None
+        domain = _as_domain(domain)
         old, self.domain = self.domain, domain
         try:
             self.encode()

@@ -235,9 +235,13 @@ class MembershipEngine:
         self._changed()
 
     def set_domain(self, domain):
-        """Advertise a new domain; sent at once as ``set_payload``."""
-        self.config.set_domain(domain)
-        self.table.set_local(self.config.local_member())
+        """Advertise a new domain; sent at once as ``set_payload``. Under
+        ``filter_domain`` the table filters on it from now on, the fast path
+        included: members of the old domain are removed ("filtered")."""
+        cfg = self.config
+        cfg.set_domain(domain)
+        self.table.set_local(cfg.local_member())
+        self._events.extend(self.table.set_domain(cfg.domain if cfg.filter_domain else None))
         self._changed()
 
     def set_member_port(self, port):

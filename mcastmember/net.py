@@ -11,12 +11,16 @@ import errno
 import ipaddress
 import socket
 import struct
+import sys
 
 from .errors import ConfigurationError
 
 # Linux: deliver only the groups this socket joined (the default, 1, delivers
 # every group joined by any socket on the host to a socket bound to the port).
-IP_MULTICAST_ALL = getattr(socket, "IP_MULTICAST_ALL", 49)
+# Older Pythons lack the name; 49 is its number in Linux's <linux/in.h> only
+# (elsewhere 49 may be another option, so there it is not set at all).
+IP_MULTICAST_ALL = getattr(socket, "IP_MULTICAST_ALL",
+                           49 if sys.platform.startswith("linux") else None)
 
 
 def check_group(address):
@@ -125,10 +129,11 @@ def open_receiver(group, port, interface, timeout, buffer_bytes=4 << 20):
         sock.bind((group, port))
         membership = socket.inet_aton(group) + socket.inet_aton(interface or "0.0.0.0")
         sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, membership)
-        try:
-            sock.setsockopt(socket.IPPROTO_IP, IP_MULTICAST_ALL, 0)
-        except OSError:
-            pass   # not Linux
+        if IP_MULTICAST_ALL is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_IP, IP_MULTICAST_ALL, 0)
+            except OSError:
+                pass   # a kernel (or sandbox) without the option
         _set_receive_timeout(sock, timeout)
     except BaseException:
         sock.close()

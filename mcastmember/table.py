@@ -78,6 +78,7 @@ class Membership:
         self._ignored = {}     # identity -> slot, for local and other-domain senders
         self._ignored_slots = {}   # slot -> identity
         self._counts = Counter()
+        self._reclassify = False   # set_domain() waiting for pump to return
         self._last_sweep = None
         self._grace_until = float("-inf")
 
@@ -93,12 +94,44 @@ class Membership:
         """Our own member changed (restart with a new unique id, new port)."""
         self._local = self._identity_of(local)
 
+    def set_domain(self, domain):
+        """Filter on ``domain`` from now on (None: keep every domain) and
+        return the events: members of another domain are removed ("filtered"),
+        and senders filtered out before are forgotten, so that their next
+        heartbeat is judged again (the fast path would keep the old verdict).
+        While ``pump`` runs on another thread the index cannot be changed:
+        then this takes effect, with its events, at the next ``receive`` or
+        ``expire``."""
+        self._domain = None if domain is None else bytes(domain)
+        self._reclassify = True
+        return self._apply_domain()
+
+    def _apply_domain(self):
+        if not self._reclassify or self.pumping:
+            return _NO_EVENTS
+        index, events = self._index, []
+        try:
+            for slot in [s for s in self._ignored_slots if index.kind(s) == L.KIND_FILTERED]:
+                index.remove(slot)
+                self._forget_ignored(slot)
+            if self._domain is not None:
+                for slot in [slot for slot, member in self._members.items()
+                             if member.domain != self._domain]:
+                    events.append(self._drop(slot, "filtered"))
+        except RuntimeError:
+            # pump started on another thread between our check and now: each
+            # step above is whole or not begun, the rest follows next time.
+            return tuple(events)
+        self._reclassify = False
+        return tuple(events)
+
     # -- receiving -----------------------------------------------------------
     def receive(self, buf, n, now):
         """Take the first ``n`` bytes of ``buf`` as one datagram heard at ``now``."""
+        events = self._apply_domain() if self._reclassify else _NO_EVENTS
         if self._index.lookup(buf, n, now) >= 0:
-            return _NO_EVENTS
-        return self._receive_slow(buf, n, now)
+            return events
+        return events + self._receive_slow(buf, n, now)
 
     def pump(self, fd, buf, deadline, budget=-1):
         """Receive from socket ``fd`` into ``buf`` and refresh known members'
@@ -107,6 +140,11 @@ class Membership:
         results are -errno: -EAGAIN for nothing to read, ``deadline`` reached
         or ``budget`` datagrams handled (see MemberIndex.pump)."""
         return self._index.pump(fd, buf, deadline, budget)
+
+    @property
+    def pumping(self):
+        """True while ``pump`` runs (on another thread): the table cannot change then."""
+        return self._index.busy
 
     def pending(self):
         """Datagrams ``pump`` has read but not handled yet (call it again)."""
@@ -171,9 +209,9 @@ class Membership:
         return (MemberEvent(ADDED, member),)
 
     def _drop(self, slot, reason):
+        self._index.remove(slot)     # first: it refuses (RuntimeError) while pump runs
         member = self._members.pop(slot).with_alive(self._index.alive(slot))
         del self._slot_of[member.identity]
-        self._index.remove(slot)
         self._counts["removed." + reason] += 1
         return MemberEvent(REMOVED, member, reason)
 
@@ -201,10 +239,11 @@ class Membership:
     # -- expiry --------------------------------------------------------------
     def expire(self, now):
         """Remove members not heard since ``now - drop_time``; O(expired)."""
+        events = self._apply_domain() if self._reclassify else _NO_EVENTS
         slots = self._index.expire(now - self.drop_time)
         if not slots:
-            return _NO_EVENTS
-        events = []
+            return events
+        events = list(events)
         for slot in slots:
             member = self._members.pop(slot, None)
             if member is None:
@@ -240,9 +279,11 @@ class Membership:
         return None if oldest is None else oldest + self.drop_time
 
     def clear(self):
-        """Forget everyone (without events); used when the service stops."""
-        for slot in list(self._members) + list(self._ignored_slots):
-            self._index.remove(slot)
+        """Forget everyone (without events); used when the service stops. The
+        datagrams ``pump`` read but did not hand back yet go too: nothing from
+        before is replayed after a restart."""
+        self._index.clear()
+        self._reclassify = False
         self._members.clear()
         self._slot_of.clear()
         self._ignored.clear()

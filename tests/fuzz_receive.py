@@ -9,12 +9,24 @@ datagram: no exception escapes, both give the same verdict, the same fields
 and the same events; the table stays within its bound; memory stays bounded.
 A failing input is written to tests/corpus/ (replayed by the normal suite,
 test_fuzz.py) and the run stops with exit status 1.
+
+Then (``--pump-count``, default a tenth of ``--count``) the same datagrams go
+through real sockets (unicast UDP on 127.0.0.1) into ``Membership.pump``,
+in bursts, with random budgets, ``clear()`` while a batch is pending,
+sockets swapped under the pump and shut down under it: both give the same
+events and drop counts.
+And (``--packet-count``, default a hundredth) ``HeartbeatPacket`` is made
+from well-formed and broken templates, stamped and sent: both send the same
+bytes and refuse the same templates.
 """
 
 import argparse
+import errno
 import gc
+import math
 import pathlib
 import random
+import socket
 import sys
 import time
 
@@ -140,9 +152,182 @@ def run(count, seed, population=200, max_members=64, report=True):
     return stats, (used - (baseline or used))
 
 
+def _loopback_pair():
+    """Unicast UDP on 127.0.0.1 (nothing leaves the host); rx non-blocking."""
+    rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+    rx.bind(("127.0.0.1", 0))
+    rx.setblocking(False)
+    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    tx.connect(rx.getsockname())
+    return tx, rx
+
+
+class _PumpSide:
+    """One implementation's table fed by pump from its own socket."""
+
+    def __init__(self, codec, max_members):
+        self.codec = codec
+        self.table = Membership(drop_time=3.0, max_members=max_members, codec=codec)
+        self.tx, self.rx = _loopback_pair()
+        self.buf = bytearray(L.RECV_BUFFER_LEN)
+
+    def swap_socket(self):
+        self.tx.close()
+        self.rx.close()
+        self.tx, self.rx = _loopback_pair()
+
+    def drain_socket(self):
+        """Read and discard what the socket still holds (the twin reads one at
+        a time, so after clear() the compiled batch has taken more)."""
+        while True:
+            try:
+                self.rx.recv(L.RECV_BUFFER_LEN)
+            except BlockingIOError:
+                return
+
+    def pump_all(self, budget, now):
+        events = []
+        while True:
+            n = self.table.pump(self.rx.fileno(), self.buf, math.inf, budget)
+            if n >= 0:
+                events += [(e.kind, e.reason, e.member.identity, e.member.payload)
+                           for e in self.table.receive(self.buf, n, now)]
+            elif n == -errno.ESHUTDOWN:
+                return events + ["shutdown"]
+            elif n == -errno.EAGAIN and self.table.pending() == 0:
+                try:                     # empty socket, or only the budget ran out?
+                    self.rx.recv(1, socket.MSG_PEEK)
+                except BlockingIOError:
+                    return events
+            elif n != -errno.EAGAIN:
+                raise AssertionError(f"pump failed: {n}")
+
+    def counts(self):
+        stats = self.table.stats()
+        return {k: v for k, v in stats.items() if k not in ("fast_path", "slow_path",
+                                                           "refreshed_slow")}
+
+
+def run_pump(count, seed, population=200, max_members=64, report=True):
+    """``count`` datagrams through pump on real sockets, both implementations."""
+    rng = random.Random(seed)
+    impls = [_fast_py] + ([_fast] if _fast is not None else [])
+    sides = [_PumpSide(c, max_members) for c in impls]
+    sent = clears = swaps = shutdowns = 0
+    now = 0.0
+    try:
+        while sent < count:
+            burst = [datagram(rng, population) for _ in range(rng.randint(1, 48))]
+            sent += len(burst)
+            now += 0.01
+            for side in sides:
+                for data in burst:
+                    side.tx.send(data)
+            budget = rng.choice([-1, -1, 1, 2, 5, 31, 33])
+            action = rng.randrange(20)
+            if action == 0:          # stop and start again, a batch possibly pending
+                for side in sides:
+                    side.table.pump(side.rx.fileno(), side.buf, math.inf, 1)
+                    side.table.clear()
+                    side.drain_socket()
+                clears += 1
+                continue
+            if action == 1:          # a new socket under the pump (a reopened receiver)
+                for side in sides:
+                    side.table.pump(side.rx.fileno(), side.buf, math.inf, 1)
+                    side.swap_socket()
+                swaps += 1
+                continue
+            if action == 2:          # shut down under the pump: queued ones, then the end
+                for side in sides:
+                    side.rx.setblocking(True)
+                    try:
+                        side.rx.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass         # ENOTCONN (unconnected UDP), yet it is shut down
+                shutdowns += 1
+            results = [side.pump_all(budget, now) for side in sides]
+            if action == 2:
+                for side in sides:
+                    side.swap_socket()
+            if any(r != results[0] for r in results[1:]):
+                path = save(b"".join(burst), "pump-divergence")
+                raise SystemExit(f"pump results disagree after {sent} datagrams ({path})")
+            counts = [side.counts() for side in sides]
+            if any(c != counts[0] for c in counts[1:]):
+                raise SystemExit(f"pump counters disagree after {sent} datagrams: {counts}")
+            if any(len(side.table) > max_members for side in sides):
+                raise SystemExit("table grew past its bound")
+    finally:
+        for side in sides:
+            side.tx.close()
+            side.rx.close()
+    stats = sides[-1].table.stats()
+    if report:
+        names = ", ".join(c.IMPLEMENTATION for c in impls)
+        print(f"{sent} datagrams through pump on loopback sockets ({names}), {clears} clears "
+              f"and {swaps} socket swaps with batches pending, {shutdowns} shutdowns: identical "
+              f"events and counters; "
+              f"members {stats['members']}/{max_members}")
+    return stats
+
+
+def run_packets(count, seed, population=50, report=True):
+    """``HeartbeatPacket`` from random templates: made, stamped, sent, refused alike."""
+    rng = random.Random(seed)
+    impls = [_fast_py] + ([_fast] if _fast is not None else [])
+    tx, rx = _loopback_pair()
+    refused = 0
+    try:
+        for i in range(count):
+            template = valid_packet(rng, population)
+            if rng.randrange(4) == 0:
+                template = mutate(rng, template)
+            origin = time.monotonic_ns() + rng.choice([1, -1]) * rng.randrange(2**40)
+            cap = rng.choice([-1, -1, 0, 1, 999, 2**40])
+            below = rng.randrange(2) == 0
+            outcomes = []
+            for codec in impls:
+                try:
+                    packet = codec.HeartbeatPacket(template, origin, cap, below)
+                except MalformedPacket as error:
+                    outcomes.append(("refused", error.code))
+                    continue
+                alive = rng.randrange(-2**63, 2**63) if i % 2 else None
+                if alive is None:
+                    packet.stamp_now()   # elapsed time differs per call: check its shape
+                    stamped = packet.alive_ms
+                    if (stamped < 0) != below or (0 <= cap < abs(stamped + below)):
+                        raise SystemExit(f"stamp_now gave {stamped} (cap {cap}, below {below})")
+                    packet.stamp(0)
+                else:
+                    packet.stamp(alive)
+                if packet.buffer.readonly is not True:
+                    raise SystemExit("HeartbeatPacket.buffer is writable")
+                before = bytes(packet.buffer)
+                n = packet.send(tx.fileno())
+                got = rx.recv(L.RECV_BUFFER_LEN)
+                outcomes.append((n, before[:14] + before[22:], got[:14] + got[22:]))
+            if outcomes[0][0] == "refused":
+                refused += 1
+            if any(o != outcomes[0] for o in outcomes[1:]):
+                path = save(template, "packet-divergence")
+                raise SystemExit(f"HeartbeatPacket disagrees on template {i} ({path})")
+    finally:
+        tx.close()
+        rx.close()
+    if report:
+        print(f"{count} heartbeat packets made, stamped and sent by both: identical bytes; "
+              f"{refused} broken templates refused alike")
+    return refused
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=1_000_000)
+    parser.add_argument("--pump-count", type=int, default=None)
+    parser.add_argument("--packet-count", type=int, default=None)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     if _fast is None:
@@ -150,6 +335,8 @@ def main():
     _, growth = run(args.count, args.seed)
     if growth > 20000:
         raise SystemExit(f"the heap grew by {growth} blocks: not bounded")
+    run_pump(args.count // 10 if args.pump_count is None else args.pump_count, args.seed)
+    run_packets(args.count // 100 if args.packet_count is None else args.packet_count, args.seed)
     return 0
 
 

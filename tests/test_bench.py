@@ -6,6 +6,8 @@ pyproject.toml) and check their results. Timed runs:
     pytest tests/test_bench.py --benchmark-enable --benchmark-only
 """
 
+import pytest
+
 from mcastmember import _layout as L
 from mcastmember.table import Membership
 
@@ -47,3 +49,25 @@ def test_bench_parse(benchmark, codec):
 def test_bench_encode(benchmark, codec):
     fields = codec.parse(V1)
     assert benchmark(codec.encode, *fields) == V1
+
+
+@pytest.mark.network
+def test_drain_benchmark_runs_a_small_round():
+    """bench/drain.py (library against a C recvmmsg drain, on loopback with
+    TTL 0) builds its C program and measures both: one tiny round."""
+    import importlib.util
+    import pathlib
+    import shutil
+    import sys
+    import tempfile
+
+    if shutil.which("gcc") is None or importlib.util.find_spec("mcastmember._fast") is None:
+        pytest.skip("needs gcc and the compiled extension")
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "bench"))
+    import drain
+    with tempfile.TemporaryDirectory() as workdir:
+        result = drain.one_round(drain.build_drain(workdir), rate=1000, members=50,
+                                 seconds=0.5, warmup=1.0)
+    assert result["library"]["members"] == 50
+    assert result["library"]["received"] > 0 and result["c"]["received"] > 0
+    assert result["ratio"] > 0

@@ -46,3 +46,15 @@ def test_short_fuzz_run_is_clean():
     assert stats["members"] <= 64
     assert stats.get("refused", 0) > 0          # the bound was reached and held
     assert growth < 20000       # heap blocks: bounded, whatever arrives
+
+
+def test_short_pump_fuzz_run_is_clean():
+    """pump on loopback sockets, with clear() and socket swaps while a batch
+    is pending: both implementations give the same events and counters."""
+    stats = fuzz_receive.run_pump(3000, seed=11, report=False)
+    assert stats["members"] <= 64
+    assert stats["received"] > 0
+
+
+def test_short_heartbeat_packet_fuzz_run_is_clean():
+    assert fuzz_receive.run_packets(400, seed=5, report=False) > 0   # some templates refused

@@ -148,7 +148,7 @@ def test_pump_skips_short_datagrams_and_reports_errors(codec, pair):
     tx, rx = pair
     index = codec.MemberIndex(1)
     tx.send(b"tiny")
-    buf = bytearray(100)
+    buf = bytearray(L.RECV_BUFFER_LEN)
     assert index.pump(rx.fileno(), buf, math.inf) == -errno.EAGAIN
     assert index.dropped() == {L.NOT_MEMBERSHIP: 1}
     assert index.pump(-1, buf, math.inf) == -errno.EBADF

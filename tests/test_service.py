@@ -161,3 +161,50 @@ def test_a_listener_may_stop_the_service(group_port):
     with a, service(group_port, 4002):
         assert stopped.wait(3)
         assert not a.running
+
+
+@pytest.mark.parametrize("front", ["threaded", "asyncio"])
+def test_set_domain_changes_what_filter_domain_keeps(group_port, front):
+    """A member of the other domain, already recognised on the fast path as
+    filtered, is added once we move to its domain; ours is then removed."""
+    import asyncio
+    from mcastmember.aio import AsyncMembership
+    ours, theirs = Recorder(), Recorder()
+    b = service(group_port, 4002, domain="b")
+    c = service(group_port, 4003, domain="a")
+    settings = dict(LOOPBACK, member_port=4001, domain="a", filter_domain=True, **FAST)
+
+    def check(members_then):
+        assert [m.port for m in members_then] == [4003]
+
+    with b, c:
+        if front == "threaded":
+            a = McastService(GROUP, group_port, **settings)
+            a.add_listener(ours)
+            with a:
+                ours.wait_for(lambda e: e.kind == "added" and e.member.port == 4003)
+                time.sleep(0.3)      # b's heartbeats are heard (and filtered) meanwhile
+                check(a.members())
+                assert a.stats()["filtered"] >= 1
+                a.set_domain("b")
+                ours.wait_for(lambda e: e.kind == "added" and e.member.port == 4002)
+                removed = ours.wait_for(lambda e: e.kind == "removed")
+                assert (removed.reason, removed.member.port) == ("filtered", 4003)
+                assert [m.port for m in a.members()] == [4002]
+        else:
+            async def run():
+                async with AsyncMembership(GROUP, group_port, **settings) as a:
+                    stream = a.events()
+                    await a.wait_for(lambda ms: [m.port for m in ms] == [4003], timeout=5)
+                    await asyncio.sleep(0.3)
+                    check(a.members())
+                    a.set_domain("b")
+                    await a.wait_for(lambda ms: [m.port for m in ms] == [4002], timeout=5)
+                    seen = []
+                    async for event in stream:
+                        seen.append((event.kind, event.reason, event.member.port))
+                        if len(seen) == 3:
+                            break
+                    assert seen == [("added", None, 4003), ("removed", "filtered", 4003),
+                                    ("added", None, 4002)]
+            asyncio.run(run())
