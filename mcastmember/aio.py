@@ -143,6 +143,8 @@ class AsyncMembership(MembershipFront):
         every ``async for``; only closing the TCP listener is awaited."""
         if not self.running:
             return
+        # A forked child's copy of the loop shares the parent's epoll: it must
+        # not touch it (removing our reader there would remove the parent's).
         if not self._inert:
             self._watch_receiver(None)
             for handle in (self._timer, self._again):
@@ -212,11 +214,6 @@ class AsyncMembership(MembershipFront):
                 "listener_errors": 0,
                 "subscribers": len(self._streams),
                 **(self._probe_server.stats() if self._probe_server else probe_stats_idle())}
-
-    def _become_inert(self):
-        # A forked child's copy of the loop shares the parent's epoll: never
-        # touch it (removing our reader would remove the parent's).
-        super()._become_inert()
 
     # -- waiting ----------------------------------------------------------------------
     def _watch_receiver(self, fd):

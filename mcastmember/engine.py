@@ -11,10 +11,10 @@ no threads, sockets, sleeps or clocks: every call that needs the time takes
     loop:
         wait until engine.next_deadline(), or the receive socket is readable
             (only while engine.reading(now))
-        readable: n = engine.table.pump(fd, buf, inf, budget)
-                  n >= 0: engine.receive(buf, n, now); n is another error:
+        readable: n = engine.table.pump(fd, buf, deadline, budget) until -EAGAIN;
+                  n >= 0: engine.receive(buf, n, now); another -errno:
                   engine.on_receive_error(-n, now)
-        engine.on_timer(now)
+        engine.on_timer(now)            (first: it notices a late wake-up)
         packet = engine.outgoing(now): packet.send(fd), then
                   engine.on_send_result(result, now)
         engine.reopen_due(): reopen those sockets, engine.on_reopened(which)
@@ -25,7 +25,10 @@ The receive path stays the table's: ``table.pump`` recognises known members'
 heartbeats itself (compiled: in C, without the GIL) and only returns for a
 datagram that needs ``receive``. The send path stays the packet's: one
 ``packet.send(fd)`` stamps the alive time and sends. The engine is not
-thread-safe: a threaded driver holds one lock around it.
+thread-safe: a threaded driver holds one lock around it, and only the
+driver's own thread pumps and calls ``on_timer`` (expiry and pump both
+change the table); other threads may call ``set_payload``/``set_domain``
+and send what ``outgoing`` returns.
 """
 
 import logging
