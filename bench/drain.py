@@ -38,6 +38,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from heartbeat import GROUP, SENDER_SCRIPT, free_udp_port  # noqa: E402
+from mcastmember import _layout as L, net  # noqa: E402
 
 INTERFACE = "127.0.0.1"
 RCVBUF = 4 << 20            # as net.open_receiver
@@ -172,6 +173,14 @@ def one_round(drain, rate, members, seconds, warmup=1.5, pin=False):
     args = [GROUP, str(port), INTERFACE, str(warmup), str(seconds)]
     env = dict(os.environ)
     env.pop("MCASTMEMBER_NO_EXTENSIONS", None)
+    # The traffic first, so that both receivers' warm-up and window see it
+    # whatever the sender's start-up costs on a loaded machine.
+    sender = subprocess.Popen([sys.executable, "-c", SENDER_SCRIPT, str(port), str(members),
+                               str(rate), str(warmup + seconds + 3.0)],
+                              stdout=subprocess.PIPE, text=True, cwd="/",
+                              preexec_fn=_on(send_cpus))
+    with net.open_receiver(GROUP, port, INTERFACE, 10.0) as probe:
+        probe.recv(L.RECV_BUFFER_LEN)        # the sender is sending (or 10 s: an error)
     library = subprocess.Popen([sys.executable, "-c", LIBRARY_SCRIPT, *args, str(members)],
                                stdout=subprocess.PIPE, text=True, env=env, cwd="/",
                                preexec_fn=_on(recv_cpus))
@@ -180,10 +189,6 @@ def one_round(drain, rate, members, seconds, warmup=1.5, pin=False):
     for proc in (library, c_drain):
         if proc.stdout.readline().strip() != "ready":
             raise SystemExit("a receiver did not start")
-    sender = subprocess.Popen([sys.executable, "-c", SENDER_SCRIPT, str(port), str(members),
-                               str(rate), str(warmup + seconds + 1.0)],
-                              stdout=subprocess.PIPE, text=True, cwd="/",
-                              preexec_fn=_on(send_cpus))
     results = {}
     for name, proc in (("library", library), ("c", c_drain)):
         out, _ = proc.communicate(timeout=warmup + seconds + 30)
