@@ -130,6 +130,7 @@ class Netns:
         _ip("netns", "add", self.name)
         self.created = True
         try:
+            self._start_reaper()
             _ip("-n", self.name, "link", "set", "lo", "up")
             _ip("-n", self.name, "link", "set", "lo", "multicast", "on")
             _ip("-n", self.name, "route", "add", "224.0.0.0/4", "dev", "lo")
@@ -154,6 +155,27 @@ class Netns:
                 time.sleep(0.1)
         subprocess.run(["ip", "netns", "del", self.name], capture_output=True, timeout=30)
         self.created = False
+        if self._reaper is not None:
+            os.close(self._reaper_pipe)      # nothing left to reap: it exits
+            self._reaper.wait(30)
+            self._reaper = None
+
+    # The run may die without unwinding (SIGTERM from a CI timeout, SIGKILL):
+    # a watchdog outside the namespace, in a session of its own (a Ctrl-C does
+    # not reach it), waits for the end of a pipe only we hold, and then kills
+    # what is left in the namespace and deletes it.
+    _REAPER = ('read _; for p in $(ip netns pids "$1" 2>/dev/null); do kill -9 "$p"; done; '
+               'ip netns del "$1" 2>/dev/null; exit 0')
+    _reaper = None
+
+    def _start_reaper(self):
+        read_end, self._reaper_pipe = os.pipe()
+        try:
+            self._reaper = subprocess.Popen(["sh", "-c", self._REAPER, "reaper", self.name],
+                                            stdin=read_end, stdout=subprocess.DEVNULL,
+                                            stderr=subprocess.DEVNULL, start_new_session=True)
+        finally:
+            os.close(read_end)
 
     def pids(self):
         out = subprocess.run(["ip", "netns", "pids", self.name], capture_output=True,
@@ -522,10 +544,6 @@ class Sizes:
     request_timeout: float = 15.0 # s per HTTP request (a stalled write takes 5 s per message)
 
 
-def _terminate(signum, frame):
-    raise SystemExit(128 + signum)
-
-
 class Cluster:
     """Tomcats t1..tN of one stack in one namespace, and the HTTP client."""
 
@@ -537,12 +555,6 @@ class Cluster:
         self.client = None
 
     def __enter__(self):
-        # A SIGTERM (a CI timeout, a kill of the run) must still run __exit__:
-        # otherwise JVMs and the namespace outlive the run.
-        self._sigterm = None
-        if threading.current_thread() is threading.main_thread() \
-                and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-            self._sigterm = signal.signal(signal.SIGTERM, _terminate)
         self.netns.__enter__()
         try:
             self.client = Client(self.netns)
@@ -562,9 +574,6 @@ class Cluster:
         if self.client:
             self.client.close()
         self.netns.__exit__()
-        if self._sigterm is not None:
-            signal.signal(signal.SIGTERM, self._sigterm)
-            self._sigterm = None
 
     def start(self, servers, timeout):
         """Start servers together; {name: seconds until HTTP answers or None}."""
