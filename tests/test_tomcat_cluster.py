@@ -87,10 +87,21 @@ def test_restarted_tomcat_serves_sessions_as_fast_as_without_us(runs, mode):
     assert run["serve_s"] <= base["serve_s"] + 3.0, (run, base)
 
 
+# Tomcat's own reaction to a member that does not run a replicated map: a
+# BackupManager starting alone with a listed Python member logs this once for
+# map init and once for map start (README, "Joining a Tomcat cluster"). The
+# only way to avoid it would be to claim the map and become a backup holder.
+KNOWN = {("backup", "tomcat"): {
+    "WARNING org.apache.catalina.tribes.tipis.AbstractReplicatedMap.broadcast "
+    "broadcast received N replies, probably a timeout.": 2}}
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_no_new_warning_or_severe_line(runs, mode):
     new = tc.new_log_lines(runs["none"], _run(runs, mode))
-    assert not new, "\n".join(f"{n} x {line}" for line, n in new.items())
+    known = KNOWN.get((runs["none"]["manager"], mode), {})
+    unexplained = {line: n for line, n in new.items() if known.get(line) != n}
+    assert not unexplained, "\n".join(f"{n} x {line}" for line, n in unexplained.items())
 
 
 def test_tomcat_lists_the_member_started_with_tomcat_flag(runs):
