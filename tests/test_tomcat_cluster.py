@@ -101,6 +101,13 @@ def test_no_new_warning_or_severe_line(runs, mode):
     new = tc.new_log_lines(runs["none"], _run(runs, mode))
     known = KNOWN.get((runs["none"]["manager"], mode), {})
     unexplained = {line: n for line, n in new.items() if known.get(line) != n}
+    if mode == "default":
+        # Unlisted (test_tomcat_never_lists_the_default_member), we receive and
+        # send nothing on the channel: a line that does not name our port is
+        # the cluster's own variance between runs (seen once in CI: a Tomcat's
+        # NoRpcChannelReply to the other one failing while it restarted).
+        ours = f":{tc.MEMBER_PORT}"
+        unexplained = {line: n for line, n in unexplained.items() if ours in line}
     assert not unexplained, "\n".join(f"{n} x {line}" for line, n in unexplained.items())
 
 
