@@ -15,9 +15,6 @@ DEFAULT_FREQUENCY_MS = 500
 DEFAULT_DROP_TIME_MS = 3000
 DEFAULT_MEMBER_PORT = 4000
 DEFAULT_MAX_MEMBERS = 1024
-# How often silent members are looked for, at most: bounds how late past the
-# drop time a crashed member is removed.
-SWEEP_INTERVAL_S = 0.05
 
 
 def _bytes_like(value, name):
@@ -147,13 +144,6 @@ class ServiceConfig:
             return _codec.encode(*self.local_member(command).fields())
         except ValueError as error:
             raise ConfigurationError(str(error)) from None
-
-    def new_table(self):
-        """An empty membership table for these settings."""
-        from .table import Membership
-        return Membership(drop_time=self.drop_time / 1000.0, max_members=self.max_members,
-                          local=self.local_member(),
-                          domain=self.domain if self.filter_domain else None)
 
     def heartbeat_packet(self, origin_ns, command=b"", codec=None):
         """Our packet, ready to be stamped and sent (``origin_ns``: when we

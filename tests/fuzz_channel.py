@@ -27,6 +27,7 @@ from mcastmember import javaser             # noqa: E402
 from mcastmember.channel import (ACK_FRAME, FRAME_HEAD_LIMIT, ChannelConnection,  # noqa: E402
                                  ChannelCounters, ChannelData, ChannelError, FrameReader, frame)
 
+from fuzz_receive import mutate  # noqa: E402  (the same mutations as the datagram fuzzer)
 from support import (JAVA_GET_ALL_SESSIONS, JAVA_NO_RPC_REPLY, JAVA_RPC_REQUEST,  # noqa: E402
                      JAVA_RPC_REQUEST_LONG_ID, V2, heartbeat)
 
@@ -34,24 +35,6 @@ MESSAGES = [JAVA_RPC_REQUEST, JAVA_RPC_REQUEST_LONG_ID, JAVA_GET_ALL_SESSIONS, J
             b"", b"\x00" * 64, L.JAVA_STREAM_MAGIC]
 OPTIONS = [0, 1, 2, 4, 6, 8, 10, 14, -1, 2**31 - 1]
 OURS = heartbeat(port=4100)
-
-
-def mutate(rng, data):
-    data = bytearray(data)
-    for _ in range(rng.randint(1, 4)):
-        if not data:
-            break
-        at = rng.randrange(len(data))
-        action = rng.randrange(4)
-        if action == 0:
-            data[at] ^= 1 << rng.randrange(8)
-        elif action == 1:
-            data[at] = rng.randrange(256)
-        elif action == 2:
-            del data[at:at + rng.randint(1, 8)]
-        else:
-            data[at:at] = rng.randbytes(rng.randint(1, 8))
-    return bytes(data)
 
 
 def well_formed(rng):
