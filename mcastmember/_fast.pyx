@@ -34,28 +34,111 @@ cdef extern from *:
     #include <string.h>
     #define MCM_BATCH 32
     #define MCM_SLOT 65536
+    #include <netinet/in.h>
     #if defined(__linux__)
     typedef struct mmsghdr mcm_mmsghdr;
-    static int mcm_recv_batch(int fd, mcm_mmsghdr *v, unsigned int n) {
-        return recvmmsg(fd, v, n, MSG_WAITFORONE, NULL);
-    }
     #else
     typedef struct { struct msghdr msg_hdr; unsigned int msg_len; } mcm_mmsghdr;
+    #endif
+    /* Each slot's sender address is kept, for the slow path (who may join). */
     static int mcm_recv_batch(int fd, mcm_mmsghdr *v, unsigned int n) {
+        for (unsigned int i = 0; i < n; i++)
+            v[i].msg_hdr.msg_namelen = sizeof(struct sockaddr_storage);
+    #if defined(__linux__)
+        return recvmmsg(fd, v, n, MSG_WAITFORONE, NULL);
+    #else
         ssize_t r = recvmsg(fd, &v[0].msg_hdr, 0);
         if (r < 0) return -1;
         v[0].msg_len = (unsigned int)r;
         return 1;
-    }
     #endif
-    static void mcm_batch_setup(mcm_mmsghdr *v, struct iovec *iov, unsigned char *mem) {
+    }
+    static void mcm_batch_setup(mcm_mmsghdr *v, struct iovec *iov, unsigned char *mem,
+                                struct sockaddr_storage *names) {
         memset(v, 0, sizeof(mcm_mmsghdr) * MCM_BATCH);
         for (int i = 0; i < MCM_BATCH; i++) {
             iov[i].iov_base = mem + (size_t)i * MCM_SLOT;
             iov[i].iov_len = MCM_SLOT;
             v[i].msg_hdr.msg_iov = &iov[i];
             v[i].msg_hdr.msg_iovlen = 1;
+            v[i].msg_hdr.msg_name = &names[i];
+            v[i].msg_hdr.msg_namelen = sizeof(struct sockaddr_storage);
         }
+    }
+    /* The address and port of slot i's sender: 4 or 16 address bytes (an
+       IPv4-mapped IPv6 sender gives its 4), 0 when it has no IP address. */
+    static int mcm_source(mcm_mmsghdr *v, int i, unsigned char *out, int *port) {
+        struct sockaddr *sa = (struct sockaddr *)v[i].msg_hdr.msg_name;
+        socklen_t len = v[i].msg_hdr.msg_namelen;
+        if (sa->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)) {
+            struct sockaddr_in *in = (struct sockaddr_in *)sa;
+            memcpy(out, &in->sin_addr, 4);
+            *port = ntohs(in->sin_port);
+            return 4;
+        }
+        if (sa->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6)) {
+            struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)sa;
+            *port = ntohs(in6->sin6_port);
+            if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
+                memcpy(out, (unsigned char *)&in6->sin6_addr + 12, 4);
+                return 4;
+            }
+            memcpy(out, &in6->sin6_addr, 16);
+            return 16;
+        }
+        return 0;
+    }
+
+    /* Unicast fan-out: one message per peer, all pointing at one iovec (the
+       packet's bytes), sent with sendmmsg (elsewhere: one sendmsg each). */
+    #if defined(__linux__)
+    static int mcm_send_batch(int fd, mcm_mmsghdr *v, unsigned int n) {
+        return sendmmsg(fd, v, n, 0);
+    }
+    #else
+    static int mcm_send_batch(int fd, mcm_mmsghdr *v, unsigned int n) {
+        if (sendmsg(fd, &v[0].msg_hdr, 0) < 0) return -1;
+        return 1;
+    }
+    #endif
+    /* Fill slot i with a destination: 4 bytes are IPv4 (IPv4-mapped when the
+       socket is IPv6), 16 bytes IPv6. 0 on success, -1 when the family
+       cannot be reached from the socket's. */
+    static int mcm_target(mcm_mmsghdr *v, int i, struct sockaddr_storage *names,
+                          struct iovec *iov, int family, const unsigned char *addr,
+                          int addr_len, int port, unsigned int scope) {
+        struct sockaddr_storage *ss = &names[i];
+        memset(ss, 0, sizeof(*ss));
+        memset(&v[i], 0, sizeof(v[i]));
+        if (family == AF_INET) {
+            struct sockaddr_in *in = (struct sockaddr_in *)ss;
+            if (addr_len != 4) return -1;
+            in->sin_family = AF_INET;
+            in->sin_port = htons((unsigned short)port);
+            memcpy(&in->sin_addr, addr, 4);
+            v[i].msg_hdr.msg_namelen = sizeof(struct sockaddr_in);
+        } else if (family == AF_INET6) {
+            struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+            in6->sin6_family = AF_INET6;
+            in6->sin6_port = htons((unsigned short)port);
+            if (addr_len == 4) {
+                unsigned char *b = (unsigned char *)&in6->sin6_addr;
+                b[10] = b[11] = 0xff;
+                memcpy(b + 12, addr, 4);
+            } else if (addr_len == 16) {
+                memcpy(&in6->sin6_addr, addr, 16);
+                in6->sin6_scope_id = scope;
+            } else {
+                return -1;
+            }
+            v[i].msg_hdr.msg_namelen = sizeof(struct sockaddr_in6);
+        } else {
+            return -1;
+        }
+        v[i].msg_hdr.msg_name = ss;
+        v[i].msg_hdr.msg_iov = iov;
+        v[i].msg_hdr.msg_iovlen = 1;
+        return 0;
     }
     static int mcm_truncated(mcm_mmsghdr *v, int i) {
         return (v[i].msg_hdr.msg_flags & MSG_TRUNC) != 0;
@@ -107,8 +190,17 @@ cdef extern from *:
     struct iovec:
         void* iov_base
         size_t iov_len
+    struct sockaddr_storage:
+        pass
+    int AF_INET
+    int AF_INET6
     int mcm_recv_batch(int fd, mcm_mmsghdr* v, unsigned int n) nogil
-    void mcm_batch_setup(mcm_mmsghdr* v, iovec* iov, unsigned char* mem) nogil
+    void mcm_batch_setup(mcm_mmsghdr* v, iovec* iov, unsigned char* mem,
+                         sockaddr_storage* names) nogil
+    int mcm_source(mcm_mmsghdr* v, int i, unsigned char* out, int* port) nogil
+    int mcm_send_batch(int fd, mcm_mmsghdr* v, unsigned int n) nogil
+    int mcm_target(mcm_mmsghdr* v, int i, sockaddr_storage* names, iovec* iov, int family,
+                   const unsigned char* addr, int addr_len, int port, unsigned int scope) nogil
     int mcm_truncated(mcm_mmsghdr* v, int i) nogil
     int mcm_read_shut(int fd) nogil
     int mcm_socket_id(int fd, unsigned long long* dev, unsigned long long* ino) nogil
@@ -385,6 +477,100 @@ cdef inline int64_t _monotonic_ns() noexcept nogil:
     return <int64_t>mcm_monotonic_ns()
 
 
+cdef class Targets:
+    """Where unicast heartbeats go: peers' socket addresses, laid out once as
+    the messages of one ``sendmmsg``, so that a fan-out to every peer is one
+    system call per 1,024 peers, with no Python object per peer.
+
+    ``peers`` is a sequence of ``(address bytes, port)`` (4 bytes IPv4, 16
+    IPv6) or ``(address bytes, port, scope id)``; ``family`` the socket's
+    (``socket.AF_INET`` or ``AF_INET6``; an IPv6 socket reaches IPv4 peers as
+    IPv4-mapped addresses). ValueError for a peer the socket cannot reach.
+    Immutable: a new peer set is a new Targets.
+    """
+    cdef mcm_mmsghdr* msgs
+    cdef sockaddr_storage* names
+    cdef iovec iov
+    cdef readonly Py_ssize_t count
+    cdef readonly int family
+    cdef Py_ssize_t start          # where the next fan-out begins (see send_to)
+    cdef tuple _peers
+
+    def __cinit__(self, peers, int family):
+        cdef Py_ssize_t i
+        cdef bytes addr
+        cdef int port
+        cdef unsigned int scope
+        peers = tuple(tuple(peer) for peer in peers)
+        if family != AF_INET and family != AF_INET6:
+            raise ValueError(f"family {family} is neither AF_INET nor AF_INET6")
+        self.count = len(peers)
+        self.family = family
+        self._peers = peers
+        self.msgs = <mcm_mmsghdr*>calloc(self.count or 1, sizeof(mcm_mmsghdr))
+        self.names = <sockaddr_storage*>calloc(self.count or 1, sizeof(sockaddr_storage))
+        if self.msgs == NULL or self.names == NULL:
+            raise MemoryError()
+        for i in range(self.count):
+            addr = bytes(peers[i][0])
+            port = peers[i][1]
+            scope = peers[i][2] if len(peers[i]) > 2 else 0
+            if not 0 < port < 65536:
+                raise ValueError(f"peer port {port} is out of range (1-65535)")
+            if mcm_target(self.msgs, i, self.names, &self.iov, family, addr, len(addr),
+                          port, scope) != 0:
+                raise ValueError(f"peer address of {len(addr)} bytes cannot be reached "
+                                 f"from a socket of family {family}")
+
+    def __dealloc__(self):
+        free(self.msgs)
+        free(self.names)
+
+    def __len__(self):
+        return self.count
+
+    @property
+    def peers(self):
+        return self._peers
+
+
+cdef Py_ssize_t SEND_BATCH = 1024     # UIO_MAXIOV: sendmmsg sends at most this many
+
+
+cdef ssize_t _fan_out(int fd, Targets targets, const unsigned char* data, Py_ssize_t length,
+                      Py_ssize_t* sent) noexcept nogil:
+    """Send ``data`` to every target, from ``targets.start`` round to it
+    again. A peer the kernel refuses (no route to it, say) is skipped and
+    the others still get theirs; a full socket buffer (EAGAIN) stops the
+    round, and the next round begins at the first peer it did not reach, so
+    that the same peers are not always the ones left out. Returns 0, or
+    -errno of the last failure; ``sent`` gets the datagrams sent."""
+    cdef Py_ssize_t n = targets.count, done = 0, at = targets.start, chunk
+    cdef int got
+    cdef ssize_t failure = 0
+    targets.iov.iov_base = <void*>data
+    targets.iov.iov_len = length
+    while done < n:
+        chunk = n - at
+        if chunk > n - done:
+            chunk = n - done
+        if chunk > SEND_BATCH:
+            chunk = SEND_BATCH
+        got = mcm_send_batch(fd, targets.msgs + at, <unsigned int>chunk)
+        if got < 0:
+            failure = -errno
+            if failure == -EAGAIN:
+                break
+            got = 1                    # skip the peer it failed on
+        else:
+            sent[0] += got
+        done += got
+        at = (at + got) % n
+    targets.start = at if n else 0
+    targets.iov.iov_base = NULL
+    return failure
+
+
 cdef class HeartbeatPacket:
     """A serialized packet whose alive time is the only thing rewritten per send.
 
@@ -477,6 +663,23 @@ cdef class HeartbeatPacket:
             self.sent += 1
         return n
 
+    def send_to(self, int fd, Targets targets):
+        """Stamp the alive time once and send the packet to every peer of
+        ``targets`` from the unconnected socket ``fd`` (sendmmsg). Returns
+        the datagrams sent when every peer got one, else -errno of the last
+        failure (see ``_fan_out``); counts each datagram into ``sent`` and
+        each failed round into ``errors``."""
+        cdef Py_ssize_t sent = 0
+        cdef ssize_t failure
+        with nogil:
+            self._stamp_now()
+            failure = _fan_out(fd, targets, self._data, self._length, &sent)
+        self.sent += sent
+        if failure < 0:
+            self.errors += 1
+            return failure
+        return sent
+
     @property
     def alive_ms(self):
         return _get64(self._data + OFF_ALIVE)
@@ -560,7 +763,9 @@ cdef class MemberIndex:
     cdef unsigned char* batch_mem
     cdef mcm_mmsghdr* batch_msgs
     cdef iovec* batch_iov
+    cdef sockaddr_storage* batch_names
     cdef int batch_count, batch_next, batch_fd
+    cdef int returned              # batch slot of the datagram pump last returned, or -1
     cdef unsigned long long batch_dev, batch_ino
 
     def __cinit__(self, Py_ssize_t capacity):
@@ -602,13 +807,14 @@ cdef class MemberIndex:
         self.head = self.tail = -1
         self.count = 0
         self.batch_count = self.batch_next = 0
+        self.returned = -1
 
     def __dealloc__(self):
         cdef Py_ssize_t i
         if self.keys:
             for i in range(self.capacity):
                 free(self.keys[i])
-        free(self.batch_mem); free(self.batch_msgs); free(self.batch_iov)
+        free(self.batch_mem); free(self.batch_msgs); free(self.batch_iov); free(self.batch_names)
         free(self.table); free(self.hashes); free(self.keys); free(self.key_lens)
         free(self.heard_at); free(self.alive_ms); free(self.kinds); free(self.prev)
         free(self.next)
@@ -745,9 +951,11 @@ cdef class MemberIndex:
         self.batch_mem = <unsigned char*>malloc(<size_t>MCM_BATCH * MCM_SLOT)
         self.batch_msgs = <mcm_mmsghdr*>malloc(MCM_BATCH * sizeof(mcm_mmsghdr))
         self.batch_iov = <iovec*>malloc(MCM_BATCH * sizeof(iovec))
-        if self.batch_mem == NULL or self.batch_msgs == NULL or self.batch_iov == NULL:
+        self.batch_names = <sockaddr_storage*>malloc(MCM_BATCH * sizeof(sockaddr_storage))
+        if (self.batch_mem == NULL or self.batch_msgs == NULL or self.batch_iov == NULL
+                or self.batch_names == NULL):
             raise MemoryError()
-        mcm_batch_setup(self.batch_msgs, self.batch_iov, self.batch_mem)
+        mcm_batch_setup(self.batch_msgs, self.batch_iov, self.batch_mem, self.batch_names)
         return 0
 
     cdef void _keep_batch_only_for(self, int fd) noexcept nogil:
@@ -762,6 +970,20 @@ cdef class MemberIndex:
     def pending(self):
         """Datagrams already read from the socket (in a batch) but not yet handled."""
         return self.batch_count - self.batch_next
+
+    def source(self):
+        """``(address bytes, port)`` of the sender of the datagram ``pump``
+        last returned (4 address bytes for IPv4, an IPv4-mapped sender
+        included; 16 for IPv6), or None: not from an IP socket, or nothing
+        returned since the batch was dropped."""
+        cdef unsigned char addr[16]
+        cdef int port = 0, length
+        if self.returned < 0 or self.batch_msgs == NULL:
+            return None
+        length = mcm_source(self.batch_msgs, self.returned, addr, &port)
+        if length == 0:
+            return None
+        return (addr[:length], port)
 
     def pump(self, int fd, buf, double deadline, Py_ssize_t budget=-1):
         """Receive datagrams from ``fd`` and recognise known ones, all without
@@ -793,6 +1015,7 @@ cdef class MemberIndex:
             raise ValueError(f"pump needs a buffer of at least {RECV_BUFFER_LEN} bytes, "
                              f"not {view.len}")
         self.busy = True
+        self.returned = -1
         try:
             with nogil:
                 self._keep_batch_only_for(fd)
@@ -834,6 +1057,7 @@ cdef class MemberIndex:
                         verdict = _scan(q, n, &offs)
                         if verdict == V_OK:    # well formed but unknown: the slow path
                             memcpy(view.buf, q, n)
+                            self.returned = i
                             break
                         self.dropped_by_verdict[verdict] += 1
                     if now >= deadline:

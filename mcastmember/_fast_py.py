@@ -7,7 +7,9 @@ compiled module is the one that keeps the heartbeat path allocation-free.
 
 import errno
 import os
+import ipaddress
 import select
+import socket
 import stat
 import struct
 import time
@@ -31,6 +33,17 @@ def _read_shut(fd):
     poller = select.poll()
     poller.register(fd, _POLL_SHUT)
     return any(events & _POLL_SHUT for _, events in poller.poll(0))
+
+
+def _socket_of(fd):
+    """A socket object over ``fd`` (the caller detaches it, never closes it),
+    or -errno as the system call would fail: EBADF, ENOTSOCK."""
+    if fd < 0:
+        return -errno.EBADF
+    try:
+        return socket.socket(fileno=fd)
+    except OSError as error:
+        return -error.errno
 
 
 def _length(buf, n):
@@ -221,9 +234,77 @@ class HeartbeatPacket:
         self.sent += 1
         return n
 
+    def send_to(self, fd, targets):
+        """Stamp the alive time once and send the packet to every peer of
+        ``targets`` from the unconnected socket ``fd``: as the compiled
+        ``send_to`` (a peer the kernel refuses is skipped, EAGAIN ends the
+        round and the next begins where it stopped). Returns the datagrams
+        sent when every peer got one, else -errno of the last failure."""
+        self.stamp_now()
+        sent, failure = targets._fan_out(fd, self._data)
+        self.sent += sent
+        if failure:
+            self.errors += 1
+            return failure
+        return sent
+
     @property
     def alive_ms(self):
         return _INT64.unpack_from(self._data, L.OFF_ALIVE)[0]
+
+
+class Targets:
+    """The twin of ``_fast.Targets``: peers as socket addresses, made once."""
+
+    def __init__(self, peers, family):
+        peers = tuple(tuple(peer) for peer in peers)
+        if family not in (socket.AF_INET, socket.AF_INET6):
+            raise ValueError(f"family {family} is neither AF_INET nor AF_INET6")
+        self.family = family
+        self.peers = peers
+        self._addresses = [self._address(peer) for peer in peers]
+        self._start = 0
+
+    def _address(self, peer):
+        addr, port = bytes(peer[0]), peer[1]
+        scope = peer[2] if len(peer) > 2 else 0
+        if not 0 < port < 65536:
+            raise ValueError(f"peer port {port} is out of range (1-65535)")
+        unreachable = ValueError(f"peer address of {len(addr)} bytes cannot be reached "
+                                 f"from a socket of family {self.family}")
+        if self.family == socket.AF_INET:
+            if len(addr) != 4:
+                raise unreachable
+            return (socket.inet_ntop(socket.AF_INET, addr), port)
+        if len(addr) == 4:
+            return ("::ffff:" + socket.inet_ntop(socket.AF_INET, addr), port, 0, 0)
+        if len(addr) == 16:
+            return (socket.inet_ntop(socket.AF_INET6, addr), port, 0, scope)
+        raise unreachable
+
+    def __len__(self):
+        return len(self.peers)
+
+    def _fan_out(self, fd, data):
+        addresses, count = self._addresses, len(self._addresses)
+        sent, failure, at = 0, 0, self._start
+        sock = _socket_of(fd)
+        if isinstance(sock, int):
+            return 0, sock
+        try:
+            for _ in range(count):
+                try:
+                    sock.sendto(data, addresses[at])
+                    sent += 1
+                except OSError as error:
+                    failure = -error.errno
+                    if error.errno == errno.EAGAIN:
+                        break
+                at = (at + 1) % count
+        finally:
+            sock.detach()
+        self._start = at if count else 0
+        return sent, failure
 
 
 class MemberIndex:
@@ -254,6 +335,7 @@ class MemberIndex:
         self._alive = [0] * capacity
         self._kind = [L.KIND_FREE] * capacity
         self._order = OrderedDict()   # slot -> None, least recently heard first
+        self._source = None           # sender of the datagram pump last returned
 
     def _writable(self):
         if self.busy:
@@ -307,6 +389,7 @@ class MemberIndex:
             raise ValueError(f"pump needs a buffer of at least {L.RECV_BUFFER_LEN} bytes, "
                              f"not {mv.nbytes}")
         self.busy = True
+        self._source = None
         try:
             return self._pump(fd, buf, mv, deadline, budget)
         finally:
@@ -315,13 +398,22 @@ class MemberIndex:
     def _pump(self, fd, buf, mv, deadline, budget):
         # The twin's hottest loop: names bound locally, no method calls per
         # datagram beyond the read, the clock and one dict look-up.
-        readv, clock, buffers = os.readv, time.monotonic, [buf]
+        sock = _socket_of(fd)
+        if isinstance(sock, int):
+            return sock
+        try:
+            return self._pump_socket(sock, fd, buf, mv, deadline, budget)
+        finally:
+            sock.detach()
+
+    def _pump_socket(self, sock, fd, buf, mv, deadline, budget):
+        receive, clock = sock.recvfrom_into, time.monotonic
         slot_of, dropped, tag = self._slot_of, self._dropped, _BEGIN_TAG
         while True:
             if budget == 0:
                 return -errno.EAGAIN
             try:
-                n = readv(fd, buffers)
+                n, source = receive(buf)
             except OSError as error:
                 return -error.errno
             if n == 0 and _read_shut(fd):
@@ -338,6 +430,7 @@ class MemberIndex:
             else:
                 verdict = _scan(mv, n)[0]
                 if verdict == L.OK:
+                    self._source = source
                     return n
                 dropped[verdict] = dropped.get(verdict, 0) + 1
             if now >= deadline:
@@ -347,6 +440,20 @@ class MemberIndex:
         """Datagrams already read but not yet handled: always 0 here (one read
         per datagram; the compiled module reads in batches)."""
         return 0
+
+    def source(self):
+        """``(address bytes, port)`` of the sender of the datagram ``pump``
+        last returned, or None (as the compiled ``source``)."""
+        source = self._source
+        if not isinstance(source, tuple) or len(source) < 2:
+            return None
+        try:
+            address = ipaddress.ip_address(source[0].split("%")[0])
+        except ValueError:
+            return None
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
+            address = address.ipv4_mapped
+        return (address.packed, source[1])
 
     def dropped(self):
         """{verdict: count} of the datagrams ``pump`` dropped as malformed or foreign."""
