@@ -90,14 +90,15 @@ cdef extern from *:
     }
 
     /* Unicast fan-out: one message per peer, all pointing at one iovec (the
-       packet's bytes), sent with sendmmsg (elsewhere: one sendmsg each). */
+       packet's bytes), sent with sendmmsg (elsewhere: one sendmsg each),
+       never blocking even on a socket that is blocking for a receive. */
     #if defined(__linux__)
     static int mcm_send_batch(int fd, mcm_mmsghdr *v, unsigned int n) {
-        return sendmmsg(fd, v, n, 0);
+        return sendmmsg(fd, v, n, MSG_DONTWAIT);
     }
     #else
     static int mcm_send_batch(int fd, mcm_mmsghdr *v, unsigned int n) {
-        if (sendmsg(fd, &v[0].msg_hdr, 0) < 0) return -1;
+        if (sendmsg(fd, &v[0].msg_hdr, MSG_DONTWAIT) < 0) return -1;
         return 1;
     }
     #endif

@@ -253,6 +253,9 @@ class HeartbeatPacket:
         return _INT64.unpack_from(self._data, L.OFF_ALIVE)[0]
 
 
+_DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
+
+
 class Targets:
     """The twin of ``_fast.Targets``: peers as socket addresses, made once."""
 
@@ -294,7 +297,7 @@ class Targets:
         try:
             for _ in range(count):
                 try:
-                    sock.sendto(data, addresses[at])
+                    sock.sendto(data, _DONTWAIT, addresses[at])
                     sent += 1
                 except OSError as error:
                     failure = -error.errno

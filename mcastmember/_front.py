@@ -11,7 +11,7 @@ import weakref
 from . import _layout as L
 from . import net
 from .config import ServiceConfig
-from .engine import RECEIVE, MembershipEngine
+from .engine import RECEIVE, SEND, UNICAST, MembershipEngine
 
 # Datagrams one pump call may handle before it returns, and pump calls per
 # wake-up: a busy group cannot hold the engine (and its lock) for long.
@@ -43,8 +43,10 @@ class MembershipFront:
     def __init__(self, address, port, settings):
         self.config = ServiceConfig(address, port, **settings)
         self._engine = MembershipEngine(self.config)
-        self._recv_sock = self._send_sock = None
-        self._recv_fd = self._send_fd = -1
+        self._recv_sock = self._send_sock = self._uni_sock = None
+        self._recv_fd = self._send_fd = self._uni_fd = -1
+        self._more_fd = None       # the socket whose datagrams pump's batch still holds
+        self._dns_resolver = None
         self._buf = bytearray(L.RECV_BUFFER_LEN)
         # A forked child's copy of a running front: it must neither say
         # goodbye for the parent nor touch the sockets it shares with it.
@@ -74,7 +76,7 @@ class MembershipFront:
     def members(self):
         """Snapshot of the other members, oldest first (as Tomcat orders them)."""
         with self._table_lock:
-            return self._engine.table.members()
+            return self._engine.members()
 
     def set_payload(self, payload):
         """Advertise new payload bytes (str: UTF-8); sent at once."""
@@ -115,36 +117,62 @@ class MembershipFront:
         sock.setblocking(False)   # a heartbeat that cannot go now is replaced by the next
         return sock
 
+    def _open_unicast(self):
+        cfg = self.config
+        return net.open_unicast(cfg.unicast_address, cfg.port)
+
+    # The sockets by role: (attribute of the socket, of its fd, how to open it).
+    _SOCKETS = {RECEIVE: ("_recv_sock", "_recv_fd", _open_receiver),
+                SEND: ("_send_sock", "_send_fd", _open_sender),
+                UNICAST: ("_uni_sock", "_uni_fd", _open_unicast)}
+
+    def _roles(self):
+        cfg = self.config
+        roles = [RECEIVE, SEND] if cfg.multicast else []
+        if cfg.unicast and cfg.heartbeats:
+            roles.append(UNICAST)
+        return roles
+
     def _open_sockets(self):
-        recv = self._open_receiver()
         try:
-            send = self._open_sender()
+            for role in self._roles():
+                sock_name, fd_name, opener = self._SOCKETS[role]
+                sock = opener(self)
+                setattr(self, sock_name, sock)
+                setattr(self, fd_name, sock.fileno())
         except BaseException:
-            recv.close()
+            self._close_sockets()
             raise
-        self._recv_sock, self._send_sock = recv, send
-        self._recv_fd, self._send_fd = recv.fileno(), send.fileno()
 
     def _close_sockets(self):
-        for sock in (self._recv_sock, self._send_sock):
+        for sock_name, fd_name, _ in self._SOCKETS.values():
+            sock = getattr(self, sock_name)
             if sock is not None:
                 sock.close()
-        self._recv_sock = self._send_sock = None
-        self._recv_fd = self._send_fd = -1
+            setattr(self, sock_name, None)
+            setattr(self, fd_name, -1)
+        self._more_fd = None
 
     def _reopen(self, which):
+        sock_name, fd_name, opener = self._SOCKETS[which]
         try:
-            fresh = self._open_receiver() if which == RECEIVE else self._open_sender()
+            fresh = opener(self)
         except OSError as error:
             self._engine.on_reopened(which, error)
             return
-        if which == RECEIVE:
+        if which != SEND:
             self._watch_receiver(None)
-            old, self._recv_sock, self._recv_fd = self._recv_sock, fresh, fresh.fileno()
-        else:
-            old, self._send_sock, self._send_fd = self._send_sock, fresh, fresh.fileno()
+        old = getattr(self, sock_name)
+        setattr(self, sock_name, fresh)
+        setattr(self, fd_name, fresh.fileno())
         old.close()
         self._engine.on_reopened(which)
+
+    def _receive_fds(self, now):
+        """The sockets to read at ``now``: multicast's, unicast's, or both."""
+        if not self._engine.reading(now):
+            return ()
+        return tuple(fd for fd in (self._recv_fd, self._uni_fd) if fd >= 0)
 
     # -- the driver's steps ----------------------------------------------------------
     def _start_engine(self):
@@ -153,26 +181,42 @@ class MembershipFront:
         self._engine.start(self.clock())
         self._step(self.clock())
 
-    def _drain(self, deadline, budget=PUMP_BUDGET):
-        """Read what the receive socket holds, until the engine's ``deadline``
-        at the latest. Known members' heartbeats stay inside pump (compiled:
+    def _drain_ready(self, ready, deadline):
+        """Drain the readable sockets among ``ready`` (and the one whose
+        datagrams pump's batch still holds, first: pumping another socket
+        would drop them). True when more may wait in pump's batch."""
+        fds = [self._more_fd] if self._more_fd is not None else []
+        fds += [fd for fd in ready if fd != self._more_fd]
+        self._more_fd = None
+        for fd in fds:
+            if self._drain(deadline, fd=fd):
+                self._more_fd = fd
+                return True
+        return False
+
+    def _drain(self, deadline, budget=PUMP_BUDGET, fd=None):
+        """Read what the receive socket ``fd`` (default: multicast's) holds,
+        until the engine's ``deadline`` at the latest. Known members' heartbeats stay inside pump (compiled:
         in C, the GIL released, and outside ``_table_lock``, as only the
         driver's own thread ever pumps or expires); it returns for a datagram
         the engine must see, or with -EAGAIN when the socket is empty (or its
         receive timeout passed), the deadline reached or the budget spent.
         True when more may wait in pump's batch."""
-        engine, fd, buf, lock = self._engine, self._recv_fd, self._buf, self._table_lock
+        engine, buf, lock = self._engine, self._buf, self._table_lock
+        fd = self._recv_fd if fd is None else fd
+        unicast = fd == self._uni_fd
         table, clock = engine.table, self.clock
         for _ in range(PUMP_CALLS):
             n = table.pump(fd, buf, deadline, budget)
             if n >= 0:
+                source = table.source() if unicast else None
                 with lock:
-                    engine.receive(buf, n, clock())
+                    engine.receive(buf, n, clock(), source)
             elif n in _AGAIN:
                 break
             else:
                 with lock:
-                    engine.on_receive_error(-n, clock())
+                    engine.on_receive_error(-n, clock(), UNICAST if unicast else RECEIVE)
                 return False
         return bool(table.pending())
 
@@ -182,6 +226,9 @@ class MembershipFront:
         engine = self._engine
         engine.on_timer(now)
         self._send_due(now)
+        lookups = engine.lookups_due(now)
+        if lookups:
+            self._start_lookups(lookups)
         for which in engine.reopen_due():
             self._reopen(which)
         events = engine.events()
@@ -191,7 +238,15 @@ class MembershipFront:
     def _send_due(self, now):
         packet = self._engine.outgoing(now)
         if packet is not None:
-            self._engine.on_send_result(packet.send(self._send_fd), now)
+            self._send(packet, now)
+
+    def _send(self, packet, now):
+        """One heartbeat (or goodbye) to the group and to every unicast peer."""
+        engine = self._engine
+        if self._send_fd >= 0:
+            engine.on_send_result(packet.send(self._send_fd), now)
+        if self._uni_fd >= 0:
+            engine.on_unicast_result(packet.send_to(self._uni_fd, engine.targets), now)
 
     def _send_if_running(self):
         """A change is sent at once, by the caller's thread; the table is
@@ -204,7 +259,7 @@ class MembershipFront:
         copy); deliver its last events."""
         goodbye = self._engine.stop(self.clock())
         if goodbye is not None and not self._inert:
-            goodbye.send(self._send_fd)   # one try: a lost goodbye costs a drop time
+            self._send(goodbye, self.clock())   # one try: a lost goodbye costs a drop time
         events = self._engine.events()
         if events:
             self._publish(events)
@@ -218,6 +273,18 @@ class MembershipFront:
 
     def _watch_receiver(self, fd):
         """Wait for readability of ``fd`` (None: of nothing) from now on."""
+
+    def _start_lookups(self, lookups):
+        """Run each ``peers.Lookup`` away from the receive path and report it
+        with ``engine.on_lookup`` (a thread, or the loop's executor)."""
+        raise NotImplementedError
+
+    def _resolver(self):
+        """The DNS resolver lookups use (made once, on first use)."""
+        if self._dns_resolver is None and self.config.dns is not None:
+            from .resolver import make_resolver
+            self._dns_resolver = make_resolver(self.config.dns_servers)
+        return self._dns_resolver
 
     def _front_counts(self):
         raise NotImplementedError

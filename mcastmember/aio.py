@@ -118,7 +118,7 @@ class AsyncMembership(MembershipFront):
         self._waiters = []
         self._timer = self._again = None
         self._timer_at = None
-        self._reader_fd = None
+        self._reader_fds = ()
         self._probe_server = None
 
     # -- lifecycle -----------------------------------------------------------
@@ -180,7 +180,7 @@ class AsyncMembership(MembershipFront):
         size = self._queue_size if queue_size is None else int(queue_size)
         if size < 1:
             raise ValueError("queue_size must be at least 1")
-        stream = EventStream(self, self.table.members(), size)
+        stream = EventStream(self, self._engine.members(), size)
         if self.running:
             self._streams.add(stream)
         else:
@@ -193,7 +193,7 @@ class AsyncMembership(MembershipFront):
     async def wait_for(self, predicate, timeout=None):
         """Wait until ``predicate(members)`` is true; return the members then.
         Raises TimeoutError after ``timeout`` seconds."""
-        members = self.table.members()
+        members = self._engine.members()
         if predicate(members):
             return members
         if not self.running:
@@ -217,18 +217,23 @@ class AsyncMembership(MembershipFront):
 
     # -- waiting ----------------------------------------------------------------------
     def _watch_receiver(self, fd):
-        if fd == self._reader_fd:
+        self._watch_receivers(() if fd is None else (fd,))
+
+    def _watch_receivers(self, fds):
+        if fds == self._reader_fds:
             return
-        if self._reader_fd is not None:
-            self._loop.remove_reader(self._reader_fd)
-        if fd is not None:
-            self._loop.add_reader(fd, self._on_readable)
-        self._reader_fd = fd
+        for fd in self._reader_fds:
+            if fd not in fds:
+                self._loop.remove_reader(fd)
+        for fd in fds:
+            if fd not in self._reader_fds:
+                self._loop.add_reader(fd, self._on_readable, fd)
+        self._reader_fds = fds
 
     def _rearm(self):
         """Sleep until the engine's next deadline; read while it wants to."""
         engine, now = self._engine, self.clock()
-        self._watch_receiver(self._recv_fd if engine.reading(now) else None)
+        self._watch_receivers(self._receive_fds(now))
         deadline = engine.next_deadline()
         if deadline != self._timer_at:
             if self._timer is not None:
@@ -238,17 +243,18 @@ class AsyncMembership(MembershipFront):
 
     def _on_timer(self):
         self._timer = self._timer_at = None
-        self._wake(False)
+        self._wake(())
 
-    def _on_readable(self):
+    def _on_readable(self, fd=None):
         self._again = None
-        self._wake(True)
+        self._wake(() if fd is None else (fd,))
 
     def _wake(self, readable):
         if not self.running or self._inert:
             return      # a callback that outlived stop(): the socket is closed
         try:
-            more = self._drain(self._engine.next_deadline()) if readable else False
+            more = (self._drain_ready(readable, self._engine.next_deadline())
+                    if readable or self._more_fd is not None else False)
             self._step(self.clock())
             if more and self._again is None:
                 # Read in a batch but not handled yet: the socket may be
@@ -266,7 +272,7 @@ class AsyncMembership(MembershipFront):
             for event in events:
                 stream._offer(event)
         if self._waiters:
-            members = self.table.members()
+            members = self._engine.members()
             for predicate, future in list(self._waiters):
                 if future.done():
                     continue
@@ -275,6 +281,25 @@ class AsyncMembership(MembershipFront):
                         future.set_result(members)
                 except Exception as error:   # a broken predicate fails its own waiter only
                     future.set_exception(error)
+
+    # -- DNS and host-name lookups ---------------------------------------------------------
+    def _start_lookups(self, lookups):
+        from .resolver import lookup as run
+
+        def query(lookup):       # on an executor thread: never blocks the loop
+            return run(lookup, self._resolver())
+
+        for lookup in lookups:
+            future = self._loop.run_in_executor(None, query, lookup)
+            future.add_done_callback(lambda done, lookup=lookup: self._looked_up(lookup, done))
+
+    def _looked_up(self, lookup, done):
+        if done.cancelled() or not self.running or self._inert:
+            return
+        error = done.exception()
+        self._engine.on_lookup(lookup, error if error is not None else done.result(),
+                               self.clock())
+        self._wake(())           # publish what changed (dns_members), new deadlines
 
     # -- TCP listener for Tomcat ------------------------------------------------------
     async def _start_probe_server(self):

@@ -1,6 +1,7 @@
 """mcast-demo: join a group and watch its membership, or decode a packet.
 
     mcast-demo join GROUP [--interface ADDR] [--ttl N] [--json] ...
+    mcast-demo join [GROUP] --peers HOST[:PORT],... --dns NAME --no-multicast ...
     mcast-demo decode HEX [--json]
 
 Exit status: 0 after a clean leave or decode, 2 for bad arguments or a
@@ -31,10 +32,13 @@ def _build_parser():
 
     join = commands.add_parser("join", help="heartbeat as a member and show the membership")
     join.prog = "mcast-demo join"
-    join.add_argument("group", help="multicast group, e.g. 228.0.0.4")
-    join.add_argument("--port", type=int, default=45564, help="group port (45564)")
+    join.add_argument("group", nargs="?",
+                      help="multicast group, e.g. 228.0.0.4 (left out only with --no-multicast)")
+    join.add_argument("--port", type=int, default=45564,
+                      help="membership port, of the group and of unicast peers (45564)")
     join.add_argument("--interface", metavar="ADDR",
-                      help="IPv4 address to send and receive on (default: the kernel's choice)")
+                      help="IPv4 address to send and receive on (default: the kernel's "
+                           "choice); with peers, the unicast address we bind to and advertise")
     join.add_argument("--ttl", type=int, help="multicast TTL (default: the OS default, 1)")
     join.add_argument("--host", metavar="ADDR",
                       help="address to advertise (default: the interface address)")
@@ -51,6 +55,23 @@ def _build_parser():
                       help="leave after this many seconds (default: until Ctrl-C or SIGTERM)")
     join.add_argument("--json", action="store_true",
                       help="one JSON object per event per line on stdout, nothing else")
+    unicast = join.add_argument_group("without multicast (see README)")
+    unicast.add_argument("--peers", metavar="HOST[:PORT],...", action="append", default=[],
+                         help="peers to send heartbeats to by unicast (repeatable)")
+    unicast.add_argument("--dns", metavar="NAME",
+                         help="a name whose A/AAAA records are peers, asked every --dns-interval")
+    unicast.add_argument("--dns-srv", action="store_true",
+                         help="read SRV records of --dns instead (each peer's port from them)")
+    unicast.add_argument("--dns-interval", type=int, default=5000, metavar="MS",
+                         help="how often to ask DNS again (5000)")
+    unicast.add_argument("--dns-server", metavar="ADDR[:PORT]", action="append",
+                         help="DNS server to ask (default: the system's; repeatable)")
+    unicast.add_argument("--dns-members", action="store_true",
+                         help="members are the DNS answer, as Tomcat's cloud membership has them")
+    unicast.add_argument("--no-multicast", action="store_true",
+                         help="send and hear heartbeats by unicast only")
+    unicast.add_argument("--accept-unknown", action="store_true",
+                         help="let members join by unicast from addresses that are not peers")
     join.add_argument("--tomcat", action="store_true",
                       help="join a Tomcat cluster as a listed member: answer Tribes' channel "
                            "on the member port and sort after every Tomcat (see README)")
@@ -119,6 +140,17 @@ def _decode(args):
     return 0
 
 
+def _where(cfg):
+    """What we joined, in words: the group, the peers, or both."""
+    parts = [f"group {cfg.address}:{cfg.port}"] if cfg.multicast else []
+    if cfg.dns_members:
+        parts.append(f"members listed by {cfg.dns}")
+    elif cfg.unicast:
+        sources = list(cfg.peers) + ([f"dns {cfg.dns}"] if cfg.dns else [])
+        parts.append(f"peers {', '.join(sources)} on port {cfg.port}")
+    return " and ".join(parts)
+
+
 def _show_bytes(value):
     if not value:
         return "(empty)"
@@ -139,11 +171,20 @@ def _join(args):
     try:
         if args.duration is not None and not args.duration >= 0:
             raise ConfigurationError("--duration must be a positive number of seconds")
+        multicast = not args.no_multicast
+        if multicast and args.group is None:
+            raise ConfigurationError("give the multicast GROUP, or --no-multicast with "
+                                     "--peers or --dns")
+        if not multicast and args.group is not None:
+            raise ConfigurationError(f"--no-multicast: leave out the group ({args.group})")
+        peers = [spec for specs in args.peers for spec in specs.split(",") if spec.strip()]
         service = McastService(
             args.group, args.port, interface=args.interface, ttl=args.ttl, host=args.host,
             member_port=args.member_port, domain=args.domain, payload=args.payload,
             frequency=args.frequency, drop_time=args.drop_time, max_members=args.max_members,
-            tomcat=args.tomcat)
+            tomcat=args.tomcat, multicast=multicast, peers=peers, dns=args.dns,
+            dns_srv=args.dns_srv, dns_interval=args.dns_interval, dns_servers=args.dns_server,
+            dns_members=args.dns_members, accept_unknown=args.accept_unknown)
     except ConfigurationError as error:
         print(f"mcast-demo join: error: {error}", file=sys.stderr)
         return 2
@@ -169,7 +210,7 @@ def _join(args):
         try:
             service.start()
         except OSError as error:
-            print(f"mcast-demo join: cannot join {args.group}:{args.port}: {error}",
+            print(f"mcast-demo join: cannot join {_where(service.config)}: {error}",
                   file=sys.stderr)
             return 1
         view.started(service)
@@ -236,7 +277,7 @@ class _LineView(_JsonView):
     def started(self, service):
         me = service.local_member
         cfg = service.config
-        self._say(f"joined {cfg.address}:{cfg.port} as {me.address}:{me.port} "
+        self._say(f"joined {_where(cfg)} as {me.address}:{me.port} "
                   f"id={me.unique_id.hex()} ({service.stats()['implementation']} codec)")
 
     def stopped(self, service):
@@ -267,7 +308,7 @@ class _TableView(_LineView):
         me = service.local_member
         members = service.members()
         stats = service.stats()
-        lines = [f"mcast-demo  group {cfg.address}:{cfg.port}  me {me.address}:{me.port} "
+        lines = [f"mcast-demo  {_where(cfg)}  me {me.address}:{me.port} "
                  f"id {me.unique_id.hex()[:12]}  ({stats['implementation']} codec)",
                  f"{len(members)} other member(s); Ctrl-C leaves", "",
                  f"{'host:port':<24} {'unique id':<14} {'alive':>10}  domain / payload"]

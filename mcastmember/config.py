@@ -1,6 +1,7 @@
 """Settings shared by the threaded service, the asyncio front and the CLI:
 checked once, with Tomcat's defaults, and turned into our own member."""
 
+import ipaddress
 import os
 
 from . import _layout as L
@@ -8,6 +9,7 @@ from . import _codec
 from . import net
 from .errors import ConfigurationError
 from .member import Member, domain_from_text
+from .peers import PeerSet, is_address, packed, parse_peer
 
 DEFAULT_GROUP = "228.0.0.4"
 DEFAULT_PORT = 45564
@@ -15,6 +17,8 @@ DEFAULT_FREQUENCY_MS = 500
 DEFAULT_DROP_TIME_MS = 3000
 DEFAULT_MEMBER_PORT = 4000
 DEFAULT_MAX_MEMBERS = 1024
+DEFAULT_DNS_INTERVAL_MS = 5000      # Tomcat's cloud membership polls as often
+MIN_DNS_INTERVAL_MS = 100
 
 
 def _bytes_like(value, name):
@@ -86,6 +90,17 @@ class ServiceConfig:
     (``loopback``, ``filter_domain``, ``tcp_listener``, ``tomcat``) take True or
     False only; times and counts take whole numbers, a float such as 500.0
     included when it has no fractional part.
+
+    Without multicast (see the README, "Without multicast"): ``peers`` is a
+    static list of peers (``"10.0.0.5"``, ``"10.0.0.5:45564"``,
+    ``"[fd00::5]:45564"``, host names; a str is a comma-separated list),
+    ``dns`` a name whose A and AAAA records (SRV with ``dns_srv``) are peers,
+    asked of ``dns_servers`` (default: the system's) every ``dns_interval``
+    ms. Every heartbeat then also goes by unicast to every peer, from and to
+    the membership ``port``; ``multicast=False`` sends and hears only that.
+    A unicast datagram from an address that is not a peer is refused unless
+    ``accept_unknown``. ``dns_members`` mirrors Tomcat's cloud membership:
+    the DNS answer's addresses are the members, nothing is sent by UDP.
     """
 
     def __init__(self, address=DEFAULT_GROUP, port=DEFAULT_PORT, *, interface=None, ttl=None,
@@ -93,8 +108,11 @@ class ServiceConfig:
                  host=None, member_port=DEFAULT_MEMBER_PORT, secure_port=-1, udp_port=-1,
                  domain=b"", payload=b"", max_members=DEFAULT_MAX_MEMBERS,
                  filter_domain=False, unique_id=None, alive_cap_ms=None, tcp_listener=None,
-                 tomcat=False):
-        self.address = net.check_group(address)
+                 tomcat=False, multicast=True, peers=(), dns=None, dns_srv=False,
+                 dns_interval=DEFAULT_DNS_INTERVAL_MS, dns_servers=None, dns_members=False,
+                 accept_unknown=False):
+        self.multicast = _flag(multicast, "multicast")
+        self.address = net.check_group(address) if self.multicast else None
         self.port = net.check_port(port)
         self.interface = None if interface is None else net.check_interface(interface)
         self.ttl = None if ttl is None else _whole(ttl, "ttl", 0, 255)
@@ -122,9 +140,19 @@ class ServiceConfig:
         self.alive_cap_ms = alive_cap_ms
         self.domain = _as_domain(domain)
         self.payload = _as_payload(payload)
+        self._discovery(peers, dns, dns_srv, dns_interval, dns_servers, dns_members,
+                        accept_unknown)
         if host is None:
+            if self.interface is None and not self.multicast:
+                raise ConfigurationError(
+                    "without multicast, set interface= (or host=): the address to bind "
+                    "unicast heartbeats to and advertise, such as the pod's IP")
             host = self.interface or net.default_source_address(self.address, self.port)
         self.host = net.host_bytes(host)
+        if unique_id is None and self.dns_members:
+            # Tomcat's cloud membership names every member by the MD5 of its
+            # address text: so must we, for both sides to agree on us.
+            unique_id = _address_digest(self.unicast_address)
         unique_id = (_random_unique_id() if unique_id is None
                      else _bytes_like(unique_id, "unique_id"))
         if len(unique_id) != L.UNIQUE_ID_LEN:
@@ -132,6 +160,63 @@ class ServiceConfig:
         self.unique_id = unique_id
         self.local_member()   # refuse settings that cannot be encoded, now
         self.encode()
+
+    def _discovery(self, peers, dns, dns_srv, dns_interval, dns_servers, dns_members,
+                   accept_unknown):
+        if isinstance(peers, str):
+            peers = [part for part in peers.split(",") if part.strip()]
+        try:
+            self.peers = tuple(peers)
+        except TypeError:
+            raise ConfigurationError(f"peers must be a list of addresses, not {peers!r}") from None
+        for spec in self.peers:
+            parse_peer(spec, self.port)          # refuse a bad one now, by its text
+        if dns is not None and (not isinstance(dns, str) or not dns.strip()):
+            raise ConfigurationError(f"dns must be a host name, not {dns!r}")
+        self.dns = dns.strip() if dns is not None else None
+        self.dns_srv = _flag(dns_srv, "dns_srv")
+        self.dns_interval = _whole(dns_interval, "dns_interval", MIN_DNS_INTERVAL_MS)
+        self.dns_members = _flag(dns_members, "dns_members")
+        self.accept_unknown = _flag(accept_unknown, "accept_unknown")
+        if isinstance(dns_servers, str):
+            dns_servers = [part for part in dns_servers.split(",") if part.strip()]
+        self.dns_servers = tuple(dns_servers) if dns_servers else None
+        for server in self.dns_servers or ():
+            host, _ = parse_peer(server, 53)
+            if not is_address(host):
+                raise ConfigurationError(f"dns server {server!r} must be an address")
+        if self.dns_srv and self.dns is None:
+            raise ConfigurationError("dns_srv needs dns= (the SRV name to ask)")
+        if self.dns_members:
+            if self.dns is None:
+                raise ConfigurationError("dns_members needs dns= (the name that lists the members)")
+            if self.multicast or self.peers:
+                raise ConfigurationError(
+                    "dns_members takes its members from DNS alone: set multicast=False "
+                    "and no peers")
+        if self.dns is not None:
+            from .resolver import require_dnspython
+            require_dnspython()
+        self.unicast = bool(self.peers) or self.dns is not None
+        if not self.multicast and not self.unicast:
+            raise ConfigurationError(
+                "with multicast=False there is nobody to send to: give peers= or dns=")
+
+    @property
+    def heartbeats(self):
+        """Whether we send and hear heartbeats (not with dns_members)."""
+        return not self.dns_members
+
+    @property
+    def unicast_address(self):
+        """The address unicast heartbeats are sent from and heard on (and, with
+        dns_members, our address in DNS): where the TCP listener binds too."""
+        return self.listen_address
+
+    def peer_set(self):
+        """Where unicast heartbeats go (peers.PeerSet), ourselves left out."""
+        return PeerSet(self.peers, port=self.port, own=(packed(self.unicast_address), self.port),
+                       interval=self.dns_interval / 1000.0, dns=self.dns, srv=self.dns_srv)
 
     def local_member(self, command=b""):
         return Member(self.host, self.member_port, self.unique_id, secure_port=self.secure_port,
@@ -156,7 +241,7 @@ class ServiceConfig:
     def listen_address(self):
         """Where the TCP listener binds: the interface, else the address we
         advertise (where Tomcat connects); never every address of the host."""
-        return self.interface or self.local_member().address
+        return self.interface or str(ipaddress.ip_address(self.host))
 
     def set_payload(self, payload):
         payload = _as_payload(payload)
@@ -175,6 +260,11 @@ class ServiceConfig:
         except ConfigurationError:
             self.domain = old
             raise
+
+
+def _address_digest(text):
+    import hashlib
+    return hashlib.md5(text.encode("ascii")).digest()
 
 
 def _random_unique_id():

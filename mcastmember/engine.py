@@ -31,14 +31,18 @@ change the table); other threads may call ``set_payload``/``set_domain``
 and send what ``outgoing`` returns.
 """
 
+import hashlib
+import ipaddress
 import logging
 import math
 import os
+import socket
 
 from . import _codec
 from . import _layout as L
 from ._ratelimit import RateLimitedLog
-from .table import REMOVED, MemberEvent, Membership
+from .member import Member
+from .table import ADDED, REMOVED, MemberEvent, Membership
 
 log = logging.getLogger("mcastmember")
 
@@ -66,9 +70,13 @@ EXPIRY_SLACK_S = 0.001
 
 # Reason of the removals ``stop()`` emits for the members still present.
 STOPPED = "stopped"
-# Sockets the engine may ask the driver to reopen.
+# Reason of a dns_members member's removal: its address left the DNS answer.
+UNLISTED = "unlisted"
+# Sockets the engine may ask the driver to reopen: multicast's two, and the
+# one unicast heartbeats are sent from and heard on.
 SEND = "send"
 RECEIVE = "receive"
+UNICAST = "unicast"
 
 
 class MembershipEngine:
@@ -96,6 +104,13 @@ class MembershipEngine:
         self._log = RateLimitedLog(log, MALFORMED_REPORT_S, clock=lambda: self._now)
         self._counts = {"send_errors": 0, "receive_errors": 0, "socket_reopened": 0,
                         "pauses": 0, "internal_errors": 0, "removed." + STOPPED: 0}
+        self._peers = config.peer_set() if config.unicast else None
+        self.targets = None
+        self._listed = {}          # dns_members: address bytes -> Member
+        if self._peers is not None:
+            self._counts.update({"unicast_sent": 0, "unicast_send_errors": 0,
+                                 "removed." + UNLISTED: 0})
+            self._new_targets()
         self._running = False
         self._packet = None
         self._sent_earlier = 0    # by packets since replaced (each counts its own sends)
@@ -121,7 +136,7 @@ class MembershipEngine:
         self._grace_until = -math.inf
         self._next_report = now + MALFORMED_REPORT_S
         self._malformed_reported = self._malformed_total()
-        self._failures = {SEND: 0, RECEIVE: 0}
+        self._failures = {SEND: 0, RECEIVE: 0, UNICAST: 0}
         self._read_after = -math.inf
         self._reopen = []
         self.healthy = True
@@ -138,9 +153,10 @@ class MembershipEngine:
             return None
         self._now = now
         self._running = False
-        remaining = self.table.members()
+        remaining = self.members()
         self._discard_read_ahead()
         self.table.clear()
+        self._listed = {}
         self._counts["removed." + STOPPED] += len(remaining)
         self._events.extend(MemberEvent(REMOVED, member, STOPPED) for member in remaining)
         return self._make_packet(L.SHUTDOWN_COMMAND)
@@ -163,7 +179,12 @@ class MembershipEngine:
         until then unless the receive socket becomes readable."""
         if not self._running:
             return None
-        deadline = self._origin if self._change else self._next_beat()
+        if self.config.heartbeats:
+            deadline = self._origin if self._change else self._next_beat()
+        else:
+            deadline = math.inf
+        if self._peers is not None:
+            deadline = min(deadline, self._peers.next_deadline() or math.inf)
         expiry = self.table.next_expiry()
         if expiry is not None:
             deadline = min(deadline, max(expiry, self._grace_until) + EXPIRY_SLACK_S)
@@ -206,7 +227,7 @@ class MembershipEngine:
         its result to ``on_send_result``. After a stall it is one late beat,
         then the grid again: never a burst of missed beats. A change does not
         move the grid."""
-        if not self._running:
+        if not self._running or not self.config.heartbeats:
             return None
         self._now = now
         beat_due = now >= self._next_beat()
@@ -230,6 +251,18 @@ class MembershipEngine:
         self._counts["send_errors"] += 1
         self._log.log(logging.WARNING, "send", "heartbeat not sent: %s", os.strerror(-result))
         self._count_failure(SEND)
+
+    def on_unicast_result(self, result, now):
+        """``result`` of ``packet.send_to(fd, engine.targets)``. A failure for
+        one peer (no route to it, say) is counted and logged, rate-limited;
+        it is not the socket's fault, so it never asks for a reopen."""
+        self._now = now
+        if result >= 0:
+            self._counts["unicast_sent"] += result
+            return
+        self._counts["unicast_send_errors"] += 1
+        self._log.log(logging.WARNING, "unicast", "a unicast heartbeat was not sent: %s",
+                      os.strerror(-result))
 
     def set_payload(self, payload):
         """Advertise new payload bytes (str: UTF-8); ``outgoing`` returns the
@@ -272,20 +305,91 @@ class MembershipEngine:
         while backing off after a failed receive)."""
         return self._running and now >= self._read_after
 
-    def receive(self, buf, n, now):
-        """A datagram ``table.pump`` handed back (``n`` bytes in ``buf``)."""
-        self._failures[RECEIVE] = 0
-        events = self.table.receive(buf, n, now)
+    def receive(self, buf, n, now, source=None):
+        """A datagram ``table.pump`` handed back (``n`` bytes in ``buf``).
+        ``source``: ``table.source()`` for a datagram from the unicast
+        socket (None from multicast): one from an address that is not a
+        peer is refused unless ``accept_unknown`` (see ``Membership.receive``)."""
+        self._failures[UNICAST if source is not None else RECEIVE] = 0
+        unlisted = None
+        if (source is not None and not self.config.accept_unknown
+                and source[0] not in self._peers.hosts):
+            unlisted = source[0]
+        events = self.table.receive(buf, n, now, unlisted)
         if events:
             self._events.extend(events)
 
-    def on_receive_error(self, error, now):
-        """A receive failed with errno ``error`` (not EAGAIN/EINTR)."""
+    def on_receive_error(self, error, now, which=RECEIVE):
+        """A receive from ``which`` socket failed with errno ``error`` (not
+        EAGAIN/EINTR)."""
         self._now = now
         self._counts["receive_errors"] += 1
         self._log.log(logging.WARNING, "recv", "receive failed: %s", os.strerror(error))
         self._read_after = now + ERROR_BACKOFF_S
-        self._count_failure(RECEIVE)
+        self._count_failure(which)
+
+    # -- discovery ---------------------------------------------------------------------------
+    def lookups_due(self, now):
+        """The name lookups (``peers.Lookup``) to start now: run each with
+        ``resolver.lookup`` away from the receive path (a worker thread, an
+        executor) and report with ``on_lookup``. None in flight twice."""
+        if not self._running or self._peers is None:
+            return []
+        self._now = now
+        return self._peers.due(now)
+
+    def on_lookup(self, lookup, answer, now):
+        """``lookup`` ended: ``answer`` is its set of ``(address text, port)``,
+        or the ``resolver.DnsFailure`` it raised. A failure keeps the last
+        good answer (counted, logged rate-limited): a DNS outage costs no
+        member and no peer."""
+        self._now = now
+        if not self._running:
+            return
+        if isinstance(answer, Exception):
+            reason = getattr(answer, "reason", "error")
+            self._peers.on_failure(lookup, reason, now)
+            self._log.log(logging.WARNING, "lookup-" + lookup.name,
+                          "cannot resolve %s (%s): keeping its last %d addresses",
+                          lookup.name, answer, len(lookup.peers))
+            return
+        if self._peers.on_answer(lookup, answer, now):
+            self._new_targets()
+            if self.config.dns_members:
+                self._list_members(now)
+
+    def _new_targets(self):
+        """The fan-out for the current peers, in the unicast socket's family."""
+        own = self.config.unicast_address
+        family = socket.AF_INET6 if ":" in own else socket.AF_INET
+        peers = sorted(self._peers.peers)
+        reachable = [p for p in peers if family == socket.AF_INET6 or len(p[0]) == 4]
+        if len(reachable) < len(peers):
+            self._log.log(logging.WARNING, "family", "%d IPv6 peers cannot be reached from "
+                          "the IPv4 address %s: skipped", len(peers) - len(reachable), own)
+        self.targets = self._codec.Targets(reachable, family)
+
+    def _list_members(self, now):
+        """dns_members: the members are the DNS answer's addresses (Tomcat's
+        cloud membership: unique id the MD5 of the address text, the port our
+        own member port, alive time -1)."""
+        listed = {address for address, _ in self._peers.peers}
+        for address in [a for a in self._listed if a not in listed]:
+            member = self._listed.pop(address)
+            self._counts["removed." + UNLISTED] += 1
+            self._events.append(MemberEvent(REMOVED, member, UNLISTED))
+        for address in sorted(listed - self._listed.keys()):
+            text = str(ipaddress.ip_address(address))
+            member = Member(address, self.config.member_port,
+                            hashlib.md5(text.encode("ascii")).digest(), alive_ms=-1)
+            self._listed[address] = member
+            self._events.append(MemberEvent(ADDED, member))
+
+    def members(self):
+        """The members, oldest first (as Tomcat orders them)."""
+        if not self._listed:
+            return self.table.members()
+        return self.table.members() + [m for _, m in sorted(self._listed.items())]
 
     # -- recovery ------------------------------------------------------------------------
     def _count_failure(self, which):
@@ -336,6 +440,10 @@ class MembershipEngine:
         """The table's counters and ours: the same keys whatever the driver."""
         stats = self.table.stats()
         stats.update(self._counts)
+        if self._peers is not None:
+            stats.update(self._peers.stats())
+        if self._listed:
+            stats["members"] += len(self._listed)
         stats["sent"] = self._sent_earlier + (self._packet.sent if self._packet else 0)
         stats["implementation"] = self._codec.IMPLEMENTATION
         stats["healthy"] = self.healthy

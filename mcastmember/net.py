@@ -156,3 +156,26 @@ def open_sender(group, port, interface, ttl, loopback):
         sock.close()
         raise
     return sock
+
+
+def open_unicast(address, port, buffer_bytes=4 << 20):
+    """A non-blocking UDP socket bound to ``address:port`` that sends unicast
+    heartbeats (unconnected: one ``sendmmsg`` reaches every peer) and hears
+    them. Never SO_REUSEADDR: a second member on the same address and port
+    would take half of the datagrams, so it gets a clear error instead."""
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_DGRAM)
+    try:
+        _set_receive_buffer(sock, buffer_bytes)
+        # Room for one round of heartbeats to every peer at once.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, buffer_bytes)
+        try:
+            sock.bind((address, port))
+        except OSError as error:
+            raise OSError(error.errno, f"cannot hear unicast heartbeats on {address} port "
+                                       f"{port}: {error.strerror}") from None
+        sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
+    return sock

@@ -1,7 +1,7 @@
 """Where to send unicast heartbeats: peer addresses from a static list and
 from DNS, merged into one set. No I/O here: DNS answers come in through
-``DnsPeers.on_answer``/``on_failure`` from whoever ran the query
-(``dns.py``), with the time; this module decides when the next query is
+``PeerSet.on_answer``/``on_failure`` from whoever ran the query
+(``resolver.lookup``, on a worker thread), with the time; this module decides when the next query is
 due and keeps the last good answer through failures, so a DNS outage never
 costs a member.
 
@@ -65,23 +65,32 @@ def is_address(host):
         return False
 
 
-class DnsPeers:
-    """The addresses one DNS name gives, refreshed every ``interval`` seconds.
+class Lookup:
+    """One name to resolve again every ``interval`` seconds: a ``dns=`` name
+    (``system=False``: asked of DNS with dnspython, A and AAAA, or SRV with
+    ``srv``) or a host name from the static list (``system=True``: the
+    system resolver, so /etc/hosts works as users of a static list expect).
 
     ``due(now)`` says a query should be started (at most one at a time);
     ``on_answer(peers, now)`` and ``on_failure(reason, now)`` report how it
     ended. A failure keeps the last good answer and is counted by reason
     (``nxdomain``, ``servfail``, ``timeout``, ``no_answer``, ``error``)."""
 
-    def __init__(self, name, interval, srv=False):
+    def __init__(self, name, port, interval, srv=False, system=False):
         self.name = name
+        self.port = port
         self.interval = float(interval)
         self.srv = bool(srv)
-        self.peers = frozenset()      # {(address text, port)} of the last good answer
+        self.system = bool(system)
+        self.peers = frozenset()      # {(address bytes, port)} of the last good answer
         self.answers = 0
         self.failures = {}
         self._next = 0.0              # the first query is due at once
         self._in_flight = False
+
+    def __repr__(self):
+        kind = "srv" if self.srv else "system" if self.system else "dns"
+        return f"Lookup({self.name!r}, {kind})"
 
     def due(self, now):
         if self._in_flight or now < self._next:
@@ -93,11 +102,13 @@ class DnsPeers:
         return None if self._in_flight else self._next
 
     def on_answer(self, peers, now):
+        """The query ended with ``peers``; True when they changed."""
         self._in_flight = False
         self._next = now + self.interval
         self.answers += 1
-        changed = frozenset(peers) != self.peers
-        self.peers = frozenset(peers)
+        peers = frozenset(peers)
+        changed = peers != self.peers
+        self.peers = peers
         return changed
 
     def on_failure(self, reason, now):
@@ -106,8 +117,76 @@ class DnsPeers:
         self.failures[reason] = self.failures.get(reason, 0) + 1
         return False
 
+
+def packed(host):
+    """Raw bytes of an address literal (an IPv4-mapped IPv6 address gives its 4)."""
+    address = ipaddress.ip_address(host.split("%")[0])
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
+        address = address.ipv4_mapped
+    return address.packed
+
+
+class PeerSet:
+    """Every address unicast heartbeats go to: the static list's addresses,
+    its host names and the ``dns`` name, each resolved every ``interval``
+    seconds, as one set of ``(address bytes, port)``, ourselves left out.
+
+    ``specs`` are peer specifications (see ``parse_peer``), ``port`` the
+    default port, ``own`` our own ``(address bytes, port)``."""
+
+    def __init__(self, specs=(), *, port, own, interval, dns=None, srv=False):
+        self.own = own
+        self._static = set()
+        self.lookups = []
+        for spec in specs:
+            host, peer_port = parse_peer(spec, port)
+            if is_address(host):
+                self._static.add((packed(host), peer_port))
+            else:
+                self.lookups.append(Lookup(host, peer_port, interval, system=True))
+        if dns is not None:
+            self.dns = Lookup(dns, port, interval, srv=srv)
+            self.lookups.append(self.dns)
+        else:
+            self.dns = None
+        self.peers = frozenset()
+        self.hosts = frozenset()
+        self._update()
+
+    def _update(self):
+        """Recompute the union; True when it changed."""
+        peers = set(self._static)
+        for lookup in self.lookups:
+            peers |= lookup.peers
+        peers.discard(self.own)
+        peers = frozenset(peers)
+        changed = peers != self.peers
+        self.peers = peers
+        self.hosts = frozenset(address for address, _ in peers)
+        return changed
+
+    def due(self, now):
+        """The lookups to start now (each is marked in flight)."""
+        return [lookup for lookup in self.lookups if lookup.due(now)]
+
+    def next_deadline(self):
+        deadlines = [d for d in (lookup.next_deadline() for lookup in self.lookups)
+                     if d is not None]
+        return min(deadlines) if deadlines else None
+
+    def on_answer(self, lookup, peers, now):
+        """``lookup`` answered ``{(address text, port)}``; True when the set changed."""
+        lookup.on_answer({(packed(host), port) for host, port in peers}, now)
+        return self._update()
+
+    def on_failure(self, lookup, reason, now):
+        lookup.on_failure(reason, now)
+
     def stats(self):
-        stats = {"dns_answers": self.answers, "dns_peers": len(self.peers)}
-        for reason, count in self.failures.items():
-            stats[f"dns_failures.{reason}"] = count
+        answers = sum(lookup.answers for lookup in self.lookups)
+        stats = {"peers": len(self.peers), "lookups_answered": answers}
+        for lookup in self.lookups:
+            for reason, count in lookup.failures.items():
+                key = f"lookups_failed.{reason}"
+                stats[key] = stats.get(key, 0) + count
         return stats

@@ -35,6 +35,11 @@ def _dnspython():
     return dns
 
 
+def require_dnspython():
+    """ConfigurationError now, at configuration, when dnspython is missing."""
+    _dnspython()
+
+
 def make_resolver(nameservers=None, timeout=QUERY_TIMEOUT_S):
     """A resolver using the system's configuration, or ``nameservers``
     (addresses, ``"ADDR"`` or ``"ADDR:PORT"``, IPv6 as ``[ADDR]:PORT``)."""
@@ -92,3 +97,24 @@ def _addresses(dns, resolver, name):
     if not found:
         raise dns.resolver.NoAnswer()
     return found
+
+
+def lookup(query, resolver=None):
+    """Run one ``peers.Lookup``: the set of ``(address text, port)`` it gives
+    now, or DnsFailure. DNS names go to ``resolver`` (``make_resolver``);
+    static host names to the system resolver (getaddrinfo, /etc/hosts
+    included)."""
+    if not query.system:
+        return resolve(resolver, query.name, query.port, srv=query.srv)
+    import socket
+    try:
+        answers = socket.getaddrinfo(query.name, query.port, type=socket.SOCK_DGRAM)
+    except socket.gaierror as error:
+        reason = {socket.EAI_NONAME: "nxdomain", socket.EAI_AGAIN: "timeout",
+                  getattr(socket, "EAI_NODATA", socket.EAI_NONAME): "no_answer",
+                  socket.EAI_FAIL: "servfail"}.get(error.errno, "error")
+        raise DnsFailure(reason, f"{query.name}: {error.strerror}") from None
+    except (OSError, UnicodeError) as error:
+        raise DnsFailure("error", f"{query.name}: {error}") from None
+    return {(info[4][0].split("%")[0], query.port) for info in answers
+            if info[0] in (socket.AF_INET, socket.AF_INET6)}

@@ -10,6 +10,7 @@ engine's (``engine.py``); this module only waits and moves bytes.
 
 import logging
 import math
+import queue
 import select
 import socket
 import struct
@@ -59,6 +60,7 @@ class McastService(MembershipFront):
         self._events = None
         self._wake_r = self._wake_w = None
         self._probe = None
+        self._lookups = None       # the queue of the DNS worker thread, while running
         self._counts = {"listener_errors": 0}
         # Every dispatcher thread of ours that may still run a listener (one
         # that restarted us keeps running on the old one for a while).
@@ -96,6 +98,7 @@ class McastService(MembershipFront):
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
         self._stopping = False
+        self._lookups = None
         previous, self._events = self._dispatcher, EventQueue(self._queue_size)
         with self._lock:
             self._start_engine()
@@ -144,6 +147,11 @@ class McastService(MembershipFront):
         with self._lock:
             self._stop_engine()    # no goodbye from a forked child's copy
         events.close()             # after every event already queued
+        if self._lookups is not None:
+            # Not joined: a query may take its timeout; what it finds after
+            # the stop is ignored by the engine.
+            self._lookups.put(None)
+            self._lookups = None
         if me not in self._dispatchers and not self._inert:
             dispatcher.join()      # (a listener's stop: the dispatcher ends after it)
         self._close_sockets()
@@ -215,7 +223,7 @@ class McastService(MembershipFront):
     def _io_loop(self):
         poller = select.poll()
         poller.register(self._wake_r, select.POLLIN)
-        watched = None
+        watched = set()
         more = False          # pump's batch holds datagrams: read again without waiting
         busy = False          # datagrams keep coming: let pump wait in the kernel
         last_read = -math.inf
@@ -225,25 +233,26 @@ class McastService(MembershipFront):
                 with lock:
                     now = clock()
                     deadline = engine.next_deadline()
-                    fd = self._recv_fd if engine.reading(now) else None
-                if busy and fd is not None and not more:
-                    more, busy = self._drain_busy(deadline, now)
+                    fds = self._receive_fds(now)
+                if busy and len(fds) == 1 and not more:
+                    more, busy = self._drain_busy(deadline, now, fds[0])
                 else:
-                    if fd != watched:
-                        if watched is not None:
-                            poller.unregister(watched)
-                        if fd is not None:
-                            poller.register(fd, select.POLLIN)
-                        watched = fd
+                    for fd in watched - set(fds):
+                        poller.unregister(fd)
+                    for fd in set(fds) - watched:
+                        poller.register(fd, select.POLLIN)
+                    watched = set(fds)
                     timeout = 0 if more else max(0, math.ceil((deadline - now) * 1000))
                     ready = poller.poll(timeout)
                     if self._stopping:
                         break
-                    if fd is not None and (more or any(f == fd for f, _ in ready)):
+                    readable = [f for f, _ in ready if f in watched]
+                    if fds and (more or readable):
                         now = clock()
-                        busy = now - last_read < BUSY_GAP_S
+                        # Busy mode lets pump block on one socket: never with two.
+                        busy = len(fds) == 1 and now - last_read < BUSY_GAP_S
                         last_read = now
-                        more = self._drain(deadline)
+                        more = self._drain_ready(readable, deadline)
                     if any(f == self._wake_r.fileno() for f, _ in ready):
                         self._wake_r.recv(4096)
                 with lock:
@@ -252,18 +261,21 @@ class McastService(MembershipFront):
                 busy = False
                 self._crashed()
 
-    def _drain_busy(self, deadline, now):
+    def _drain_busy(self, deadline, now, fd):
         """Datagrams keep coming: rather than poll for each (a return to
         Python per datagram), let pump block in recvmmsg, without the GIL,
         for a short slice at most (so stop() waits that long at worst).
-        Returns (more, still busy): a slice that passed in silence ends it."""
-        sock = self._recv_sock
+        Returns (more, still busy): a slice that passed in silence ends it.
+        (Sends on the unicast socket never block meanwhile: MSG_DONTWAIT.)"""
+        sock = self._recv_sock if fd == self._recv_fd else self._uni_sock
         sock.setblocking(True)
         wait = max(0.001, min(BUSY_SLICE_S, deadline - now))
         micros = int(wait * 1_000_000)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO,
                         struct.pack("@ll", micros // 1_000_000, micros % 1_000_000))
-        more = self._drain(deadline, budget=-1)
+        more = self._drain(deadline, budget=-1, fd=fd)
+        if more:
+            self._more_fd = fd
         busy = more or self.clock() >= deadline
         if not busy:
             sock.setblocking(False)
@@ -277,6 +289,30 @@ class McastService(MembershipFront):
         with self._lock:
             self._engine.on_internal_error(self.clock())
         time.sleep(CRASH_BACKOFF_S)
+
+    # -- DNS and host-name lookups ------------------------------------------------
+    def _start_lookups(self, lookups):
+        if self._lookups is None:
+            self._lookups = queue.SimpleQueue()
+            threading.Thread(target=self._lookup_loop, args=(self._lookups,),
+                             name="mcastmember-dns", daemon=True).start()
+        for lookup in lookups:
+            self._lookups.put(lookup)
+
+    def _lookup_loop(self, lookups):
+        """The DNS worker: a query waits here, never in the I/O thread."""
+        from .resolver import lookup as run
+        while True:
+            query = lookups.get()
+            if query is None:
+                return
+            try:
+                answer = run(query, self._resolver())
+            except Exception as error:     # DnsFailure, or a resolver's own bug
+                answer = error
+            with self._lock:
+                self._engine.on_lookup(query, answer, self.clock())
+            self._wake()                   # new members to publish, new deadlines
 
     # -- events ------------------------------------------------------------------
     def _publish(self, events):

@@ -126,12 +126,19 @@ class Membership:
         return tuple(events)
 
     # -- receiving -----------------------------------------------------------
-    def receive(self, buf, n, now):
-        """Take the first ``n`` bytes of ``buf`` as one datagram heard at ``now``."""
+    def receive(self, buf, n, now, unlisted=None):
+        """Take the first ``n`` bytes of ``buf`` as one datagram heard at ``now``.
+
+        ``unlisted``: the sender's address bytes when it is not a peer we
+        know (a unicast datagram from a stranger). Such a datagram is refused
+        ("refused_unlisted") unless it comes from a member already present
+        that advertises that very address: a member whose address left DNS
+        stays while it heartbeats, but nobody joins, leaves or changes in
+        another's name from elsewhere."""
         events = self._apply_domain() if self._reclassify else _NO_EVENTS
         if self._index.lookup(buf, n, now) >= 0:
             return events
-        return events + self._receive_slow(buf, n, now)
+        return events + self._receive_slow(buf, n, now, unlisted)
 
     def pump(self, fd, buf, deadline, budget=-1):
         """Receive from socket ``fd`` into ``buf`` and refresh known members'
@@ -150,7 +157,12 @@ class Membership:
         """Datagrams ``pump`` has read but not handled yet (call it again)."""
         return self._index.pending()
 
-    def _receive_slow(self, buf, n, now):
+    def source(self):
+        """``(address bytes, port)`` of the sender of the datagram ``pump``
+        last returned, or None (see MemberIndex.source)."""
+        return self._index.source()
+
+    def _receive_slow(self, buf, n, now, unlisted=None):
         self._counts["slow_path"] += 1
         codec = self._codec
         verdict = codec.check(buf, n)
@@ -158,6 +170,11 @@ class Membership:
             self._counts[self._drop_counter(verdict)] += 1
             return _NO_EVENTS
         identity = codec.identity(buf, n)
+        if unlisted is not None:
+            slot = self._slot_of.get(identity)
+            if slot is None or self._members[slot].host != unlisted:
+                self._counts["refused_unlisted"] += 1
+                return _NO_EVENTS
         if (len(self._members) >= self.max_members and self._domain is None
                 and identity not in self._slot_of and identity != self._local):
             # Full, and a stranger: refuse before building anything, so that a
