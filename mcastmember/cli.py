@@ -142,7 +142,7 @@ def _decode(args):
 
 def _where(cfg):
     """What we joined, in words: the group, the peers, or both."""
-    parts = [f"group {cfg.address}:{cfg.port}"] if cfg.multicast else []
+    parts = [f"{cfg.address}:{cfg.port}"] if cfg.multicast else []
     if cfg.dns_members:
         parts.append(f"members listed by {cfg.dns}")
     elif cfg.unicast:
@@ -308,7 +308,7 @@ class _TableView(_LineView):
         me = service.local_member
         members = service.members()
         stats = service.stats()
-        lines = [f"mcast-demo  {_where(cfg)}  me {me.address}:{me.port} "
+        lines = [f"mcast-demo  group {_where(cfg)}  me {me.address}:{me.port} "
                  f"id {me.unique_id.hex()[:12]}  ({stats['implementation']} codec)",
                  f"{len(members)} other member(s); Ctrl-C leaves", "",
                  f"{'host:port':<24} {'unique id':<14} {'alive':>10}  domain / payload"]

@@ -442,6 +442,7 @@ class MembershipEngine:
         stats.update(self._counts)
         if self._peers is not None:
             stats.update(self._peers.stats())
+            stats.setdefault("refused_unlisted", 0)
         if self._listed:
             stats["members"] += len(self._listed)
         stats["sent"] = self._sent_earlier + (self._packet.sent if self._packet else 0)

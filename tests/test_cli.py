@@ -120,12 +120,47 @@ def test_decode_malformed_says_why_and_exits_2(tmp_path, packet, reason):
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.network
+def test_two_demos_by_unicast_alone(group_port, tmp_path):
+    def start(me, other, member_port):
+        return subprocess.Popen(
+            DEMO + ["join", "--no-multicast", "--port", str(group_port), "--interface", me,
+                    "--peers", f"{me},{other}", "--member-port", str(member_port), "--json",
+                    "--frequency", "100", "--drop-time", "400"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    a = start("127.0.0.1", "127.0.0.2", 4001)
+    b = start("127.0.0.2", "127.0.0.1", 4002)
+    try:
+        first, _ = read_event(a)
+        assert (first["event"], first["member"]["host"], first["member"]["port"]) == (
+            "added", "127.0.0.2", 4002)
+        b.send_signal(signal.SIGTERM)
+        assert b.wait(10) == 0
+        gone, _ = read_event(a)
+        assert (gone["event"], gone["reason"], gone["member"]["port"]) == (
+            "removed", "shutdown", 4002)
+    finally:
+        for proc in (a, b):
+            proc.kill()
+            proc.wait()
+            proc.stdout.close()
+            proc.stderr.close()
+
+
 @pytest.mark.parametrize("args, message", [
     (["join", "10.1.2.3"], "not a multicast group"),
     (["join", "228.0.0.4", "--port", "0"], "port 0 is out of range"),
     (["join", "228.0.0.4", "--port", "x"], "invalid int value"),
     (["join", "228.0.0.4", "--interface", "192.0.2.77"], "no network interface"),
     (["join", "228.0.0.4", "--interface", "127.0.0.1", "--duration", "-1"], "--duration"),
+    (["join"], "give the multicast GROUP, or --no-multicast with --peers or --dns"),
+    (["join", "228.0.0.4", "--no-multicast", "--peers", "127.0.0.2"], "leave out the group"),
+    (["join", "--no-multicast"], "nobody to send to"),
+    (["join", "--no-multicast", "--peers", "127.0.0.2"], "set interface="),
+    (["join", "--no-multicast", "--interface", "127.0.0.1", "--peers", "127.0.0.2:x"],
+     "port 'x' is not 1-65535"),
+    (["join", "--no-multicast", "--interface", "127.0.0.1", "--dns-members", "--peers",
+      "127.0.0.2"], "dns_members needs dns="),
     (["frobnicate"], "invalid choice"),
     ([], "required"),
 ])

@@ -1,0 +1,72 @@
+"""Unicast heartbeats through both fronts, on loopback addresses (127.0.0.x):
+all see all without multicast, a goodbye reaches every peer, a stranger is
+refused, and one node hears multicast and unicast members at once."""
+
+import socket
+
+import pytest
+
+from mcastmember import _codec
+
+from fronts import FRONTS
+from support import heartbeat, wait_until
+
+NODES = ["127.0.0.1", "127.0.0.2", "127.0.0.3"]
+
+
+@pytest.fixture(params=sorted(FRONTS))
+def cluster(request, group_port):
+    made = []
+
+    def make(address, member_port, **settings):
+        settings.setdefault("multicast", False)
+        node = FRONTS[request.param](group_port, member_port, interface=address, **settings)
+        made.append(node)
+        node.start()
+        return node
+    yield make
+    for node in made:
+        node.close()
+
+
+def hosts(node):
+    return sorted(socket.inet_ntoa(m.host) for m in node.members())
+
+
+def test_three_nodes_see_each_other_by_unicast_and_a_goodbye_reaches_all(cluster):
+    peers = ",".join(NODES)
+    nodes = [cluster(address, 4001 + i, peers=peers) for i, address in enumerate(NODES)]
+    for i, node in enumerate(nodes):
+        wait_until(lambda: hosts(node) == sorted(set(NODES) - {NODES[i]}))
+    nodes[2].stop()
+    for node in nodes[:2]:
+        node.events.wait_for(lambda e: e.kind == "removed" and e.reason == "shutdown")
+        assert node.events.kinds(4003) == [("added", None), ("removed", "shutdown")]
+    stats = nodes[0].stats()
+    assert stats["peers"] == 2 and stats["unicast_sent"] > 0
+    assert stats["unicast_send_errors"] == 0 and stats["refused_unlisted"] == 0
+
+
+def test_a_stranger_is_refused_unless_unknown_peers_are_accepted(cluster, group_port):
+    strict = cluster("127.0.0.1", 4001, peers=["127.0.0.2"])
+    lenient = cluster("127.0.0.3", 4003, peers=["127.0.0.2"], accept_unknown=True)
+    forger = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    forger.bind(("127.0.0.9", 0))
+    try:
+        packet = heartbeat(_codec.impl, port=4009, uid=b"\x09" * 16, host=b"\x7f\x00\x00\x09")
+        for address in ("127.0.0.1", "127.0.0.3"):
+            forger.sendto(packet, (address, group_port))
+        wait_until(lambda: strict.stats()["refused_unlisted"] == 1)
+        wait_until(lambda: hosts(lenient) == ["127.0.0.9"])
+        assert strict.members() == []
+    finally:
+        forger.close()
+
+
+def test_one_node_hears_multicast_and_unicast_members_at_once(cluster):
+    both = cluster("127.0.0.1", 4001, multicast=True, peers=["127.0.0.2"])
+    unicast_only = cluster("127.0.0.2", 4002, peers=["127.0.0.1"])
+    multicast_only = cluster("127.0.0.1", 4003, multicast=True)
+    wait_until(lambda: sorted(m.port for m in both.members()) == [4002, 4003])
+    wait_until(lambda: [m.port for m in unicast_only.members()] == [4001])
+    wait_until(lambda: [m.port for m in multicast_only.members()] == [4001])
