@@ -140,17 +140,6 @@ def _decode(args):
     return 0
 
 
-def _where(cfg):
-    """What we joined, in words: the group, the peers, or both."""
-    parts = [f"{cfg.address}:{cfg.port}"] if cfg.multicast else []
-    if cfg.dns_members:
-        parts.append(f"members listed by {cfg.dns}")
-    elif cfg.unicast:
-        sources = list(cfg.peers) + ([f"dns {cfg.dns}"] if cfg.dns else [])
-        parts.append(f"peers {', '.join(sources)} on port {cfg.port}")
-    return " and ".join(parts)
-
-
 def _show_bytes(value):
     if not value:
         return "(empty)"
@@ -210,7 +199,7 @@ def _join(args):
         try:
             service.start()
         except OSError as error:
-            print(f"mcast-demo join: cannot join {_where(service.config)}: {error}",
+            print(f"mcast-demo join: cannot join {service.config.describe()}: {error}",
                   file=sys.stderr)
             return 1
         view.started(service)
@@ -277,7 +266,7 @@ class _LineView(_JsonView):
     def started(self, service):
         me = service.local_member
         cfg = service.config
-        self._say(f"joined {_where(cfg)} as {me.address}:{me.port} "
+        self._say(f"joined {cfg.describe()} as {me.address}:{me.port} "
                   f"id={me.unique_id.hex()} ({service.stats()['implementation']} codec)")
 
     def stopped(self, service):
@@ -308,7 +297,7 @@ class _TableView(_LineView):
         me = service.local_member
         members = service.members()
         stats = service.stats()
-        lines = [f"mcast-demo  group {_where(cfg)}  me {me.address}:{me.port} "
+        lines = [f"mcast-demo  {cfg.describe()}  me {me.address}:{me.port} "
                  f"id {me.unique_id.hex()[:12]}  ({stats['implementation']} codec)",
                  f"{len(members)} other member(s); Ctrl-C leaves", "",
                  f"{'host:port':<24} {'unique id':<14} {'alive':>10}  domain / payload"]

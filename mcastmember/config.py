@@ -218,6 +218,16 @@ class ServiceConfig:
         return PeerSet(self.peers, port=self.port, own=(packed(self.unicast_address), self.port),
                        interval=self.dns_interval / 1000.0, dns=self.dns, srv=self.dns_srv)
 
+    def describe(self):
+        """What we join, in words: the group, the peers, or both."""
+        parts = [f"{self.address}:{self.port}"] if self.multicast else []
+        if self.dns_members:
+            parts.append(f"members listed by {self.dns}")
+        elif self.unicast:
+            sources = list(self.peers) + ([f"dns {self.dns}"] if self.dns else [])
+            parts.append(f"peers {', '.join(sources)} on port {self.port}")
+        return " and ".join(parts)
+
     def local_member(self, command=b""):
         return Member(self.host, self.member_port, self.unique_id, secure_port=self.secure_port,
                       udp_port=self.udp_port, domain=self.domain, payload=self.payload,

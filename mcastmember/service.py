@@ -111,8 +111,8 @@ class McastService(MembershipFront):
         self._io = threading.Thread(target=self._io_loop, name="mcastmember-io", daemon=True)
         self._dispatcher.start()
         self._io.start()
-        log.info("joined %s:%d as %s:%d", cfg.address, cfg.port,
-                 cfg.local_member().address, cfg.member_port)
+        log.info("joined %s as %s:%d", cfg.describe(), cfg.local_member().address,
+                 cfg.member_port)
 
     def stop(self):
         """Send the shutdown packet, stop the threads and close the sockets.
@@ -159,7 +159,7 @@ class McastService(MembershipFront):
             sock.close()
         self._stop_probe_listener()    # after the goodbye: Tomcat now finds us gone
         self._io = None
-        log.info("left %s:%d", self.config.address, self.config.port)
+        log.info("left %s", self.config.describe())
 
     def _set_phase(self, phase):
         with self._state:

@@ -160,6 +160,7 @@ def test_a_stopped_process_gives_its_peers_grace_after_waking(group_port, tmp_pa
     """SIGSTOP longer than the drop time, then SIGCONT: the frozen process
     must not declare its live peers dead on waking."""
     import json
+    import selectors
     import shutil
     import signal
     frozen = subprocess.Popen(
@@ -173,10 +174,16 @@ def test_a_stopped_process_gives_its_peers_grace_after_waking(group_port, tmp_pa
             time.sleep(1.5)                      # well past the drop time
             frozen.send_signal(signal.SIGCONT)
             time.sleep(0.8)                      # awake again, peer still beating
+        # The peer's goodbye is the next event (waited for: under load the
+        # frozen process may take a moment to read it), and the only one.
+        selector = selectors.DefaultSelector()
+        selector.register(frozen.stdout, selectors.EVENT_READ)
+        assert selector.select(10), "no event after the peer left"
+        goodbye = json.loads(frozen.stdout.readline())
         frozen.send_signal(signal.SIGTERM)
         out, _ = frozen.communicate(timeout=10)
     finally:
         if frozen.poll() is None:
             frozen.kill()
-    later = [json.loads(line) for line in out.splitlines()]
-    assert [(e["event"], e["reason"]) for e in later] == [("removed", "shutdown")]
+    assert (goodbye["event"], goodbye["reason"]) == ("removed", "shutdown")
+    assert out == ""
