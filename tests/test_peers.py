@@ -36,3 +36,28 @@ def test_peer_specs(spec, expected):
 def test_bad_peer_specs_say_what_is_wrong(spec, message):
     with pytest.raises(ConfigurationError, match=message.replace("[", r"\[").replace("]", r"\]")):
         parse_peer(spec, 45564)
+
+
+def test_static_host_names_go_to_the_system_resolver():
+    # "localhost" comes from /etc/hosts: nothing is asked of any DNS server.
+    from mcastmember.peers import Lookup
+    from mcastmember.resolver import lookup
+    answer = lookup(Lookup("localhost", 45570, 5.0, system=True))
+    assert ("127.0.0.1", 45570) in answer
+    assert {port for _, port in answer} == {45570}
+
+
+def test_the_peer_set_is_the_union_of_its_sources_without_us():
+    from mcastmember.peers import PeerSet
+    peers = PeerSet(["10.0.0.5", "10.0.0.6:5000", "node-1"], port=45564,
+                    own=(bytes([10, 0, 0, 9]), 45564), interval=5.0, dns="members.test")
+    assert [(lookup.name, lookup.system) for lookup in peers.lookups] == [
+        ("node-1", True), ("members.test", False)]
+    node, dns = peers.due(0.0)
+    assert peers.due(0.0) == []
+    assert peers.on_answer(node, {("10.0.0.7", 45564)}, 0.1) is True
+    assert peers.on_answer(dns, {("10.0.0.5", 45564), ("10.0.0.9", 45564)}, 0.2) is False
+    assert peers.peers == {(bytes([10, 0, 0, 5]), 45564), (bytes([10, 0, 0, 6]), 5000),
+                           (bytes([10, 0, 0, 7]), 45564)}
+    assert peers.hosts == {bytes([10, 0, 0, i]) for i in (5, 6, 7)}
+    assert peers.next_deadline() == 5.1
