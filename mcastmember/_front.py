@@ -43,8 +43,8 @@ class MembershipFront:
     def __init__(self, address, port, settings):
         self.config = ServiceConfig(address, port, **settings)
         self._engine = MembershipEngine(self.config)
-        self._recv_sock = self._send_sock = self._uni_sock = None
-        self._recv_fd = self._send_fd = self._uni_fd = -1
+        self._recv_socks, self._send_socks, self._uni_socks = [], [], []
+        self._recv_fds, self._send_fds, self._uni_fds = [], [], []
         self._more_fd = None       # the socket whose datagrams pump's batch still holds
         self._dns_resolver = None
         self._buf = bytearray(L.RECV_BUFFER_LEN)
@@ -103,28 +103,46 @@ class MembershipFront:
         return stats
 
     # -- sockets -------------------------------------------------------------------
-    def _open_receiver(self):
+    def _open_receivers(self):
         cfg = self.config
         # Non-blocking: the front waits for readiness (or a deadline) itself,
         # so nothing has to shut the socket down to wake a blocked read.
-        sock = net.open_receiver(cfg.address, cfg.port, cfg.interface, 1.0)
-        sock.setblocking(False)
-        return sock
+        socks = net.open_receivers(cfg.address, cfg.port, cfg.links, 1.0)
+        for sock in socks:
+            sock.setblocking(False)
+        return socks
 
-    def _open_sender(self):
+    def _open_senders(self):
         cfg = self.config
-        sock = net.open_sender(cfg.address, cfg.port, cfg.interface, cfg.ttl, cfg.loopback)
-        sock.setblocking(False)   # a heartbeat that cannot go now is replaced by the next
-        return sock
+        socks = net.open_senders(cfg.address, cfg.port, cfg.links, cfg.ttl, cfg.loopback)
+        for sock in socks:
+            sock.setblocking(False)   # a heartbeat that cannot go now is replaced by the next
+        return socks
 
     def _open_unicast(self):
         cfg = self.config
-        return net.open_unicast(cfg.unicast_address, cfg.port)
+        return [net.open_unicast(cfg.unicast_address, cfg.port)]
 
-    # The sockets by role: (attribute of the socket, of its fd, how to open it).
-    _SOCKETS = {RECEIVE: ("_recv_sock", "_recv_fd", _open_receiver),
-                SEND: ("_send_sock", "_send_fd", _open_sender),
-                UNICAST: ("_uni_sock", "_uni_fd", _open_unicast)}
+    # The sockets by role: (attribute of the sockets, of their fds, how to
+    # open them). Multicast has one sender per card (one receiver, or one
+    # per card for a link-scoped IPv6 group); unicast one socket for both.
+    _SOCKETS = {RECEIVE: ("_recv_socks", "_recv_fds", _open_receivers),
+                SEND: ("_send_socks", "_send_fds", _open_senders),
+                UNICAST: ("_uni_socks", "_uni_fds", _open_unicast)}
+
+    # The first socket of each role, under the names drivers and tests use.
+    _recv_sock = property(lambda self: (self._recv_socks or [None])[0])
+    _recv_fd = property(lambda self: (self._recv_fds or [-1])[0])
+    _uni_sock = property(lambda self: (self._uni_socks or [None])[0])
+    _uni_fd = property(lambda self: (self._uni_fds or [-1])[0])
+
+    @property
+    def _send_fd(self):
+        return (self._send_fds or [-1])[0]
+
+    @_send_fd.setter
+    def _send_fd(self, fd):       # a test breaks the first sender this way
+        self._send_fds[0] = fd
 
     def _roles(self):
         cfg = self.config
@@ -136,25 +154,24 @@ class MembershipFront:
     def _open_sockets(self):
         try:
             for role in self._roles():
-                sock_name, fd_name, opener = self._SOCKETS[role]
-                sock = opener(self)
-                setattr(self, sock_name, sock)
-                setattr(self, fd_name, sock.fileno())
+                socks_name, fds_name, opener = self._SOCKETS[role]
+                socks = opener(self)
+                setattr(self, socks_name, socks)
+                setattr(self, fds_name, [sock.fileno() for sock in socks])
         except BaseException:
             self._close_sockets()
             raise
 
     def _close_sockets(self):
-        for sock_name, fd_name, _ in self._SOCKETS.values():
-            sock = getattr(self, sock_name)
-            if sock is not None:
+        for socks_name, fds_name, _ in self._SOCKETS.values():
+            for sock in getattr(self, socks_name):
                 sock.close()
-            setattr(self, sock_name, None)
-            setattr(self, fd_name, -1)
+            setattr(self, socks_name, [])
+            setattr(self, fds_name, [])
         self._more_fd = None
 
     def _reopen(self, which):
-        sock_name, fd_name, opener = self._SOCKETS[which]
+        socks_name, fds_name, opener = self._SOCKETS[which]
         try:
             fresh = opener(self)
         except OSError as error:
@@ -162,17 +179,26 @@ class MembershipFront:
             return
         if which != SEND:
             self._watch_receiver(None)
-        old = getattr(self, sock_name)
-        setattr(self, sock_name, fresh)
-        setattr(self, fd_name, fresh.fileno())
-        old.close()
+            self._more_fd = None
+        old = getattr(self, socks_name)
+        setattr(self, socks_name, fresh)
+        setattr(self, fds_name, [sock.fileno() for sock in fresh])
+        for sock in old:
+            sock.close()
         self._engine.on_reopened(which)
 
     def _receive_fds(self, now):
         """The sockets to read at ``now``: multicast's, unicast's, or both."""
         if not self._engine.reading(now):
             return ()
-        return tuple(fd for fd in (self._recv_fd, self._uni_fd) if fd >= 0)
+        return tuple(self._recv_fds + self._uni_fds)
+
+    def _socket_of(self, fd):
+        """The receiving socket whose descriptor is ``fd``."""
+        for sock in self._recv_socks + self._uni_socks:
+            if sock.fileno() == fd:
+                return sock
+        return None
 
     # -- the driver's steps ----------------------------------------------------------
     def _start_engine(self):
@@ -243,10 +269,10 @@ class MembershipFront:
     def _send(self, packet, now):
         """One heartbeat (or goodbye) to the group and to every unicast peer."""
         engine = self._engine
-        if self._send_fd >= 0:
-            engine.on_send_result(packet.send(self._send_fd), now)
-        if self._uni_fd >= 0:
-            engine.on_unicast_result(packet.send_to(self._uni_fd, engine.targets), now)
+        for fd in self._send_fds:           # one per card
+            engine.on_send_result(packet.send(fd), now)
+        for fd in self._uni_fds:
+            engine.on_unicast_result(packet.send_to(fd, engine.targets), now)
 
     def _send_if_running(self):
         """A change is sent at once, by the caller's thread; the table is

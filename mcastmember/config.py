@@ -2,6 +2,7 @@
 checked once, with Tomcat's defaults, and turned into our own member."""
 
 import ipaddress
+import logging
 import os
 
 from . import _layout as L
@@ -10,6 +11,8 @@ from . import net
 from .errors import ConfigurationError
 from .member import Member, domain_from_text
 from .peers import PeerSet, is_address, packed, parse_peer
+
+log = logging.getLogger("mcastmember")
 
 DEFAULT_GROUP = "228.0.0.4"
 DEFAULT_PORT = 45564
@@ -114,7 +117,7 @@ class ServiceConfig:
         self.multicast = _flag(multicast, "multicast")
         self.address = net.check_group(address) if self.multicast else None
         self.port = net.check_port(port)
-        self.interface = None if interface is None else net.check_interface(interface)
+        self._choose_interfaces(interface)
         self.ttl = None if ttl is None else _whole(ttl, "ttl", 0, 255)
         self.loopback = _flag(loopback, "loopback")
         self.frequency = _whole(frequency, "frequency", 1)
@@ -160,6 +163,33 @@ class ServiceConfig:
         self.unique_id = unique_id
         self.local_member()   # refuse settings that cannot be encoded, now
         self.encode()
+
+    def _choose_interfaces(self, interface):
+        """``interface``: a card's name, index or address, or a list of them.
+        ``links`` is what the sockets use (address and index of each card);
+        ``interface`` the first card's address, where we bind and what we
+        advertise by default."""
+        specs = list(interface) if isinstance(interface, (list, tuple)) else (
+            [] if interface is None else [interface])
+        if isinstance(interface, (list, tuple)) and not specs:
+            raise ConfigurationError("interface must name at least one card (or be None)")
+        family = net.family_of(self.address) if self.multicast else None
+        choices = [_choose(spec, family) for spec in specs]
+        names = [choice.interface.name for choice in choices]
+        if len(set(names)) < len(names):
+            raise ConfigurationError(f"interface lists a card twice: {', '.join(names)}")
+        for choice in choices:
+            if self.multicast and not (choice.interface.multicast or choice.interface.loopback):
+                raise ConfigurationError(f"interface {choice.interface.name} cannot carry "
+                                         f"multicast ({choice.interface.describe()})")
+            if choice.reason and "given" not in choice.reason:
+                log.info("interface %s: %s", choice.interface.name, choice.reason)
+        self.links = [net.Link(str(c.address).split("%")[0], c.interface.index) for c in choices]
+        self.interface = self.links[0].address if self.links else None
+        self.interface_names = names
+        if self.multicast and not self.links and net.link_scoped(self.address):
+            raise ConfigurationError(f"the IPv6 group {self.address} exists on one link only: "
+                                     f"name the card with interface= (e.g. \"eth0\")")
 
     def _discovery(self, peers, dns, dns_srv, dns_interval, dns_servers, dns_members,
                    accept_unknown):
@@ -270,6 +300,20 @@ class ServiceConfig:
         except ConfigurationError:
             self.domain = old
             raise
+
+
+def _choose(spec, family):
+    """The card ``spec`` names and its address of ``family`` (4 or 6; None:
+    IPv4, else IPv6)."""
+    from . import interfaces
+    if family is not None:
+        return interfaces.choose(spec, family)
+    try:
+        return interfaces.choose(spec, 4)
+    except ConfigurationError as error:
+        if "has no IPv4 address" not in str(error) and "is IPv6" not in str(error):
+            raise
+        return interfaces.choose(spec, 6)
 
 
 def _address_digest(text):

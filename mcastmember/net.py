@@ -7,7 +7,6 @@ blocking socket rather than Python's ``settimeout``, which would add a
 ``poll`` before every ``recv``: one system call per heartbeat, not two.
 """
 
-import errno
 import ipaddress
 import socket
 import struct
@@ -23,15 +22,34 @@ IP_MULTICAST_ALL = getattr(socket, "IP_MULTICAST_ALL",
                            49 if sys.platform.startswith("linux") else None)
 
 
+# Linux's IPV6_MULTICAST_ALL (<linux/in6.h>), as IP_MULTICAST_ALL for IPv4.
+IPV6_MULTICAST_ALL = getattr(socket, "IPV6_MULTICAST_ALL",
+                             29 if sys.platform.startswith("linux") else None)
+
+
 def check_group(address):
-    """The group as text; ConfigurationError unless it is an IPv4 multicast address."""
+    """The group as text; ConfigurationError unless it is an IPv4 or IPv6
+    multicast address."""
     try:
-        group = ipaddress.IPv4Address(str(address))
+        group = ipaddress.ip_address(str(address))
     except ValueError:
-        raise ConfigurationError(f"{address!r} is not an IPv4 address") from None
+        raise ConfigurationError(f"{address!r} is not an IPv4 or IPv6 address") from None
     if not group.is_multicast:
-        raise ConfigurationError(f"{address} is not a multicast group (224.0.0.0/4)")
+        raise ConfigurationError(f"{address} is not a multicast group "
+                                 f"(224.0.0.0/4 for IPv4, ff00::/8 for IPv6)")
     return str(group)
+
+
+def family_of(address):
+    """4 or 6: the IP version of an address in text."""
+    return ipaddress.ip_address(address.split("%")[0]).version
+
+
+def link_scoped(group):
+    """True for an IPv6 group that exists only on one link (ff01::/16 and
+    ff02::/16): it means nothing without the interface it is on."""
+    address = ipaddress.ip_address(group)
+    return address.version == 6 and (address.packed[1] & 0x0F) in (1, 2)
 
 
 def check_port(port, name="port", allow_zero=False, allow_unused=False):
@@ -44,25 +62,6 @@ def check_port(port, name="port", allow_zero=False, allow_unused=False):
     if not low <= port <= 65535:
         raise ConfigurationError(f"{name} {port} is out of range ({low}-65535)")
     return port
-
-
-def check_interface(interface):
-    """The interface address as text, checked to be assigned on this host."""
-    try:
-        address = str(ipaddress.IPv4Address(str(interface)))
-    except ValueError:
-        raise ConfigurationError(f"interface {interface!r} is not an IPv4 address") from None
-    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    try:
-        probe.bind((address, 0))
-    except OSError as error:
-        if error.errno == errno.EADDRNOTAVAIL:
-            raise ConfigurationError(
-                f"no network interface on this host has the address {address}") from None
-        raise
-    finally:
-        probe.close()
-    return address
 
 
 def host_bytes(host):
@@ -82,7 +81,8 @@ def host_bytes(host):
 
 def default_source_address(group, port):
     """The address the kernel would send the group's traffic from (nothing is sent)."""
-    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    probe = socket.socket(socket.AF_INET6 if family_of(group) == 6 else socket.AF_INET,
+                          socket.SOCK_DGRAM)
     try:
         probe.connect((group, port))
         return probe.getsockname()[0]
@@ -117,8 +117,9 @@ def _set_receive_buffer(sock, size):
 
 
 def open_receiver(group, port, interface, timeout, buffer_bytes=4 << 20):
-    """A blocking UDP socket that hears ``group:port`` on ``interface`` (None:
-    the kernel's choice) and wakes at least every ``timeout`` seconds."""
+    """A blocking UDP socket that hears the IPv4 ``group:port`` on
+    ``interface`` (an address, a list of them to join on each, or None: the
+    kernel's choice) and wakes at least every ``timeout`` seconds."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -127,8 +128,9 @@ def open_receiver(group, port, interface, timeout, buffer_bytes=4 << 20):
         _set_receive_buffer(sock, buffer_bytes)
         # Binding to the group address (Linux) keeps other traffic to the port out.
         sock.bind((group, port))
-        membership = socket.inet_aton(group) + socket.inet_aton(interface or "0.0.0.0")
-        sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, membership)
+        for address in interface if isinstance(interface, list) else [interface]:
+            membership = socket.inet_aton(group) + socket.inet_aton(address or "0.0.0.0")
+            sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, membership)
         if IP_MULTICAST_ALL is not None:
             try:
                 sock.setsockopt(socket.IPPROTO_IP, IP_MULTICAST_ALL, 0)
@@ -175,6 +177,88 @@ def open_unicast(address, port, buffer_bytes=4 << 20):
             raise OSError(error.errno, f"cannot hear unicast heartbeats on {address} port "
                                        f"{port}: {error.strerror}") from None
         sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+class Link:
+    """One interface a multicast socket uses: its address (text, no scope)
+    and index (0: the kernel's choice)."""
+
+    __slots__ = ("address", "index")
+
+    def __init__(self, address, index=0):
+        self.address, self.index = address, index
+
+    def __repr__(self):
+        return f"Link({self.address}, index {self.index})"
+
+
+def open_receivers(group, port, links, timeout, buffer_bytes=4 << 20):
+    """The sockets that hear ``group:port`` on every link of ``links`` (an
+    empty list: the kernel's choice of interface). IPv4, or a global IPv6
+    group: one socket joined on each link. A link-scoped IPv6 group (ff02::)
+    is bound to its interface: one socket per link."""
+    if family_of(group) == 4:
+        return [open_receiver(group, port, [link.address for link in links] or None, timeout,
+                              buffer_bytes)]
+    if link_scoped(group) and len(links) > 1:
+        return [_open_receiver6(group, port, [link], timeout, buffer_bytes) for link in links]
+    return [_open_receiver6(group, port, links, timeout, buffer_bytes)]
+
+
+def open_senders(group, port, links, ttl, loopback):
+    """One connected socket per link (one on the kernel's choice when
+    ``links`` is empty): each heartbeat goes out on every card."""
+    if family_of(group) == 4:
+        return [open_sender(group, port, link.address if link else None, ttl, loopback)
+                for link in (links or [None])]
+    return [_open_sender6(group, port, link, ttl, loopback) for link in (links or [None])]
+
+
+def _open_receiver6(group, port, links, timeout, buffer_bytes):
+    sock = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if hasattr(socket, "SO_REUSEPORT"):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        _set_receive_buffer(sock, buffer_bytes)
+        # Bound to the group, as for IPv4; a link-scoped group only exists
+        # with its interface, so binding names it (and hears only that card).
+        scope = links[0].index if links and link_scoped(group) else 0
+        sock.bind((group, port, 0, scope))
+        packed = socket.inet_pton(socket.AF_INET6, group)
+        for link in links or [Link("::", 0)]:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_JOIN_GROUP,
+                            packed + struct.pack("@I", link.index))
+        if IPV6_MULTICAST_ALL is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_IPV6, IPV6_MULTICAST_ALL, 0)
+            except OSError:
+                pass   # a kernel without the option
+        _set_receive_timeout(sock, timeout)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def _open_sender6(group, port, link, ttl, loopback):
+    sock = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    try:
+        index = link.index if link else 0
+        if index:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_IF,
+                            struct.pack("@I", index))
+            local = ipaddress.IPv6Address(link.address)
+            sock.bind((link.address, 0, 0, index if local.is_link_local else 0))
+        if ttl is not None:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_HOPS, ttl)
+        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_LOOP, 1 if loopback else 0)
+        sock.connect((group, port, 0, index if link_scoped(group) else 0))
     except BaseException:
         sock.close()
         raise

@@ -267,7 +267,7 @@ class McastService(MembershipFront):
         for a short slice at most (so stop() waits that long at worst).
         Returns (more, still busy): a slice that passed in silence ends it.
         (Sends on the unicast socket never block meanwhile: MSG_DONTWAIT.)"""
-        sock = self._recv_sock if fd == self._recv_fd else self._uni_sock
+        sock = self._socket_of(fd)
         sock.setblocking(True)
         wait = max(0.001, min(BUSY_SLICE_S, deadline - now))
         micros = int(wait * 1_000_000)

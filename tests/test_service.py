@@ -132,7 +132,14 @@ def test_lifecycle(group_port):
 
 @pytest.mark.parametrize("settings, message", [
     (dict(address="10.0.0.1"), "not a multicast group"),
-    (dict(address="not-an-address"), "not an IPv4 address"),
+    (dict(address="not-an-address"), "not an IPv4 or IPv6 address"),
+    (dict(address="fd00::5"), "not a multicast group"),
+    (dict(address="ff02::4", interface=None), "name the card with interface="),
+    (dict(address="ff02::4"), "interface address 127.0.0.1 is IPv4, the group is IPv6"),
+    (dict(address="228.0.0.4", interface="::1"), "interface address ::1 is IPv6, the group is IPv4"),
+    (dict(interface="nosuch0"), "no network interface 'nosuch0' on this host \\(this host has: lo"),
+    (dict(interface=["lo", "127.0.0.1"]), "lists a card twice: lo, lo"),
+    (dict(interface=[]), "at least one card"),
     (dict(port=70000), "port 70000 is out of range"),
     (dict(interface="192.0.2.77"), "no network interface"),
     (dict(member_port=-5), "member_port"),
