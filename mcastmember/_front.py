@@ -255,6 +255,9 @@ class MembershipFront:
         lookups = engine.lookups_due(now)
         if lookups:
             self._start_lookups(lookups)
+        probes = engine.probes_due(now)
+        if probes:
+            self._start_probes(probes)
         for which in engine.reopen_due():
             self._reopen(which)
         events = engine.events()
@@ -303,6 +306,11 @@ class MembershipFront:
     def _start_lookups(self, lookups):
         """Run each ``peers.Lookup`` away from the receive path and report it
         with ``engine.on_lookup`` (a thread, or the loop's executor)."""
+        raise NotImplementedError
+
+    def _start_probes(self, probes):
+        """Probe each ``(member, timeout)`` away from the receive path and
+        report with ``engine.on_probe``."""
         raise NotImplementedError
 
     def _resolver(self):

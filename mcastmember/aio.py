@@ -120,6 +120,7 @@ class AsyncMembership(MembershipFront):
         self._timer_at = None
         self._reader_fds = ()
         self._probe_server = None
+        self._probe_tasks = set()
 
     # -- lifecycle -----------------------------------------------------------
     async def start(self):
@@ -300,6 +301,25 @@ class AsyncMembership(MembershipFront):
         self._engine.on_lookup(lookup, error if error is not None else done.result(),
                                self.clock())
         self._wake(())           # publish what changed (dns_members), new deadlines
+
+    # -- the second opinion (verify) ---------------------------------------------------
+    def _start_probes(self, probes):
+        for member, timeout in probes:
+            task = self._loop.create_task(self._probe(member, timeout))
+            self._probe_tasks.add(task)          # the loop holds tasks weakly
+            task.add_done_callback(self._probe_tasks.discard)
+
+    async def _probe(self, member, timeout):
+        try:
+            _, writer = await asyncio.wait_for(
+                asyncio.open_connection(member.address, member.port), timeout)
+            writer.close()
+            answered = True
+        except (OSError, asyncio.TimeoutError):
+            answered = False
+        if self.running and not self._inert:
+            self._engine.on_probe(member, answered, self.clock())
+            self._wake(())
 
     # -- TCP listener for Tomcat ------------------------------------------------------
     async def _start_probe_server(self):

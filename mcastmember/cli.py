@@ -73,6 +73,9 @@ def _build_parser():
                          help="send and hear heartbeats by unicast only")
     unicast.add_argument("--accept-unknown", action="store_true",
                          help="let members join by unicast from addresses that are not peers")
+    join.add_argument("--verify", action="store_true",
+                      help="probe a member's port before removing it at its drop time "
+                           "(a second opinion on lossy networks; turns the TCP listener on)")
     join.add_argument("--tomcat", action="store_true",
                       help="join a Tomcat cluster as a listed member: answer Tribes' channel "
                            "on the member port and sort after every Tomcat (see README)")
@@ -177,7 +180,8 @@ def _join(args):
             frequency=args.frequency, drop_time=args.drop_time, max_members=args.max_members,
             tomcat=args.tomcat, multicast=multicast, peers=peers, dns=args.dns,
             dns_srv=args.dns_srv, dns_interval=args.dns_interval, dns_servers=args.dns_server,
-            dns_members=args.dns_members, accept_unknown=args.accept_unknown)
+            dns_members=args.dns_members, accept_unknown=args.accept_unknown,
+            verify=args.verify)
     except ConfigurationError as error:
         print(f"mcast-demo join: error: {error}", file=sys.stderr)
         return 2

@@ -22,6 +22,9 @@ DEFAULT_MEMBER_PORT = 4000
 DEFAULT_MAX_MEMBERS = 1024
 DEFAULT_DNS_INTERVAL_MS = 5000      # Tomcat's cloud membership polls as often
 MIN_DNS_INTERVAL_MS = 100
+# How long a suspect's probe may take (a TCP connect on a LAN answers in well
+# under a millisecond; a crashed member's host answers with a reset at once).
+DEFAULT_VERIFY_TIMEOUT_MS = 300
 
 
 def _bytes_like(value, name):
@@ -104,6 +107,11 @@ class ServiceConfig:
     A unicast datagram from an address that is not a peer is refused unless
     ``accept_unknown``. ``dns_members`` mirrors Tomcat's cloud membership:
     the DNS answer's addresses are the members, nothing is sent by UDP.
+
+    ``verify`` asks for a second opinion before an expiry: a member past its
+    drop time becomes a suspect and is probed (a TCP connect to its member
+    port, within ``verify_timeout`` ms); it stays while its port answers.
+    It turns the TCP listener on, so that peers can probe us too.
     """
 
     def __init__(self, address=DEFAULT_GROUP, port=DEFAULT_PORT, *, interface=None, ttl=None,
@@ -113,7 +121,7 @@ class ServiceConfig:
                  filter_domain=False, unique_id=None, alive_cap_ms=None, tcp_listener=None,
                  tomcat=False, multicast=True, peers=(), dns=None, dns_srv=False,
                  dns_interval=DEFAULT_DNS_INTERVAL_MS, dns_servers=None, dns_members=False,
-                 accept_unknown=False):
+                 accept_unknown=False, verify=False, verify_timeout=DEFAULT_VERIFY_TIMEOUT_MS):
         self.multicast = _flag(multicast, "multicast")
         self.address = net.check_group(address) if self.multicast else None
         self.port = net.check_port(port)
@@ -132,7 +140,11 @@ class ServiceConfig:
         self.max_members = _whole(max_members, "max_members", 1, 1 << 20)
         self.filter_domain = _flag(filter_domain, "filter_domain")
         self.tomcat = _flag(tomcat, "tomcat")
-        self.tcp_listener = (self.tomcat if tcp_listener is None
+        self.verify = _flag(verify, "verify")
+        self.verify_timeout = _whole(verify_timeout, "verify_timeout", 1, 60_000)
+        # Under verify our peers probe our member port as we probe theirs:
+        # the listener answers them (and Tomcat's failure detector).
+        self.tcp_listener = (self.tomcat or self.verify if tcp_listener is None
                              else _flag(tcp_listener, "tcp_listener"))
         # Listed by Tomcat, we must sort after every Tomcat node (see above).
         self.alive_below_zero = self.tcp_listener

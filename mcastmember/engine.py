@@ -42,7 +42,7 @@ from . import _codec
 from . import _layout as L
 from ._ratelimit import RateLimitedLog
 from .member import Member
-from .table import ADDED, REMOVED, MemberEvent, Membership
+from .table import ADDED, REMOVED, SUSPECT, MemberEvent, Membership
 
 log = logging.getLogger("mcastmember")
 
@@ -67,6 +67,10 @@ SAFE_BEATS_PER_DROP = 3
 # plus the drop time, so that waking at it always expires the member (a float
 # exactly at the boundary would not, and the driver would wake again at once).
 EXPIRY_SLACK_S = 0.001
+
+# Suspects probed at once, at most (verify): a flood of suspects waits its
+# turn rather than open a socket each.
+MAX_PROBES = 16
 
 # Reason of the removals ``stop()`` emits for the members still present.
 STOPPED = "stopped"
@@ -111,6 +115,9 @@ class MembershipEngine:
             self._counts.update({"unicast_sent": 0, "unicast_send_errors": 0,
                                  "removed." + UNLISTED: 0})
             self._new_targets()
+        self._probes = {}          # verify: identity -> _Probe of a suspect
+        if config.verify:
+            self._counts.update({"verify.kept": 0, "verify.failed": 0, "verify.timed_out": 0})
         self._running = False
         self._packet = None
         self._sent_earlier = 0    # by packets since replaced (each counts its own sends)
@@ -157,6 +164,7 @@ class MembershipEngine:
         self._discard_read_ahead()
         self.table.clear()
         self._listed = {}
+        self._probes = {}
         self._counts["removed." + STOPPED] += len(remaining)
         self._events.extend(MemberEvent(REMOVED, member, STOPPED) for member in remaining)
         return self._make_packet(L.SHUTDOWN_COMMAND)
@@ -188,6 +196,8 @@ class MembershipEngine:
         expiry = self.table.next_expiry()
         if expiry is not None:
             deadline = min(deadline, max(expiry, self._grace_until) + EXPIRY_SLACK_S)
+        for probe in self._probes.values():
+            deadline = min(deadline, probe.at)
         if self._read_after > self._now:
             deadline = min(deadline, self._read_after)
         # A deadline already past is due now: waking at once is not lateness.
@@ -201,7 +211,13 @@ class MembershipEngine:
             return
         self._observe(now)
         if now >= self._grace_until:
-            self._events.extend(self.table.expire(now))
+            events = self.table.expire(now, suspect=self.config.verify)
+            for event in events:
+                if event.kind == SUSPECT:
+                    self._probes[event.member.identity] = _Probe(event.member, now)
+            self._events.extend(events)
+        if self._probes:
+            self._judge_probes(now)
         if now >= self._next_report:
             self._next_report = now + MALFORMED_REPORT_S
             self._report_malformed()
@@ -327,6 +343,55 @@ class MembershipEngine:
         self._log.log(logging.WARNING, "recv", "receive failed: %s", os.strerror(error))
         self._read_after = now + ERROR_BACKOFF_S
         self._count_failure(which)
+
+    # -- the second opinion (verify) ----------------------------------------------------------
+    def probes_due(self, now):
+        """The suspects to probe now, as ``(member, timeout seconds)``: try a
+        TCP connect to ``member.address``:``member.port`` within the timeout
+        and report with ``on_probe``. At most MAX_PROBES at once."""
+        if not self._probes:
+            return []
+        self._now = now
+        in_flight = sum(probe.in_flight for probe in self._probes.values())
+        due = []
+        timeout = self.config.verify_timeout / 1000.0
+        for probe in self._probes.values():
+            if in_flight >= MAX_PROBES:
+                break
+            if not probe.in_flight and now >= probe.at:
+                probe.in_flight, probe.at = True, now + timeout
+                in_flight += 1
+                due.append((probe.member, timeout))
+        return due
+
+    def on_probe(self, member, answered, now):
+        """The probe of ``member`` ended: ``answered`` True when its port
+        accepted the connection. Kept for another drop time (and probed
+        again then, unless heard), or removed ("expired")."""
+        self._now = now
+        probe = self._probes.get(member.identity)
+        if probe is None or not probe.in_flight:
+            return                      # heard meanwhile, gone, or timed out already
+        if answered:
+            self._counts["verify.kept"] += 1
+            probe.in_flight, probe.at = False, now + self._drop
+            return
+        self._counts["verify.failed"] += 1
+        self._confirm(member.identity)
+
+    def _judge_probes(self, now):
+        for identity, probe in list(self._probes.items()):
+            if not self.table.is_suspect(identity):
+                del self._probes[identity]          # heard again, or said goodbye
+            elif probe.in_flight and now >= probe.at:
+                self._counts["verify.timed_out"] += 1
+                self._confirm(identity)
+
+    def _confirm(self, identity):
+        probe = self._probes.pop(identity)
+        event = self.table.confirm(probe.member)
+        if event is not None:
+            self._events.append(event)
 
     # -- discovery ---------------------------------------------------------------------------
     def lookups_due(self, now):
@@ -472,3 +537,13 @@ class MembershipEngine:
                         self.config.address, self.config.port,
                         ", ".join(f"{k} {v}" for k, v in sorted(dropped.items())))
             self._malformed_reported = total
+
+
+class _Probe:
+    """A suspect's second opinion: when it is due (or, in flight, when it
+    times out)."""
+
+    __slots__ = ("member", "at", "in_flight")
+
+    def __init__(self, member, at):
+        self.member, self.at, self.in_flight = member, at, False

@@ -267,3 +267,14 @@ class ProbeListener(_ListenerBase):
         except (KeyError, ValueError):
             pass
         sock.close()
+
+
+def connect_probe(member, timeout):
+    """A suspect's second opinion (verify): True when ``member``'s port
+    accepts a TCP connection within ``timeout`` seconds. A crashed member's
+    host refuses at once; a lost link or a frozen host says nothing."""
+    try:
+        with socket.create_connection((member.address, member.port), timeout):
+            return True
+    except OSError:
+        return False

@@ -20,7 +20,7 @@ import weakref
 
 from ._front import MembershipFront
 from .events import EventQueue
-from .probe import ProbeListener, probe_stats_idle
+from .probe import ProbeListener, connect_probe, probe_stats_idle
 
 log = logging.getLogger("mcastmember")
 
@@ -313,6 +313,20 @@ class McastService(MembershipFront):
             with self._lock:
                 self._engine.on_lookup(query, answer, self.clock())
             self._wake()                   # new members to publish, new deadlines
+
+    # -- the second opinion (verify) ---------------------------------------------
+    def _start_probes(self, probes):
+        # A short thread each: at most MAX_PROBES at once (the engine's
+        # bound), each over within its timeout.
+        for member, timeout in probes:
+            threading.Thread(target=self._probe, args=(member, timeout),
+                             name="mcastmember-probe", daemon=True).start()
+
+    def _probe(self, member, timeout):
+        answered = connect_probe(member, timeout)
+        with self._lock:
+            self._engine.on_probe(member, answered, self.clock())
+        self._wake()
 
     # -- events ------------------------------------------------------------------
     def _publish(self, events):

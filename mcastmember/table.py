@@ -15,6 +15,9 @@ from .member import Member
 ADDED = "added"
 UPDATED = "updated"
 REMOVED = "removed"
+# A member past its drop time that is being asked directly before it is
+# removed (``verify``): it stays a member until the answer.
+SUSPECT = "suspect"
 SHUTDOWN = "shutdown"
 EXPIRED = "expired"
 
@@ -78,6 +81,9 @@ class Membership:
         self._ignored = {}     # identity -> slot, for local and other-domain senders
         self._ignored_slots = {}   # slot -> identity
         self._counts = Counter()
+        # Suspects (identity -> Member): past their drop time, out of the
+        # index, still members until ``confirm`` (or a heartbeat, a goodbye).
+        self._suspects = {}
         self._reclassify = False   # set_domain() waiting for pump to return
         self._last_sweep = None
         self._grace_until = float("-inf")
@@ -172,11 +178,13 @@ class Membership:
         identity = codec.identity(buf, n)
         if unlisted is not None:
             slot = self._slot_of.get(identity)
-            if slot is None or self._members[slot].host != unlisted:
+            present = self._members[slot] if slot is not None else self._suspects.get(identity)
+            if present is None or present.host != unlisted:
                 self._counts["refused_unlisted"] += 1
                 return _NO_EVENTS
         if (len(self._members) >= self.max_members and self._domain is None
-                and identity not in self._slot_of and identity != self._local):
+                and identity not in self._slot_of and identity != self._local
+                and identity not in self._suspects):
             # Full, and a stranger: refuse before building anything, so that a
             # flood of forged members costs as little as possible.
             self._counts["refused"] += 1
@@ -195,6 +203,10 @@ class Membership:
             return _NO_EVENTS
         if member.is_shutdown:
             if slot is None:
+                suspect = self._suspects.pop(identity, None)
+                if suspect is not None:        # a suspect said goodbye after all
+                    self._counts["removed." + SHUTDOWN] += 1
+                    return (MemberEvent(REMOVED, suspect, SHUTDOWN),)
                 self._counts["shutdown_unknown"] += 1
                 return _NO_EVENTS
             return (self._drop(slot, SHUTDOWN),)
@@ -222,6 +234,11 @@ class Membership:
         slot = self._index.add(buf, n, now, L.KIND_MEMBER)
         self._members[slot] = member
         self._slot_of[member.identity] = slot
+        suspect = self._suspects.pop(member.identity, None)
+        if suspect is not None:
+            # Heard again: it never left. Only a change is news.
+            self._counts["suspects_heard"] += 1
+            return _NO_EVENTS if suspect.same_state(member) else (MemberEvent(UPDATED, member),)
         self._counts["added"] += 1
         return (MemberEvent(ADDED, member),)
 
@@ -254,8 +271,10 @@ class Membership:
         del self._ignored[identity]
 
     # -- expiry --------------------------------------------------------------
-    def expire(self, now):
-        """Remove members not heard since ``now - drop_time``; O(expired)."""
+    def expire(self, now, suspect=False):
+        """Remove members not heard since ``now - drop_time``; O(expired).
+        With ``suspect`` they become suspects instead ("suspect" events):
+        still members, until ``confirm`` removes them or they are heard."""
         events = self._apply_domain() if self._reclassify else _NO_EVENTS
         slots = self._index.expire(now - self.drop_time)
         if not slots:
@@ -267,11 +286,28 @@ class Membership:
                 self._forget_ignored(slot)
                 continue
             del self._slot_of[member.identity]
-            self._counts["removed." + EXPIRED] += 1
             # A freed slot keeps its last alive time until it is reused.
-            events.append(MemberEvent(REMOVED, member.with_alive(self._index.alive(slot)),
-                                      EXPIRED))
+            member = member.with_alive(self._index.alive(slot))
+            if suspect:
+                self._suspects[member.identity] = member
+                self._counts["suspected"] += 1
+                events.append(MemberEvent(SUSPECT, member))
+            else:
+                self._counts["removed." + EXPIRED] += 1
+                events.append(MemberEvent(REMOVED, member, EXPIRED))
         return tuple(events)
+
+    def confirm(self, member, reason=EXPIRED):
+        """Remove the suspect ``member`` (its event), or None when it is no
+        longer a suspect (heard again, or gone)."""
+        suspect = self._suspects.pop(member.identity, None)
+        if suspect is None:
+            return None
+        self._counts["removed." + reason] += 1
+        return MemberEvent(REMOVED, suspect, reason)
+
+    def is_suspect(self, identity):
+        return identity in self._suspects
 
     def sweep(self, now):
         """``expire(now)`` for drivers that call it periodically (the threaded
@@ -303,6 +339,7 @@ class Membership:
         self._reclassify = False
         self._members.clear()
         self._slot_of.clear()
+        self._suspects.clear()
         self._ignored.clear()
         self._ignored_slots.clear()
         self._last_sweep = None
@@ -314,14 +351,16 @@ class Membership:
         orders them), each carrying the alive time of its latest heartbeat."""
         index = self._index
         snapshot = [m.with_alive(index.alive(slot)) for slot, m in self._members.items()]
+        snapshot += self._suspects.values()
         snapshot.sort(key=lambda m: (-m.alive_ms, m.identity))
         return snapshot
 
     def __len__(self):
-        return len(self._members)
+        return len(self._members) + len(self._suspects)
 
     def __contains__(self, member):
-        return Member.identity.fget(member) in self._slot_of
+        identity = Member.identity.fget(member)
+        return identity in self._slot_of or identity in self._suspects
 
     def get(self, member):
         """The stored member with this identity (latest alive time), or None."""
@@ -345,5 +384,5 @@ class Membership:
         fast = self._index.hits
         counts["fast_path"] = fast
         counts["received"] = fast + counts.get("slow_path", 0) + dropped_in_pump
-        counts["members"] = len(self._members)
+        counts["members"] = len(self._members) + len(self._suspects)
         return dict(counts)
