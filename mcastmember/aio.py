@@ -305,11 +305,11 @@ class AsyncMembership(MembershipFront):
     # -- the second opinion (verify) ---------------------------------------------------
     def _start_probes(self, probes):
         for member, timeout in probes:
-            task = self._loop.create_task(self._probe(member, timeout))
+            task = self._loop.create_task(self._verify(member, timeout))
             self._probe_tasks.add(task)          # the loop holds tasks weakly
             task.add_done_callback(self._probe_tasks.discard)
 
-    async def _probe(self, member, timeout):
+    async def _verify(self, member, timeout):
         try:
             _, writer = await asyncio.wait_for(
                 asyncio.open_connection(member.address, member.port), timeout)

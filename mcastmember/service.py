@@ -319,10 +319,10 @@ class McastService(MembershipFront):
         # A short thread each: at most MAX_PROBES at once (the engine's
         # bound), each over within its timeout.
         for member, timeout in probes:
-            threading.Thread(target=self._probe, args=(member, timeout),
+            threading.Thread(target=self._verify, args=(member, timeout),
                              name="mcastmember-probe", daemon=True).start()
 
-    def _probe(self, member, timeout):
+    def _verify(self, member, timeout):
         answered = connect_probe(member, timeout)
         with self._lock:
             self._engine.on_probe(member, answered, self.clock())
