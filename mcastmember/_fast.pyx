@@ -14,6 +14,7 @@ from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport malloc, free, calloc
 from libc.string cimport memcmp, memcpy
+from libc.math cimport sqrt
 
 cdef extern from "<errno.h>" nogil:
     int errno
@@ -241,6 +242,7 @@ cdef int V_FIELD_OVERRUN = L.FIELD_OVERRUN
 cdef int V_LENGTH_MISMATCH = L.LENGTH_MISMATCH
 cdef int V_OVERSIZED = L.OVERSIZED
 cdef uint8_t KIND_FREE = L.KIND_FREE
+cdef uint8_t L_KIND_MEMBER = L.KIND_MEMBER
 
 cdef bytes _BEGIN = L.BEGIN_MARKER
 cdef bytes _END = L.END_MARKER
@@ -754,6 +756,13 @@ cdef class MemberIndex:
     cdef Py_ssize_t* key_lens
     cdef double* heard_at
     cdef int64_t* alive_ms
+    # Arrival statistics per slot (phi accrual), kept once set_phi() is called.
+    cdef uint32_t* arrivals
+    cdef double* interval_mean
+    cdef double* interval_var
+    cdef bint phi_on
+    cdef double phi_y, phi_pause, phi_min_std, phi_first
+    cdef uint32_t phi_window
     cdef uint8_t* kinds
     cdef int32_t* prev
     cdef int32_t* next
@@ -785,11 +794,15 @@ cdef class MemberIndex:
         self.key_lens = <Py_ssize_t*>calloc(capacity, sizeof(Py_ssize_t))
         self.heard_at = <double*>calloc(capacity, sizeof(double))
         self.alive_ms = <int64_t*>calloc(capacity, sizeof(int64_t))
+        self.arrivals = <uint32_t*>calloc(capacity, sizeof(uint32_t))
+        self.interval_mean = <double*>calloc(capacity, sizeof(double))
+        self.interval_var = <double*>calloc(capacity, sizeof(double))
         self.kinds = <uint8_t*>calloc(capacity, sizeof(uint8_t))
         self.prev = <int32_t*>calloc(capacity, sizeof(int32_t))
         self.next = <int32_t*>calloc(capacity, sizeof(int32_t))
         if not (self.table and self.hashes and self.keys and self.key_lens and self.heard_at
-                and self.alive_ms and self.kinds and self.prev and self.next):
+                and self.alive_ms and self.kinds and self.prev and self.next and self.arrivals
+                and self.interval_mean and self.interval_var):
             raise MemoryError()
         self._reset()
 
@@ -818,7 +831,7 @@ cdef class MemberIndex:
         free(self.batch_mem); free(self.batch_msgs); free(self.batch_iov); free(self.batch_names)
         free(self.table); free(self.hashes); free(self.keys); free(self.key_lens)
         free(self.heard_at); free(self.alive_ms); free(self.kinds); free(self.prev)
-        free(self.next)
+        free(self.next); free(self.arrivals); free(self.interval_mean); free(self.interval_var)
 
     def __len__(self):
         return self.count
@@ -849,6 +862,8 @@ cdef class MemberIndex:
         self.tail = s
 
     cdef inline void _touch(self, int32_t s, const unsigned char* p, double now) noexcept nogil:
+        if self.phi_on and self.arrivals[s]:
+            self._arrival(s, now - self.heard_at[s])
         self.heard_at[s] = now
         self.alive_ms[s] = _get64(p + OFF_ALIVE)
         if self.tail != s:
@@ -1095,7 +1110,12 @@ cdef class MemberIndex:
         self.count += 1
         self._table_insert(s)
         self._append(s)
+        self.arrivals[s] = 0
         self._touch(s, copy, now)
+        if self.phi_on:            # one sample, the expected period, to begin with
+            self.arrivals[s] = 1
+            self.interval_mean[s] = self.phi_first
+            self.interval_var[s] = (self.phi_first / 4) * (self.phi_first / 4)
         PyBuffer_Release(&view)
         return s
 
@@ -1154,6 +1174,83 @@ cdef class MemberIndex:
             expired.append(s)
             self._remove(s)
         return expired
+
+    # -- adaptive expiry (phi accrual) ----------------------------------------
+    def set_phi(self, double y, double pause, double min_std, double first_mean,
+                Py_ssize_t window):
+        """Keep arrival statistics per member and expire members by them
+        (``expire_phi``): a member is due when it was silent for longer than
+        its mean interval + ``pause`` + ``y`` standard deviations (at least
+        ``min_std``). ``first_mean`` seeds the statistics of a new member;
+        they follow its last ``window`` intervals."""
+        if window < 1:
+            raise ValueError("window must be at least 1")
+        self._writable()
+        self.phi_y, self.phi_pause, self.phi_min_std = y, pause, min_std
+        self.phi_first, self.phi_window = first_mean, <uint32_t>min(window, 1 << 30)
+        self.phi_on = True
+
+    cdef inline void _arrival(self, int32_t s, double interval) noexcept nogil:
+        # A running mean and variance over the last ``window`` intervals
+        # (exact until then, exponentially weighted after): no history kept.
+        cdef uint32_t n = self.arrivals[s] + 1
+        cdef double mean = self.interval_mean[s], delta
+        if n > self.phi_window:
+            n = self.phi_window
+        delta = interval - mean
+        mean += delta / n
+        self.interval_var[s] += (delta * (interval - mean) - self.interval_var[s]) / n
+        self.interval_mean[s] = mean
+        self.arrivals[s] = n
+
+    cdef inline double _phi_deadline(self, int32_t s) noexcept nogil:
+        cdef double std = sqrt(self.interval_var[s]) if self.interval_var[s] > 0 else 0.0
+        if std < self.phi_min_std:
+            std = self.phi_min_std
+        return self.heard_at[s] + self.interval_mean[s] + self.phi_pause + self.phi_y * std
+
+    cdef inline double _due(self, int32_t s, double fallback) noexcept nogil:
+        if self.kinds[s] == L_KIND_MEMBER:
+            return self._phi_deadline(s)
+        return self.heard_at[s] + fallback
+
+    def phi_deadline(self, int32_t slot):
+        """When the member in ``slot`` is due under phi (monotonic seconds)."""
+        self._check_slot(slot)
+        return self._phi_deadline(slot)
+
+    def expire_phi(self, double now, double fallback):
+        """Remove the members due under phi at ``now``, and the other
+        entries (our own packets, other domains) silent for ``fallback``
+        seconds; return their slots. O(entries)."""
+        cdef int32_t s, after
+        self._writable()
+        if now != now:
+            raise ValueError("expire deadline is NaN")
+        expired = []
+        s = self.head
+        while s >= 0:
+            after = self.next[s]
+            if self._due(s, fallback) <= now:
+                expired.append(s)
+            s = after
+        for s in expired:
+            self._remove(s)
+        return expired if expired else ()
+
+    def next_phi_expiry(self, double fallback):
+        """The earliest time ``expire_phi`` could remove something, or None."""
+        cdef int32_t s = self.head
+        cdef double best, due
+        if s < 0:
+            return None
+        best = self._due(s, fallback)
+        while s >= 0:
+            due = self._due(s, fallback)
+            if due < best:
+                best = due
+            s = self.next[s]
+        return best
 
     def oldest_heard(self):
         """When the least recently heard entry was heard, or None when empty."""

@@ -326,6 +326,7 @@ class MemberIndex:
         self.capacity = capacity
         self.hits = 0
         self.busy = False
+        self._phi = None              # set_phi()'s arguments, once it is called
         self._dropped = {}            # verdict -> datagrams pump dropped
         self._reset()
 
@@ -335,6 +336,10 @@ class MemberIndex:
         self._key_of = [None] * capacity
         self._slot_of = {}
         self._heard = [0.0] * capacity
+        # Arrival statistics per slot, kept when set_phi() turned them on.
+        self._count = [0] * capacity
+        self._mean = [0.0] * capacity
+        self._var = [0.0] * capacity
         self._alive = [0] * capacity
         self._kind = [L.KIND_FREE] * capacity
         self._order = OrderedDict()   # slot -> None, least recently heard first
@@ -370,6 +375,8 @@ class MemberIndex:
         return self._kind[slot]
 
     def _touch(self, slot, mv, now):
+        if self._phi is not None and self._count[slot]:
+            self._arrival(slot, now - self._heard[slot])
         self._heard[slot] = now
         self._alive[slot] = _INT64.unpack_from(mv, L.OFF_ALIVE)[0]
         self._order.move_to_end(slot)
@@ -489,7 +496,11 @@ class MemberIndex:
         self._slot_of[key] = slot
         self._kind[slot] = kind
         self._order[slot] = None
+        self._count[slot] = 0
         self._touch(slot, mv, now)
+        if self._phi is not None:          # one sample, the expected period, to begin with
+            first = self._phi[3]
+            self._count[slot], self._mean[slot], self._var[slot] = 1, first, (first / 4) ** 2
         return slot
 
     def _check_slot(self, slot):
@@ -536,6 +547,56 @@ class MemberIndex:
         for slot in expired:
             self.remove(slot)
         return expired if expired else ()
+
+    # -- adaptive expiry (phi accrual) ------------------------------------------------
+    def set_phi(self, y, pause, min_std, first_mean, window):
+        """Keep arrival statistics per member and expire members by them
+        (``expire_phi``): a member is due when it was silent for longer than
+        its mean interval + ``pause`` + ``y`` standard deviations (at least
+        ``min_std``). ``first_mean`` seeds the statistics of a new member;
+        they follow its last ``window`` intervals."""
+        if window < 1:
+            raise ValueError("window must be at least 1")
+        self._phi = (float(y), float(pause), float(min_std), float(first_mean), int(window))
+
+    def _arrival(self, slot, interval):
+        # A running mean and variance over the last PHI_WINDOW intervals
+        # A running mean and variance over the last ``window`` intervals
+    # (exact until then, exponentially weighted after): no history kept.
+        n = min(self._count[slot] + 1, self._phi[4])
+        mean = self._mean[slot]
+        delta = interval - mean
+        mean += delta / n
+        self._var[slot] += (delta * (interval - mean) - self._var[slot]) / n
+        self._mean[slot] = mean
+        self._count[slot] = n
+
+    def phi_deadline(self, slot):
+        """When the member in ``slot`` is due under phi (monotonic seconds)."""
+        y, pause, min_std = self._phi[:3]
+        std = max(self._var[slot] ** 0.5, min_std)
+        return self._heard[slot] + self._mean[slot] + pause + y * std
+
+    def _due(self, slot, fallback):
+        if self._kind[slot] == L.KIND_MEMBER:
+            return self.phi_deadline(slot)
+        return self._heard[slot] + fallback
+
+    def expire_phi(self, now, fallback):
+        """Remove the members due under phi at ``now``, and the other
+        entries (our own packets, other domains) silent for ``fallback``
+        seconds; return their slots. O(entries)."""
+        self._writable()
+        if now != now:
+            raise ValueError("expire deadline is NaN")
+        expired = [slot for slot in self._order if self._due(slot, fallback) <= now]
+        for slot in expired:
+            self.remove(slot)
+        return expired if expired else ()
+
+    def next_phi_expiry(self, fallback):
+        """The earliest time ``expire_phi`` could remove something, or None."""
+        return min((self._due(slot, fallback) for slot in self._order), default=None)
 
     def oldest_heard(self):
         """When the least recently heard entry was heard, or None when empty."""

@@ -76,6 +76,11 @@ def _build_parser():
     join.add_argument("--verify", action="store_true",
                       help="probe a member's port before removing it at its drop time "
                            "(a second opinion on lossy networks; turns the TCP listener on)")
+    join.add_argument("--detector", choices=("fixed", "phi"), default="fixed",
+                      help="expire members at the drop time (fixed), or by phi accrual on "
+                           "each member's own heartbeat intervals (phi)")
+    join.add_argument("--phi-threshold", type=float, metavar="PHI",
+                      help="with --detector phi: the phi past which a member is removed (8)")
     join.add_argument("--tomcat", action="store_true",
                       help="join a Tomcat cluster as a listed member: answer Tribes' channel "
                            "on the member port and sort after every Tomcat (see README)")
@@ -181,7 +186,7 @@ def _join(args):
             tomcat=args.tomcat, multicast=multicast, peers=peers, dns=args.dns,
             dns_srv=args.dns_srv, dns_interval=args.dns_interval, dns_servers=args.dns_server,
             dns_members=args.dns_members, accept_unknown=args.accept_unknown,
-            verify=args.verify)
+            verify=args.verify, detector=args.detector, phi_threshold=args.phi_threshold)
     except ConfigurationError as error:
         print(f"mcast-demo join: error: {error}", file=sys.stderr)
         return 2

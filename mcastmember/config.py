@@ -121,7 +121,8 @@ class ServiceConfig:
                  filter_domain=False, unique_id=None, alive_cap_ms=None, tcp_listener=None,
                  tomcat=False, multicast=True, peers=(), dns=None, dns_srv=False,
                  dns_interval=DEFAULT_DNS_INTERVAL_MS, dns_servers=None, dns_members=False,
-                 accept_unknown=False, verify=False, verify_timeout=DEFAULT_VERIFY_TIMEOUT_MS):
+                 accept_unknown=False, verify=False, verify_timeout=DEFAULT_VERIFY_TIMEOUT_MS,
+                 detector="fixed", phi_threshold=None, phi_min_std=None, phi_pause=None):
         self.multicast = _flag(multicast, "multicast")
         self.address = net.check_group(address) if self.multicast else None
         self.port = net.check_port(port)
@@ -142,6 +143,7 @@ class ServiceConfig:
         self.tomcat = _flag(tomcat, "tomcat")
         self.verify = _flag(verify, "verify")
         self.verify_timeout = _whole(verify_timeout, "verify_timeout", 1, 60_000)
+        self._detector(detector, phi_threshold, phi_min_std, phi_pause)
         # Under verify our peers probe our member port as we probe theirs:
         # the listener answers them (and Tomcat's failure detector).
         self.tcp_listener = (self.tomcat or self.verify if tcp_listener is None
@@ -202,6 +204,31 @@ class ServiceConfig:
         if self.multicast and not self.links and net.link_scoped(self.address):
             raise ConfigurationError(f"the IPv6 group {self.address} exists on one link only: "
                                      f"name the card with interface= (e.g. \"eth0\")")
+
+    def _detector(self, detector, threshold, min_std, pause):
+        if detector not in ("fixed", "phi"):
+            raise ConfigurationError(f"detector must be 'fixed' or 'phi', not {detector!r}")
+        self.detector = detector
+        if detector == "fixed":
+            if (threshold, min_std, pause) != (None, None, None):
+                raise ConfigurationError("phi_threshold, phi_min_std and phi_pause need "
+                                         "detector='phi'")
+            self.phi = None
+            return
+        from . import detector as phi
+        if threshold is None:
+            threshold = phi.DEFAULT_THRESHOLD
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) \
+                or not 0 < threshold <= 16:
+            raise ConfigurationError(f"phi_threshold must be a number in (0, 16], "
+                                     f"not {threshold!r}")
+        min_std = _whole(phi.DEFAULT_MIN_STD_MS if min_std is None else min_std,
+                         "phi_min_std", 1)
+        # An acceptable pause of two heartbeats: patient with a lost one or
+        # two, and still quicker than the fixed drop time on a clean network.
+        pause = _whole(2 * self.frequency if pause is None else pause, "phi_pause", 0)
+        self.phi = phi.PhiAccrual(threshold, min_std / 1000.0, pause / 1000.0,
+                                  first_mean=self.frequency / 1000.0)
 
     def _discovery(self, peers, dns, dns_srv, dns_interval, dns_servers, dns_members,
                    accept_unknown):

@@ -96,7 +96,7 @@ class MembershipEngine:
         self.table = Membership(drop_time=config.drop_time / 1000.0,
                                 max_members=config.max_members, local=config.local_member(),
                                 domain=config.domain if config.filter_domain else None,
-                                codec=self._codec)
+                                codec=self._codec, phi=config.phi)
         self._period = config.frequency / 1000.0
         self._drop = config.drop_time / 1000.0
         self._pause_after = max(self._drop / 2, PAUSE_FLOOR_S)

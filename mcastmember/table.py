@@ -63,7 +63,7 @@ class Membership:
     """
 
     def __init__(self, *, drop_time=3.0, max_members=1024, local=None, domain=None,
-                 codec=None):
+                 codec=None, phi=None):
         if not drop_time > 0:
             raise ValueError("drop_time must be positive")
         if int(max_members) != max_members or max_members < 1:
@@ -76,6 +76,11 @@ class Membership:
         # Room for members plus as many ignored senders (our own packets,
         # other domains), so that recognising those stays on the fast path.
         self._index = self._codec.MemberIndex(2 * self.max_members + 1)
+        # phi: a detector.PhiAccrual, to expire members by their own
+        # heartbeat intervals instead of the one drop time.
+        self._phi = phi
+        if phi is not None:
+            phi.arm(self._index)
         self._members = {}     # slot -> Member (as last parsed)
         self._slot_of = {}     # identity -> slot, for members
         self._ignored = {}     # identity -> slot, for local and other-domain senders
@@ -276,7 +281,10 @@ class Membership:
         With ``suspect`` they become suspects instead ("suspect" events):
         still members, until ``confirm`` removes them or they are heard."""
         events = self._apply_domain() if self._reclassify else _NO_EVENTS
-        slots = self._index.expire(now - self.drop_time)
+        if self._phi is not None:
+            slots = self._index.expire_phi(now, self.drop_time)
+        else:
+            slots = self._index.expire(now - self.drop_time)
         if not slots:
             return events
         events = list(events)
@@ -328,6 +336,8 @@ class Membership:
 
     def next_expiry(self):
         """The earliest ``now`` at which ``expire`` could remove something, or None."""
+        if self._phi is not None:
+            return self._index.next_phi_expiry(self.drop_time)
         oldest = self._index.oldest_heard()
         return None if oldest is None else oldest + self.drop_time
 
