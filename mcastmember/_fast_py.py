@@ -550,11 +550,7 @@ class MemberIndex:
 
     # -- adaptive expiry (phi accrual) ------------------------------------------------
     def set_phi(self, y, pause, min_std, first_mean, window):
-        """Keep arrival statistics per member and expire members by them
-        (``expire_phi``): a member is due when it was silent for longer than
-        its mean interval + ``pause`` + ``y`` standard deviations (at least
-        ``min_std``). ``first_mean`` seeds the statistics of a new member;
-        they follow its last ``window`` intervals."""
+        """Arrival statistics per member, as the compiled ``set_phi``."""
         if window < 1:
             raise ValueError("window must be at least 1")
         self._phi = (float(y), float(pause), float(min_std), float(first_mean), int(window))
