@@ -7,7 +7,7 @@ import pytest
 pytest.importorskip("dns.resolver", reason="dnspython is not installed")
 
 from mcastmember import resolver as mdns  # noqa: E402
-from mcastmember.peers import DnsPeers   # noqa: E402
+from mcastmember.peers import PeerSet    # noqa: E402
 
 import dnslab                            # noqa: E402
 from netlab import Lan, run_in_netns     # noqa: E402
@@ -73,16 +73,19 @@ def test_each_failure_has_its_reason(lan, server):
 
 
 def test_failures_keep_the_last_good_answer():
-    peers = DnsPeers("members.test", interval=5.0)
-    assert peers.due(0.0) and not peers.due(0.1)          # one query at a time
-    assert peers.next_deadline() is None                  # in flight: nothing to wait for
-    assert peers.on_answer({("10.0.0.5", 45564)}, 0.2) is True
-    assert peers.next_deadline() == 5.2 and not peers.due(5.1)
-    assert peers.due(5.2)
-    assert peers.on_answer({("10.0.0.5", 45564)}, 5.2) is False     # the same answer: no change
+    own = (bytes([10, 0, 0, 1]), 45564)
+    peers = PeerSet(port=45564, own=own, interval=5.0, dns="members.test")
+    [lookup] = peers.due(0.0)
+    assert peers.due(0.1) == []                            # one query at a time
+    assert peers.next_deadline() is None                   # in flight: nothing to wait for
+    assert peers.on_answer(lookup, {("10.0.0.5", 45564), ("10.0.0.1", 45564)}, 0.2) is True
+    assert peers.peers == {(bytes([10, 0, 0, 5]), 45564)}  # ourselves left out
+    assert peers.next_deadline() == 5.2 and peers.due(5.1) == []
+    assert peers.due(5.2) == [lookup]
+    assert peers.on_answer(lookup, {("10.0.0.5", 45564)}, 5.2) is False   # no change
     for at, reason in ((10.2, "timeout"), (15.2, "servfail"), (20.2, "nxdomain")):
-        assert peers.due(at)
-        assert peers.on_failure(reason, at) is False
-        assert peers.peers == {("10.0.0.5", 45564)}
-    assert peers.stats() == {"dns_answers": 2, "dns_peers": 1, "dns_failures.timeout": 1,
-                             "dns_failures.servfail": 1, "dns_failures.nxdomain": 1}
+        assert peers.due(at) == [lookup]
+        peers.on_failure(lookup, reason, at)
+        assert peers.peers == {(bytes([10, 0, 0, 5]), 45564)}
+    assert peers.stats() == {"peers": 1, "lookups_answered": 2, "lookups_failed.timeout": 1,
+                             "lookups_failed.servfail": 1, "lookups_failed.nxdomain": 1}
