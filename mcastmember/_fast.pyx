@@ -496,6 +496,7 @@ cdef class Targets:
     cdef readonly int family
     cdef Py_ssize_t start          # where the next fan-out begins (see send_to)
     cdef tuple _peers
+    cdef object _all               # count as an int made once: send_to's usual result
 
     def __cinit__(self, peers, int family):
         cdef Py_ssize_t i
@@ -506,6 +507,7 @@ cdef class Targets:
         if family != AF_INET and family != AF_INET6:
             raise ValueError(f"family {family} is neither AF_INET nor AF_INET6")
         self.count = len(peers)
+        self._all = self.count
         self.family = family
         self._peers = peers
         self.msgs = <mcm_mmsghdr*>calloc(self.count or 1, sizeof(mcm_mmsghdr))
@@ -669,7 +671,8 @@ cdef class HeartbeatPacket:
         ``targets`` from the unconnected socket ``fd`` (sendmmsg). Returns
         the datagrams sent when every peer got one, else -errno of the last
         failure (see ``_fan_out``); counts each datagram into ``sent`` and
-        each failed round into ``errors``."""
+        each failed round into ``errors``. Allocates nothing when every peer
+        got one (past 256 peers, a new int would be)."""
         cdef Py_ssize_t sent = 0
         cdef ssize_t failure
         with nogil:
@@ -679,7 +682,7 @@ cdef class HeartbeatPacket:
         if failure < 0:
             self.errors += 1
             return failure
-        return sent
+        return targets._all if sent == targets.count else sent
 
     @property
     def alive_ms(self):

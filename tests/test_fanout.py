@@ -69,6 +69,22 @@ def test_send_to_no_peers_sends_nothing(codec):
         sender.close()
 
 
+def test_send_to_many_peers_returns_the_count_without_making_an_int(codec):
+    """Past 256 (Python's cached ints) the compiled fan-out still allocates
+    nothing: a full round returns one int made with the Targets."""
+    receiver, sender = _receiver(), _sender()
+    try:
+        targets = codec.Targets([(LOOPBACK, receiver.getsockname()[1])] * 300, socket.AF_INET)
+        packet = codec.HeartbeatPacket(heartbeat(codec), 0)
+        first, second = (packet.send_to(sender.fileno(), targets) for _ in range(2))
+        assert first == second == 300
+        if codec.__name__.endswith("._fast"):
+            assert first is second
+    finally:
+        receiver.close()
+        sender.close()
+
+
 def test_send_to_a_bad_socket_fails_with_errno(codec):
     packet = codec.HeartbeatPacket(heartbeat(codec))
     targets = codec.Targets([(LOOPBACK, 9)], socket.AF_INET)
