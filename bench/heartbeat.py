@@ -548,8 +548,8 @@ def fan_out(sizes=(10, 100, 1000), rounds=11, batch=8192, calls=100_000):
             for name, ns in samples.items():
                 ns = statistics.median(ns)
                 bytes_, blocks = measured.get(name, (None, None))
-                rows.append(dict(impl=name, peers=size, ns_per_peer=ns, floor_ratio=ns / floor_ns,
-                                 bytes=bytes_, blocks=blocks))
+                rows.append(dict(impl=name, peers=size, ns_per_peer=ns,
+                                 floor_ratio=ns / floor_ns, bytes=bytes_, blocks=blocks))
             if lost:
                 notes.append(f"fan-out to {size} peers: {lost} datagrams not delivered")
     return {"sinks": FAN_OUT_SINKS, "rows": rows, "notes": notes}
