@@ -25,6 +25,7 @@ import functools
 import gc
 import json
 import math
+import operator
 import os
 import pathlib
 import resource
@@ -503,8 +504,9 @@ def fan_out(sizes=(10, 100, 1000), rounds=11, batch=8192, calls=100_000):
     of ``sizes`` peers: compiled ``send_to``, pure ``send_to``, a naive loop
     of ``sendto`` and a C ``sendmmsg`` loop (the floor), each timed over
     batches of about ``batch`` datagrams, the variants taking turns, median
-    of ``rounds``; bytes allocated per heartbeat from ``allocation`` over
-    about ``calls`` datagrams."""
+    of ``rounds`` (the ratio to the floor: the median of each round's); bytes
+    allocated per heartbeat from ``allocation`` over about ``calls``
+    datagrams."""
     rows, notes = [], []
     data = member_packet(_fast_py, 0)
     buf = bytearray(L.RECV_BUFFER_LEN)
@@ -544,12 +546,15 @@ def fan_out(sizes=(10, 100, 1000), rounds=11, batch=8192, calls=100_000):
                 tx.close()
                 for sink in sinks:
                     sink.close()
-            floor_ns = statistics.median(samples.get("C sendmmsg floor", [math.nan]))
+            # The ratio is taken round by round (the variants ran side by side,
+            # under the same load), then the median of the rounds.
+            floor_ns = samples.get("C sendmmsg floor", [math.nan] * rounds)
             for name, ns in samples.items():
-                ns = statistics.median(ns)
                 bytes_, blocks = measured.get(name, (None, None))
-                rows.append(dict(impl=name, peers=size, ns_per_peer=ns,
-                                 floor_ratio=ns / floor_ns, bytes=bytes_, blocks=blocks))
+                rows.append(dict(impl=name, peers=size, ns_per_peer=statistics.median(ns),
+                                 floor_ratio=statistics.median(map(operator.truediv, ns,
+                                                                   floor_ns)),
+                                 bytes=bytes_, blocks=blocks))
             if lost:
                 notes.append(f"fan-out to {size} peers: {lost} datagrams not delivered")
     return {"sinks": FAN_OUT_SINKS, "rows": rows, "notes": notes}
