@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import pathlib
-import shutil
 import statistics
 import subprocess
 import sys
@@ -37,7 +36,7 @@ import time
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from heartbeat import GROUP, SENDER_SCRIPT, free_udp_port  # noqa: E402
+from heartbeat import GROUP, SENDER_SCRIPT, build_c, free_udp_port  # noqa: E402
 from mcastmember import _layout as L, net  # noqa: E402
 
 INTERFACE = "127.0.0.1"
@@ -147,14 +146,7 @@ print(json.dumps({"received": stats["received"] - received0, "cpu_s": cpu1 - cpu
 
 
 def build_drain(workdir):
-    gcc = shutil.which("gcc")
-    if gcc is None:
-        raise SystemExit("gcc not found: the C drain is compiled at run time")
-    source = pathlib.Path(workdir) / "drain.c"
-    binary = pathlib.Path(workdir) / "drain"
-    source.write_text(DRAIN_C)
-    subprocess.run([gcc, "-O2", "-o", str(binary), str(source)], check=True)
-    return str(binary)
+    return build_c(DRAIN_C, workdir, "drain")
 
 
 def _on(cpus):

@@ -6,23 +6,29 @@
 Rows: the compiled path, the pure-Python path, a naive baseline that does what
 Tomcat 5.5 did (bench/naive.py), Tomcat Tribes 10.1 itself (bench/TribesBench.java,
 when Java and Debian's libtomcat10-java are installed) and the bare socket floor.
-Also: the receive loop against a bare recv_into loop on the same packets, the
-slowdown of a CPU-bound thread while 20,000 heartbeats/s arrive, the cost
-against cluster size, import time and time to the first heartbeat.
+Also: unicast fan-out to 10, 100 and 1,000 peers (compiled and pure-Python
+send_to, a naive sendto loop and a C sendmmsg loop, the floor), the receive
+loop against a bare recv_into loop on the same packets, the slowdown of a
+CPU-bound thread while 20,000 heartbeats/s arrive, the cost against cluster
+size, import time and time to the first heartbeat.
 
-All network traffic stays on this host: UDP to 127.0.0.1, and multicast only
+All network traffic stays on this host: UDP to loopback addresses (127.0.0.1;
+127.0.x.y for the fan-out's peers, each a bound socket), and multicast only
 on interface 127.0.0.1 with TTL 0. Timings are noisy on small machines:
 compare figures within one run.
 """
 
 import argparse
+import ctypes
 import errno
 import functools
 import gc
 import json
 import math
+import operator
 import os
 import pathlib
+import resource
 import shutil
 import socket
 import statistics
@@ -79,8 +85,8 @@ def per_call_ns(fn, rounds, repeats=5):
     return max(0.0, (best - empty) / rounds)
 
 
-def _allocation_raw(fn, rounds):
-    for _ in range(1000):
+def _allocation_raw(fn, rounds, warm=1000, traced=2000):
+    for _ in range(warm):
         fn()          # warm caches, free lists, lazy imports
     gc.collect()
     gc.disable()
@@ -91,25 +97,26 @@ def _allocation_raw(fn, rounds):
         blocks = (sys.getallocatedblocks() - blocks0) / rounds
         tracemalloc.start()
         worst = 0
-        traced = tracemalloc.get_traced_memory
-        for _ in range(2000):
+        memory = tracemalloc.get_traced_memory
+        for _ in range(traced):
             tracemalloc.reset_peak()
-            before = traced()[0]
+            before = memory()[0]
             fn()
-            worst = max(worst, traced()[1] - before)
+            worst = max(worst, memory()[1] - before)
         tracemalloc.stop()
     finally:
         gc.enable()
     return worst, blocks
 
 
-def allocation(fn, rounds=20000):
+def allocation(fn, rounds=20000, warm=1000, traced=2000):
     """(bytes, blocks) per call: the most Python heap one call holds beyond what
-    was there before it (tracemalloc peak, the worst of 2,000 single calls,
-    less what measuring a call that does nothing shows), and the blocks left
-    behind per call (sys.getallocatedblocks over ``rounds`` calls)."""
-    noise, noise_blocks = _allocation_raw(_nothing, rounds)
-    worst, blocks = _allocation_raw(fn, rounds)
+    was there before it (tracemalloc peak, the worst of ``traced`` single
+    calls, less what measuring a call that does nothing shows), and the blocks
+    left behind per call (sys.getallocatedblocks over ``rounds`` calls), after
+    ``warm`` calls."""
+    noise, noise_blocks = _allocation_raw(_nothing, rounds, warm, traced)
+    worst, blocks = _allocation_raw(fn, rounds, warm, traced)
     return max(0, worst - noise), max(0.0, blocks - noise_blocks)
 
 
@@ -151,14 +158,19 @@ def naive_paths():
     return sender.packet, functools.partial(receiver.receive, buf, len(data))
 
 
+def _receive_buffer(sock, size):
+    """Ask for a receive buffer of ``size`` bytes, past rmem_max where allowed."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, getattr(socket, "SO_RCVBUFFORCE", 33), size)
+    except OSError:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, size)
+
+
 def loopback_udp_pair(rcvbuf=8 << 20):
     """A receiving UDP socket on 127.0.0.1 with a large buffer, and a sender
     connected to it."""
     rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    try:
-        rx.setsockopt(socket.SOL_SOCKET, getattr(socket, "SO_RCVBUFFORCE", 33), rcvbuf)
-    except OSError:
-        rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    _receive_buffer(rx, rcvbuf)
     rx.bind(("127.0.0.1", 0))
     rx.setblocking(False)
     tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -305,6 +317,257 @@ def receive_loop(rounds=15):
         result[f"{name}_loop_ns"] = ns
         result[f"{name}_ratio"] = ns / bare
     return result
+
+
+# -- unicast fan-out ------------------------------------------------------------------------
+FAN_OUT_C = r"""
+#define _GNU_SOURCE
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#define CHUNK 1024                 /* UIO_MAXIOV, as the library's chunks */
+
+struct fan_out {
+    struct mmsghdr *msgs;
+    struct sockaddr_in *names;
+    struct iovec iov;
+    int n;
+};
+
+/* The messages of the fan-out, built once: peer i is addrs[4i..4i+3]
+   (network order) and ports[i], every message pointing at one copy of the
+   packet. */
+struct fan_out *fan_out_new(const unsigned char *packet, int length,
+                            const unsigned char *addrs, const int *ports, int n) {
+    struct fan_out *f = calloc(1, sizeof *f);
+    f->msgs = calloc(n ? n : 1, sizeof *f->msgs);
+    f->names = calloc(n ? n : 1, sizeof *f->names);
+    f->iov.iov_base = malloc(length);
+    f->iov.iov_len = length;
+    memcpy(f->iov.iov_base, packet, length);
+    f->n = n;
+    for (int i = 0; i < n; i++) {
+        f->names[i].sin_family = AF_INET;
+        f->names[i].sin_port = htons((unsigned short)ports[i]);
+        memcpy(&f->names[i].sin_addr, addrs + 4 * i, 4);
+        f->msgs[i].msg_hdr.msg_name = &f->names[i];
+        f->msgs[i].msg_hdr.msg_namelen = sizeof f->names[i];
+        f->msgs[i].msg_hdr.msg_iov = &f->iov;
+        f->msgs[i].msg_hdr.msg_iovlen = 1;
+    }
+    return f;
+}
+
+/* ``rounds`` heartbeats to every peer, one sendmmsg per 1,024 peers:
+   the datagrams sent, or -errno. */
+long fan_out_run(struct fan_out *f, int fd, int rounds) {
+    long sent = 0;
+    for (int r = 0; r < rounds; r++) {
+        for (int at = 0; at < f->n;) {
+            int chunk = f->n - at < CHUNK ? f->n - at : CHUNK;
+            int got = sendmmsg(fd, f->msgs + at, chunk, MSG_DONTWAIT);
+            if (got < 0)
+                return -errno;
+            at += got;
+            sent += got;
+        }
+    }
+    return sent;
+}
+
+void fan_out_free(struct fan_out *f) {
+    free(f->iov.iov_base);
+    free(f->msgs);
+    free(f->names);
+    free(f);
+}
+"""
+
+FAN_OUT_SINKS = ("every peer is a socket of its own on its own loopback address "
+                 "(127.0.x.y, one port), with a receive buffer that holds a whole timed "
+                 "batch; the sinks are drained, untimed, between batches and every datagram "
+                 "of every timed batch is counted in: each variant pays the same kernel "
+                 "delivery, with no drops and no ICMP")
+
+
+def build_c(source, workdir, name, shared=False):
+    """Compile the C text ``source`` with gcc into ``workdir``: the path of
+    the program (or, ``shared``, of the library to load with ctypes)."""
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        raise SystemExit("gcc not found: the C floors are compiled at run time")
+    src = pathlib.Path(workdir) / f"{name}.c"
+    binary = pathlib.Path(workdir) / (f"{name}.so" if shared else name)
+    src.write_text(source)
+    flags = ["-shared", "-fPIC"] if shared else []
+    subprocess.run([gcc, "-O2", *flags, "-o", str(binary), str(src)], check=True)
+    return str(binary)
+
+
+def load_fan_out_floor(workdir):
+    lib = ctypes.CDLL(build_c(FAN_OUT_C, workdir, "fan_out", shared=True))
+    lib.fan_out_new.restype = ctypes.c_void_p
+    lib.fan_out_new.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                                ctypes.POINTER(ctypes.c_int), ctypes.c_int]
+    lib.fan_out_run.restype = ctypes.c_long
+    lib.fan_out_run.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
+    lib.fan_out_free.argtypes = [ctypes.c_void_p]
+    return lib
+
+
+DATAGRAM_ROOM = 1024    # what a small datagram takes of a receive buffer: ~830 B here
+
+
+def sink_room(sink):
+    """How many small datagrams ``sink`` holds (the kernel reports twice the
+    size asked for, and counts each datagram's buffers against that)."""
+    return sink.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) // (2 * DATAGRAM_ROOM)
+
+
+def fan_out_sinks(count, per_sink):
+    """``count`` receiving sockets, one per loopback address 127.0.x.y, all on
+    one port, each with room for ``per_sink`` small datagrams (as much of it
+    as the system allows: see sink_room)."""
+    _enough_files(count + 64)
+    addresses = [f"127.0.{1 + i // 250}.{1 + i % 250}" for i in range(count)]
+    for _ in range(5):
+        sinks = []
+        try:
+            port = 0
+            for address in addresses:
+                sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                sinks.append(sink)
+                _receive_buffer(sink, max(4096, per_sink * DATAGRAM_ROOM))
+                sink.bind((address, port))
+                port = sink.getsockname()[1]
+                sink.setblocking(False)
+            return sinks, [(a, port) for a in addresses]
+        except OSError as error:
+            for sink in sinks:
+                sink.close()
+            if error.errno != errno.EADDRINUSE:
+                raise
+    raise OSError(errno.EADDRINUSE, "no port free on every sink address")
+
+
+def _enough_files(needed):
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(needed, hard), hard))
+
+
+def drain_sinks(sinks, buf):
+    return sum(drain_bare(sink, buf) for sink in sinks)
+
+
+def naive_fan_out(sock, packet, peers):
+    """What a user writes: stamp, then one ``sendto`` per peer."""
+    packet.stamp_now()
+    data = packet.buffer
+    for peer in peers:
+        sock.sendto(data, peer)
+
+
+def fan_out_variants(peers, tx, floor, data):
+    """name -> (run(beats): ``beats`` heartbeats to every peer; one heartbeat
+    as a Python call, for the allocation rows, or None; what frees it)."""
+    binary = [(socket.inet_aton(a), p) for a, p in peers]
+    fd = tx.fileno()
+    variants = {}
+    for name, codec in (("compiled", _fast), ("python", _fast_py)):
+        if codec is not None:
+            one = functools.partial(codec.HeartbeatPacket(data, 0).send_to, fd,
+                                    codec.Targets(binary, socket.AF_INET))
+            variants[name] = (functools.partial(_repeat, one), one, _nothing)
+    one = functools.partial(naive_fan_out, tx, (_fast or _fast_py).HeartbeatPacket(data, 0),
+                            list(peers))
+    variants["naive sendto loop"] = (functools.partial(_repeat, one), one, _nothing)
+    if floor is not None:
+        ports = (ctypes.c_int * len(peers))(*(p for _, p in peers))
+        handle = floor.fan_out_new(data, len(data), b"".join(a for a, _ in binary), ports,
+                                   len(peers))
+        variants["C sendmmsg floor"] = (functools.partial(floor.fan_out_run, handle, fd), None,
+                                        functools.partial(floor.fan_out_free, handle))
+    return variants
+
+
+def _repeat(fn, times):
+    for _ in range(times):
+        fn()
+
+
+def fan_out(sizes=(10, 100, 1000), rounds=11, batch=8192, calls=100_000):
+    """CPU of the sending thread per peer per heartbeat, for a fan-out to each
+    of ``sizes`` peers: compiled ``send_to``, pure ``send_to``, a naive loop
+    of ``sendto`` and a C ``sendmmsg`` loop (the floor), each timed over
+    batches of about ``batch`` datagrams, the variants taking turns, median
+    of ``rounds`` (the ratio to the floor: the median of each round's); bytes
+    allocated per heartbeat from ``allocation`` over about ``calls``
+    datagrams."""
+    rows, notes = [], []
+    data = member_packet(_fast_py, 0)
+    buf = bytearray(L.RECV_BUFFER_LEN)
+    with tempfile.TemporaryDirectory() as workdir:
+        try:
+            floor = load_fan_out_floor(workdir)
+        except (SystemExit, OSError, subprocess.CalledProcessError) as error:
+            floor = None
+            notes.append(f"fan-out C floor skipped: {error}")
+        for size in sizes:
+            sinks, peers = fan_out_sinks(size, max(1, batch // size))
+            beats = max(1, min(batch // size, sink_room(sinks[0])))
+            tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            tx.bind(("127.0.0.1", 0))
+            variants = fan_out_variants(peers, tx, floor, data)
+            samples = {name: [] for name in variants}
+            lost = 0
+            try:
+                for _ in range(rounds):
+                    for name, (run, _, _) in variants.items():
+                        gc.disable()
+                        t0 = time.thread_time_ns()
+                        run(beats)
+                        elapsed = time.thread_time_ns() - t0
+                        gc.enable()
+                        lost += beats * size - drain_sinks(sinks, buf)
+                        samples[name].append(elapsed / (beats * size))
+                measured = {}
+                for name, (_, one, _) in variants.items():
+                    if one is not None:
+                        n = max(10, min(2000, calls // size))
+                        measured[name] = allocation(one, rounds=n, warm=min(n, 100), traced=n)
+                        drain_sinks(sinks, buf)
+            finally:
+                for _, _, free in variants.values():
+                    free()
+                tx.close()
+                for sink in sinks:
+                    sink.close()
+            # The ratio is taken round by round (the variants ran side by side,
+            # under the same load), then the median of the rounds.
+            floor_ns = samples.get("C sendmmsg floor", [math.nan] * rounds)
+            for name, ns in samples.items():
+                bytes_, blocks = measured.get(name, (None, None))
+                rows.append(dict(impl=name, peers=size, ns_per_peer=statistics.median(ns),
+                                 floor_ratio=statistics.median(map(operator.truediv, ns,
+                                                                   floor_ns)),
+                                 bytes=bytes_, blocks=blocks))
+            if lost:
+                notes.append(f"fan-out to {size} peers: {lost} datagrams not delivered")
+    return {"sinks": FAN_OUT_SINKS, "rows": rows, "notes": notes}
+
+
+def fan_out_text(result):
+    lines = ["| fan-out | peers | CPU ns per peer per heartbeat | × C floor | "
+             "bytes per heartbeat |", "|---|---:|---:|---:|---:|"]
+    for r in result["rows"]:
+        held = "–" if r["bytes"] is None else f"{r['bytes']:.0f}"
+        lines.append(f"| {r['impl']} | {r['peers']:,} | {r['ns_per_peer']:.0f} | "
+                     f"{r['floor_ratio']:.2f} | {held} |")
+    return "\n".join(lines) + "\nsinks: " + result["sinks"]
 
 
 # -- GIL impact ------------------------------------------------------------------------------
@@ -611,6 +874,13 @@ def main(argv=None):
     results["receive_loop"] = receive_loop(5 if args.quick else 15)
     print("receive loop vs bare recv_into loop:",
           json.dumps({k: round(v, 3) for k, v in results["receive_loop"].items()}), flush=True)
+
+    results["fan_out"] = fan_out(rounds=3 if args.quick else 11,
+                                 batch=2048 if args.quick else 8192,
+                                 calls=10_000 if args.quick else 100_000)
+    notes.extend(results["fan_out"]["notes"])
+    print("unicast fan-out, CPU of the sending thread:\n" + fan_out_text(results["fan_out"])
+          + "\n", flush=True)
 
     results["gil"] = gil_impact(seconds=1.0 if args.quick else 2.0,
                                 rounds=1 if args.quick else 5)

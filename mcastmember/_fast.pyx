@@ -41,10 +41,15 @@ cdef extern from *:
     #else
     typedef struct { struct msghdr msg_hdr; unsigned int msg_len; } mcm_mmsghdr;
     #endif
-    /* Each slot's sender address is kept, for the slow path (who may join). */
-    static int mcm_recv_batch(int fd, mcm_mmsghdr *v, unsigned int n) {
-        for (unsigned int i = 0; i < n; i++)
-            v[i].msg_hdr.msg_namelen = sizeof(struct sockaddr_storage);
+    /* With ``names``, each slot's sender address is kept, for the slow path
+       (who may join by unicast); without, the kernel copies none, which the
+       multicast socket's receive loop does not pay for. */
+    static int mcm_recv_batch(int fd, mcm_mmsghdr *v, unsigned int n,
+                              struct sockaddr_storage *names) {
+        for (unsigned int i = 0; i < n; i++) {
+            v[i].msg_hdr.msg_name = names ? &names[i] : NULL;
+            v[i].msg_hdr.msg_namelen = names ? sizeof(struct sockaddr_storage) : 0;
+        }
     #if defined(__linux__)
         return recvmmsg(fd, v, n, MSG_WAITFORONE, NULL);
     #else
@@ -71,6 +76,7 @@ cdef extern from *:
     static int mcm_source(mcm_mmsghdr *v, int i, unsigned char *out, int *port) {
         struct sockaddr *sa = (struct sockaddr *)v[i].msg_hdr.msg_name;
         socklen_t len = v[i].msg_hdr.msg_namelen;
+        if (sa == NULL) return 0;
         if (sa->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)) {
             struct sockaddr_in *in = (struct sockaddr_in *)sa;
             memcpy(out, &in->sin_addr, 4);
@@ -196,7 +202,7 @@ cdef extern from *:
         pass
     int AF_INET
     int AF_INET6
-    int mcm_recv_batch(int fd, mcm_mmsghdr* v, unsigned int n) nogil
+    int mcm_recv_batch(int fd, mcm_mmsghdr* v, unsigned int n, sockaddr_storage* names) nogil
     void mcm_batch_setup(mcm_mmsghdr* v, iovec* iov, unsigned char* mem,
                          sockaddr_storage* names) nogil
     int mcm_source(mcm_mmsghdr* v, int i, unsigned char* out, int* port) nogil
@@ -498,6 +504,7 @@ cdef class Targets:
     cdef readonly int family
     cdef Py_ssize_t start          # where the next fan-out begins (see send_to)
     cdef tuple _peers
+    cdef object _all               # count as an int made once: send_to's usual result
 
     def __cinit__(self, peers, int family):
         cdef Py_ssize_t i
@@ -508,6 +515,7 @@ cdef class Targets:
         if family != AF_INET and family != AF_INET6:
             raise ValueError(f"family {family} is neither AF_INET nor AF_INET6")
         self.count = len(peers)
+        self._all = self.count
         self.family = family
         self._peers = peers
         self.msgs = <mcm_mmsghdr*>calloc(self.count or 1, sizeof(mcm_mmsghdr))
@@ -671,7 +679,8 @@ cdef class HeartbeatPacket:
         ``targets`` from the unconnected socket ``fd`` (sendmmsg). Returns
         the datagrams sent when every peer got one, else -errno of the last
         failure (see ``_fan_out``); counts each datagram into ``sent`` and
-        each failed round into ``errors``."""
+        each failed round into ``errors``. Allocates nothing when every peer
+        got one (past 256 peers, a new int would be)."""
         cdef Py_ssize_t sent = 0
         cdef ssize_t failure
         with nogil:
@@ -681,7 +690,7 @@ cdef class HeartbeatPacket:
         if failure < 0:
             self.errors += 1
             return failure
-        return sent
+        return targets._all if sent == targets.count else sent
 
     @property
     def alive_ms(self):
@@ -1001,7 +1010,7 @@ cdef class MemberIndex:
             return None
         return (addr[:length], port)
 
-    def pump(self, int fd, buf, double deadline, Py_ssize_t budget=-1):
+    def pump(self, int fd, buf, double deadline, Py_ssize_t budget=-1, bint sources=False):
         """Receive datagrams from ``fd`` and recognise known ones, all without
         the GIL, until a well-formed unknown one needs the slow path: then copy
         it into ``buf`` and return its length. ``buf`` must hold
@@ -1015,7 +1024,9 @@ cdef class MemberIndex:
         datagrams (-1: no limit); -ESHUTDOWN at once when the socket was shut
         down for reading (it would read 0 bytes forever); other failures
         return -errno. A datagram counts as heard when the system call that
-        read it returned."""
+        read it returned. With ``sources`` each datagram's sender is kept, for
+        ``source()`` (the unicast socket's admission needs it; without, the
+        kernel copies no addresses, about 8% of the receive loop)."""
         cdef Py_buffer view
         cdef ssize_t n
         cdef int32_t s
@@ -1043,7 +1054,8 @@ cdef class MemberIndex:
                         n = -EAGAIN
                         break
                     if self.batch_next >= self.batch_count:
-                        got = mcm_recv_batch(fd, self.batch_msgs, MCM_BATCH)
+                        got = mcm_recv_batch(fd, self.batch_msgs, MCM_BATCH,
+                                             self.batch_names if sources else NULL)
                         if got <= 0:
                             n = -errno if got < 0 else -EAGAIN
                             break

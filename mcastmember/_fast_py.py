@@ -381,7 +381,7 @@ class MemberIndex:
         self._alive[slot] = _INT64.unpack_from(mv, L.OFF_ALIVE)[0]
         self._order.move_to_end(slot)
 
-    def pump(self, fd, buf, deadline, budget=-1):
+    def pump(self, fd, buf, deadline, budget=-1, sources=False):
         """Receive datagrams from ``fd`` into ``buf`` and recognise known ones
         until a well-formed unknown one needs the slow path: then return its
         length (its bytes are in ``buf``). ``buf`` must hold
@@ -392,7 +392,8 @@ class MemberIndex:
         or after ``deadline`` (a monotonic time, seconds), or after ``budget``
         datagrams (-1: no limit); -ESHUTDOWN at once when the socket was shut
         down for reading (it would read 0 bytes forever); other failures
-        return -errno."""
+        return -errno. With ``sources`` the sender is kept, for ``source()``
+        (recvfrom_into, which costs an address tuple per datagram)."""
         self._writable()
         mv = memoryview(buf).cast("B")
         if mv.nbytes < L.RECV_BUFFER_LEN:
@@ -401,29 +402,33 @@ class MemberIndex:
         self.busy = True
         self._source = None
         try:
-            return self._pump(fd, buf, mv, deadline, budget)
+            return self._pump(fd, buf, mv, deadline, budget, sources)
         finally:
             self.busy = False
 
-    def _pump(self, fd, buf, mv, deadline, budget):
+    def _pump(self, fd, buf, mv, deadline, budget, sources):
         # The twin's hottest loop: names bound locally, no method calls per
         # datagram beyond the read, the clock and one dict look-up.
         sock = _socket_of(fd)
         if isinstance(sock, int):
             return sock
         try:
-            return self._pump_socket(sock, fd, buf, mv, deadline, budget)
+            return self._pump_socket(sock, fd, buf, mv, deadline, budget, sources)
         finally:
             sock.detach()
 
-    def _pump_socket(self, sock, fd, buf, mv, deadline, budget):
-        receive, clock = sock.recvfrom_into, time.monotonic
+    def _pump_socket(self, sock, fd, buf, mv, deadline, budget, sources):
+        receive = sock.recvfrom_into if sources else sock.recv_into
+        clock, source = time.monotonic, None
         slot_of, dropped, tag = self._slot_of, self._dropped, _BEGIN_TAG
         while True:
             if budget == 0:
                 return -errno.EAGAIN
             try:
-                n, source = receive(buf)
+                if sources:
+                    n, source = receive(buf)
+                else:
+                    n = receive(buf)
             except OSError as error:
                 return -error.errno
             if n == 0 and _read_shut(fd):

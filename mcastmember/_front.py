@@ -233,7 +233,7 @@ class MembershipFront:
         unicast = fd == self._uni_fd
         table, clock = engine.table, self.clock
         for _ in range(PUMP_CALLS):
-            n = table.pump(fd, buf, deadline, budget)
+            n = table.pump(fd, buf, deadline, budget, unicast)
             if n >= 0:
                 source = table.source() if unicast else None
                 with lock:

@@ -11,8 +11,9 @@ no threads, sockets, sleeps or clocks: every call that needs the time takes
     loop:
         wait until engine.next_deadline(), or the receive socket is readable
             (only while engine.reading(now))
-        readable: n = engine.table.pump(fd, buf, deadline, budget) until -EAGAIN;
-                  n >= 0: engine.receive(buf, n, now); another -errno:
+        readable: n = engine.table.pump(fd, buf, deadline, budget, unicast) until
+                  -EAGAIN; n >= 0: engine.receive(buf, n, now, table.source() on
+                  the unicast socket, else None); another -errno:
                   engine.on_receive_error(-n, now)
         engine.on_timer(now)            (first: it notices a late wake-up)
         packet = engine.outgoing(now): packet.send(fd), then

@@ -151,13 +151,14 @@ class Membership:
             return events
         return events + self._receive_slow(buf, n, now, unlisted)
 
-    def pump(self, fd, buf, deadline, budget=-1):
+    def pump(self, fd, buf, deadline, budget=-1, sources=False):
         """Receive from socket ``fd`` into ``buf`` and refresh known members'
         heartbeats without parsing (compiled: without the GIL, no objects),
         until a datagram needs ``receive``: then return its length. Negative
         results are -errno: -EAGAIN for nothing to read, ``deadline`` reached
-        or ``budget`` datagrams handled (see MemberIndex.pump)."""
-        return self._index.pump(fd, buf, deadline, budget)
+        or ``budget`` datagrams handled; ``sources``: keep senders for
+        ``source()`` (see MemberIndex.pump)."""
+        return self._index.pump(fd, buf, deadline, budget, sources)
 
     @property
     def pumping(self):

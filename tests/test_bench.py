@@ -6,6 +6,13 @@ pyproject.toml) and check their results. Timed runs:
     pytest tests/test_bench.py --benchmark-enable --benchmark-only
 """
 
+import importlib
+import importlib.util
+import pathlib
+import shutil
+import sys
+import tempfile
+
 import pytest
 
 from mcastmember import _layout as L
@@ -51,23 +58,38 @@ def test_bench_encode(benchmark, codec):
     assert benchmark(codec.encode, *fields) == V1
 
 
+def _bench(name):
+    """bench/<name>.py, imported; skipped without gcc (its C floor) or the
+    compiled extension."""
+    if shutil.which("gcc") is None or importlib.util.find_spec("mcastmember._fast") is None:
+        pytest.skip("needs gcc and the compiled extension")
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "bench"))
+    return importlib.import_module(name)
+
+
 @pytest.mark.network
 def test_drain_benchmark_runs_a_small_round():
     """bench/drain.py (library against a C recvmmsg drain, on loopback with
     TTL 0) builds its C program and measures both: one tiny round."""
-    import importlib.util
-    import pathlib
-    import shutil
-    import sys
-    import tempfile
-
-    if shutil.which("gcc") is None or importlib.util.find_spec("mcastmember._fast") is None:
-        pytest.skip("needs gcc and the compiled extension")
-    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "bench"))
-    import drain
+    drain = _bench("drain")
     with tempfile.TemporaryDirectory() as workdir:
         result = drain.one_round(drain.build_drain(workdir), rate=1000, members=50,
                                  seconds=0.5, warmup=1.0)
     assert result["library"]["members"] == 50
     assert result["library"]["received"] > 0 and result["c"]["received"] > 0
     assert result["ratio"] > 0
+
+
+@pytest.mark.network
+def test_fan_out_benchmark_runs_a_small_round():
+    """bench/heartbeat.py's unicast fan-out rows (on loopback, to sockets of
+    its own) build their C floor and measure every variant: one tiny round,
+    every datagram delivered; the compiled fan-out allocates nothing."""
+    result = _bench("heartbeat").fan_out(sizes=(10, 300), rounds=1, batch=600, calls=3000)
+    assert result["notes"] == []
+    rows = {(r["impl"], r["peers"]): r for r in result["rows"]}
+    for peers in (10, 300):
+        assert {impl for impl, n in rows if n == peers} == {
+            "compiled", "python", "naive sendto loop", "C sendmmsg floor"}
+        assert rows["compiled", peers]["bytes"] == 0
+    assert all(r["ns_per_peer"] > 0 for r in result["rows"])

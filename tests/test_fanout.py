@@ -69,6 +69,22 @@ def test_send_to_no_peers_sends_nothing(codec):
         sender.close()
 
 
+def test_send_to_many_peers_returns_the_count_without_making_an_int(codec):
+    """Past 256 (Python's cached ints) the compiled fan-out still allocates
+    nothing: a full round returns one int made with the Targets."""
+    receiver, sender = _receiver(), _sender()
+    try:
+        targets = codec.Targets([(LOOPBACK, receiver.getsockname()[1])] * 300, socket.AF_INET)
+        packet = codec.HeartbeatPacket(heartbeat(codec), 0)
+        first, second = (packet.send_to(sender.fileno(), targets) for _ in range(2))
+        assert first == second == 300
+        if codec.__name__.endswith("._fast"):
+            assert first is second
+    finally:
+        receiver.close()
+        sender.close()
+
+
 def test_send_to_a_bad_socket_fails_with_errno(codec):
     packet = codec.HeartbeatPacket(heartbeat(codec))
     targets = codec.Targets([(LOOPBACK, 9)], socket.AF_INET)
@@ -147,12 +163,28 @@ def test_source_names_the_sender_of_the_datagram_pump_returned(codec):
         assert index.source() is None
         sender.sendto(heartbeat(codec), receiver.getsockname())
         buf = bytearray(L.RECV_BUFFER_LEN)
-        assert index.pump(receiver.fileno(), buf, math.inf) == len(heartbeat(codec))
+        assert index.pump(receiver.fileno(), buf, math.inf, sources=True) == len(heartbeat(codec))
         assert index.source() == (b"\x7f\x00\x00\x02", sender.getsockname()[1])
         # Known now: the next copy stays inside pump, which returns no sender.
         index.add(heartbeat(codec), -1, 0.0, L.KIND_MEMBER)
         sender.sendto(heartbeat(codec, alive=5), receiver.getsockname())
-        assert index.pump(receiver.fileno(), buf, math.inf) == -errno.EAGAIN
+        assert index.pump(receiver.fileno(), buf, math.inf, sources=True) == -errno.EAGAIN
+        assert index.source() is None
+    finally:
+        receiver.close()
+        sender.close()
+
+
+def test_without_sources_pump_keeps_no_sender(codec):
+    """The multicast socket's pump asks for no addresses (the kernel copies
+    none): the datagram still comes back, its sender does not."""
+    receiver, sender = _receiver(), _sender()
+    try:
+        index = codec.MemberIndex(4)
+        sender.sendto(heartbeat(codec), receiver.getsockname())
+        buf = bytearray(L.RECV_BUFFER_LEN)
+        assert index.pump(receiver.fileno(), buf, math.inf) == len(heartbeat(codec))
+        assert bytes(buf[:len(heartbeat(codec))]) == heartbeat(codec)
         assert index.source() is None
     finally:
         receiver.close()
@@ -168,7 +200,8 @@ def test_source_of_an_ipv6_sender_is_sixteen_bytes(codec):
     try:
         index = codec.MemberIndex(4)
         sender.sendto(heartbeat(codec), receiver.getsockname()[:2])
-        assert index.pump(receiver.fileno(), bytearray(L.RECV_BUFFER_LEN), math.inf) > 0
+        assert index.pump(receiver.fileno(), bytearray(L.RECV_BUFFER_LEN), math.inf,
+                          sources=True) > 0
         assert index.source() == (bytes(15) + b"\x01", sender.getsockname()[1])
     finally:
         receiver.close()
@@ -181,7 +214,8 @@ def test_source_is_none_for_a_socket_without_ip_addresses(codec):
     try:
         index = codec.MemberIndex(4)
         a.send(heartbeat(codec))
-        assert index.pump(b.fileno(), bytearray(L.RECV_BUFFER_LEN), math.inf) > 0
+        assert index.pump(b.fileno(), bytearray(L.RECV_BUFFER_LEN), math.inf,
+                          sources=True) > 0
         assert index.source() is None
     finally:
         a.close()
