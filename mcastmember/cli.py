@@ -33,12 +33,13 @@ def _build_parser():
     join = commands.add_parser("join", help="heartbeat as a member and show the membership")
     join.prog = "mcast-demo join"
     join.add_argument("group", nargs="?",
-                      help="multicast group, e.g. 228.0.0.4 (left out only with --no-multicast)")
+                      help="multicast group, e.g. 228.0.0.4 or ff02::4 (left out only with --no-multicast)")
     join.add_argument("--port", type=int, default=45564,
                       help="membership port, of the group and of unicast peers (45564)")
-    join.add_argument("--interface", metavar="ADDR",
-                      help="IPv4 address to send and receive on (default: the kernel's "
-                           "choice); with peers, the unicast address we bind to and advertise")
+    join.add_argument("--interface", metavar="NAME|ADDR[,...]",
+                      help="card to send and receive on: a name (eth0), an index or an "
+                           "address; several, comma-separated, to heartbeat on each (default: "
+                           "the kernel's choice for IPv4); with peers, where unicast binds")
     join.add_argument("--ttl", type=int, help="multicast TTL (default: the OS default, 1)")
     join.add_argument("--host", metavar="ADDR",
                       help="address to advertise (default: the interface address)")
@@ -167,8 +168,11 @@ def _join(args):
         if not multicast and args.group is not None:
             raise ConfigurationError(f"--no-multicast: leave out the group ({args.group})")
         peers = [spec for specs in args.peers for spec in specs.split(",") if spec.strip()]
+        interface = args.interface
+        if interface is not None and "," in interface:
+            interface = [part.strip() for part in interface.split(",") if part.strip()]
         service = McastService(
-            args.group, args.port, interface=args.interface, ttl=args.ttl, host=args.host,
+            args.group, args.port, interface=interface, ttl=args.ttl, host=args.host,
             member_port=args.member_port, domain=args.domain, payload=args.payload,
             frequency=args.frequency, drop_time=args.drop_time, max_members=args.max_members,
             tomcat=args.tomcat, multicast=multicast, peers=peers, dns=args.dns,
