@@ -7,6 +7,7 @@ blocking socket rather than Python's ``settimeout``, which would add a
 ``poll`` before every ``recv``: one system call per heartbeat, not two.
 """
 
+import errno
 import ipaddress
 import socket
 import struct
@@ -254,7 +255,15 @@ def _open_sender6(group, port, link, ttl, loopback):
             sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_IF,
                             struct.pack("@I", index))
             local = ipaddress.IPv6Address(link.address)
-            sock.bind((link.address, 0, 0, index if local.is_link_local else 0))
+            try:
+                sock.bind((link.address, 0, 0, index if local.is_link_local else 0))
+            except OSError as error:
+                if error.errno != errno.EADDRNOTAVAIL:
+                    raise
+                raise OSError(error.errno, f"cannot send from {link.address}: it is not usable "
+                              f"yet (duplicate address detection keeps a new IPv6 address, or "
+                              f"one on a card just up, tentative for a second or two) or no "
+                              f"longer there") from None
         if ttl is not None:
             sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_HOPS, ttl)
         sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_LOOP, 1 if loopback else 0)

@@ -5,8 +5,9 @@ bridge that lives in its own "switch" namespace, so nothing is added to or
 sent on the machine's own network. Needs root and iproute2; ``Lan.available()``
 says why not otherwise.
 
-``Lan(n, ipv6=True)`` also gives each card fd00:250::N/64 (no duplicate
-address detection, so it is usable at once). ``Lan(n, bridges=[[0, 1], [0],
+``Lan(n, ipv6=True)`` also gives each card fd00:250::N/64; IPv6 addresses
+(link-local ones too) skip duplicate address detection, so they are usable
+at once. ``Lan(n, bridges=[[0, 1], [0],
 [1]])`` makes several bridges: host i has one card per bridge listed, named
 eth0, eth1... in that order, with 10.(250+b).0.N and fd00:(250+b)::N on
 bridge b.
@@ -74,6 +75,9 @@ class Lan:
                 _ip("netns", "add", host)
                 self.created.append(host)
                 _ip("-n", host, "link", "set", "lo", "up")
+                # IPv6 addresses usable at once, link-local ones included
+                # (no duplicate address detection on a LAN we made).
+                self.sysctl(i, "net.ipv6.conf.default.accept_dad=0")
                 for bridge in self.bridges[i]:
                     self._plug_card(i, bridge)
         except BaseException:
@@ -89,8 +93,7 @@ class Lan:
         _ip("-n", host, "link", "set", temporary, "name", card)
         _ip("-n", host, "addr", "add", f"{self.address(i, bridge)}/24", "dev", card)
         if self.ipv6:
-            _ip("-n", host, "addr", "add", f"{self.address6(i, bridge)}/64", "dev", card,
-                "nodad")
+            _ip("-n", host, "addr", "add", f"{self.address6(i, bridge)}/64", "dev", card)
         _ip("-n", host, "link", "set", card, "up")
         _ip("-n", self.switch, "link", "set", port, "master", f"br{bridge}")
         _ip("-n", self.switch, "link", "set", port, "up")
@@ -99,6 +102,10 @@ class Lan:
         for ns in reversed(self.created):
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
         self.created = []
+
+    def sysctl(self, index, setting):
+        subprocess.run(["ip", "netns", "exec", self.hosts[index], "sysctl", "-qw", setting],
+                       check=True, capture_output=True, timeout=30)
 
     def unplug(self, index, state="down"):
         """Pull host ``index``'s cables out at the switch."""

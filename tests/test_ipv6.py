@@ -54,6 +54,12 @@ def lan():
         yield network
 
 
+@pytest.fixture
+def lan_without_ula():
+    with Lan(2) as network:
+        yield network
+
+
 @pytest.mark.parametrize("group", ["ff02::4", "ff05::4"])
 def test_ipv6_all_see_all_then_a_kill_expires_and_a_goodbye_is_instant(lan, group):
     procs = start_all(lan, group)
@@ -116,6 +122,37 @@ def test_ipv6_asyncio_front_sees_and_is_seen_on_a_link_scoped_group(lan):
     finally:
         stop_all(procs)
     assert_alternating(lan, procs)
+
+
+def test_ipv6_link_local_hosts_only(lan_without_ula):
+    """Cards with only their link-local address (what a fresh veth or a plain
+    LAN gives): members advertise it, 16 bytes, and see each other."""
+    lan = lan_without_ula
+    procs = start_all(lan, "ff02::4")
+    try:
+        for proc in procs:
+            _, item = proc.wait_for(lambda item: item["event"] == "added")
+            assert ipaddress.ip_address(item["member"]["host"]).is_link_local, item
+    finally:
+        stop_all(procs)
+
+
+def test_an_ipv6_address_still_in_duplicate_address_detection_is_named_as_the_cause(
+        lan_without_ula):
+    """Just after an address is added (a card just up), the kernel does not
+    let it be used for a second or more: say so, not just "cannot assign"."""
+    lan = lan_without_ula
+    lan.sysctl(0, "net.ipv6.conf.eth0.accept_dad=1")
+    lan.sysctl(0, "net.ipv6.conf.eth0.dad_transmits=30")     # tentative for 30 s
+    subprocess.run(["ip", "-n", lan.hosts[0], "addr", "add", "fd00:250::77/64", "dev", "eth0"],
+                   check=True, timeout=30)
+    proc = lan.run(0, demo("ff05::4", "fd00:250::77"), stdout=subprocess.PIPE,
+                   stderr=subprocess.PIPE, text=True)
+    out, err = proc.communicate(timeout=30)
+    print(err.strip())
+    assert proc.returncode == 1, (out, err)
+    assert len(err.strip().splitlines()) == 1, err
+    assert "fd00:250::77" in err and "duplicate address detection" in err, err
 
 
 # -- a host on two bridges ---------------------------------------------------------
