@@ -7,8 +7,12 @@ threaded front), one runs AsyncMembership in-process: all see all with
 16-byte hosts, a crash expires, a goodbye removes at once, a partition splits
 and heals; on a host with two cards only the chosen card carries heartbeats,
 and with both chosen a member is one member however many cards hear it; bad
-values get one clear line. Needs root (skipped otherwise); the Tomcat tests
-also need Java and Tomcat's jars.
+values get one clear line; cards with only a link-local address work, and
+one still in duplicate address detection is named as the cause. Tomcat's
+McastService (plain, and its cluster stack) and Python members see each
+other, leave and expire both ways on ff02:: and ff05:: (see the notes before
+the Tomcat tests for what Tomcat needs). Needs root (skipped otherwise); the
+Tomcat tests also need Java and Tomcat's jars.
 """
 
 import asyncio
@@ -245,19 +249,31 @@ def test_bad_values_each_get_one_clear_line_and_exit_2():
 
 
 # -- Tomcat on an IPv6 group -------------------------------------------------------------
-# Tomcat's McastService binds its socket to the group when given a bind
-# address (as TribesNode does): an unscoped link-local group (ff02::4) then
-# fails with "Invalid argument" (Linux wants the card for it, and Tomcat
-# falls back to the port only on a BindException), so Tomcat's group names
-# the card: ff02::4%eth0. A site-scope group needs no scope.
-TOMCAT_GROUPS = [pytest.param("ff02::4%eth0", id="ff02"), pytest.param("ff05::4", id="ff05")]
+# Tomcat's McastService given a bind address (mcastBindAddress, the
+# Membership's "bind" attribute) binds its socket to the group and sends and
+# joins on that address's card. An unscoped link-local group (ff02::4) then
+# fails with "SocketException: Invalid argument" (Linux needs the card to
+# bind a link-scoped address, and Tomcat falls back to binding the port only
+# on a BindException), so the group names the card: ff02::4%eth0. Without a
+# bind address the JDK chooses the card (here the only one) and ff02::4 works
+# as it is. A site-scope group needs no scope either way.
+TOMCAT_GROUPS = [pytest.param("ff02::4%eth0", True, id="ff02-scoped-bound"),
+                 pytest.param("ff05::4", True, id="ff05-bound"),
+                 pytest.param("ff02::4", False, id="ff02-unbound")]
 TOMCAT_TIMING = {"frequency": 250, "drop_time": 1500}
 
 
-@pytest.mark.parametrize("tomcat_group", TOMCAT_GROUPS)
+def tomcat_node(lan, classpath, index, group, mode="plain", bind_socket=True):
+    """A Tomcat node on host ``index``, its card's IPv6 address as its host."""
+    return TribesNode(classpath, mode, group, PORT, 4000, bind=lan.address6(index), ttl=1,
+                      netns=lan.hosts[index], bind_socket=bind_socket, **TOMCAT_TIMING)
+
+
+@pytest.mark.parametrize("tomcat_group, bind_socket", TOMCAT_GROUPS)
 def test_tomcat_and_python_see_each_other_leave_and_expire_on_an_ipv6_group(
-        lan, classpath, tomcat_group):
+        lan, classpath, tomcat_group, bind_socket):
     group = tomcat_group.split("%")[0]
+    label = tomcat_group + ("" if bind_socket else ", no bind address")
     drop = TOMCAT_TIMING["drop_time"] / 1000
     # Python members on host 2: one killed, one stopped, one that watches.
     ports = (4001, 4002, 4003)
@@ -266,9 +282,8 @@ def test_tomcat_and_python_see_each_other_leave_and_expire_on_an_ipv6_group(
     tomcats = []
     try:
         with ThreadPoolExecutor(2) as pool:     # the two JVMs start at once
-            tomcats = list(pool.map(lambda i: TribesNode(
-                classpath, "plain", tomcat_group, PORT, 4000, bind=lan.address6(i), ttl=1,
-                netns=lan.hosts[i], **TOMCAT_TIMING), (0, 1)))
+            tomcats = list(pool.map(lambda i: tomcat_node(
+                lan, classpath, i, tomcat_group, bind_socket=bind_socket), (0, 1)))
         python_host = ipaddress.ip_address(lan.address6(2))
         for node in tomcats:                    # Tomcat sees Python, 16-byte hosts...
             for port in ports:
@@ -283,26 +298,49 @@ def test_tomcat_and_python_see_each_other_leave_and_expire_on_an_ipv6_group(
         stopped = time.monotonic()              # Tomcat leaves: Python drops it at once
         tomcats[1].stop()
         seen, _ = watcher.wait_for(event("removed", lan.address6(1), "shutdown"))
-        print(f"{group}: Tomcat's goodbye seen by Python after {seen - stopped:.3f} s")
+        print(f"{label}: Tomcat's goodbye seen by Python after {seen - stopped:.3f} s")
 
         stopped = time.monotonic()              # Python leaves: Tomcat drops it at once
         leaving_py.proc.send_signal(signal.SIGTERM)
         seen, _ = tomcats[0].wait_event("GONE", ports[1])
-        print(f"{group}: Python's goodbye seen by Tomcat after {seen - stopped:.3f} s")
+        print(f"{label}: Python's goodbye seen by Tomcat after {seen - stopped:.3f} s")
         assert seen - stopped < drop / 2        # not an expiry
 
         killed = time.monotonic()               # Python dies: Tomcat expires it
         killed_py.stop(signal.SIGKILL)
         seen, _ = tomcats[0].wait_event("GONE", ports[0])
-        print(f"{group}: Tomcat expired the killed Python after {seen - killed:.3f} s "
+        print(f"{label}: Tomcat expired the killed Python after {seen - killed:.3f} s "
               f"(drop time {drop} s)")
 
         killed = time.monotonic()               # Tomcat dies: Python expires it
         tomcats[0].kill()
         seen, _ = watcher.wait_for(event("removed", lan.address6(0), "expired"), timeout=10)
-        print(f"{group}: Python expired the killed Tomcat after {seen - killed:.3f} s")
+        print(f"{label}: Python expired the killed Tomcat after {seen - killed:.3f} s")
     finally:
         for node in tomcats:
             node.kill()
         stop_all(pythons)
     assert_alternating(lan, pythons)
+
+
+def test_tomcats_cluster_stack_lists_a_python_member_and_reaches_it_over_ipv6(lan, classpath):
+    """GroupChannel + NioReceiver + TcpFailureDetector on ff05::4: Tomcat
+    lists a --tomcat member (its failure detector reaches our TCP listener
+    on the IPv6 address), and what Tomcat sends it is answered at once."""
+    python = JsonProcess(lan, 1, demo("ff05::4", "eth0", 4001, **TOMCAT_TIMING) + ["--tomcat"])
+    stack = None
+    try:
+        stack = tomcat_node(lan, classpath, 0, "ff05::4", mode="stack")
+        _, member = stack.wait_event("ADDED", 4001)
+        assert ipaddress.ip_address(member.host) == ipaddress.ip_address(lan.address6(1))
+        python.wait_for(event("added", lan.address6(0)))
+        sent = stack.command("send 4001 6", ("SENT", "FAILED"))
+        replies, elapsed = stack.command("rpc 4001", "RPC").split()[1:]
+        print(f"stack over IPv6: {sent}; RPC answered in {elapsed} ms")
+        assert sent.startswith("SENT") and replies == "0" and int(elapsed) < 5000
+        stack.stop()
+        python.wait_for(event("removed", lan.address6(0), "shutdown"))
+    finally:
+        if stack is not None:
+            stack.kill()
+        python.stop(signal.SIGKILL)

@@ -18,8 +18,10 @@
 //                         the answer is reported when it arrives:
 //                         SESSION <event type> <context> <timestamp> <ms>
 //
-// Usage: TribesNode plain|stack GROUP PORT BIND MEMBER_PORT DOMAIN PAYLOAD_HEX FREQUENCY DROP_TIME [TTL]
+// Usage: TribesNode plain|stack GROUP PORT BIND MEMBER_PORT DOMAIN PAYLOAD_HEX FREQUENCY DROP_TIME [TTL [unbound]]
 //   TTL: the multicast TTL (hop limit), 0 (this host only) unless given;
+//   unbound: BIND is our host (and the receiver's address) but not the
+//   McastService's bind (mcastBindAddress): the JDK chooses the card;
 //   plain: a bare McastService (membership only);
 //   stack: Tomcat's default cluster stack, GroupChannel + NioReceiver + TcpFailureDetector.
 import java.io.BufferedReader;
@@ -121,6 +123,7 @@ public class TribesNode implements MembershipListener {
         long frequency = Long.parseLong(args[7]);
         long dropTime = Long.parseLong(args[8]);
         int ttl = args.length > 9 ? Integer.parseInt(args[9]) : 0;
+        boolean unbound = args.length > 10 && args[10].equals("unbound");
 
         TribesNode listener = new TribesNode();
         GroupChannel channel = new GroupChannel();
@@ -155,7 +158,9 @@ public class TribesNode implements MembershipListener {
         }
         service.setAddress(group);
         service.setPort(port);
-        service.setBind(bind);
+        if (!unbound) {
+            service.setBind(bind);
+        }
         service.setFrequency(frequency);
         service.setDropTime(dropTime);
         service.setTtl(ttl);
