@@ -128,17 +128,33 @@ def test_ipv6_asyncio_front_sees_and_is_seen_on_a_link_scoped_group(lan):
     assert_alternating(lan, procs)
 
 
-def test_ipv6_link_local_hosts_only(lan_without_ula):
+def test_ipv6_link_local_hosts_only_and_a_card_down_and_up(lan_without_ula):
     """Cards with only their link-local address (what a fresh veth or a plain
-    LAN gives): members advertise it, 16 bytes, and see each other."""
+    LAN gives): members advertise it, 16 bytes, and see each other. Host 0's
+    card goes down (its link-local address goes with it) and up again: each
+    expires the other, and they are back, nothing doubled."""
     lan = lan_without_ula
     procs = start_all(lan, "ff02::4")
     try:
-        for proc in procs:
-            _, item = proc.wait_for(lambda item: item["event"] == "added")
-            assert ipaddress.ip_address(item["member"]["host"]).is_link_local, item
+        hosts = [proc.wait_for(lambda item: item["event"] == "added")[1]["member"]["host"]
+                 for proc in procs]
+        assert all(ipaddress.ip_address(host).is_link_local for host in hosts), hosts
+        assert hosts[0] != hosts[1]
+        lan.link(0, "down")
+        for proc, other in zip(procs, hosts):
+            proc.wait_for(event("removed", other, "expired"), timeout=3)
+        time.sleep(0.6)
+        up = time.monotonic()
+        lan.link(0, "up")
+        for proc, other in zip(procs, hosts):
+            deadline = time.monotonic() + 5
+            while len(added(proc, other)) < 2:
+                assert time.monotonic() < deadline, proc.lines
+                time.sleep(0.05)
+        print(f"link-local: back in each other's table {time.monotonic() - up:.2f} s after up")
     finally:
         stop_all(procs)
+    assert_alternating(lan, procs)
 
 
 def test_an_ipv6_address_still_in_duplicate_address_detection_is_named_as_the_cause(

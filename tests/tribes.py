@@ -56,7 +56,8 @@ class Member:
         self.domain, self.payload, self.command = unhex(domain), unhex(payload), unhex(command)
 
     def __repr__(self):
-        return f"<{self.kind} {self.host}:{self.port} payload={self.payload!r} cmd={self.command!r}>"
+        return (f"<{self.kind} {self.host}:{self.port} payload={self.payload!r} "
+                f"cmd={self.command!r}>")
 
 
 class TribesNode:
