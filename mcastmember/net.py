@@ -94,6 +94,16 @@ def default_source_address(group, port):
         probe.close()
 
 
+def socket_address(address, port):
+    """The address tuple to bind: an IPv6 address's scope (``fe80::1%2`` or
+    ``%eth0``) goes in the tuple, where Python's socket looks for it (it
+    does not read it from the text)."""
+    text, _, scope = address.partition("%")
+    if not scope:
+        return (address, port)
+    return (text, port, 0, int(scope) if scope.isdigit() else socket.if_nametoindex(scope))
+
+
 def _set_receive_timeout(sock, seconds):
     micros = int(seconds * 1_000_000)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO,
@@ -173,7 +183,7 @@ def open_unicast(address, port, buffer_bytes=4 << 20):
         # Room for one round of heartbeats to every peer at once.
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, buffer_bytes)
         try:
-            sock.bind((address, port))
+            sock.bind(socket_address(address, port))
         except OSError as error:
             raise OSError(error.errno, f"cannot hear unicast heartbeats on {address} port "
                                        f"{port}: {error.strerror}") from None

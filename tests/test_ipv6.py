@@ -18,6 +18,7 @@ Tomcat tests also need Java and Tomcat's jars.
 import asyncio
 import ipaddress
 import signal
+import socket
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -101,13 +102,12 @@ def test_ipv6_partition_splits_and_heals(lan):
         stop_all(procs)
 
 
-async def _async_member(group, expected):
-    """AsyncMembership on eth0 (in this thread's namespace): wait until it
-    sees ``expected``, stay long enough to be seen, then leave."""
+async def _async_member(group, enough, **settings):
+    """AsyncMembership on eth0 (in this thread's namespace): wait until
+    ``enough(members)``, stay long enough to be seen, then leave."""
     async with AsyncMembership(group, PORT, interface="eth0", member_port=4000,
-                               frequency=FREQUENCY, drop_time=DROP_TIME) as member:
-        seen = await member.wait_for(
-            lambda members: {m.address for m in members} >= set(expected), timeout=5)
+                               frequency=FREQUENCY, drop_time=DROP_TIME, **settings) as member:
+        seen = await member.wait_for(enough, timeout=5)
         await asyncio.sleep(3 * FREQUENCY / 1000)
         return [(m.address, len(m.host)) for m in seen], member.local_member.address
 
@@ -116,8 +116,8 @@ def test_ipv6_asyncio_front_sees_and_is_seen_on_a_link_scoped_group(lan):
     procs = start_all(lan, "ff02::4", hosts=[1, 2])
     try:
         others = [lan.address6(1), lan.address6(2)]
-        seen, me = run_in_netns(lan.hosts[0], lambda: asyncio.run(
-            _async_member("ff02::4", others)))
+        seen, me = run_in_netns(lan.hosts[0], lambda: asyncio.run(_async_member(
+            "ff02::4", lambda members: {m.address for m in members} >= set(others))))
         assert sorted(seen) == [(host, 16) for host in others]
         assert me == lan.address6(0)
         for proc in procs:
@@ -155,6 +155,27 @@ def test_ipv6_link_local_hosts_only_and_a_card_down_and_up(lan_without_ula):
     finally:
         stop_all(procs)
     assert_alternating(lan, procs)
+
+
+def test_a_tcp_listener_on_a_card_with_only_its_link_local_address(lan_without_ula):
+    """tomcat=True on such a card: the TCP listener binds the link-local
+    address with its card (the OS refuses it without), on both fronts, and
+    the other host reaches it."""
+    lan = lan_without_ula
+    proc = JsonProcess(lan, 1, demo("ff02::4", "eth0") + ["--tomcat"])
+
+    def connect(address):
+        socket.create_connection((address, 4000), timeout=3).close()
+        return True
+
+    try:
+        [(peer, _)], me = run_in_netns(lan.hosts[0], lambda: asyncio.run(_async_member(
+            "ff02::4", lambda members: members, tcp_listener=True)))
+        assert ipaddress.ip_address(peer).is_link_local
+        assert run_in_netns(lan.hosts[0], connect, f"{peer}%eth0")
+        proc.wait_for(event("removed", me, "shutdown"))
+    finally:
+        proc.stop(signal.SIGKILL)
 
 
 def test_an_ipv6_address_still_in_duplicate_address_detection_is_named_as_the_cause(
