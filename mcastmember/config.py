@@ -169,7 +169,7 @@ class ServiceConfig:
         if unique_id is None and self.dns_members:
             # Tomcat's cloud membership names every member by the MD5 of its
             # address text: so must we, for both sides to agree on us.
-            unique_id = _address_digest(self.unicast_address)
+            unique_id = _address_digest(self.unicast_address.split("%")[0])
         unique_id = (_random_unique_id() if unique_id is None
                      else _bytes_like(unique_id, "unique_id"))
         if len(unique_id) != L.UNIQUE_ID_LEN:
@@ -319,8 +319,16 @@ class ServiceConfig:
     @property
     def listen_address(self):
         """Where the TCP listener binds: the interface, else the address we
-        advertise (where Tomcat connects); never every address of the host."""
-        return self.interface or str(ipaddress.ip_address(self.host))
+        advertise (where Tomcat connects); never every address of the host.
+        A link-local IPv6 address carries its card (``fe80::1%2``): the OS
+        binds it only so."""
+        if not self.interface:
+            return str(ipaddress.ip_address(self.host))
+        link = self.links[0]
+        address = ipaddress.ip_address(link.address)
+        if link.index and address.version == 6 and address.is_link_local:
+            return f"{link.address}%{link.index}"
+        return self.interface
 
     def set_payload(self, payload):
         payload = _as_payload(payload)

@@ -7,6 +7,7 @@ blocking socket rather than Python's ``settimeout``, which would add a
 ``poll`` before every ``recv``: one system call per heartbeat, not two.
 """
 
+import errno
 import ipaddress
 import socket
 import struct
@@ -93,6 +94,16 @@ def default_source_address(group, port):
         probe.close()
 
 
+def socket_address(address, port):
+    """The address tuple to bind: an IPv6 address's scope (``fe80::1%2`` or
+    ``%eth0``) goes in the tuple, where Python's socket looks for it (it
+    does not read it from the text)."""
+    text, _, scope = address.partition("%")
+    if not scope:
+        return (address, port)
+    return (text, port, 0, int(scope) if scope.isdigit() else socket.if_nametoindex(scope))
+
+
 def _set_receive_timeout(sock, seconds):
     micros = int(seconds * 1_000_000)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO,
@@ -172,7 +183,7 @@ def open_unicast(address, port, buffer_bytes=4 << 20):
         # Room for one round of heartbeats to every peer at once.
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, buffer_bytes)
         try:
-            sock.bind((address, port))
+            sock.bind(socket_address(address, port))
         except OSError as error:
             raise OSError(error.errno, f"cannot hear unicast heartbeats on {address} port "
                                        f"{port}: {error.strerror}") from None
@@ -254,7 +265,15 @@ def _open_sender6(group, port, link, ttl, loopback):
             sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_IF,
                             struct.pack("@I", index))
             local = ipaddress.IPv6Address(link.address)
-            sock.bind((link.address, 0, 0, index if local.is_link_local else 0))
+            try:
+                sock.bind((link.address, 0, 0, index if local.is_link_local else 0))
+            except OSError as error:
+                if error.errno != errno.EADDRNOTAVAIL:
+                    raise
+                raise OSError(error.errno, f"cannot send from {link.address}: it is not usable "
+                              f"yet (duplicate address detection keeps a new IPv6 address, or "
+                              f"one on a card just up, tentative for a second or two) or no "
+                              f"longer there") from None
         if ttl is not None:
             sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_HOPS, ttl)
         sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_LOOP, 1 if loopback else 0)

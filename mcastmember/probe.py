@@ -22,6 +22,7 @@ import time
 
 from ._ratelimit import RateLimitedLog
 from .channel import ChannelConnection, ChannelCounters, ChannelError
+from .net import socket_address
 
 log = logging.getLogger("mcastmember")
 
@@ -107,7 +108,7 @@ class ProbeListener(_ListenerBase):
         sock = socket.socket(_family(self.address), socket.SOCK_STREAM)
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((self.address, self.port))
+            sock.bind(socket_address(self.address, self.port))
             sock.listen(64)
             sock.setblocking(False)
         except OSError as error:

@@ -10,6 +10,8 @@ import pytest
 
 from mcastmember import _fast_py
 
+from tribes import build_harness
+
 REQUIRE_COMPILED = os.environ.get("MCASTMEMBER_REQUIRE_EXTENSIONS", "") == "1"
 
 try:
@@ -47,3 +49,10 @@ def group_port():
     pytest.skip("no free UDP port")
 
 
+@pytest.fixture(scope="session")
+def classpath(tmp_path_factory):
+    """Tomcat's jars and the compiled interop harness (tests/interop), or a skip."""
+    path, reason = build_harness(tmp_path_factory.mktemp("tribes-classes"))
+    if path is None:
+        pytest.skip(reason)
+    return path

@@ -4,29 +4,38 @@ Every host is a namespace with one veth link (eth0, 10.250.0.N/24) to a
 bridge that lives in its own "switch" namespace, so nothing is added to or
 sent on the machine's own network. Needs root and iproute2; ``Lan.available()``
 says why not otherwise.
+
+``Lan(n, ipv6=True)`` also gives each card fd00:250::N/64; IPv6 addresses
+(link-local ones too) skip duplicate address detection, so they are usable
+at once. ``Lan(n, bridges=[[0, 1], [0],
+[1]])`` makes several bridges: host i has one card per bridge listed, named
+eth0, eth1... in that order, with 10.(250+b).0.N and fd00:(250+b)::N on
+bridge b.
 """
 
 import json
 import os
 import queue
 import shutil
+import socket
+import struct
 import subprocess
+import sys
 import threading
 import time
 import uuid
-
-SUBNET = "10.250.0"
-
 
 def _ip(*args):
     subprocess.run(["ip", *args], check=True, capture_output=True, timeout=30)
 
 
 class Lan:
-    def __init__(self, hosts=3):
+    def __init__(self, hosts=3, ipv6=False, bridges=None):
         self.tag = uuid.uuid4().hex[:6]
         self.switch = f"mcm{self.tag}sw"
         self.hosts = [f"mcm{self.tag}h{i}" for i in range(1, hosts + 1)]
+        self.bridges = [list(b) for b in bridges] if bridges else [[0]] * hosts
+        self.ipv6 = ipv6
         self.created = []
 
     @staticmethod
@@ -37,48 +46,74 @@ class Lan:
             return "iproute2 (ip) is not installed"
         return None
 
-    def address(self, index):
-        return f"{SUBNET}.{index + 1}"
+    def address(self, index, bridge=0):
+        """Host ``index``'s IPv4 address on ``bridge``."""
+        return f"10.{250 + bridge}.0.{index + 1}"
 
-    def port_name(self, index):
-        return f"sw{index + 1}"
+    def address6(self, index, bridge=0):
+        return f"fd00:{250 + bridge}::{index + 1}"
+
+    def card(self, index, bridge=0):
+        """The name of host ``index``'s card on ``bridge``."""
+        return f"eth{self.bridges[index].index(bridge)}"
+
+    def port_name(self, index, bridge=0):
+        return f"sw{index + 1}" if bridge == 0 else f"sw{index + 1}b{bridge}"
 
     def __enter__(self):
         try:
             _ip("netns", "add", self.switch)
             self.created.append(self.switch)
-            _ip("-n", self.switch, "link", "add", "br0", "type", "bridge")
-            # Flood multicast to every port (no IGMP snooping on this switch).
-            _ip("-n", self.switch, "link", "set", "br0", "type", "bridge", "mcast_snooping", "0")
-            _ip("-n", self.switch, "link", "set", "br0", "up")
+            for bridge in sorted({b for cards in self.bridges for b in cards}):
+                name = f"br{bridge}"
+                _ip("-n", self.switch, "link", "add", name, "type", "bridge")
+                # Flood multicast to every port (no IGMP/MLD snooping on this switch).
+                _ip("-n", self.switch, "link", "set", name, "type", "bridge", "mcast_snooping",
+                    "0")
+                _ip("-n", self.switch, "link", "set", name, "up")
             for i, host in enumerate(self.hosts):
                 _ip("netns", "add", host)
                 self.created.append(host)
-                _ip("-n", self.switch, "link", "add", f"h{i + 1}", "type", "veth", "peer", "name",
-                    self.port_name(i))
-                _ip("-n", self.switch, "link", "set", f"h{i + 1}", "netns", host)
-                _ip("-n", host, "link", "set", f"h{i + 1}", "name", "eth0")
-                _ip("-n", host, "addr", "add", f"{self.address(i)}/24", "dev", "eth0")
                 _ip("-n", host, "link", "set", "lo", "up")
-                _ip("-n", host, "link", "set", "eth0", "up")
-                _ip("-n", self.switch, "link", "set", self.port_name(i), "master", "br0")
-                _ip("-n", self.switch, "link", "set", self.port_name(i), "up")
+                # IPv6 addresses usable at once, link-local ones included
+                # (no duplicate address detection on a LAN we made).
+                self.sysctl(i, "net.ipv6.conf.default.accept_dad=0")
+                for bridge in self.bridges[i]:
+                    self._plug_card(i, bridge)
         except BaseException:
             self.__exit__()
             raise
         return self
+
+    def _plug_card(self, i, bridge):
+        host, card, port = self.hosts[i], self.card(i, bridge), self.port_name(i, bridge)
+        temporary = f"h{i + 1}b{bridge}"
+        _ip("-n", self.switch, "link", "add", temporary, "type", "veth", "peer", "name", port)
+        _ip("-n", self.switch, "link", "set", temporary, "netns", host)
+        _ip("-n", host, "link", "set", temporary, "name", card)
+        _ip("-n", host, "addr", "add", f"{self.address(i, bridge)}/24", "dev", card)
+        if self.ipv6:
+            _ip("-n", host, "addr", "add", f"{self.address6(i, bridge)}/64", "dev", card)
+        _ip("-n", host, "link", "set", card, "up")
+        _ip("-n", self.switch, "link", "set", port, "master", f"br{bridge}")
+        _ip("-n", self.switch, "link", "set", port, "up")
 
     def __exit__(self, *exc):
         for ns in reversed(self.created):
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
         self.created = []
 
-    def unplug(self, index):
-        """Pull host ``index``'s cable out at the switch."""
-        _ip("-n", self.switch, "link", "set", self.port_name(index), "down")
+    def sysctl(self, index, setting):
+        subprocess.run(["ip", "netns", "exec", self.hosts[index], "sysctl", "-qw", setting],
+                       check=True, capture_output=True, timeout=30)
+
+    def unplug(self, index, state="down"):
+        """Pull host ``index``'s cables out at the switch."""
+        for bridge in self.bridges[index]:
+            _ip("-n", self.switch, "link", "set", self.port_name(index, bridge), state)
 
     def plug(self, index):
-        _ip("-n", self.switch, "link", "set", self.port_name(index), "up")
+        self.unplug(index, "up")
 
     def link(self, index, state):
         """Take host ``index``'s own interface down or up."""
@@ -138,6 +173,100 @@ class JsonProcess:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(10)
+
+
+def demo_command():
+    """How to run ``mcast-demo`` (the installed script, else the module)."""
+    demo = shutil.which("mcast-demo")
+    return [demo] if demo else [sys.executable, "-m", "mcastmember.cli"]
+
+
+def event(kind, host, reason=None):
+    """A predicate for JsonProcess.wait_for: that event about member ``host``."""
+    def match(item):
+        return (item["event"] == kind and item["member"]["host"] == host
+                and (reason is None or item["reason"] == reason))
+    return match
+
+
+def added(proc, host):
+    return [i for _, i in proc.lines if i["event"] == "added" and i["member"]["host"] == host]
+
+
+def wait_all_see_all(lan, procs, timeout=5.0, address=None):
+    """Every process saw every other added; ``address(index)`` is what host
+    ``index`` advertises (default: its IPv4 address)."""
+    address = address or lan.address
+    for proc in procs:
+        for other in procs:
+            if other is not proc:
+                proc.wait_for(event("added", address(other.index)), timeout)
+
+
+def assert_alternating(lan, procs):
+    """For every observer and member: added, removed, added... never two of a kind."""
+    for proc in procs:
+        by_host = {}
+        for _, item in proc.lines:
+            if item["event"] in ("added", "removed"):
+                member = item["member"]
+                by_host.setdefault((member["host"], member["port"]), []).append(item["event"])
+        for host, kinds in by_host.items():
+            assert kinds[0] == "added", (proc.index, host, kinds)
+            assert all(a != b for a, b in zip(kinds, kinds[1:])), (proc.index, host, kinds)
+
+
+def check_partition_heals(lan, procs, address=None):
+    """Unplug host 0 of three that see each other: it and the others expire
+    each other (the two others keep each other), then plug it back: all are
+    in each other's tables again, with nothing lost or doubled."""
+    address = address or lan.address
+    lan.unplug(0)
+    for other in (1, 2):
+        procs[0].wait_for(event("removed", address(other), "expired"), timeout=3)
+        procs[other].wait_for(event("removed", address(0), "expired"), timeout=3)
+    time.sleep(0.3)
+    assert not [item for _, item in procs[1].lines
+                if item["member"]["host"] == address(2) and item["event"] == "removed"]
+    lan.plug(0)
+    deadline = time.monotonic() + 3
+    pairs = [(0, 1), (0, 2), (1, 0), (2, 0)]
+    for observer, host in pairs:          # healed: back in each other's tables
+        while len(added(procs[observer], address(host))) < 2:
+            assert time.monotonic() < deadline, procs[observer].lines
+            time.sleep(0.05)
+    assert_alternating(lan, procs)
+
+
+def count_datagrams(group, port, card, seconds):
+    """Listen to ``group:port`` on ``card`` of this namespace (call it through
+    run_in_netns) for ``seconds``: {source address: datagrams}. A plain
+    socket, nothing of mcastmember, to count what really arrives there."""
+    six = ":" in group
+    sock = socket.socket(socket.AF_INET6 if six else socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        index = socket.if_nametoindex(card)
+        if six:
+            sock.bind(("::", port))
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_JOIN_GROUP,
+                            socket.inet_pton(socket.AF_INET6, group) + struct.pack("@I", index))
+        else:
+            sock.bind(("0.0.0.0", port))
+            sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP,
+                            socket.inet_aton(group) + bytes(4) + struct.pack("@i", index))
+        sock.settimeout(0.05)
+        sources = {}
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            try:
+                _, source = sock.recvfrom(65535)
+            except socket.timeout:
+                continue
+            sources[source[0]] = sources.get(source[0], 0) + 1
+        return sources
+    finally:
+        sock.close()
 
 
 _CLONE_NEWNET = 0x40000000

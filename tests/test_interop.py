@@ -24,19 +24,11 @@ from mcastmember import McastService
 from mcastmember.aio import AsyncMembership
 
 from support import GROUP, LOOPBACK
-from tribes import TribesNode, build_harness
+from tribes import TribesNode
 
 pytestmark = pytest.mark.network
 FREQUENCY, DROP_TIME = 250, 1500
 TIMING = {"frequency": FREQUENCY, "drop_time": DROP_TIME}
-
-
-@pytest.fixture(scope="session")
-def classpath(tmp_path_factory):
-    path, reason = build_harness(tmp_path_factory.mktemp("tribes-classes"))
-    if path is None:
-        pytest.skip(reason)
-    return path
 
 
 def free_tcp_port():

@@ -56,20 +56,29 @@ class Member:
         self.domain, self.payload, self.command = unhex(domain), unhex(payload), unhex(command)
 
     def __repr__(self):
-        return f"<{self.kind} {self.host}:{self.port} payload={self.payload!r} cmd={self.command!r}>"
+        return (f"<{self.kind} {self.host}:{self.port} payload={self.payload!r} "
+                f"cmd={self.command!r}>")
 
 
 class TribesNode:
     """A running Tomcat membership node ("plain" McastService or the "stack":
-    GroupChannel + NioReceiver + TcpFailureDetector), on loopback, TTL 0."""
+    GroupChannel + NioReceiver + TcpFailureDetector), on loopback, TTL 0, unless
+    given a ``bind`` address (IPv6 too), ``ttl`` and the namespace to run in.
+    ``bind_socket=False``: ``bind`` is only the host we advertise, not the
+    McastService's bind address (the JDK chooses the card)."""
 
     def __init__(self, classpath, mode, group, port, member_port, *, domain="-", payload=b"",
-                 frequency=500, drop_time=3000):
+                 frequency=500, drop_time=3000, bind="127.0.0.1", ttl=0, netns=None,
+                 bind_socket=True):
         self.member_port = member_port
+        # IPv4 on loopback; an IPv6 bind address needs Java's IPv6 stack.
+        ipv4_stack = "true" if ":" not in bind else "false"
+        inside = ["ip", "netns", "exec", netns] if netns else []
         self.proc = subprocess.Popen(
-            ["java", "-Djava.net.preferIPv4Stack=true", "-cp", classpath, "TribesNode", mode,
-             group, str(port), "127.0.0.1", str(member_port), domain,
-             payload.hex() or "-", str(frequency), str(drop_time)],
+            [*inside, "java", f"-Djava.net.preferIPv4Stack={ipv4_stack}", "-cp", classpath,
+             "TribesNode", mode, group, str(port), bind, str(member_port), domain,
+             payload.hex() or "-", str(frequency), str(drop_time), str(ttl),
+             "bound" if bind_socket else "unbound"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.lines = queue.Queue()
         self.events = []

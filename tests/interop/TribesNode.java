@@ -18,7 +18,10 @@
 //                         the answer is reported when it arrives:
 //                         SESSION <event type> <context> <timestamp> <ms>
 //
-// Usage: TribesNode plain|stack GROUP PORT BIND MEMBER_PORT DOMAIN PAYLOAD_HEX FREQUENCY DROP_TIME
+// Usage: TribesNode plain|stack GROUP PORT BIND MEMBER_PORT DOMAIN PAYLOAD_HEX FREQUENCY DROP_TIME [TTL [unbound]]
+//   TTL: the multicast TTL (hop limit), 0 (this host only) unless given;
+//   unbound: BIND is our host (and the receiver's address) but not the
+//   McastService's bind (mcastBindAddress): the JDK chooses the card;
 //   plain: a bare McastService (membership only);
 //   stack: Tomcat's default cluster stack, GroupChannel + NioReceiver + TcpFailureDetector.
 import java.io.BufferedReader;
@@ -119,6 +122,8 @@ public class TribesNode implements MembershipListener {
         byte[] payload = unhex(args[6]);
         long frequency = Long.parseLong(args[7]);
         long dropTime = Long.parseLong(args[8]);
+        int ttl = args.length > 9 ? Integer.parseInt(args[9]) : 0;
+        boolean unbound = args.length > 10 && args[10].equals("unbound");
 
         TribesNode listener = new TribesNode();
         GroupChannel channel = new GroupChannel();
@@ -153,10 +158,12 @@ public class TribesNode implements MembershipListener {
         }
         service.setAddress(group);
         service.setPort(port);
-        service.setBind(bind);
+        if (!unbound) {
+            service.setBind(bind);
+        }
         service.setFrequency(frequency);
         service.setDropTime(dropTime);
-        service.setTtl(0);
+        service.setTtl(ttl);
         if (!domain.equals("-")) {
             service.setDomain(domain);
         }
