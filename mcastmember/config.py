@@ -5,6 +5,7 @@ import os
 
 from . import _layout as L
 from . import _codec
+from . import auth
 from . import net
 from .errors import ConfigurationError
 from .member import Member, domain_from_text
@@ -86,6 +87,11 @@ class ServiceConfig:
     (``loopback``, ``filter_domain``, ``tcp_listener``, ``tomcat``) take True or
     False only; times and counts take whole numbers, a float such as 500.0
     included when it has no fractional part.
+
+    ``keys`` turns on authenticated heartbeats (see auth.py and README
+    "Security"): an ``auth.KeyRing``, a list of ``(key id, 32-byte secret)``
+    pairs (the first signs), or the path of a key file. ``auth`` is "off",
+    "permissive" or "enforce" (the default once keys are set; "off" without).
     """
 
     def __init__(self, address=DEFAULT_GROUP, port=DEFAULT_PORT, *, interface=None, ttl=None,
@@ -93,7 +99,7 @@ class ServiceConfig:
                  host=None, member_port=DEFAULT_MEMBER_PORT, secure_port=-1, udp_port=-1,
                  domain=b"", payload=b"", max_members=DEFAULT_MAX_MEMBERS,
                  filter_domain=False, unique_id=None, alive_cap_ms=None, tcp_listener=None,
-                 tomcat=False):
+                 tomcat=False, keys=None, auth=None):
         self.address = net.check_group(address)
         self.port = net.check_port(port)
         self.interface = None if interface is None else net.check_interface(interface)
@@ -130,8 +136,18 @@ class ServiceConfig:
         if len(unique_id) != L.UNIQUE_ID_LEN:
             raise ConfigurationError(f"unique_id must be {L.UNIQUE_ID_LEN} bytes")
         self.unique_id = unique_id
+        self.key_ring, self.auth = _as_auth(keys, auth)
         self.local_member()   # refuse settings that cannot be encoded, now
         self.encode()
+
+    @property
+    def auth_mode(self):
+        """``auth`` as the number the table and the index take (_layout.AUTH_*)."""
+        return L.AUTH_MODES[self.auth]
+
+    def set_keys(self, keys, auth=None):
+        """Other keys (None: none) and mode, checked as at construction."""
+        self.key_ring, self.auth = _as_auth(keys, auth)
 
     def local_member(self, command=b""):
         return Member(self.host, self.member_port, self.unique_id, secure_port=self.secure_port,
@@ -175,6 +191,29 @@ class ServiceConfig:
         except ConfigurationError:
             self.domain = old
             raise
+
+
+def _as_auth(keys, mode):
+    """(KeyRing or None, mode name) from the ``keys`` and ``auth`` settings."""
+    if keys is None:
+        ring = None
+    elif isinstance(keys, auth.KeyRing):
+        ring = keys
+    elif isinstance(keys, (str, bytes, os.PathLike)):
+        ring = auth.KeyRing.from_file(keys)
+    else:
+        try:
+            ring = auth.KeyRing(keys)
+        except (TypeError, ValueError):
+            raise ConfigurationError("keys must be a KeyRing, a key file's path or "
+                                     "(key id, secret) pairs") from None
+    if mode is None:
+        mode = "off" if ring is None else "enforce"
+    if mode not in L.AUTH_MODES:
+        raise ConfigurationError(f"auth must be 'off', 'permissive' or 'enforce', not {mode!r}")
+    if mode != "off" and ring is None:
+        raise ConfigurationError(f"auth={mode!r} needs keys")
+    return ring, mode
 
 
 def _random_unique_id():
