@@ -204,6 +204,8 @@ def _as_auth(keys, mode):
     else:
         try:
             ring = auth.KeyRing(keys)
+        except ConfigurationError:
+            raise
         except (TypeError, ValueError):
             raise ConfigurationError("keys must be a KeyRing, a key file's path or "
                                      "(key id, secret) pairs") from None
