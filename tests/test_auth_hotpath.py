@@ -187,3 +187,94 @@ def test_set_keys_refuses_bad_input(codec):
                        (L.AUTH_ENFORCE, {1: b"short"}), (7, {1: KEY1})):
         with pytest.raises(ValueError):
             index.set_keys(mode, keys)
+
+
+# -- the table: the attacks of issue 12 --------------------------------------------------
+
+def test_forged_shutdown_changes_nothing_under_enforce(codec):
+    table = keyed_table(codec)
+    assert kinds(feed(table, signed(hb(codec), NOW_US), 0.0)) == [("added", None)]
+    shutdown = hb(codec, command=L.SHUTDOWN_COMMAND)
+    forged = signed(shutdown, NOW_US + 1, auth.KeyRing([(1, KEY2)]))    # a wrong key
+    for t, datagram in enumerate((shutdown, forged, shutdown + b"junk"), 1):
+        assert feed(table, datagram, 0.1 * t) == ()
+    assert len(table) == 1
+    assert table.auth_failures() == {"no_trailer": 1, "bad_mac": 1, "bad_trailer": 1}
+    # The member's own, signed shutdown removes it.
+    assert kinds(feed(table, signed(shutdown, NOW_US + 2), 1.0)) == [("removed", "shutdown")]
+
+
+def test_replayed_captures_change_nothing(codec):
+    table = keyed_table(codec)
+    first, later = signed(hb(codec, alive=1), NOW_US), signed(hb(codec, alive=2), NOW_US + 10)
+    goodbye = signed(hb(codec, command=L.SHUTDOWN_COMMAND), NOW_US + 20)
+    feed(table, first, 0.0)
+    assert feed(table, later, 0.5) == ()
+    assert feed(table, first, 0.6) == ()                     # an older heartbeat, replayed
+    assert kinds(feed(table, goodbye, 1.0)) == [("removed", "shutdown")]
+    for t, capture in enumerate((first, later, goodbye), 2):  # after it left
+        assert feed(table, capture, float(t)) == ()
+    assert len(table) == 0 and table.auth_failures() == {"replay": 4}
+    # After expiry too: the sequence the fast path accepted is remembered.
+    feed(table, signed(hb(codec, uid=2, alive=1), NOW_US), 10.0)
+    feed(table, signed(hb(codec, uid=2, alive=2), NOW_US + 50), 10.5)
+    assert kinds(table.expire(20.0)) == [("removed", "expired")]
+    assert feed(table, signed(hb(codec, uid=2, alive=1), NOW_US + 40), 20.1) == ()
+    assert len(table) == 0
+
+
+def test_a_first_packet_older_than_the_window_is_refused(codec):
+    table = keyed_table(codec)
+    stale = NOW_US - int(60.5e6)
+    assert feed(table, signed(hb(codec), stale), 0.0) == ()
+    assert table.auth_failures() == {"replay": 1}
+    assert kinds(feed(table, signed(hb(codec), NOW_US - int(59e6)), 0.1)) == [("added", None)]
+
+
+def test_reordered_heartbeats_do_not_flap(codec):
+    table = keyed_table(codec)
+    feed(table, signed(hb(codec, alive=1), NOW_US), 0.0)
+    assert feed(table, signed(hb(codec, alive=3), NOW_US + 3), 1.0) == ()
+    assert feed(table, signed(hb(codec, alive=2), NOW_US + 2), 1.0) == ()   # late: dropped
+    assert table.expire(3.5) == () and len(table) == 1
+
+
+def test_enforce_does_not_list_an_unkeyed_member_permissive_marks_it(codec):
+    enforce, permissive = keyed_table(codec), keyed_table(codec, L.AUTH_PERMISSIVE)
+    assert feed(enforce, hb(codec), 0.0) == ()
+    assert enforce.auth_failures() == {"no_trailer": 1}
+    (added,) = feed(permissive, hb(codec), 0.0)
+    assert added.kind == "added" and added.member.authenticated is False
+    assert feed(permissive, hb(codec, alive=2), 0.5) == ()          # fast path, counted
+    (keyed,) = feed(permissive, signed(hb(codec, uid=2), NOW_US), 0.5)
+    assert keyed.member.authenticated is True
+    # The unkeyed member starts signing: one update, then the fast path.
+    (update,) = feed(permissive, signed(hb(codec, alive=3), NOW_US), 1.0)
+    assert update.kind == "updated" and update.member.authenticated is True
+    assert feed(permissive, signed(hb(codec, alive=4), NOW_US + 1), 1.5) == ()
+    assert [m.authenticated for m in permissive.members()] == [True, True]
+    assert permissive.stats()["fast_path"] == 2
+    assert permissive.auth_failures() == {"no_trailer": 2}
+
+
+def test_rotation_on_a_running_table_removes_no_member(codec):
+    old, new = (1, KEY1), (2, KEY2)
+    table = keyed_table(codec)
+    t, seq = 0.0, NOW_US
+    events = []
+
+    def beat(ring, uid):
+        nonlocal seq
+        seq += 1
+        events.extend(feed(table, signed(hb(codec, uid=uid, alive=seq - NOW_US), seq, ring), t))
+
+    for ring_here, signing in (([old], [old]), ([old, new], [old]), ([new, old], [new]),
+                               ([new], [new])):
+        table.set_keys(L.AUTH_ENFORCE, auth.KeyRing(ring_here))
+        for _ in range(4):
+            beat(auth.KeyRing(signing), 1)
+            beat(auth.KeyRing(signing), 2)
+            t += 0.5
+            events.extend(table.expire(t))
+    assert kinds(events) == [("added", None), ("added", None)]
+    assert table.auth_failures() == {}
