@@ -596,7 +596,8 @@ cdef class HeartbeatPacket:
         packet (``buffer`` and what ``send`` sends grow by it), key id
         ``key_id`` (1-255) with ``secret`` (32 bytes), sequences above
         ``after`` (the last one of the packet this one replaces) and above
-        every earlier one of this packet. ``key_id`` 0: unsigned again."""
+        every earlier one of this packet. ``key_id`` 0: unsigned again.
+        ValueError for a bad key, or a packet with bytes after its end marker."""
         cdef unsigned char* t = self._data + self._packet_len
         if key_id == 0:
             self.key_id = 0
@@ -604,6 +605,8 @@ cdef class HeartbeatPacket:
             return
         if not 1 <= key_id <= 255:
             raise ValueError(f"key id {key_id} is not 1-255")
+        if _packet_end(self._data, self._packet_len) != self._packet_len:
+            raise ValueError("the packet has bytes after its end marker: no room for a trailer")
         _prepare_key(&self._mac_key, secret)
         memcpy(t, AUTH_MAGIC, AUTH_MAGIC_LEN)
         t[AUTH_MAGIC_LEN] = AUTH_VERSION

@@ -254,6 +254,8 @@ class HeartbeatPacket:
         else:
             if not 1 <= key_id <= 255:
                 raise ValueError(f"key id {key_id} is not 1-255")
+            if _packet_end(packet, len(packet)) != len(packet):
+                raise ValueError("the packet has bytes after its end marker: no room for a trailer")
             if len(secret) != L.AUTH_KEY_LEN:
                 raise ValueError(f"a key is {L.AUTH_KEY_LEN} bytes, not {len(secret)}")
             self._secret = bytes(secret)

@@ -304,7 +304,7 @@ class _TableView(_LineView):
         members = service.members()
         stats = service.stats()
         lines = [f"mcast-demo  group {cfg.address}:{cfg.port}  me {me.address}:{me.port} "
-                 f"id {me.unique_id.hex()[:12]}  ({stats['implementation']} codec)",
+                 f"id {me.unique_id.hex()[:12]}  ({stats['implementation']} codec, auth {cfg.auth})",
                  f"{len(members)} other member(s); Ctrl-C leaves", "",
                  f"{'host:port':<24} {'unique id':<14} {'alive':>10} {'auth':<4}  "
                  "domain / payload"]
