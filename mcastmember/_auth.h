@@ -5,7 +5,8 @@
  * inner (key ^ 0x36..) and outer (key ^ 0x5c..) pad blocks. Authenticating a
  * message then costs the message's blocks plus one outer block: three
  * compressions for a heartbeat of under 110 bytes. The message is one
- * contiguous span (packet + trailer header, as both sides hold it).
+ * contiguous span (packet + trailer header, as both sides hold it). The
+ * compression uses the CPU's SHA extensions where it has them (x86-64).
  * Tested against hashlib/hmac (tests/test_auth_hotpath.py). Also the wall
  * clock the sequences come from. */
 #ifndef MCM_AUTH_H
@@ -61,6 +62,85 @@ static void mcm_sha256_block(mcm_sha256_state *s, const uint8_t *block) {
     s->h[4] += e; s->h[5] += f; s->h[6] += g; s->h[7] += h;
 }
 
+/* The same compression with the CPU's SHA extensions (x86-64 "SHA-NI",
+ * most CPUs since 2017), chosen at run time: about three times faster. The
+ * state is kept as the instructions want it (ABEF and CDGH lanes) for the
+ * block only. Portable code above is the fallback and the reference. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#include <immintrin.h>
+#define MCM_HAVE_SHA_NI_CODE 1
+
+__attribute__((target("sha,sse4.1,ssse3")))
+static void mcm_sha256_block_ni(mcm_sha256_state *s, const uint8_t *block) {
+    const __m128i bswap = _mm_set_epi64x(0x0c0d0e0f08090a0bULL, 0x0405060700010203ULL);
+    __m128i dcba = _mm_loadu_si128((const __m128i *)&s->h[0]);
+    __m128i hgfe = _mm_loadu_si128((const __m128i *)&s->h[4]);
+    __m128i cdab = _mm_shuffle_epi32(dcba, 0xB1);
+    __m128i efgh = _mm_shuffle_epi32(hgfe, 0x1B);
+    __m128i abef = _mm_alignr_epi8(cdab, efgh, 8);
+    __m128i cdgh = _mm_blend_epi16(efgh, cdab, 0xF0);
+    __m128i abef_in = abef, cdgh_in = cdgh, w[4], t;
+    int g;
+    for (g = 0; g < 16; g++) {
+        __m128i *x = &w[g & 3];
+        if (g < 4) {
+            *x = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(block + 16 * g)), bswap);
+        } else {
+            /* W[t] = s1(W[t-2]) + W[t-7] + s0(W[t-15]) + W[t-16], four at a time */
+            __m128i prev = w[(g - 1) & 3], prev2 = w[(g - 2) & 3];
+            t = _mm_add_epi32(_mm_sha256msg1_epu32(*x, w[(g - 3) & 3]),
+                              _mm_alignr_epi8(prev, prev2, 4));
+            *x = _mm_sha256msg2_epu32(t, prev);
+        }
+        t = _mm_add_epi32(*x, _mm_loadu_si128((const __m128i *)&mcm_sha256_k[4 * g]));
+        cdgh = _mm_sha256rnds2_epu32(cdgh, abef, t);
+        abef = _mm_sha256rnds2_epu32(abef, cdgh, _mm_shuffle_epi32(t, 0x0E));
+    }
+    abef = _mm_add_epi32(abef, abef_in);
+    cdgh = _mm_add_epi32(cdgh, cdgh_in);
+    t = _mm_shuffle_epi32(abef, 0x1B);             /* FEBA */
+    cdgh = _mm_shuffle_epi32(cdgh, 0xB1);          /* DCHG */
+    _mm_storeu_si128((__m128i *)&s->h[0], _mm_blend_epi16(t, cdgh, 0xF0));   /* DCBA */
+    _mm_storeu_si128((__m128i *)&s->h[4], _mm_alignr_epi8(cdgh, t, 8));      /* HGFE */
+}
+
+static int mcm_cpu_has_sha_ni(void) {
+    unsigned int a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 19)) || !(c & (1u << 9)))
+        return 0;                                   /* SSE4.1, SSSE3 */
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d))
+        return 0;
+    return (b & (1u << 29)) != 0;                   /* SHA */
+}
+#else
+#define MCM_HAVE_SHA_NI_CODE 0
+static void mcm_sha256_block_ni(mcm_sha256_state *s, const uint8_t *block) {
+    mcm_sha256_block(s, block);
+}
+static int mcm_cpu_has_sha_ni(void) { return 0; }
+#endif
+
+/* -1: not looked yet; 0: portable code; 1: SHA extensions. Set once (a
+ * race between threads writes the same value); mcm_sha_ni_use() changes it. */
+static int mcm_sha_ni = -1;
+
+static inline void mcm_sha256_compress(mcm_sha256_state *s, const uint8_t *block) {
+    if (mcm_sha_ni < 0)
+        mcm_sha_ni = mcm_cpu_has_sha_ni();
+    if (mcm_sha_ni)
+        mcm_sha256_block_ni(s, block);
+    else
+        mcm_sha256_block(s, block);
+}
+
+/* Use the SHA extensions when `wanted` and the CPU has them (tests run both
+ * paths); returns whether they are used. */
+static int mcm_sha_ni_use(int wanted) {
+    mcm_sha_ni = wanted ? mcm_cpu_has_sha_ni() : 0;
+    return mcm_sha_ni;
+}
+
 /* Finish a hash whose state has absorbed `done` bytes (a multiple of 64)
  * with the remaining message `p[0:n]`; the digest goes to out[32]. */
 static void mcm_sha256_finish(mcm_sha256_state *s, uint64_t done, const uint8_t *p, size_t n,
@@ -69,7 +149,7 @@ static void mcm_sha256_finish(mcm_sha256_state *s, uint64_t done, const uint8_t 
     uint64_t bits = (done + n) * 8;
     size_t rest, padded, i;
     while (n >= 64) {
-        mcm_sha256_block(s, p);
+        mcm_sha256_compress(s, p);
         p += 64;
         n -= 64;
     }
@@ -80,9 +160,9 @@ static void mcm_sha256_finish(mcm_sha256_state *s, uint64_t done, const uint8_t 
     memset(tail + rest + 1, 0, padded - rest - 1);
     for (i = 0; i < 8; i++)
         tail[padded - 1 - i] = (uint8_t)(bits >> (8 * i));
-    mcm_sha256_block(s, tail);
+    mcm_sha256_compress(s, tail);
     if (padded == 128)
-        mcm_sha256_block(s, tail + 64);
+        mcm_sha256_compress(s, tail + 64);
     for (i = 0; i < 8; i++) {
         out[4 * i] = (uint8_t)(s->h[i] >> 24);
         out[4 * i + 1] = (uint8_t)(s->h[i] >> 16);
@@ -98,11 +178,11 @@ static void mcm_hmac_prepare(mcm_hmac_key *k, const uint8_t *key, size_t len) {
     for (i = 0; i < 64; i++)
         pad[i] = (uint8_t)((i < len ? key[i] : 0) ^ 0x36);
     memcpy(k->inner.h, mcm_sha256_iv, sizeof mcm_sha256_iv);
-    mcm_sha256_block(&k->inner, pad);
+    mcm_sha256_compress(&k->inner, pad);
     for (i = 0; i < 64; i++)
         pad[i] ^= 0x36 ^ 0x5c;
     memcpy(k->outer.h, mcm_sha256_iv, sizeof mcm_sha256_iv);
-    mcm_sha256_block(&k->outer, pad);
+    mcm_sha256_compress(&k->outer, pad);
     memset(pad, 0, sizeof pad);
 }
 

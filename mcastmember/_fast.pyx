@@ -125,6 +125,7 @@ cdef extern from "_auth.h" nogil:
     void mcm_hmac(const mcm_hmac_key* k, const unsigned char* msg, size_t n, unsigned char* out)
     int mcm_equal_ct(const unsigned char* a, const unsigned char* b, size_t n)
     uint64_t mcm_wall_us()
+    int mcm_sha_ni_use(int wanted)
 
 from . import _layout as L
 from .errors import MalformedPacket
@@ -496,6 +497,13 @@ cdef int _prepare_key(mcm_hmac_key* out, secret) except -1:
     finally:
         PyBuffer_Release(&view)
     return 0
+
+
+def _use_sha_extensions(bint wanted):
+    """Compute SHA-256 with the CPU's SHA extensions when ``wanted`` and
+    available (the default), else with portable C; returns which (tests
+    check both against hashlib)."""
+    return bool(mcm_sha_ni_use(wanted))
 
 
 def _hmac_sha256(key, msg):

@@ -58,9 +58,21 @@ def kinds(events):
 
 # -- the primitive -------------------------------------------------------------------
 
-@pytest.mark.skipif(_fast is None, reason="compiled extension not built")
+@pytest.fixture(params=[True, False], ids=["sha-extensions", "portable-c"])
+def sha_path(request):
+    """The compiled SHA-256 with the CPU's SHA extensions (where it has
+    them) and in portable C: both are checked."""
+    if _fast is None:
+        pytest.skip("compiled extension not built")
+    used = _fast._use_sha_extensions(request.param)
+    if request.param and not used:
+        pytest.skip("this CPU has no SHA extensions")
+    yield used
+    _fast._use_sha_extensions(True)
+
+
 @pytest.mark.parametrize("key_len", [0, 1, 32, 63, 64])
-def test_compiled_hmac_sha256_matches_hashlib(key_len):
+def test_compiled_hmac_sha256_matches_hashlib(sha_path, key_len):
     key = bytes((i * 7 + key_len) & 0xFF for i in range(key_len))
     # Every length around the block and padding boundaries, and long ones.
     for n in list(range(0, 140)) + [183, 184, 1000, 65507]:
@@ -68,8 +80,7 @@ def test_compiled_hmac_sha256_matches_hashlib(key_len):
         assert _fast._hmac_sha256(key, message) == hmac.new(key, message, hashlib.sha256).digest()
 
 
-@pytest.mark.skipif(_fast is None, reason="compiled extension not built")
-def test_compiled_hmac_sha256_rfc4231_case_2():
+def test_compiled_hmac_sha256_rfc4231_case_2(sha_path):
     tag = _fast._hmac_sha256(b"Jefe", b"what do ya want for nothing?")
     assert tag.hex() == "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
 
