@@ -391,8 +391,9 @@ class MembershipEngine:
         failures = self.table.auth_failures()
         total = sum(failures.values())
         if total > self._auth_reported:
-            verb = "dropped" if self.config.auth == "enforce" else "failed authentication:"
-            log.warning("%s %d datagrams on %s:%d so far that were not authentic and fresh (%s)",
-                        verb, total, self.config.address, self.config.port,
-                        ", ".join(f"{k} {v}" for k, v in sorted(failures.items())))
+            fate = ("dropped" if self.config.auth == "enforce"
+                    else "admitted as unauthenticated (permissive)")
+            log.warning("%d datagrams on %s:%d so far were not authentic and fresh (%s): %s",
+                        total, self.config.address, self.config.port,
+                        ", ".join(f"{k} {v}" for k, v in sorted(failures.items())), fate)
             self._auth_reported = total

@@ -291,3 +291,39 @@ def test_rotation_on_a_running_table_removes_no_member(codec):
             events.extend(table.expire(t))
     assert kinds(events) == [("added", None), ("added", None)]
     assert table.auth_failures() == {}
+
+
+@pytest.mark.skipif(_fast is None, reason="compiled extension not built")
+def test_compiled_signing_and_checking_allocate_nothing():
+    import tracemalloc
+    packet = _fast.HeartbeatPacket(hb(_fast))
+    packet.set_key(1, KEY1)
+    index, slot = _index_with_member(_fast, L.AUTH_ENFORCE, sequence=0)
+    tx, rx = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    rx.setblocking(False)
+    tx.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)
+    rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+    fd, buf = tx.fileno(), bytearray(L.RECV_BUFFER_LEN)
+    stamp, send, pump = packet.stamp_now, packet.send, index.pump
+    for _ in range(100):
+        send(fd)                          # signed heartbeats of the member, queued
+    def peak(calls, fn, *args):
+        """Python heap held at most while calling ``fn`` ``calls`` times."""
+        tracemalloc.start()
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        for _ in range(calls):
+            fn(*args)
+        top = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        return top - base
+
+    def nothing(*args):
+        return -errno.EAGAIN
+
+    loop_itself = peak(1000, nothing)
+    assert peak(1000, stamp) <= loop_itself
+    assert peak(1, pump, rx.fileno(), buf, math.inf) <= peak(1, nothing, rx.fileno(), buf, 0.0)
+    assert index.hits == 100 and index.auth_failures() == {}
+    tx.close()
+    rx.close()
