@@ -9,21 +9,12 @@ import pytest
 
 from mcastmember import _layout as L
 from mcastmember import auth
-from mcastmember.config import ServiceConfig
-from mcastmember.engine import MALFORMED_REPORT_S, MembershipEngine
+from mcastmember.engine import MALFORMED_REPORT_S
 
-from support import GROUP, LOOPBACK, heartbeat
+from support import heartbeat
+from test_engine import make  # noqa: F401 (the fixture: an engine of the codec under test)
 
 OLD, NEW = (1, bytes(range(32))), (2, bytes(range(40, 72)))
-
-
-@pytest.fixture
-def make(codec):
-    def make(**settings):
-        options = dict(LOOPBACK, member_port=4001, frequency=500, drop_time=3000)
-        options.update(settings)
-        return MembershipEngine(ServiceConfig(GROUP, 45564, **options), codec=codec)
-    return make
 
 
 def sent(packet):

@@ -15,27 +15,14 @@ from mcastmember import ConfigurationError, McastService, _codec
 from mcastmember import _layout as L
 from mcastmember import auth
 
-from fronts import FAST, FRONTS
+from test_lifecycle import front  # noqa: F401 (the fixture: a factory of members of one front)
+from fronts import FAST
 from support import GROUP, LOOPBACK, wait_until
 
 pytestmark = pytest.mark.network
 
 OLD, NEW = (1, bytes(range(32))), (2, bytes(range(50, 82)))
 PURE_PYTHON_FLOOD_RATE = 20000     # datagrams/s; the compiled pump takes the full rate
-
-
-@pytest.fixture(params=sorted(FRONTS))
-def front(request, group_port):
-    made = []
-
-    def make(member_port, **settings):
-        member = FRONTS[request.param](group_port, member_port, **settings)
-        made.append(member)
-        return member
-
-    yield make
-    for member in made:
-        member.close()
 
 
 def listed(member):
