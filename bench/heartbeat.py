@@ -3,7 +3,8 @@
 
     python bench/heartbeat.py [--json out.json] [--plot scale.png] [--quick]
 
-Rows: the compiled path, the pure-Python path, a naive baseline that does what
+Rows: the compiled path, the pure-Python path (each also with authenticated
+heartbeats: signing, and checking a trailer and its sequence), a naive baseline that does what
 Tomcat 5.5 did (bench/naive.py), Tomcat Tribes 10.1 itself (bench/TribesBench.java,
 when Java and Debian's libtomcat10-java are installed) and the bare socket floor.
 Also: unicast fan-out to 10, 100 and 1,000 peers (compiled and pure-Python
@@ -42,7 +43,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import naive  # noqa: E402  (bench/naive.py)
-from mcastmember import _codec, _fast_py, _layout as L  # noqa: E402
+from mcastmember import _codec, _fast_py, _layout as L, auth  # noqa: E402
 from mcastmember.table import Membership  # noqa: E402
 
 try:
@@ -52,6 +53,7 @@ except ImportError:
 
 LOCALHOST = b"\x7f\x00\x00\x01"
 GROUP = "228.0.0.4"
+KEY = bytes(range(32))
 
 
 def member_packet(codec, i, alive=1, domain=b"dom", payload=b""):
@@ -125,18 +127,28 @@ def _nothing():
 
 
 # -- the implementations, per heartbeat ------------------------------------------------
-def library_row(codec, name, rounds):
+def library_row(codec, name, rounds, keyed=False):
     """What mcastmember does per heartbeat besides the socket call: stamp the
     alive bytes (HeartbeatPacket.send) and recognise a known member
     (MemberIndex.pump), timed in the implementation's own loop (C for the
-    compiled one), and also as one call from Python."""
+    compiled one), and also as one call from Python. ``keyed``: with
+    authentication (enforce): sign the packet; check the trailer's MAC and
+    sequence (the one-call figure from Python checks a replay: the same MAC
+    work, then a drop)."""
     packet = codec.HeartbeatPacket(member_packet(codec, 0))
     index = codec.MemberIndex(16)
     known = member_packet(codec, 1)
-    index.add(known, -1, 0.0, L.KIND_MEMBER)
+    slot = index.add(known, -1, 0.0, L.KIND_MEMBER)
+    datagram = member_packet(codec, 1, alive=999)
+    if keyed:
+        packet.set_key(1, KEY)
+        index.set_keys(L.AUTH_ENFORCE, {1: KEY})
+        index.set_auth(slot, True, 0)
+        datagram += auth.trailer(datagram, auth.KeyRing([(1, KEY)]), 1)
+        name += " + auth"
     buf = bytearray(L.RECV_BUFFER_LEN)
-    buf[:len(known)] = member_packet(codec, 1, alive=999)
-    n = len(known)
+    buf[:len(datagram)] = datagram
+    n = len(datagram)
     send_ns = min(codec._bench_stamp(packet, rounds) for _ in range(5))
     recv_ns = min(codec._bench_recognise(index, buf, n, rounds) for _ in range(5))
     send_call, recv_call = packet.stamp_now, functools.partial(index.lookup, buf, n, 1.0)
@@ -261,7 +273,7 @@ def java_row(rounds):
     return json.loads(result.stdout.strip().splitlines()[-1]), None
 
 
-def micro_rows(rounds, notes):
+def micro_rows(rounds, notes, micro_only=False):
     rows = []
     impls = [("compiled", _fast), ("python", _fast_py)]
     for name, codec in impls:
@@ -269,6 +281,14 @@ def micro_rows(rounds, notes):
             notes.append("compiled row skipped: the extension is not built")
             continue
         rows.append(library_row(codec, name, rounds))
+        rows.append(library_row(codec, name, rounds, keyed=True))
+        plain, keyed = rows[-2], rows[-1]
+        notes.append(f"authentication adds ({name}): {keyed['send_ns'] - plain['send_ns']:.0f} ns "
+                     f"and {keyed['send_bytes'] - plain['send_bytes']:.0f} B per heartbeat sent, "
+                     f"{keyed['recv_ns'] - plain['recv_ns']:.0f} ns and "
+                     f"{keyed['recv_bytes'] - plain['recv_bytes']:.0f} B per heartbeat received")
+    if micro_only:
+        return rows
     send, recv = naive_paths()
     send_bytes, send_blocks = allocation(send)
     recv_bytes, recv_blocks = allocation(recv)
@@ -861,15 +881,21 @@ def main(argv=None):
     parser.add_argument("--plot", metavar="PNG", default=None,
                         help="plot cost against cluster size (needs matplotlib)")
     parser.add_argument("--quick", action="store_true", help="fewer rounds (a smoke run)")
+    parser.add_argument("--library-only", action="store_true",
+                        help="only the library's rows (with and without authentication)")
     args = parser.parse_args(argv)
     rounds = 20000 if args.quick else 300000
     notes = []
     print(f"mcastmember heartbeat benchmark ({_codec.IMPLEMENTATION} codec selected; "
           f"Python {sys.version.split()[0]}, {os.cpu_count()} CPUs)\n", flush=True)
 
-    rows = micro_rows(rounds, notes)
+    rows = micro_rows(rounds, notes, args.library_only)
     print(table_text(rows) + "\n", flush=True)
     results = {"rows": rows}
+    if args.library_only:
+        for note in notes:
+            print("note:", note)
+        return 0
 
     results["receive_loop"] = receive_loop(5 if args.quick else 15)
     print("receive loop vs bare recv_into loop:",

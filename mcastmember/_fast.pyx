@@ -214,6 +214,19 @@ cdef extern from *:
     int mcm_socket_id(int fd, unsigned long long* dev, unsigned long long* ino) nogil
     long long mcm_monotonic_ns() nogil
 
+# HMAC-SHA256 and the wall clock for the authentication trailer (_auth.h).
+cdef extern from "_auth.h" nogil:
+    ctypedef struct mcm_sha256_state:
+        uint32_t h[8]
+    ctypedef struct mcm_hmac_key:
+        mcm_sha256_state inner
+        mcm_sha256_state outer
+    void mcm_hmac_prepare(mcm_hmac_key* k, const unsigned char* key, size_t n)
+    void mcm_hmac(const mcm_hmac_key* k, const unsigned char* msg, size_t n, unsigned char* out)
+    int mcm_equal_ct(const unsigned char* a, const unsigned char* b, size_t n)
+    uint64_t mcm_wall_us()
+    int mcm_sha_ni_use(int wanted)
+
 from . import _layout as L
 from .errors import MalformedPacket
 
@@ -248,7 +261,27 @@ cdef int V_FIELD_OVERRUN = L.FIELD_OVERRUN
 cdef int V_LENGTH_MISMATCH = L.LENGTH_MISMATCH
 cdef int V_OVERSIZED = L.OVERSIZED
 cdef uint8_t KIND_FREE = L.KIND_FREE
-cdef uint8_t L_KIND_MEMBER = L.KIND_MEMBER
+cdef uint8_t KIND_MEMBER = L.KIND_MEMBER
+cdef Py_ssize_t AUTH_HEADER_LEN = L.AUTH_HEADER_LEN
+cdef Py_ssize_t AUTH_MAC_LEN = L.AUTH_MAC_LEN
+cdef Py_ssize_t AUTH_TRAILER_LEN = L.AUTH_TRAILER_LEN
+cdef Py_ssize_t AUTH_KEY_LEN = L.AUTH_KEY_LEN
+cdef Py_ssize_t AUTH_MAGIC_LEN = len(L.AUTH_MAGIC)
+cdef int AUTH_VERSION = L.AUTH_VERSION
+cdef int A_OK = L.AUTH_OK
+cdef int A_NO_TRAILER = L.AUTH_NO_TRAILER
+cdef int A_BAD_TRAILER = L.AUTH_BAD_TRAILER
+cdef int A_UNKNOWN_KEY = L.AUTH_UNKNOWN_KEY
+cdef int A_BAD_MAC = L.AUTH_BAD_MAC
+cdef int A_REPLAY = L.AUTH_REPLAY
+cdef int AUTH_OFF = L.AUTH_OFF
+cdef int AUTH_ENFORCE = L.AUTH_ENFORCE
+cdef int INDEX_DROPPED = L.INDEX_DROPPED
+# What the index does with a known member's datagram once its trailer is judged.
+cdef enum:
+    ADMIT = 0       # heard: refresh it here
+    DROP = 1        # not authentic (enforce) or a replay: counted, dropped
+    SLOW = 2        # its authenticated status changes: Python must see it
 
 cdef bytes _BEGIN = L.BEGIN_MARKER
 cdef bytes _END = L.END_MARKER
@@ -256,6 +289,8 @@ cdef bytes _CHANNEL_TAG = L.CHANNEL_FRAME_TAG
 cdef const unsigned char* BEGIN = _BEGIN
 cdef const unsigned char* END = _END
 cdef const unsigned char* CHANNEL_TAG = _CHANNEL_TAG
+cdef bytes _AUTH_MAGIC = L.AUTH_MAGIC
+cdef const unsigned char* AUTH_MAGIC = _AUTH_MAGIC
 cdef Py_ssize_t CHANNEL_TAG_LEN = len(L.CHANNEL_FRAME_TAG)
 
 
@@ -582,6 +617,112 @@ cdef ssize_t _fan_out(int fd, Targets targets, const unsigned char* data, Py_ssi
     return failure
 
 
+# -- the authentication trailer (auth.py is the reference) ----------------------
+cdef inline Py_ssize_t _packet_end(const unsigned char* p, Py_ssize_t n) noexcept nogil:
+    """Where the packet in ``p[:n]`` ends by its body length (it may lie
+    past ``n``); -1 when there is no body length to read."""
+    cdef int64_t body_len
+    if n < BODY_START:
+        return -1
+    body_len = _get32(p + OFF_BODY_LEN)
+    if body_len < 0:
+        return -1
+    return <Py_ssize_t>(BODY_START + body_len + MARKER_LEN)
+
+
+cdef inline Py_ssize_t _packet_part(const unsigned char* p, Py_ssize_t n) noexcept nogil:
+    """The bytes of a datagram the index compares: without the trailer when
+    exactly a trailer's length follows the end marker, else all ``n``."""
+    cdef Py_ssize_t end = _packet_end(p, n)
+    if end >= 0 and n - end == AUTH_TRAILER_LEN:
+        return end
+    return n
+
+
+cdef struct KeyTable:
+    mcm_hmac_key keys[256]      # prepared keys by id
+    uint8_t has[256]            # which ids the ring holds (never 0)
+
+
+cdef int _verify(const KeyTable* ring, const unsigned char* p, Py_ssize_t n,
+                 uint64_t* sequence) noexcept nogil:
+    """``auth.check`` for the well-formed datagram ``p[:n]``: the verdict,
+    and the sequence when it is AUTH_OK. MACs are compared in constant time."""
+    cdef Py_ssize_t end = _packet_end(p, n)
+    cdef const unsigned char* t
+    cdef unsigned char tag[32]
+    cdef int key_id
+    if n == end:
+        return A_NO_TRAILER
+    if n - end != AUTH_TRAILER_LEN:
+        return A_BAD_TRAILER
+    t = p + end
+    if memcmp(t, AUTH_MAGIC, AUTH_MAGIC_LEN) != 0 or t[AUTH_MAGIC_LEN] != AUTH_VERSION:
+        return A_BAD_TRAILER
+    key_id = t[AUTH_MAGIC_LEN + 1]
+    if not ring.has[key_id]:
+        return A_UNKNOWN_KEY
+    mcm_hmac(&ring.keys[key_id], p, end + AUTH_HEADER_LEN, tag)
+    if not mcm_equal_ct(tag, t + AUTH_HEADER_LEN, AUTH_MAC_LEN):
+        return A_BAD_MAC
+    sequence[0] = <uint64_t>_get64(t + AUTH_MAGIC_LEN + 2)
+    return A_OK
+
+
+cdef inline uint64_t _sign(const mcm_hmac_key* key, unsigned char* p, Py_ssize_t end,
+                           uint64_t last) noexcept nogil:
+    """Write the sequence (wall-clock microseconds, always above ``last``)
+    and the MAC into the trailer header at ``p + end``; return the sequence."""
+    cdef uint64_t sequence = mcm_wall_us()
+    cdef unsigned char tag[32]
+    if sequence <= last:
+        sequence = last + 1
+    _put64(p + end + AUTH_MAGIC_LEN + 2, <int64_t>sequence)
+    mcm_hmac(key, p, end + AUTH_HEADER_LEN, tag)
+    memcpy(p + end + AUTH_HEADER_LEN, tag, AUTH_MAC_LEN)
+    return sequence
+
+
+cdef int _prepare_key(mcm_hmac_key* out, secret) except -1:
+    cdef Py_buffer view
+    PyObject_GetBuffer(secret, &view, PyBUF_SIMPLE)
+    try:
+        if view.len != AUTH_KEY_LEN:
+            raise ValueError(f"a key is {AUTH_KEY_LEN} bytes, not {view.len}")
+        mcm_hmac_prepare(out, <const unsigned char*>view.buf, view.len)
+    finally:
+        PyBuffer_Release(&view)
+    return 0
+
+
+def _use_sha_extensions(bint wanted):
+    """Compute SHA-256 with the CPU's SHA extensions when ``wanted`` and
+    available (the default), else with portable C; returns which (tests
+    check both against hashlib)."""
+    return bool(mcm_sha_ni_use(wanted))
+
+
+def _hmac_sha256(key, msg):
+    """HMAC-SHA256 of ``msg`` under ``key`` (at most 64 bytes) as the hot
+    path computes it: for tests against ``hmac``/``hashlib``."""
+    cdef Py_buffer k, m
+    cdef mcm_hmac_key prepared
+    cdef unsigned char tag[32]
+    PyObject_GetBuffer(key, &k, PyBUF_SIMPLE)
+    try:
+        if k.len > 64:
+            raise ValueError("keys longer than a block are hashed first: not supported")
+        mcm_hmac_prepare(&prepared, <const unsigned char*>k.buf, k.len)
+    finally:
+        PyBuffer_Release(&k)
+    PyObject_GetBuffer(msg, &m, PyBUF_SIMPLE)
+    try:
+        mcm_hmac(&prepared, <const unsigned char*>m.buf, m.len, tag)
+    finally:
+        PyBuffer_Release(&m)
+    return PyBytes_FromStringAndSize(<const char*>tag, 32)
+
+
 cdef class HeartbeatPacket:
     """A serialized packet whose alive time is the only thing rewritten per send.
 
@@ -603,6 +744,11 @@ cdef class HeartbeatPacket:
     cdef readonly bint below_zero
     cdef readonly uint64_t sent
     cdef readonly uint64_t errors
+    # Authentication (set_key): the packet's own length, the key, the last sequence.
+    cdef Py_ssize_t _packet_len
+    cdef mcm_hmac_key _mac_key
+    cdef readonly int key_id
+    cdef readonly uint64_t sequence
 
     # Everything is set up here, not in __init__: there is no half-made
     # packet (HeartbeatPacket.__new__ needs the packet too), and calling
@@ -617,11 +763,12 @@ cdef class HeartbeatPacket:
             verdict = _scan(<const unsigned char*>view.buf, view.len, &offs)
             if verdict != V_OK:
                 raise MalformedPacket(verdict)
-            self._data = <unsigned char*>malloc(view.len)
+            # Room for a trailer from the start: set_key never moves the bytes.
+            self._data = <unsigned char*>malloc(view.len + AUTH_TRAILER_LEN)
             if self._data == NULL:
                 raise MemoryError()
             memcpy(self._data, view.buf, view.len)
-            self._length = view.len
+            self._length = self._packet_len = view.len
         finally:
             PyBuffer_Release(&view)
         self.origin_ns = origin
@@ -639,12 +786,43 @@ cdef class HeartbeatPacket:
 
     @property
     def buffer(self):
-        if self._view is None:
+        if self._view is None or len(self._view) != self._length:   # set_key changed it
             self._view = memoryview(self)
         return self._view
 
     def stamp(self, int64_t alive_ms):
         _put64(self._data + OFF_ALIVE, alive_ms)
+        if self.key_id:
+            self._sign_now()
+
+    def set_key(self, int key_id, secret=None, uint64_t after=0):
+        """Sign from now on: every stamp also writes the trailer after the
+        packet (``buffer`` and what ``send`` sends grow by it), key id
+        ``key_id`` (1-255) with ``secret`` (32 bytes), sequences above
+        ``after`` (the last one of the packet this one replaces) and above
+        every earlier one of this packet. ``key_id`` 0: unsigned again.
+        ValueError for a bad key, or a packet with bytes after its end marker."""
+        cdef unsigned char* t = self._data + self._packet_len
+        if key_id == 0:
+            self.key_id = 0
+            self._length = self._packet_len
+            return
+        if not 1 <= key_id <= 255:
+            raise ValueError(f"key id {key_id} is not 1-255")
+        if _packet_end(self._data, self._packet_len) != self._packet_len:
+            raise ValueError("the packet has bytes after its end marker: no room for a trailer")
+        _prepare_key(&self._mac_key, secret)
+        memcpy(t, AUTH_MAGIC, AUTH_MAGIC_LEN)
+        t[AUTH_MAGIC_LEN] = AUTH_VERSION
+        t[AUTH_MAGIC_LEN + 1] = key_id
+        self.key_id = key_id
+        if after > self.sequence:
+            self.sequence = after
+        self._length = self._packet_len + AUTH_TRAILER_LEN
+        self._sign_now()
+
+    cdef inline void _sign_now(self) noexcept nogil:
+        self.sequence = _sign(&self._mac_key, self._data, self._packet_len, self.sequence)
 
     cdef inline void _stamp_now(self) noexcept nogil:
         cdef int64_t elapsed = _monotonic_ns() - self.origin_ns
@@ -654,6 +832,8 @@ cdef class HeartbeatPacket:
         if self.below_zero:
             alive = -1 - alive
         _put64(self._data + OFF_ALIVE, alive)
+        if self.key_id:
+            self._sign_now()
 
     def stamp_now(self):
         self._stamp_now()
@@ -786,6 +966,14 @@ cdef class MemberIndex:
     cdef int batch_count, batch_next, batch_fd
     cdef int returned              # batch slot of the datagram pump last returned, or -1
     cdef unsigned long long batch_dev, batch_ino
+    # Authentication (set_keys): the mode, the prepared keys, per slot the
+    # last sequence accepted and whether it is authenticated (1), not (0) or
+    # not known (2: added while off, or not set yet); failures by verdict.
+    cdef int auth_mode
+    cdef KeyTable* ring
+    cdef uint64_t* seqs
+    cdef uint8_t* authed
+    cdef uint64_t auth_counts[8]
 
     def __cinit__(self, Py_ssize_t capacity):
         cdef Py_ssize_t size = 8
@@ -812,6 +1000,10 @@ cdef class MemberIndex:
         if not (self.table and self.hashes and self.keys and self.key_lens and self.heard_at
                 and self.alive_ms and self.kinds and self.prev and self.next and self.arrivals
                 and self.interval_mean and self.interval_var):
+            raise MemoryError()
+        self.seqs = <uint64_t*>calloc(capacity, sizeof(uint64_t))
+        self.authed = <uint8_t*>calloc(capacity, sizeof(uint8_t))
+        if not (self.seqs and self.authed):
             raise MemoryError()
         self._reset()
 
@@ -841,6 +1033,7 @@ cdef class MemberIndex:
         free(self.table); free(self.hashes); free(self.keys); free(self.key_lens)
         free(self.heard_at); free(self.alive_ms); free(self.kinds); free(self.prev)
         free(self.next); free(self.arrivals); free(self.interval_mean); free(self.interval_var)
+        free(self.ring); free(self.seqs); free(self.authed)
 
     def __len__(self):
         return self.count
@@ -952,10 +1145,15 @@ cdef class MemberIndex:
     # -- public API --------------------------------------------------------
     cpdef int lookup(self, buf, Py_ssize_t n, double now) except -2:
         """If ``buf[:n]`` equals a stored packet but for the alive time, mark it
-        heard at ``now`` and return its kind; otherwise return -1."""
+        heard at ``now`` and return its kind; otherwise return -1. A trailer
+        (exactly its length after the end marker) is not compared; under
+        ``set_keys`` it is judged for members: INDEX_DROPPED when the
+        datagram is refused, -1 when its authenticated status changes."""
         cdef Py_buffer view
         cdef int32_t s
         cdef const unsigned char* p
+        cdef Py_ssize_t m
+        cdef int action, result
         self._writable()
         PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
         p = <const unsigned char*>view.buf
@@ -963,12 +1161,19 @@ cdef class MemberIndex:
         if n < OFF_PORT:
             PyBuffer_Release(&view)
             return -1
-        s = self._find(p, n, _hash_tail(p + OFF_PORT, n - OFF_PORT))
+        m = _packet_part(p, n)
+        s = self._find(p, m, _hash_tail(p + OFF_PORT, m - OFF_PORT))
+        result = -1
         if s >= 0:
-            self._touch(s, p, now)
-            self.hits += 1
+            action = self._admit(s, p, n)
+            if action == ADMIT:
+                self._touch(s, p, now)
+                self.hits += 1
+                result = self.kinds[s]
+            elif action == DROP:
+                result = INDEX_DROPPED
         PyBuffer_Release(&view)
-        return self.kinds[s] if s >= 0 else -1
+        return result
 
     cdef int _ensure_batch(self) except -1:
         if self.batch_mem != NULL:
@@ -1034,6 +1239,8 @@ cdef class MemberIndex:
         cdef Offsets offs
         cdef double now
         cdef const unsigned char* q
+        cdef Py_ssize_t m
+        cdef int action
         self._writable()
         self._ensure_batch()
         PyObject_GetBuffer(buf, &view, PyBUF_WRITABLE)
@@ -1075,10 +1282,17 @@ cdef class MemberIndex:
                         budget -= 1
                     s = -1
                     if OFF_PORT <= n <= MAX_PACKET_LEN:
-                        s = self._find(q, n, _hash_tail(q + OFF_PORT, n - OFF_PORT))
+                        m = _packet_part(q, n)
+                        s = self._find(q, m, _hash_tail(q + OFF_PORT, m - OFF_PORT))
                     if s >= 0:
-                        self._touch(s, q, now)
-                        self.hits += 1
+                        action = self._admit(s, q, n)
+                        if action == ADMIT:
+                            self._touch(s, q, now)
+                            self.hits += 1
+                        elif action == SLOW:    # authenticated or not, newly: Python
+                            memcpy(view.buf, q, n)
+                            self.returned = i
+                            break
                     else:
                         # Malformed and foreign datagrams are counted and
                         # dropped here, so a flood of them never reaches Python.
@@ -1101,6 +1315,76 @@ cdef class MemberIndex:
             PyBuffer_Release(&view)
         return n
 
+    cdef int _admit(self, int32_t s, const unsigned char* p, Py_ssize_t n) noexcept nogil:
+        """ADMIT, DROP or SLOW for the datagram ``p[:n]`` that matched slot
+        ``s``; the same decision as ``_fast_py.MemberIndex._admit``."""
+        cdef uint64_t sequence = 0
+        cdef int verdict, ok
+        if self.auth_mode == AUTH_OFF or self.kinds[s] != KIND_MEMBER:
+            return ADMIT
+        verdict = _verify(self.ring, p, n, &sequence)
+        if verdict == A_OK and sequence <= self.seqs[s]:
+            verdict = A_REPLAY
+        if verdict == A_REPLAY or (verdict != A_OK and self.auth_mode == AUTH_ENFORCE):
+            self.auth_counts[verdict] += 1
+            return DROP
+        ok = verdict == A_OK
+        if ok != self.authed[s]:
+            return SLOW
+        if ok:
+            self.seqs[s] = sequence
+        else:
+            self.auth_counts[verdict] += 1
+        return ADMIT
+
+    def set_keys(self, int mode, keys=None):
+        """Judge members' trailers from now on: ``mode`` is _layout.AUTH_OFF,
+        AUTH_PERMISSIVE or AUTH_ENFORCE; ``keys`` maps key ids (1-255) to
+        32-byte secrets (needed unless off). Entries keep their sequence and
+        status: a rotation forgets nothing."""
+        cdef KeyTable* ring = NULL
+        self._writable()
+        if mode not in L.AUTH_MODES.values():
+            raise ValueError(f"unknown authentication mode {mode}")
+        if mode != AUTH_OFF:
+            if not keys:
+                raise ValueError("authentication needs at least one key")
+            ring = <KeyTable*>calloc(1, sizeof(KeyTable))
+            if ring == NULL:
+                raise MemoryError()
+            try:
+                for key_id, secret in keys.items():
+                    if not 1 <= key_id <= 255:
+                        raise ValueError(f"key id {key_id} is not 1-255")
+                    _prepare_key(&ring.keys[<int>key_id], secret)
+                    ring.has[<int>key_id] = 1
+            except BaseException:
+                free(ring)
+                raise
+        free(self.ring)
+        self.ring = ring
+        self.auth_mode = mode
+
+    def set_auth(self, int32_t slot, authenticated, uint64_t sequence):
+        """What the slow path decided for the member in ``slot``: its status
+        (True, False, None: not known) and the last sequence accepted."""
+        self._writable()
+        self._check_slot(slot)
+        self.authed[slot] = 2 if authenticated is None else (1 if authenticated else 0)
+        self.seqs[slot] = sequence
+
+    def sequence(self, int32_t slot):
+        """The last sequence accepted for ``slot`` (kept after it is freed, until reused)."""
+        if slot < 0 or slot >= self.capacity:
+            raise KeyError(slot)
+        return self.seqs[slot]
+
+    def auth_failures(self):
+        """{auth verdict: count} of members' datagrams whose trailer failed
+        here: dropped (enforce; replays in any mode) or admitted as
+        unauthenticated (permissive)."""
+        return {v: self.auth_counts[v] for v in range(1, 8) if self.auth_counts[v]}
+
     def dropped(self):
         """{verdict: count} of the datagrams ``pump`` dropped as malformed or foreign."""
         return {v: self.dropped_by_verdict[v] for v in range(1, 16) if self.dropped_by_verdict[v]}
@@ -1119,6 +1403,8 @@ cdef class MemberIndex:
         self._set_key(s, copy, view.len)
         self.free_head = self.next[s]
         self.kinds[s] = kind
+        self.seqs[s] = 0
+        self.authed[s] = 2
         self.count += 1
         self._table_insert(s)
         self._append(s)
@@ -1222,7 +1508,7 @@ cdef class MemberIndex:
         return self.heard_at[s] + self.interval_mean[s] + self.phi_pause + self.phi_y * std
 
     cdef inline double _due(self, int32_t s, double fallback) noexcept nogil:
-        if self.kinds[s] == L_KIND_MEMBER:
+        if self.kinds[s] == KIND_MEMBER:
             return self._phi_deadline(s)
         return self.heard_at[s] + fallback
 
@@ -1301,21 +1587,26 @@ def _bench_stamp(HeartbeatPacket packet, Py_ssize_t rounds):
 
 def _bench_recognise(MemberIndex index, buf, Py_ssize_t n, Py_ssize_t rounds):
     """ns per known-member heartbeat as ``pump`` handles it after ``recv``:
-    clock read, hash, probe, compare, refresh."""
+    clock read, hash, probe, compare, the trailer judged (under set_keys),
+    refresh. The slot's last sequence is reset each round, so the same
+    datagram stays fresh."""
     cdef Py_buffer view
     cdef const unsigned char* p
     cdef int32_t s
-    cdef Py_ssize_t i
+    cdef Py_ssize_t i, m
     cdef int64_t t0
     PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
     p = <const unsigned char*>view.buf
     t0 = _monotonic_ns()
     with nogil:
         for i in range(rounds):
-            s = index._find(p, n, _hash_tail(p + OFF_PORT, n - OFF_PORT))
+            m = _packet_part(p, n)
+            s = index._find(p, m, _hash_tail(p + OFF_PORT, m - OFF_PORT))
             if s >= 0:
-                index._touch(s, p, <double>_monotonic_ns() / 1e9)
-                index.hits += 1
+                index.seqs[s] = 0
+                if index._admit(s, p, n) == ADMIT:
+                    index._touch(s, p, <double>_monotonic_ns() / 1e9)
+                    index.hits += 1
     t1 = _monotonic_ns()
     PyBuffer_Release(&view)
     return <double>(t1 - t0) / rounds

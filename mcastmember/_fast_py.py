@@ -6,6 +6,8 @@ compiled module is the one that keeps the heartbeat path allocation-free.
 """
 
 import errno
+import hashlib
+import hmac
 import os
 import ipaddress
 import select
@@ -20,6 +22,8 @@ from .errors import MalformedPacket
 
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
+_UINT64 = struct.Struct(">Q")
+_SEQUENCE_AT = len(L.AUTH_MAGIC) + 2      # in the trailer
 _BEGIN_TAG = L.BEGIN_MARKER[:L.MARKER_TAG_LEN]
 _END_TAG = L.END_MARKER[:L.MARKER_TAG_LEN]
 
@@ -185,6 +189,44 @@ def encode(alive, port, secure_port, udp_port, host, command, domain, unique_id,
     ))
 
 
+# -- the authentication trailer (auth.py is the reference) ----------------------
+def _packet_end(mv, n):
+    """See _fast.pyx: where the packet ends by its body length, or -1."""
+    if n < L.BODY_START:
+        return -1
+    body_len = _INT32.unpack_from(mv, L.OFF_BODY_LEN)[0]
+    return -1 if body_len < 0 else L.BODY_START + body_len + L.MARKER_LEN
+
+
+def _packet_part(mv, n):
+    """See _fast.pyx: the bytes the index compares (the trailer left out)."""
+    end = _packet_end(mv, n)
+    return end if end >= 0 and n - end == L.AUTH_TRAILER_LEN else n
+
+
+def _mac(secret, message):
+    return hmac.new(secret, message, hashlib.sha256).digest()[:L.AUTH_MAC_LEN]
+
+
+def _verify(ring, mv, n):
+    """See _fast.pyx: (verdict, sequence) for the well-formed datagram mv[:n]."""
+    end = _packet_end(mv, n)
+    if n == end:
+        return L.AUTH_NO_TRAILER, 0
+    if n - end != L.AUTH_TRAILER_LEN:
+        return L.AUTH_BAD_TRAILER, 0
+    magic_len = len(L.AUTH_MAGIC)
+    if mv[end:end + magic_len] != L.AUTH_MAGIC or mv[end + magic_len] != L.AUTH_VERSION:
+        return L.AUTH_BAD_TRAILER, 0
+    secret = ring.get(mv[end + magic_len + 1])
+    if secret is None:
+        return L.AUTH_UNKNOWN_KEY, 0
+    header_end = end + L.AUTH_HEADER_LEN
+    if not hmac.compare_digest(_mac(secret, mv[:header_end]), mv[header_end:n]):
+        return L.AUTH_BAD_MAC, 0
+    return L.AUTH_OK, _UINT64.unpack_from(mv, end + _SEQUENCE_AT)[0]
+
+
 class HeartbeatPacket:
     """The twin of ``_fast.HeartbeatPacket`` (``_fast.pyx`` says what
     ``origin_ns``, ``alive_cap`` and ``below_zero`` do): a packet that owns
@@ -205,10 +247,45 @@ class HeartbeatPacket:
         self.below_zero = bool(below_zero)
         self.sent = 0
         self.errors = 0
+        self._packet_len = len(self._data)
+        self.key_id = 0
+        self.sequence = 0
         return self
 
     def stamp(self, alive_ms):
         _INT64.pack_into(self._data, L.OFF_ALIVE, alive_ms)
+        if self.key_id:
+            self._sign_now()
+
+    def set_key(self, key_id, secret=None, after=0):
+        """As ``_fast.HeartbeatPacket.set_key``: sign every stamp from now
+        (the trailer after the packet), key id 0: unsigned again."""
+        packet = bytes(self._data[:self._packet_len])
+        if key_id == 0:
+            self.key_id = 0
+            self._data = bytearray(packet)
+        else:
+            if not 1 <= key_id <= 255:
+                raise ValueError(f"key id {key_id} is not 1-255")
+            if _packet_end(packet, len(packet)) != len(packet):
+                raise ValueError("the packet has bytes after its end marker: no room for a trailer")
+            if len(secret) != L.AUTH_KEY_LEN:
+                raise ValueError(f"a key is {L.AUTH_KEY_LEN} bytes, not {len(secret)}")
+            self._secret = bytes(secret)
+            self.key_id = key_id
+            self.sequence = max(self.sequence, after)
+            self._data = bytearray(packet + L.AUTH_MAGIC + bytes((L.AUTH_VERSION, key_id))
+                                   + bytes(8 + L.AUTH_MAC_LEN))
+        self.buffer = memoryview(self._data).toreadonly()
+        if self.key_id:
+            self._sign_now()
+
+    def _sign_now(self):
+        data, end = self._data, self._packet_len
+        self.sequence = max(self.sequence + 1, time.time_ns() // 1000)
+        _UINT64.pack_into(data, end + _SEQUENCE_AT, self.sequence)
+        header_end = end + L.AUTH_HEADER_LEN
+        data[header_end:] = _mac(self._secret, data[:header_end])
 
     def stamp_now(self):
         alive = max(0, (time.monotonic_ns() - self.origin_ns) // 1_000_000)
@@ -217,6 +294,8 @@ class HeartbeatPacket:
         if self.below_zero:
             alive = -1 - alive
         _INT64.pack_into(self._data, L.OFF_ALIVE, alive)
+        if self.key_id:
+            self._sign_now()
 
     def send(self, fd):
         """Stamp the alive time and send the packet on the connected socket
@@ -310,6 +389,9 @@ class Targets:
         return sent, failure
 
 
+_ADMIT, _DROP, _SLOW = 0, 1, 2     # see _fast.pyx
+
+
 class MemberIndex:
     """Recognises packets already seen, alive field aside, and keeps entries in
     the order they were last heard so that expiry pops from the front.
@@ -328,6 +410,11 @@ class MemberIndex:
         self.busy = False
         self._phi = None              # set_phi()'s arguments, once it is called
         self._dropped = {}            # verdict -> datagrams pump dropped
+        self._auth_mode = L.AUTH_OFF  # see set_keys
+        self._ring = None
+        self._auth_failures = {}      # auth verdict -> count
+        self._seqs = [0] * capacity
+        self._authed = [None] * capacity
         self._reset()
 
     def _reset(self):
@@ -367,12 +454,73 @@ class MemberIndex:
         # without the begin marker (keeps floods of junk cheap here too).
         if n < L.OFF_PORT or n > L.MAX_PACKET_LEN or mv[:L.MARKER_TAG_LEN] != _BEGIN_TAG:
             return -1
-        slot = self._slot_of.get(self._key(mv, n))
+        slot = self._slot_of.get(self._key(mv, _packet_part(mv, n)))
         if slot is None:
+            return -1
+        action = self._admit(slot, mv, n)
+        if action == _DROP:
+            return L.INDEX_DROPPED
+        if action == _SLOW:
             return -1
         self._touch(slot, mv, now)
         self.hits += 1
         return self._kind[slot]
+
+    def _admit(self, slot, mv, n):
+        """See _fast.pyx: ADMIT, DROP or SLOW for a datagram that matched ``slot``."""
+        if self._auth_mode == L.AUTH_OFF or self._kind[slot] != L.KIND_MEMBER:
+            return _ADMIT
+        verdict, sequence = _verify(self._ring, mv.cast("B"), n)
+        if verdict == L.AUTH_OK and sequence <= self._seqs[slot]:
+            verdict = L.AUTH_REPLAY
+        failures = self._auth_failures
+        if verdict == L.AUTH_REPLAY or (verdict != L.AUTH_OK
+                                        and self._auth_mode == L.AUTH_ENFORCE):
+            failures[verdict] = failures.get(verdict, 0) + 1
+            return _DROP
+        ok = verdict == L.AUTH_OK
+        if ok is not self._authed[slot]:
+            return _SLOW
+        if ok:
+            self._seqs[slot] = sequence
+        else:
+            failures[verdict] = failures.get(verdict, 0) + 1
+        return _ADMIT
+
+    def set_keys(self, mode, keys=None):
+        """As ``_fast.MemberIndex.set_keys``: judge members' trailers from now on."""
+        self._writable()
+        if mode not in L.AUTH_MODES.values():
+            raise ValueError(f"unknown authentication mode {mode}")
+        ring = None
+        if mode != L.AUTH_OFF:
+            if not keys:
+                raise ValueError("authentication needs at least one key")
+            ring = {}
+            for key_id, secret in keys.items():
+                if not 1 <= key_id <= 255:
+                    raise ValueError(f"key id {key_id} is not 1-255")
+                if len(secret) != L.AUTH_KEY_LEN:
+                    raise ValueError(f"a key is {L.AUTH_KEY_LEN} bytes, not {len(secret)}")
+                ring[key_id] = bytes(secret)
+        self._ring, self._auth_mode = ring, mode
+
+    def set_auth(self, slot, authenticated, sequence):
+        """What the slow path decided for the member in ``slot`` (see _fast.pyx)."""
+        self._writable()
+        self._check_slot(slot)
+        self._authed[slot] = None if authenticated is None else bool(authenticated)
+        self._seqs[slot] = sequence
+
+    def sequence(self, slot):
+        """The last sequence accepted for ``slot`` (kept after it is freed, until reused)."""
+        if not 0 <= slot < self.capacity:
+            raise KeyError(slot)
+        return self._seqs[slot]
+
+    def auth_failures(self):
+        """{auth verdict: count} of members' datagrams whose trailer failed here."""
+        return dict(sorted(self._auth_failures.items()))
 
     def _touch(self, slot, mv, now):
         if self._phi is not None and self._count[slot]:
@@ -438,10 +586,16 @@ class MemberIndex:
             now = clock()
             slot = None
             if L.OFF_PORT <= n <= L.MAX_PACKET_LEN and mv[:L.MARKER_TAG_LEN] == tag:
-                slot = slot_of.get(bytes(mv[:L.OFF_ALIVE]) + bytes(mv[L.OFF_PORT:n]))
+                m = _packet_part(mv, n)
+                slot = slot_of.get(bytes(mv[:L.OFF_ALIVE]) + bytes(mv[L.OFF_PORT:m]))
             if slot is not None:
-                self._touch(slot, mv, now)
-                self.hits += 1
+                action = self._admit(slot, mv, n)
+                if action == _ADMIT:
+                    self._touch(slot, mv, now)
+                    self.hits += 1
+                elif action == _SLOW:     # authenticated or not, newly: the caller
+                    self._source = source
+                    return n
             else:
                 verdict = _scan(mv, n)[0]
                 if verdict == L.OK:
@@ -500,6 +654,8 @@ class MemberIndex:
         self._key_of[slot] = key
         self._slot_of[key] = slot
         self._kind[slot] = kind
+        self._seqs[slot] = 0
+        self._authed[slot] = None
         self._order[slot] = None
         self._count[slot] = 0
         self._touch(slot, mv, now)
@@ -641,9 +797,11 @@ def _bench_stamp(packet, rounds):
 
 
 def _bench_recognise(index, buf, n, rounds):
-    """ns per known-member heartbeat as ``pump`` handles it after ``recv``."""
-    lookup, clock = index.lookup, time.monotonic
+    """ns per known-member heartbeat as ``pump`` handles it after ``recv``
+    (the slot's last sequence reset each round, as in _fast.pyx)."""
+    lookup, clock, seqs = index.lookup, time.monotonic, index._seqs
     t0 = time.perf_counter_ns()
     for _ in range(rounds):
+        seqs[0] = 0
         lookup(buf, n, clock())
     return (time.perf_counter_ns() - t0) / rounds

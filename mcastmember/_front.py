@@ -93,6 +93,13 @@ class MembershipFront:
         if events:      # members of the old domain removed under filter_domain
             self._publish(events)
 
+    def set_keys(self, keys, auth=None):
+        """Authenticate with other keys (or mode) from now on, without a
+        restart: ``keys`` and ``auth`` as in ServiceConfig (None: no keys).
+        ConfigurationError for a bad key ring; nothing changes then."""
+        with self._table_lock:
+            self._engine.set_keys(keys, auth)
+
     def stats(self):
         """Counters of the table (received, fast_path, added, malformed.* ...)
         and of the engine and the front (sent, send_errors, socket_reopened,

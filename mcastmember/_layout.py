@@ -162,3 +162,24 @@ AUTH_TRAILER_LEN = AUTH_HEADER_LEN + AUTH_MAC_LEN
 AUTH_KEY_LEN = 32
 AUTH_KEY_IDS = range(1, 256)
 
+# Verdicts of checking a trailer (auth.check, and the index for known members;
+# both implementations give the same). 0 = authentic; fresh is the replay
+# guard's verdict on top (REPLAY).
+AUTH_OK = 0
+AUTH_NO_TRAILER = 1      # nothing after the end marker
+AUTH_BAD_TRAILER = 2     # bytes after the end marker that are not our trailer
+AUTH_UNKNOWN_KEY = 3     # a key id the ring does not hold
+AUTH_BAD_MAC = 4         # the MAC does not match: forged or altered
+AUTH_REPLAY = 5          # authentic, but not newer than what this sender sent before
+AUTH_REASONS = {AUTH_OK: "ok", AUTH_NO_TRAILER: "no_trailer", AUTH_BAD_TRAILER: "bad_trailer",
+                AUTH_UNKNOWN_KEY: "unknown_key", AUTH_BAD_MAC: "bad_mac", AUTH_REPLAY: "replay"}
+# Modes: off (neither sign nor check), permissive (sign; accept everything
+# but replays, marking members authenticated or not), enforce (sign; drop
+# what is not authentic and fresh).
+AUTH_OFF = 0
+AUTH_PERMISSIVE = 1
+AUTH_ENFORCE = 2
+AUTH_MODES = {"off": AUTH_OFF, "permissive": AUTH_PERMISSIVE, "enforce": AUTH_ENFORCE}
+# MemberIndex.lookup: the datagram matched a member but failed authentication
+# (counted in auth_dropped()); -1 is a miss.
+INDEX_DROPPED = -3

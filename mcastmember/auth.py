@@ -24,15 +24,14 @@ from .errors import ConfigurationError
 
 log = logging.getLogger("mcastmember")
 
-# Verdicts of checking a datagram's trailer (0 = authentic and fresh).
-AUTH_OK = 0
-NO_TRAILER = 1       # nothing after the end marker
-BAD_TRAILER = 2      # bytes after the end marker that are not our trailer
-UNKNOWN_KEY = 3      # a key id the ring does not hold
-BAD_MAC = 4          # the MAC does not match: forged or altered
-REPLAY = 5           # authentic, but not newer than what this member sent before
-VERDICTS = {AUTH_OK: "ok", NO_TRAILER: "no_trailer", BAD_TRAILER: "bad_trailer",
-            UNKNOWN_KEY: "unknown_key", BAD_MAC: "bad_mac", REPLAY: "replay"}
+# Verdicts of checking a datagram's trailer (0 = authentic); see _layout.py.
+AUTH_OK = L.AUTH_OK
+NO_TRAILER = L.AUTH_NO_TRAILER
+BAD_TRAILER = L.AUTH_BAD_TRAILER
+UNKNOWN_KEY = L.AUTH_UNKNOWN_KEY
+BAD_MAC = L.AUTH_BAD_MAC
+REPLAY = L.AUTH_REPLAY
+VERDICTS = L.AUTH_REASONS
 
 _HEADER = struct.Struct(">3sBBQ")
 
@@ -183,3 +182,14 @@ class ReplayGuard:
             return False
         self._last[identity] = sequence
         return True
+
+    def advance(self, identity, sequence):
+        """``sequence`` was accepted from a sender elsewhere (the index's
+        fast path): nothing up to it is fresh from now on."""
+        if sequence <= 0:
+            return
+        last = self._last.get(identity)
+        if last is None and len(self._last) >= self.max_senders:
+            self._last.pop(next(iter(self._last)))
+        if last is None or sequence > last:
+            self._last[identity] = sequence

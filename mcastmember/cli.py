@@ -1,8 +1,9 @@
 """mcast-demo: join a group and watch its membership, or decode a packet.
 
-    mcast-demo join GROUP [--interface ADDR] [--ttl N] [--json] ...
+    mcast-demo join GROUP [--interface ADDR] [--ttl N] [--json] [--key-file PATH] ...
     mcast-demo join [GROUP] --peers HOST[:PORT],... --dns NAME --no-multicast ...
     mcast-demo decode HEX [--json]
+    mcast-demo keygen [--id N]
 
 Exit status: 0 after a clean leave or decode, 2 for bad arguments or a
 malformed packet, 1 when the network refused (cannot join the group).
@@ -27,7 +28,7 @@ class _Parser(argparse.ArgumentParser):
 def _build_parser():
     parser = _Parser(prog="mcast-demo",
                      description="Tomcat Tribes-compatible multicast membership demo.")
-    commands = parser.add_subparsers(dest="command", metavar="{join,decode}")
+    commands = parser.add_subparsers(dest="command", metavar="{join,decode,keygen}")
     commands.required = True
 
     join = commands.add_parser("join", help="heartbeat as a member and show the membership")
@@ -84,11 +85,21 @@ def _build_parser():
     join.add_argument("--tomcat", action="store_true",
                       help="join a Tomcat cluster as a listed member: answer Tribes' channel "
                            "on the member port and sort after every Tomcat (see README)")
+    join.add_argument("--key-file", metavar="PATH",
+                      help="authenticate heartbeats with the keys in PATH (one '<id> <64 hex "
+                           "digits>' per line, the first signs; see README \"Security\")")
+    join.add_argument("--auth", choices=("off", "permissive", "enforce"),
+                      help="with --key-file: drop what is not authentic (enforce, the default) "
+                           "or accept and mark it (permissive)")
 
     decode = commands.add_parser("decode", help="show the fields of a packet given in hex")
     decode.prog = "mcast-demo decode"
     decode.add_argument("hex", help="the packet as hexadecimal")
     decode.add_argument("--json", action="store_true", help="print the fields as JSON")
+
+    keygen = commands.add_parser("keygen", help="print a new random key as a key file line")
+    keygen.prog = "mcast-demo keygen"
+    keygen.add_argument("--id", type=int, default=1, help="the key id, 1-255 (1)")
     return parser
 
 
@@ -97,6 +108,8 @@ def main(argv=None):
     try:
         if args.command == "decode":
             return _decode(args)
+        if args.command == "keygen":
+            return _keygen(args)
         return _join(args)
     except BrokenPipeError:
         _silence_stdout()
@@ -149,6 +162,13 @@ def _decode(args):
     return 0
 
 
+def _show_auth(member, prefix=""):
+    """yes/no for a member judged by its trailer; "" when we do not authenticate."""
+    if member.authenticated is None:
+        return ""
+    return prefix + ("yes" if member.authenticated else "no")
+
+
 def _show_bytes(value):
     if not value:
         return "(empty)"
@@ -159,6 +179,18 @@ def _show_bytes(value):
     except UnicodeDecodeError:
         pass
     return f"{value.hex()} ({len(value)} B)"
+
+
+# -- keygen -------------------------------------------------------------------------
+def _keygen(args):
+    from . import _layout as L
+    from .auth import new_key_line
+
+    if args.id not in L.AUTH_KEY_IDS:
+        print(f"mcast-demo keygen: error: key id {args.id} is not 1-255", file=sys.stderr)
+        return 2
+    print(new_key_line(args.id))
+    return 0
 
 
 # -- join -------------------------------------------------------------------------
@@ -179,6 +211,8 @@ def _join(args):
         interface = args.interface
         if interface is not None and "," in interface:
             interface = [part.strip() for part in interface.split(",") if part.strip()]
+        if args.auth not in (None, "off") and args.key_file is None:
+            raise ConfigurationError(f"--auth {args.auth} needs --key-file")
         service = McastService(
             args.group, args.port, interface=interface, ttl=args.ttl, host=args.host,
             member_port=args.member_port, domain=args.domain, payload=args.payload,
@@ -186,7 +220,8 @@ def _join(args):
             tomcat=args.tomcat, multicast=multicast, peers=peers, dns=args.dns,
             dns_srv=args.dns_srv, dns_interval=args.dns_interval, dns_servers=args.dns_server,
             dns_members=args.dns_members, accept_unknown=args.accept_unknown,
-            verify=args.verify, detector=args.detector, phi_threshold=args.phi_threshold)
+            verify=args.verify, detector=args.detector, phi_threshold=args.phi_threshold,
+            keys=args.key_file, auth=args.auth)
     except ConfigurationError as error:
         print(f"mcast-demo join: error: {error}", file=sys.stderr)
         return 2
@@ -274,13 +309,15 @@ class _LineView(_JsonView):
             return
         reason = f" ({event.reason})" if event.reason else ""
         self._say(f"{event.kind}{reason}: {m.address}:{m.port} id={m.unique_id.hex()} "
-                  f"domain={_show_bytes(m.domain)} payload={_show_bytes(m.payload)}")
+                  f"domain={_show_bytes(m.domain)} payload={_show_bytes(m.payload)}"
+                  f"{_show_auth(m, ' authenticated=')}")
 
     def started(self, service):
         me = service.local_member
         cfg = service.config
         self._say(f"joined {cfg.describe()} as {me.address}:{me.port} "
-                  f"id={me.unique_id.hex()} ({service.stats()['implementation']} codec)")
+                  f"id={me.unique_id.hex()} ({service.stats()['implementation']} codec, "
+                  f"auth {cfg.auth})")
 
     def stopped(self, service):
         self._say("left the group (shutdown packet sent)")
@@ -311,17 +348,19 @@ class _TableView(_LineView):
         members = service.members()
         stats = service.stats()
         lines = [f"mcast-demo  {cfg.describe()}  me {me.address}:{me.port} "
-                 f"id {me.unique_id.hex()[:12]}  ({stats['implementation']} codec)",
+                 f"id {me.unique_id.hex()[:12]}  ({stats['implementation']} codec, auth {cfg.auth})",
                  f"{len(members)} other member(s); Ctrl-C leaves", "",
-                 f"{'host:port':<24} {'unique id':<14} {'alive':>10}  domain / payload"]
+                 f"{'host:port':<24} {'unique id':<14} {'alive':>10} {'auth':<4}  "
+                 "domain / payload"]
         for m in members:
             lines.append(f"{m.address + ':' + str(m.port):<24} {m.unique_id.hex()[:12]:<14} "
-                         f"{m.alive_ms / 1000:>9.1f}s  {_show_bytes(m.domain)} / "
-                         f"{_show_bytes(m.payload)}")
+                         f"{m.alive_ms / 1000:>9.1f}s {_show_auth(m) or '-':<4}  "
+                         f"{_show_bytes(m.domain)} / {_show_bytes(m.payload)}")
         lines += ["", f"last change: {self._last}",
                   f"received {stats['received']}  malformed "
                   f"{sum(v for k, v in stats.items() if k.startswith('malformed.'))}  "
-                  f"sent {stats['sent']}"]
+                  f"sent {stats['sent']}  not authentic "
+                  f"{sum(v for k, v in stats.items() if k.startswith('auth.'))}"]
         with self._lock:
             sys.stdout.write("\x1b[H\x1b[2J" + "\n".join(lines) + "\n")
             sys.stdout.flush()

@@ -7,6 +7,7 @@ import os
 
 from . import _layout as L
 from . import _codec
+from . import auth
 from . import net
 from .errors import ConfigurationError
 from .member import Member, domain_from_text
@@ -112,6 +113,11 @@ class ServiceConfig:
     drop time becomes a suspect and is probed (a TCP connect to its member
     port, within ``verify_timeout`` ms); it stays while its port answers.
     It turns the TCP listener on, so that peers can probe us too.
+
+    ``keys`` turns on authenticated heartbeats (see auth.py and README
+    "Security"): an ``auth.KeyRing``, a list of ``(key id, 32-byte secret)``
+    pairs (the first signs), or the path of a key file. ``auth`` is "off",
+    "permissive" or "enforce" (the default once keys are set; "off" without).
     """
 
     def __init__(self, address=DEFAULT_GROUP, port=DEFAULT_PORT, *, interface=None, ttl=None,
@@ -122,7 +128,8 @@ class ServiceConfig:
                  tomcat=False, multicast=True, peers=(), dns=None, dns_srv=False,
                  dns_interval=DEFAULT_DNS_INTERVAL_MS, dns_servers=None, dns_members=False,
                  accept_unknown=False, verify=False, verify_timeout=DEFAULT_VERIFY_TIMEOUT_MS,
-                 detector="fixed", phi_threshold=None, phi_min_std=None, phi_pause=None):
+                 detector="fixed", phi_threshold=None, phi_min_std=None, phi_pause=None,
+                 keys=None, auth=None):
         self.multicast = _flag(multicast, "multicast")
         self.address = net.check_group(address) if self.multicast else None
         self.port = net.check_port(port)
@@ -175,6 +182,7 @@ class ServiceConfig:
         if len(unique_id) != L.UNIQUE_ID_LEN:
             raise ConfigurationError(f"unique_id must be {L.UNIQUE_ID_LEN} bytes")
         self.unique_id = unique_id
+        self.key_ring, self.auth = _as_auth(keys, auth)
         self.local_member()   # refuse settings that cannot be encoded, now
         self.encode()
 
@@ -297,6 +305,15 @@ class ServiceConfig:
             parts.append(f"peers {', '.join(sources)} on port {self.port}")
         return " and ".join(parts)
 
+    @property
+    def auth_mode(self):
+        """``auth`` as the number the table and the index take (_layout.AUTH_*)."""
+        return L.AUTH_MODES[self.auth]
+
+    def set_keys(self, keys, auth=None):
+        """Other keys (None: none) and mode, checked as at construction."""
+        self.key_ring, self.auth = _as_auth(keys, auth)
+
     def local_member(self, command=b""):
         return Member(self.host, self.member_port, self.unique_id, secure_port=self.secure_port,
                       udp_port=self.udp_port, domain=self.domain, payload=self.payload,
@@ -366,6 +383,30 @@ def _choose(spec, family):
 def _address_digest(text):
     import hashlib
     return hashlib.md5(text.encode("ascii")).digest()
+
+def _as_auth(keys, mode):
+    """(KeyRing or None, mode name) from the ``keys`` and ``auth`` settings."""
+    if keys is None:
+        ring = None
+    elif isinstance(keys, auth.KeyRing):
+        ring = keys
+    elif isinstance(keys, (str, bytes, os.PathLike)):
+        ring = auth.KeyRing.from_file(keys)
+    else:
+        try:
+            ring = auth.KeyRing(keys)
+        except ConfigurationError:
+            raise
+        except (TypeError, ValueError):
+            raise ConfigurationError("keys must be a KeyRing, a key file's path or "
+                                     "(key id, secret) pairs") from None
+    if mode is None:
+        mode = "off" if ring is None else "enforce"
+    if mode not in L.AUTH_MODES:
+        raise ConfigurationError(f"auth must be 'off', 'permissive' or 'enforce', not {mode!r}")
+    if mode != "off" and ring is None:
+        raise ConfigurationError(f"auth={mode!r} needs keys")
+    return ring, mode
 
 
 def _random_unique_id():

@@ -98,6 +98,8 @@ class MembershipEngine:
                                 max_members=config.max_members, local=config.local_member(),
                                 domain=config.domain if config.filter_domain else None,
                                 codec=self._codec, phi=config.phi)
+        if config.auth != "off":
+            self.table.set_keys(config.auth_mode, config.key_ring)
         self._period = config.frequency / 1000.0
         self._drop = config.drop_time / 1000.0
         self._pause_after = max(self._drop / 2, PAUSE_FLOOR_S)
@@ -144,6 +146,7 @@ class MembershipEngine:
         self._grace_until = -math.inf
         self._next_report = now + MALFORMED_REPORT_S
         self._malformed_reported = self._malformed_total()
+        self._auth_reported = sum(self.table.auth_failures().values())
         self._failures = {SEND: 0, RECEIVE: 0, UNICAST: 0}
         self._read_after = -math.inf
         self._reopen = []
@@ -222,6 +225,7 @@ class MembershipEngine:
         if now >= self._next_report:
             self._next_report = now + MALFORMED_REPORT_S
             self._report_malformed()
+            self._report_auth()
 
     def _observe(self, now):
         self._now = now
@@ -314,7 +318,29 @@ class MembershipEngine:
         self._packet = self._make_packet(b"")
 
     def _make_packet(self, command):
-        return self.config.heartbeat_packet(self._origin_ns, command, self._codec)
+        packet = self.config.heartbeat_packet(self._origin_ns, command, self._codec)
+        self._sign(packet)
+        return packet
+
+    def _sign(self, packet):
+        """Sign ``packet`` with the ring's signing key (unsigned when off), its
+        sequences above every one we sent before."""
+        ring = self.config.key_ring
+        after = self._packet.sequence if self._packet is not None else 0
+        if self.config.auth == "off":
+            packet.set_key(0)
+        else:
+            packet.set_key(ring.signing_id, ring.keys[ring.signing_id], after)
+
+    def set_keys(self, keys, auth=None):
+        """Other keys and mode (see ServiceConfig ``keys``/``auth``), at once:
+        the next heartbeat is signed with the new signing key; members stay
+        (rotate by adding the new key everywhere, then signing with it, then
+        removing the old one)."""
+        self.config.set_keys(keys, auth)
+        self.table.set_keys(self.config.auth_mode, self.config.key_ring)
+        if self._packet is not None:
+            self._sign(self._packet)
 
     # -- receiving ---------------------------------------------------------------------
     def reading(self, now):
@@ -534,10 +560,22 @@ class MembershipEngine:
         dropped = self._malformed()
         total = sum(dropped.values())
         if total > self._malformed_reported:
-            log.warning("dropped %d malformed datagrams on %s:%d so far (%s)", total,
-                        self.config.address, self.config.port,
+            log.warning("dropped %d malformed datagrams on %s so far (%s)", total,
+                        self.config.describe(),
                         ", ".join(f"{k} {v}" for k, v in sorted(dropped.items())))
             self._malformed_reported = total
+
+    def _report_auth(self):
+        """As ``_report_malformed``, for datagrams that failed authentication."""
+        failures = self.table.auth_failures()
+        total = sum(failures.values())
+        if total > self._auth_reported:
+            fate = ("dropped" if self.config.auth == "enforce"
+                    else "admitted as unauthenticated (permissive)")
+            log.warning("%d datagrams on %s so far were not authentic and fresh (%s): %s",
+                        total, self.config.describe(),
+                        ", ".join(f"{k} {v}" for k, v in sorted(failures.items())), fate)
+            self._auth_reported = total
 
 
 class _Probe:

@@ -14,10 +14,10 @@ class Member:
     """
 
     __slots__ = ("host", "port", "secure_port", "udp_port", "unique_id",
-                 "domain", "payload", "command", "alive_ms")
+                 "domain", "payload", "command", "alive_ms", "authenticated")
 
     def __init__(self, host, port, unique_id, *, secure_port=-1, udp_port=-1,
-                 domain=b"", payload=b"", command=b"", alive_ms=0):
+                 domain=b"", payload=b"", command=b"", alive_ms=0, authenticated=None):
         self.host = bytes(host)
         self.port = port
         self.unique_id = bytes(unique_id)
@@ -27,6 +27,9 @@ class Member:
         self.payload = bytes(payload)
         self.command = bytes(command)
         self.alive_ms = alive_ms
+        # Whether its latest packet carried a valid trailer (see auth.py):
+        # None when we do not authenticate.
+        self.authenticated = authenticated
 
     @classmethod
     def from_fields(cls, fields):
@@ -62,17 +65,24 @@ class Member:
         copy.alive_ms = alive_ms
         return copy
 
+    def with_authenticated(self, authenticated):
+        """A copy with another ``authenticated``."""
+        copy = self.with_alive(self.alive_ms)
+        copy.authenticated = authenticated
+        return copy
+
     def same_state(self, other):
         """True when nothing but the alive time differs."""
         return (self.identity == other.identity and self.domain == other.domain
                 and self.payload == other.payload and self.command == other.command
-                and self.secure_port == other.secure_port and self.udp_port == other.udp_port)
+                and self.secure_port == other.secure_port and self.udp_port == other.udp_port
+                and self.authenticated == other.authenticated)
 
     def to_dict(self):
         """JSON-ready fields (the CLI's ``--json`` member object)."""
         return {"host": self.address, "port": self.port, "unique_id": self.unique_id.hex(),
                 "domain_hex": self.domain.hex(), "payload_hex": self.payload.hex(),
-                "alive_ms": self.alive_ms}
+                "alive_ms": self.alive_ms, "authenticated": self.authenticated}
 
     def __eq__(self, other):
         if not isinstance(other, Member):

@@ -6,10 +6,12 @@ else (a new member, a changed one, a shutdown, our own packets, other
 domains, malformed datagrams) takes the slow path here, which parses.
 """
 
+import time
 from collections import Counter
 
 from . import _layout as L
 from . import _codec
+from . import auth
 from .member import Member
 
 ADDED = "added"
@@ -22,6 +24,15 @@ SHUTDOWN = "shutdown"
 EXPIRED = "expired"
 
 _NO_EVENTS = ()
+# A first packet from a sender is believed only when its sequence (the
+# sender's wall clock) is at most this old: a capture replayed later to a
+# table that never heard its sender (restarted) is refused. Generous, as
+# the clocks of a cluster's hosts differ.
+REPLAY_WINDOW_S = 60.0
+
+
+def _wall_us():
+    return time.time_ns() // 1000
 
 
 class MemberEvent:
@@ -60,10 +71,13 @@ class Membership:
     back are ignored. ``domain``, when not None, keeps only members whose
     domain bytes are equal to it. At most ``max_members`` members are kept:
     new ones beyond that are refused and counted, known ones never evicted.
+
+    ``set_keys`` turns authentication on (see auth.py); ``wall_clock``
+    (microseconds, default the system's) judges a first packet's sequence.
     """
 
     def __init__(self, *, drop_time=3.0, max_members=1024, local=None, domain=None,
-                 codec=None, phi=None):
+                 codec=None, phi=None, wall_clock=None):
         if not drop_time > 0:
             raise ValueError("drop_time must be positive")
         if int(max_members) != max_members or max_members < 1:
@@ -92,6 +106,11 @@ class Membership:
         self._reclassify = False   # set_domain() waiting for pump to return
         self._last_sweep = None
         self._grace_until = float("-inf")
+        self._auth_mode = L.AUTH_OFF
+        self._ring = None
+        self._guard = None         # auth.ReplayGuard once authentication was on
+        self._keys_pending = False  # set_keys() waiting for pump to return
+        self._wall_clock = wall_clock or _wall_us
 
     @staticmethod
     def _identity_of(local):
@@ -136,6 +155,36 @@ class Membership:
         self._reclassify = False
         return tuple(events)
 
+    def set_keys(self, mode, ring=None):
+        """Authenticate from now on: ``mode`` is _layout.AUTH_OFF,
+        AUTH_PERMISSIVE or AUTH_ENFORCE, ``ring`` an auth.KeyRing (needed
+        unless off). Members stay: the replay guard and each member's last
+        sequence outlive a change of keys. Off: members' ``authenticated``
+        becomes None. While ``pump`` runs on another thread the fast path
+        follows at the next ``receive`` or ``expire``."""
+        if mode != L.AUTH_OFF and ring is None:
+            raise ValueError("authentication needs a key ring")
+        self._auth_mode, self._ring = mode, (ring if mode != L.AUTH_OFF else None)
+        if mode != L.AUTH_OFF and self._guard is None:
+            self._guard = auth.ReplayGuard(REPLAY_WINDOW_S * 1e6, 4 * self.max_members)
+        if mode == L.AUTH_OFF:
+            for slot, member in self._members.items():
+                self._members[slot] = member.with_authenticated(None)
+        self._keys_pending = True
+        self._apply_keys()
+
+    def _apply_keys(self):
+        if not self._keys_pending or self.pumping:
+            return
+        try:
+            self._index.set_keys(self._auth_mode, self._ring.keys if self._ring else None)
+            if self._auth_mode == L.AUTH_OFF:
+                for slot in self._members:
+                    self._index.set_auth(slot, None, 0)
+        except RuntimeError:     # pump started on another thread: next time
+            return
+        self._keys_pending = False
+
     # -- receiving -----------------------------------------------------------
     def receive(self, buf, n, now, unlisted=None):
         """Take the first ``n`` bytes of ``buf`` as one datagram heard at ``now``.
@@ -147,7 +196,10 @@ class Membership:
         stays while it heartbeats, but nobody joins, leaves or changes in
         another's name from elsewhere."""
         events = self._apply_domain() if self._reclassify else _NO_EVENTS
-        if self._index.lookup(buf, n, now) >= 0:
+        if self._keys_pending:
+            self._apply_keys()
+        verdict = self._index.lookup(buf, n, now)
+        if verdict >= 0 or verdict == L.INDEX_DROPPED:
             return events
         return events + self._receive_slow(buf, n, now, unlisted)
 
@@ -196,11 +248,21 @@ class Membership:
             self._counts["refused"] += 1
             return _NO_EVENTS
         member = Member.from_fields(codec.parse(buf, n))
+        # The index keeps the packet without its trailer (it changes every time).
+        datagram, n = n, _packet_part(buf, n)
         if identity == self._local:
             self._counts["local"] += 1
             self._ignore(identity, buf, n, now, L.KIND_LOCAL, member.is_shutdown)
             return _NO_EVENTS
         slot = self._slot_of.get(identity)
+        sequence = 0
+        if self._auth_mode != L.AUTH_OFF:
+            # Before anything the packet says is believed (a domain move
+            # or a shutdown removes a member).
+            judged = self._authenticate(buf, datagram, identity, slot)
+            if judged is None:
+                return _NO_EVENTS
+            member.authenticated, sequence = judged
         if self._domain is not None and member.domain != self._domain:
             self._counts["filtered"] += 1
             self._ignore(identity, buf, n, now, L.KIND_FILTERED, member.is_shutdown)
@@ -217,9 +279,11 @@ class Membership:
                 return _NO_EVENTS
             return (self._drop(slot, SHUTDOWN),)
         if slot is None:
-            return self._add(member, buf, n, now)
+            return self._add(member, buf, n, now, sequence)
         previous = self._members[slot]
         self._index.replace(slot, buf, n, now)
+        if self._auth_mode != L.AUTH_OFF:
+            self._index.set_auth(slot, member.authenticated, sequence)
         self._members[slot] = member
         if previous.same_state(member):
             self._counts["refreshed_slow"] += 1
@@ -227,17 +291,41 @@ class Membership:
         self._counts["updated"] += 1
         return (MemberEvent(UPDATED, member),)
 
+    def _authenticate(self, buf, n, identity, slot):
+        """(True, its sequence) for an authentic and fresh datagram, (False,
+        0) for one admitted unauthenticated (permissive), None when dropped."""
+        verdict, _, sequence = auth.check(memoryview(buf)[:n], self._ring)
+        if verdict == L.AUTH_OK:
+            guard = self._guard
+            if slot is not None:     # what the fast path accepted since
+                guard.advance(identity, self._index.sequence(slot))
+            if not guard.fresh(identity, sequence, self._wall_clock()):
+                verdict = L.AUTH_REPLAY
+        if verdict == L.AUTH_OK:
+            return True, sequence
+        self._counts["auth." + L.AUTH_REASONS[verdict]] += 1
+        if verdict == L.AUTH_REPLAY or self._auth_mode == L.AUTH_ENFORCE:
+            return None
+        return False, 0
+
+    def _remember_sequence(self, slot, identity):
+        """A member leaves the index: the replay guard keeps its last sequence."""
+        if self._guard is not None:
+            self._guard.advance(identity, self._index.sequence(slot))
+
     @staticmethod
     def _drop_counter(verdict):
         if verdict == L.CHANNEL_FRAME:
             return "channel_frames"
         return "malformed." + L.REASONS[verdict]
 
-    def _add(self, member, buf, n, now):
+    def _add(self, member, buf, n, now, sequence=0):
         if len(self._members) >= self.max_members:   # reached when filtering by domain
             self._counts["refused"] += 1
             return _NO_EVENTS
         slot = self._index.add(buf, n, now, L.KIND_MEMBER)
+        if self._auth_mode != L.AUTH_OFF:
+            self._index.set_auth(slot, member.authenticated, sequence)
         self._members[slot] = member
         self._slot_of[member.identity] = slot
         suspect = self._suspects.pop(member.identity, None)
@@ -252,6 +340,7 @@ class Membership:
         self._index.remove(slot)     # first: it refuses (RuntimeError) while pump runs
         member = self._members.pop(slot).with_alive(self._index.alive(slot))
         del self._slot_of[member.identity]
+        self._remember_sequence(slot, member.identity)
         self._counts["removed." + reason] += 1
         return MemberEvent(REMOVED, member, reason)
 
@@ -282,6 +371,8 @@ class Membership:
         With ``suspect`` they become suspects instead ("suspect" events):
         still members, until ``confirm`` removes them or they are heard."""
         events = self._apply_domain() if self._reclassify else _NO_EVENTS
+        if self._keys_pending:
+            self._apply_keys()
         if self._phi is not None:
             slots = self._index.expire_phi(now, self.drop_time)
         else:
@@ -295,6 +386,7 @@ class Membership:
                 self._forget_ignored(slot)
                 continue
             del self._slot_of[member.identity]
+            self._remember_sequence(slot, member.identity)
             # A freed slot keeps its last alive time until it is reused.
             member = member.with_alive(self._index.alive(slot))
             if suspect:
@@ -369,6 +461,13 @@ class Membership:
     def __len__(self):
         return len(self._members) + len(self._suspects)
 
+    def auth_failures(self):
+        """{reason: count} of datagrams whose trailer failed (no_trailer,
+        bad_trailer, unknown_key, bad_mac, replay): dropped under enforce
+        (replays in any mode), admitted as unauthenticated when permissive."""
+        prefix = "auth."
+        return {k[len(prefix):]: v for k, v in self.stats().items() if k.startswith(prefix)}
+
     def __contains__(self, member):
         identity = Member.identity.fget(member)
         return identity in self._slot_of or identity in self._suspects
@@ -392,8 +491,17 @@ class Membership:
         for verdict, count in self._index.dropped().items():
             counts[self._drop_counter(verdict)] += count
             dropped_in_pump += count
+        for verdict, count in self._index.auth_failures().items():
+            counts["auth." + L.AUTH_REASONS[verdict]] += count
         fast = self._index.hits
         counts["fast_path"] = fast
         counts["received"] = fast + counts.get("slow_path", 0) + dropped_in_pump
         counts["members"] = len(self._members) + len(self._suspects)
         return dict(counts)
+
+
+def _packet_part(buf, n):
+    """``n``, or where the packet ends when exactly a trailer follows it
+    (the bytes the index compares; see _fast.pyx)."""
+    end = auth.packet_length(buf)
+    return end if n - end == L.AUTH_TRAILER_LEN else n

@@ -83,6 +83,9 @@ class Threaded:
     def set_domain(self, domain):
         self.front.set_domain(domain)
 
+    def set_keys(self, keys, auth=None):
+        self.front.set_keys(keys, auth)
+
     def stats(self):
         return self.front.stats()
 
@@ -162,6 +165,9 @@ class Asyncio:
 
     def set_domain(self, domain):
         self._call(self.front.set_domain, domain)
+
+    def set_keys(self, keys, auth=None):
+        self._call(self.front.set_keys, keys, auth)
 
     def stats(self):
         return self._call(self.front.stats)

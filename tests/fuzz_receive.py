@@ -18,6 +18,11 @@ events and drop counts.
 And (``--packet-count``, default a hundredth) ``HeartbeatPacket`` is made
 from well-formed and broken templates, stamped and sent: both send the same
 bytes and refuse the same templates.
+Last (``--keyed-count``, default a tenth) the same with authentication:
+tables in enforce and permissive mode, datagrams with trailers (valid,
+replayed, wrongly keyed, forged, cut, oversized, mutated), through
+``receive`` and through pump; packets signed: identical verdicts, events
+(``authenticated`` included) and counters by reason.
 """
 
 import argparse
@@ -30,7 +35,7 @@ import socket
 import sys
 import time
 
-from mcastmember import _fast_py, _layout as L
+from mcastmember import _fast_py, _layout as L, auth
 from mcastmember.errors import MalformedPacket
 from mcastmember.table import Membership
 
@@ -40,6 +45,9 @@ except ImportError:
     _fast = None
 
 CORPUS = pathlib.Path(__file__).parent / "corpus"
+RING = auth.KeyRing([(1, bytes(range(32))), (2, bytes(range(32, 64)))])
+WRONG = auth.KeyRing([(3, bytes(range(32)))])        # a key id the tables do not hold
+WALL_US = 1_800_000_000_000_000     # the keyed tables' wall clock
 INTERESTING = [0, 1, 4, 16, 0x7F, 0x80, 0xFF, -1, 2**31 - 1, -2**31, 65507, 77]
 
 
@@ -78,7 +86,41 @@ def mutate(rng, data):
     return bytes(data)
 
 
-def datagram(rng, population):
+class Signer:
+    """Trailers for fuzzed packets: mostly fresh, else replayed, wrongly
+    keyed, forged, cut or oversized; sequences near the tables' wall clock."""
+
+    def __init__(self):
+        self.sequence = WALL_US
+
+    def __call__(self, rng, packet):
+        self.sequence += rng.randint(1, 1000)
+        kind = rng.randrange(12)
+        if kind < 6:
+            return packet + auth.trailer(packet, RING, self.sequence)
+        if kind == 6:       # replayed, or a first packet from before the window
+            old = self.sequence - rng.choice([1, 5000, 10**6, 61 * 10**6])
+            return packet + auth.trailer(packet, RING, old)
+        if kind == 7:
+            return packet + auth.trailer(packet, WRONG, self.sequence)
+        if kind == 8:
+            forged = bytearray(packet + auth.trailer(packet, RING, self.sequence))
+            forged[rng.randrange(len(forged))] ^= 1 << rng.randrange(8)
+            return bytes(forged)
+        if kind == 9:
+            return packet + auth.trailer(packet, RING, self.sequence)[:rng.randrange(29)]
+        if kind == 10:
+            return packet + auth.trailer(packet, RING, self.sequence) + rng.randbytes(3)
+        return packet
+
+
+def datagram(rng, population, sign=None):
+    if sign is not None:
+        kind = rng.randrange(10)
+        if kind < 6:
+            return sign(rng, valid_packet(rng, population))
+        if kind < 8:
+            return mutate(rng, sign(rng, valid_packet(rng, population)))
     kind = rng.randrange(10)
     if kind == 0:
         return rng.randbytes(rng.randrange(120))
@@ -100,8 +142,20 @@ def outcome(codec, table, data, now):
             raise AssertionError("parse and check disagree") from None
         fields = None
     events = table.receive(data, len(data), now)
-    return verdict, fields, [(e.kind, e.reason, e.member.identity, e.member.payload)
-                             for e in events]
+    return verdict, fields, _events(events)
+
+
+def _events(events):
+    return [(e.kind, e.reason, e.member.identity, e.member.payload, e.member.authenticated)
+            for e in events]
+
+
+def _table(codec, max_members, mode):
+    table = Membership(drop_time=3.0, max_members=max_members, codec=codec,
+                       wall_clock=lambda: WALL_US)
+    if mode is not None:
+        table.set_keys(mode, RING)
+    return table
 
 
 def save(data, label):
@@ -111,15 +165,17 @@ def save(data, label):
     return path
 
 
-def run(count, seed, population=200, max_members=64, report=True):
+def run(count, seed, population=200, max_members=64, report=True, mode=None):
+    """``mode``: None (no keys), _layout.AUTH_PERMISSIVE or AUTH_ENFORCE."""
     rng = random.Random(seed)
     impls = [_fast_py] + ([_fast] if _fast is not None else [])
-    tables = [Membership(drop_time=3.0, max_members=max_members, codec=c) for c in impls]
+    tables = [_table(c, max_members, mode) for c in impls]
+    sign = None if mode is None else Signer()
     baseline = None
     started = time.perf_counter()
     now = 0.0
     for i in range(count):
-        data = datagram(rng, population)
+        data = datagram(rng, population, sign)
         now += 0.001
         try:
             results = [outcome(c, t, data, now) for c, t in zip(impls, tables)]
@@ -135,6 +191,9 @@ def run(count, seed, population=200, max_members=64, report=True):
                 raise SystemExit(f"expiry disagrees at datagram {i}")
             if any(len(t) > max_members for t in tables):
                 raise SystemExit("table grew past its bound")
+            failures = [t.auth_failures() for t in tables]
+            if any(f != failures[0] for f in failures[1:]):
+                raise SystemExit(f"authentication counters disagree at datagram {i}: {failures}")
         if i == min(count - 1, 50000):
             gc.collect()
             baseline = sys.getallocatedblocks()
@@ -144,12 +203,18 @@ def run(count, seed, population=200, max_members=64, report=True):
     stats = tables[-1].stats()
     if report:
         names = ", ".join(c.IMPLEMENTATION for c in impls)
-        print(f"{count} datagrams through {names} in {elapsed:.1f} s: identical verdicts, fields "
-              f"and events; members {stats['members']}/{max_members}, refused "
+        keyed = "" if mode is None else f" (keyed, auth {_mode_name(mode)}: " \
+            f"{sum(tables[-1].auth_failures().values())} failed authentication)"
+        print(f"{count} datagrams through {names}{keyed} in {elapsed:.1f} s: identical verdicts, "
+              f"fields and events; members {stats['members']}/{max_members}, refused "
               f"{stats.get('refused', 0)}, malformed "
               f"{sum(v for k, v in stats.items() if k.startswith('malformed.'))}; heap "
               f"{used - (baseline or used):+d} blocks after the first 50,000")
     return stats, (used - (baseline or used))
+
+
+def _mode_name(mode):
+    return {v: k for k, v in L.AUTH_MODES.items()}[mode]
 
 
 def _loopback_pair():
@@ -166,9 +231,9 @@ def _loopback_pair():
 class _PumpSide:
     """One implementation's table fed by pump from its own socket."""
 
-    def __init__(self, codec, max_members):
+    def __init__(self, codec, max_members, mode=None):
         self.codec = codec
-        self.table = Membership(drop_time=3.0, max_members=max_members, codec=codec)
+        self.table = _table(codec, max_members, mode)
         self.tx, self.rx = _loopback_pair()
         self.buf = bytearray(L.RECV_BUFFER_LEN)
 
@@ -191,8 +256,7 @@ class _PumpSide:
         while True:
             n = self.table.pump(self.rx.fileno(), self.buf, math.inf, budget)
             if n >= 0:
-                events += [(e.kind, e.reason, e.member.identity, e.member.payload)
-                           for e in self.table.receive(self.buf, n, now)]
+                events += _events(self.table.receive(self.buf, n, now))
             elif n == -errno.ESHUTDOWN:
                 return events + ["shutdown"]
             elif n == -errno.EAGAIN and self.table.pending() == 0:
@@ -209,16 +273,17 @@ class _PumpSide:
                                                            "refreshed_slow")}
 
 
-def run_pump(count, seed, population=200, max_members=64, report=True):
+def run_pump(count, seed, population=200, max_members=64, report=True, mode=None):
     """``count`` datagrams through pump on real sockets, both implementations."""
     rng = random.Random(seed)
     impls = [_fast_py] + ([_fast] if _fast is not None else [])
-    sides = [_PumpSide(c, max_members) for c in impls]
+    sides = [_PumpSide(c, max_members, mode) for c in impls]
+    sign = None if mode is None else Signer()
     sent = clears = swaps = shutdowns = 0
     now = 0.0
     try:
         while sent < count:
-            burst = [datagram(rng, population) for _ in range(rng.randint(1, 48))]
+            burst = [datagram(rng, population, sign) for _ in range(rng.randint(1, 48))]
             sent += len(burst)
             now += 0.01
             for side in sides:
@@ -266,15 +331,18 @@ def run_pump(count, seed, population=200, max_members=64, report=True):
     stats = sides[-1].table.stats()
     if report:
         names = ", ".join(c.IMPLEMENTATION for c in impls)
-        print(f"{sent} datagrams through pump on loopback sockets ({names}), {clears} clears "
+        keyed = "" if mode is None else f", keyed (auth {_mode_name(mode)})"
+        print(f"{sent} datagrams through pump on loopback sockets ({names}{keyed}), {clears} clears "
               f"and {swaps} socket swaps with batches pending, {shutdowns} shutdowns: identical "
               f"events and counters; "
               f"members {stats['members']}/{max_members}")
     return stats
 
 
-def run_packets(count, seed, population=50, report=True):
-    """``HeartbeatPacket`` from random templates: made, stamped, sent, refused alike."""
+def run_packets(count, seed, population=50, report=True, keyed=False):
+    """``HeartbeatPacket`` from random templates: made, stamped, sent, refused
+    alike; ``keyed``: signed too (the trailers differ by the clock: both must
+    verify, with sequences that only grow)."""
     rng = random.Random(seed)
     impls = [_fast_py] + ([_fast] if _fast is not None else [])
     tx, rx = _loopback_pair()
@@ -288,6 +356,7 @@ def run_packets(count, seed, population=50, report=True):
             cap = rng.choice([-1, -1, 0, 1, 999, 2**40])
             below = rng.randrange(2) == 0
             outcomes = []
+            key_id, after = rng.choice([1, 2]), rng.randrange(2**62)
             for codec in impls:
                 try:
                     packet = codec.HeartbeatPacket(template, origin, cap, below)
@@ -303,11 +372,26 @@ def run_packets(count, seed, population=50, report=True):
                     packet.stamp(0)
                 else:
                     packet.stamp(alive)
+                if keyed:
+                    try:
+                        packet.set_key(key_id, RING.keys[key_id], after)
+                    except ValueError:       # bytes after the end marker: both refuse
+                        outcomes.append(("no room", key_id))
+                        continue
+                    last = packet.sequence
+                    packet.stamp(rng.randrange(2**40))
+                    if packet.sequence <= last:
+                        raise SystemExit("a signed packet's sequence did not grow")
                 if packet.buffer.readonly is not True:
                     raise SystemExit("HeartbeatPacket.buffer is writable")
                 before = bytes(packet.buffer)
                 n = packet.send(tx.fileno())
                 got = rx.recv(L.RECV_BUFFER_LEN)
+                if keyed:
+                    if auth.check(got, RING)[:2] != (auth.AUTH_OK, key_id):   # send stamps anew
+                        raise SystemExit(f"a signed packet does not verify (template {i}, "
+                                         f"{codec.IMPLEMENTATION}: {auth.check(got, RING)})")
+                    before, got = before[:-L.AUTH_TRAILER_LEN], got[:-L.AUTH_TRAILER_LEN]
                 outcomes.append((n, before[:14] + before[22:], got[:14] + got[22:]))
             if outcomes[0][0] == "refused":
                 refused += 1
@@ -328,6 +412,7 @@ def main():
     parser.add_argument("--count", type=int, default=1_000_000)
     parser.add_argument("--pump-count", type=int, default=None)
     parser.add_argument("--packet-count", type=int, default=None)
+    parser.add_argument("--keyed-count", type=int, default=None)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     if _fast is None:
@@ -337,6 +422,13 @@ def main():
         raise SystemExit(f"the heap grew by {growth} blocks: not bounded")
     run_pump(args.count // 10 if args.pump_count is None else args.pump_count, args.seed)
     run_packets(args.count // 100 if args.packet_count is None else args.packet_count, args.seed)
+    keyed = args.count // 10 if args.keyed_count is None else args.keyed_count
+    for mode in (L.AUTH_ENFORCE, L.AUTH_PERMISSIVE):
+        _, growth = run(keyed // 2, args.seed, mode=mode)
+        if growth > 20000:
+            raise SystemExit(f"the heap grew by {growth} blocks: not bounded")
+        run_pump(keyed // 20, args.seed, mode=mode)
+    run_packets(keyed // 100, args.seed, keyed=True)
     return 0
 
 

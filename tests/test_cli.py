@@ -55,7 +55,8 @@ def test_two_demo_processes_see_each_other_join_and_leave(group_port, tmp_path):
         assert member["domain_hex"] == "01ff"
         assert len(member["unique_id"]) == 32
         assert set(member) == {"host", "port", "unique_id", "domain_hex", "payload_hex",
-                               "alive_ms"}
+                               "alive_ms", "authenticated"}
+        assert member["authenticated"] is None      # no keys: not judged
         event, _ = read_event(a)
         assert (event["event"], event["member"]["port"]) == ("added", 4002)
         a.send_signal(signal.SIGTERM)
@@ -98,7 +99,7 @@ def test_decode_json(tmp_path):
     assert json.loads(result.stdout) == {
         "host": "127.0.0.1", "port": 4000, "unique_id": bytes(range(16)).hex(),
         "domain_hex": b"dom".hex(), "payload_hex": b"payload".hex(), "alive_ms": 12345,
-        "secure_port": -1, "udp_port": -1, "command_hex": "", "shutdown": False}
+        "authenticated": None, "secure_port": -1, "udp_port": -1, "command_hex": "", "shutdown": False}
 
 
 def test_decode_human_names_a_shutdown(tmp_path):

@@ -115,3 +115,48 @@ def test_schema_builds_the_vectors():
 def test_schema_parses_a_vector():
     assert _schema_fields(VECTORS["V1"][0]) == (12345, 4000, -1, -1, b"\x7f\0\0\x01", b"",
                                                 b"dom", UID, b"payload")
+
+
+# -- authenticated heartbeats: the index's judgement of a known member ------------------
+AUTH_KEYS = {1: bytes(range(32)), 2: bytes(range(32, 64))}
+
+
+@st.composite
+def keyed(draw):
+    """A member's packet, its stored form, and a datagram of it: with a trailer
+    (any key id, sequence, MAC bytes or a valid MAC), cut, extended, mutated."""
+    from mcastmember import auth
+    packet = draw(packets())
+    key_id = draw(st.sampled_from([0, 1, 2, 3, 255]))
+    sequence = draw(st.integers(0, 2**64 - 1))
+    if key_id in AUTH_KEYS and draw(st.booleans()):
+        trailer = auth.trailer(packet, auth.KeyRing([(key_id, AUTH_KEYS[key_id])]), sequence)
+    else:
+        trailer = (L.AUTH_MAGIC + bytes((L.AUTH_VERSION, key_id)) + sequence.to_bytes(8, "big")
+                   + draw(st.binary(min_size=16, max_size=16)))
+    datagram = bytearray(packet + trailer)
+    action = draw(st.sampled_from(["keep", "keep", "cut", "extend", "flip"]))
+    if action == "cut":
+        del datagram[len(packet) + draw(st.integers(0, L.AUTH_TRAILER_LEN - 1)):]
+    elif action == "extend":
+        datagram += draw(st.binary(min_size=1, max_size=4))
+    elif action == "flip":
+        datagram[draw(st.integers(0, len(datagram) - 1))] ^= 1 << draw(st.integers(0, 7))
+    return packet, bytes(datagram), draw(st.integers(0, 2**64 - 1)), draw(st.sampled_from(
+        [True, False, None])), draw(st.sampled_from(sorted(L.AUTH_MODES.values())))
+
+
+def _judged(codec, packet, datagram, last_sequence, authenticated, mode):
+    index = codec.MemberIndex(2)
+    index.set_keys(mode, AUTH_KEYS if mode != L.AUTH_OFF else None)
+    slot = index.add(packet, -1, 0.0, L.KIND_MEMBER)
+    index.set_auth(slot, authenticated, last_sequence)
+    result = index.lookup(datagram, len(datagram), 1.0)
+    return result, index.sequence(slot), index.heard(slot), index.auth_failures()
+
+
+@needs_compiled
+@SETTINGS
+@given(keyed())
+def test_both_implementations_judge_a_known_members_trailer_alike(case):
+    assert _judged(_fast, *case) == _judged(_fast_py, *case)
