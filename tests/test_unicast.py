@@ -70,3 +70,18 @@ def test_one_node_hears_multicast_and_unicast_members_at_once(cluster):
     wait_until(lambda: sorted(m.port for m in both.members()) == [4002, 4003])
     wait_until(lambda: [m.port for m in unicast_only.members()] == [4001])
     wait_until(lambda: [m.port for m in multicast_only.members()] == [4001])
+
+
+def test_keyed_unicast_members_are_authenticated_and_an_unkeyed_peer_is_dropped(cluster):
+    ring = [(1, bytes(range(32)))]
+    peers = ",".join(NODES)
+    a = cluster("127.0.0.1", 4001, peers=peers, keys=ring)
+    b = cluster("127.0.0.2", 4002, peers=peers, keys=ring)
+    cluster("127.0.0.3", 4003, peers=peers)                    # listed, but without the key
+    wait_until(lambda: {m.port: m.authenticated for m in a.members()} == {4002: True})
+    wait_until(lambda: {m.port: m.authenticated for m in b.members()} == {4001: True})
+    wait_until(lambda: a.stats().get("auth.no_trailer", 0) > 0)
+    assert a.stats()["refused_unlisted"] == 0
+    b.stop()
+    a.events.wait_for(lambda e: e.kind == "removed" and e.reason == "shutdown")
+    assert a.events.kinds(4002) == [("added", None), ("removed", "shutdown")]
