@@ -11,7 +11,7 @@ import pytest
 from mcastmember import auth
 
 from support import GROUP
-from test_interop import Events, classpath, free_tcp_port, python_service  # noqa: F401
+from test_interop import Events, free_tcp_port, python_service  # noqa: F401
 from tribes import TribesNode
 
 pytestmark = pytest.mark.network
@@ -19,7 +19,7 @@ RING = auth.KeyRing([(7, bytes(range(32)))])
 
 
 @pytest.fixture
-def tomcat(classpath, group_port):      # noqa: F811 (the fixture imported above)
+def tomcat(classpath, group_port):
     node = TribesNode(classpath, "stack", GROUP, group_port, free_tcp_port(),
                       domain="dom1", payload=b"alpha", frequency=250, drop_time=1500)
     yield node
