@@ -135,8 +135,10 @@ class Lan:
         text = (f"table inet {NFT_TABLE} {{\n  chain input {{\n"
                 "    type filter hook input priority 0; policy accept;\n"
                 + "".join(f"    {rule}\n" for rule in rules) + "  }\n}\n")
-        subprocess.run(["ip", "netns", "exec", host, "nft", "-f", "-"], input=text, text=True,
-                       check=True, capture_output=True, timeout=30)
+        done = subprocess.run(["ip", "netns", "exec", host, "nft", "-f", "-"], input=text,
+                              text=True, capture_output=True, timeout=30)
+        if done.returncode != 0:
+            raise RuntimeError(f"nft refused the rules for {host}: {done.stderr.strip()}")
 
     def counters(self, index):
         """The packets each of host ``index``'s filter rules counted, in
@@ -172,13 +174,14 @@ def loss_rules(percent, udp=(), tcp=(), source=None):
     def ports(values):
         return "{ " + ", ".join(str(p) for p in values) + " }"
     origin = f"ip saddr {source} " if source else ""
-    draw = f"numgen random mod 100 < {int(percent)}"
+    # numgen gives 0-99: "< 100" is out of its range, so all is no draw at all.
+    draw = "" if percent >= 100 else f"numgen random mod 100 < {int(percent)} "
     rules = [f"{origin}udp dport {ports(udp)} counter"] if udp else []
     if udp:
-        rules.append(f"{origin}udp dport {ports(udp)} {draw} counter drop")
+        rules.append(f"{origin}udp dport {ports(udp)} {draw}counter drop")
     if tcp:
-        rules.append(f"{origin}tcp dport {ports(tcp)} {draw} counter drop")
-        rules.append(f"{origin}tcp sport {ports(tcp)} {draw} counter drop")
+        rules.append(f"{origin}tcp dport {ports(tcp)} {draw}counter drop")
+        rules.append(f"{origin}tcp sport {ports(tcp)} {draw}counter drop")
     return rules
 
 
