@@ -43,7 +43,8 @@ from . import _codec
 from . import _layout as L
 from ._ratelimit import RateLimitedLog
 from .member import Member
-from .table import ADDED, REMOVED, SUSPECT, MemberEvent, Membership
+from .events import MemberEvent, Reason
+from .table import ADDED, REMOVED, SUSPECT, Membership
 
 log = logging.getLogger("mcastmember")
 
@@ -73,10 +74,9 @@ EXPIRY_SLACK_S = 0.001
 # turn rather than open a socket each.
 MAX_PROBES = 16
 
-# Reason of the removals ``stop()`` emits for the members still present.
-STOPPED = "stopped"
-# Reason of a dns_members member's removal: its address left the DNS answer.
-UNLISTED = "unlisted"
+# Reasons of the removals ``stop()`` emits for the members still present,
+# and of a dns_members member's whose address left the DNS answer.
+STOPPED, UNLISTED = Reason.STOPPED, Reason.UNLISTED
 # Sockets the engine may ask the driver to reopen: multicast's two, and the
 # one unicast heartbeats are sent from and heard on.
 SEND = "send"
@@ -529,7 +529,7 @@ class MembershipEngine:
         """Our own member as we advertise it (with the alive time last sent)."""
         member = self.config.local_member()
         if self._packet is not None:
-            member.alive_ms = self._packet.alive_ms
+            member = member.with_alive(self._packet.alive_ms)
         return member
 
     def stats(self):

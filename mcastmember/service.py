@@ -19,8 +19,9 @@ import time
 import weakref
 
 from ._front import MembershipFront
-from .events import EventQueue
+from .events import EventQueue, MemberEvent
 from .probe import ProbeListener, connect_probe, probe_stats_idle
+from .table import ADDED
 
 log = logging.getLogger("mcastmember")
 
@@ -56,6 +57,9 @@ class McastService(MembershipFront):
         self._state = threading.Condition()   # the lifecycle phase, start/stop one at a time
         self._phase = _STOPPED
         self._listeners = []
+        # wait_for: a change (events published, a phase) bumps the generation.
+        self._changed = threading.Condition()
+        self._generation = 0
         self._io = self._dispatcher = None
         self._events = None
         self._wake_r = self._wake_w = None
@@ -165,6 +169,7 @@ class McastService(MembershipFront):
         with self._state:
             self._phase = phase
             self._state.notify_all()
+        self._notify_changed()      # waiters see a stop
 
     def __enter__(self):
         return self.start()
@@ -178,19 +183,54 @@ class McastService(MembershipFront):
         super()._become_inert()
         self._lock = self._table_lock = threading.Lock()
         self._state = threading.Condition()
+        self._changed = threading.Condition()
         self._probe = None    # the parent's listener thread does not exist here
         self._events = EventQueue(self._queue_size)
 
     # -- what the application sees --------------------------------------------
-    def add_listener(self, callback):
-        """Call ``callback(event)`` for every MemberEvent (and EventsLost), on
-        the dispatcher thread."""
+    def add_listener(self, callback, replay=False):
+        """Call ``callback(event)`` for every MemberEvent, on the dispatcher
+        thread; where events were dropped (the listeners fell more than
+        ``event_queue_size`` behind) it gets one ``EventsLost`` instead.
+        With ``replay`` it first gets an "added" event for every current
+        member, then every change after them: none missed, none twice."""
         with self._lock:
-            self._listeners = self._listeners + [callback]
+            if replay and self._events is not None and self._phase != _STOPPED:
+                # The dispatcher registers it when it reaches this point of
+                # the queue: what follows in the queue happened after the
+                # snapshot, under the same lock. What the table decided but
+                # the driver has not published yet goes first.
+                pending = self._engine.events()
+                if pending:
+                    self._publish(pending)
+                self._events.put_marker(_Replay(callback, self._engine.members()))
+            else:
+                self._listeners = self._listeners + [callback]
 
     def remove_listener(self, callback):
         with self._lock:
             self._listeners = [c for c in self._listeners if c != callback]
+
+    def wait_for(self, predicate, timeout=None):
+        """Wait until ``predicate(members)`` is true (checked now and after
+        every change, on this thread); return the members then. TimeoutError
+        after ``timeout`` seconds; RuntimeError when not running or stopped
+        meanwhile."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self._changed:
+                generation = self._generation
+            members = self.members()
+            if predicate(members):
+                return members
+            with self._changed:
+                while self._generation == generation:
+                    if self._phase not in (_RUNNING, _STARTING):
+                        raise RuntimeError("McastService is not running")
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        raise TimeoutError(f"predicate not true within {timeout} s")
+                    self._changed.wait(remaining)
 
     def _front_counts(self):
         return {"events_dropped": self._events.dropped if self._events else 0,
@@ -331,6 +371,12 @@ class McastService(MembershipFront):
     # -- events ------------------------------------------------------------------
     def _publish(self, events):
         self._events.put_many(events)
+        self._notify_changed()
+
+    def _notify_changed(self):
+        with self._changed:
+            self._generation += 1
+            self._changed.notify_all()
 
     def _dispatch_loop(self, events, previous):
         if previous is not None and previous is not threading.current_thread():
@@ -339,9 +385,31 @@ class McastService(MembershipFront):
             event = events.get()
             if event is None:
                 return
+            if isinstance(event, _Replay):
+                self._replay(event)
+                continue
             for callback in self._listeners:
-                try:
-                    callback(event)
-                except BaseException:   # SystemExit too: a listener never ends the dispatcher
-                    self._counts["listener_errors"] += 1
-                    log.exception("membership listener %r failed on %r", callback, event)
+                self._call(callback, event)
+
+    def _call(self, callback, event):
+        try:
+            callback(event)
+        except BaseException:   # SystemExit too: a listener never ends the dispatcher
+            self._counts["listener_errors"] += 1
+            log.exception("membership listener %r failed on %r", callback, event)
+
+    def _replay(self, replay):
+        for member in replay.members:
+            self._call(replay.callback, MemberEvent(ADDED, member))
+        with self._lock:
+            self._listeners = self._listeners + [replay.callback]
+
+
+class _Replay:
+    """In the event queue: register ``callback`` here, after an "added"
+    for each of ``members`` (the table as of this point of the queue)."""
+
+    __slots__ = ("callback", "members")
+
+    def __init__(self, callback, members):
+        self.callback, self.members = callback, members

@@ -56,3 +56,20 @@ def classpath(tmp_path_factory):
     if path is None:
         pytest.skip(reason)
     return path
+
+
+@pytest.fixture(params=["asyncio", "threads"])
+def running_front(request, group_port):
+    """A factory of started members of one kind of front (fronts.FRONTS) on
+    the test's group port; all are closed afterwards."""
+    from fronts import FRONTS
+    made = []
+
+    def make(member_port, **settings):
+        node = FRONTS[request.param](group_port, member_port, **settings)
+        made.append(node)
+        node.start()
+        return node
+    yield make
+    for node in made:
+        node.close()

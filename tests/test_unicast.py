@@ -8,25 +8,17 @@ import pytest
 
 from mcastmember import _codec
 
-from fronts import FRONTS
 from support import heartbeat, wait_until
 
 NODES = ["127.0.0.1", "127.0.0.2", "127.0.0.3"]
 
 
-@pytest.fixture(params=sorted(FRONTS))
-def cluster(request, group_port):
-    made = []
-
+@pytest.fixture
+def cluster(running_front, group_port):
     def make(address, member_port, **settings):
         settings.setdefault("multicast", False)
-        node = FRONTS[request.param](group_port, member_port, interface=address, **settings)
-        made.append(node)
-        node.start()
-        return node
-    yield make
-    for node in made:
-        node.close()
+        return running_front(member_port, interface=address, **settings)
+    return make
 
 
 def hosts(node):
