@@ -42,8 +42,9 @@ import socket
 from . import _codec
 from . import _layout as L
 from ._ratelimit import RateLimitedLog
-from .member import Member
 from .events import MemberEvent, Reason
+from .member import Member
+from .peers import PeerSet
 from .table import ADDED, REMOVED, SUSPECT, Membership
 
 log = logging.getLogger("mcastmember")
@@ -77,6 +78,11 @@ MAX_PROBES = 16
 # Reasons of the removals ``stop()`` emits for the members still present,
 # and of a dns_members member's whose address left the DNS answer.
 STOPPED, UNLISTED = Reason.STOPPED, Reason.UNLISTED
+# Every counter the engine adds to the table's (stats()).
+ENGINE_COUNTERS = ("sent", "send_errors", "receive_errors", "socket_reopened", "pauses",
+                   "internal_errors", "removed." + STOPPED, "removed." + UNLISTED,
+                   "unicast_sent", "unicast_send_errors",
+                   "verify.kept", "verify.failed", "verify.timed_out")
 # Sockets the engine may ask the driver to reopen: multicast's two, and the
 # one unicast heartbeats are sent from and heard on.
 SEND = "send"
@@ -109,18 +115,14 @@ class MembershipEngine:
                         SAFE_BEATS_PER_DROP, config.frequency)
         self._now = -math.inf
         self._log = RateLimitedLog(log, MALFORMED_REPORT_S, clock=lambda: self._now)
-        self._counts = {"send_errors": 0, "receive_errors": 0, "socket_reopened": 0,
-                        "pauses": 0, "internal_errors": 0, "removed." + STOPPED: 0}
+        # Every key from the start, whatever is configured: one shape.
+        self._counts = dict.fromkeys(ENGINE_COUNTERS, 0)
         self._peers = config.peer_set() if config.unicast else None
         self.targets = None
         self._listed = {}          # dns_members: address bytes -> Member
         if self._peers is not None:
-            self._counts.update({"unicast_sent": 0, "unicast_send_errors": 0,
-                                 "removed." + UNLISTED: 0})
             self._new_targets()
         self._probes = {}          # verify: identity -> _Probe of a suspect
-        if config.verify:
-            self._counts.update({"verify.kept": 0, "verify.failed": 0, "verify.timed_out": 0})
         self._running = False
         self._packet = None
         self._sent_earlier = 0    # by packets since replaced (each counts its own sends)
@@ -536,9 +538,7 @@ class MembershipEngine:
         """The table's counters and ours: the same keys whatever the driver."""
         stats = self.table.stats()
         stats.update(self._counts)
-        if self._peers is not None:
-            stats.update(self._peers.stats())
-            stats.setdefault("refused_unlisted", 0)
+        stats.update(self._peers.stats() if self._peers is not None else PeerSet.idle_stats())
         if self._listed:
             stats["members"] += len(self._listed)
         stats["sent"] = self._sent_earlier + (self._packet.sent if self._packet else 0)
@@ -549,7 +549,7 @@ class MembershipEngine:
     # -- the report -----------------------------------------------------------------------------
     def _malformed(self):
         stats = self.table.stats()
-        return {k[len("malformed."):]: v for k, v in stats.items() if k.startswith("malformed.")}
+        return {k[len("malformed."):]: v for k, v in stats.items() if k.startswith("malformed.") and v}
 
     def _malformed_total(self):
         return sum(self._malformed().values())

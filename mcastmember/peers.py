@@ -65,6 +65,10 @@ def is_address(host):
         return False
 
 
+# Why a lookup gave no answer (resolver.DnsFailure.reason), counted by each.
+LOOKUP_FAILURES = ("nxdomain", "servfail", "timeout", "no_answer", "error")
+
+
 class Lookup:
     """One name to resolve again every ``interval`` seconds: a ``dns=`` name
     (``system=False``: asked of DNS with dnspython, A and AAAA, or SRV with
@@ -183,10 +187,16 @@ class PeerSet:
         lookup.on_failure(reason, now)
 
     def stats(self):
-        answers = sum(lookup.answers for lookup in self.lookups)
-        stats = {"peers": len(self.peers), "lookups_answered": answers}
+        stats = self.idle_stats()
+        stats["peers"] = len(self.peers)
+        stats["lookups_answered"] = sum(lookup.answers for lookup in self.lookups)
         for lookup in self.lookups:
             for reason, count in lookup.failures.items():
-                key = f"lookups_failed.{reason}"
-                stats[key] = stats.get(key, 0) + count
+                stats[f"lookups_failed.{reason}"] += count
         return stats
+
+    @staticmethod
+    def idle_stats():
+        """The counters with nothing counted (also: no peers configured)."""
+        return {"peers": 0, "lookups_answered": 0,
+                **{f"lookups_failed.{reason}": 0 for reason in LOOKUP_FAILURES}}

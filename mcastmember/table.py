@@ -20,6 +20,17 @@ ADDED, UPDATED, REMOVED, SUSPECT = (EventKind.ADDED, EventKind.UPDATED, EventKin
 SHUTDOWN, EXPIRED, FILTERED = Reason.SHUTDOWN, Reason.EXPIRED, Reason.FILTERED
 
 _NO_EVENTS = ()
+
+# Every counter the table keeps (stats()), present from the start at 0.
+TABLE_COUNTERS = (
+    ("received", "fast_path", "slow_path", "members", "added", "updated", "refreshed_slow",
+     "refused", "refused_unlisted", "local", "filtered", "shutdown_unknown", "suspected",
+     "suspects_heard", "pauses", "channel_frames")
+    + tuple("removed." + reason for reason in (SHUTDOWN, EXPIRED, FILTERED))
+    + tuple("malformed." + reason for verdict, reason in L.REASONS.items()
+            if verdict not in (L.OK, L.CHANNEL_FRAME))
+    + tuple("auth." + reason for verdict, reason in L.AUTH_REASONS.items()
+            if verdict != L.AUTH_OK))
 # A first packet from a sender is believed only when its sequence (the
 # sender's wall clock) is at most this old: a capture replayed later to a
 # table that never heard its sender (restarted) is refused. Generous, as
@@ -71,7 +82,7 @@ class Membership:
         self._slot_of = {}     # identity -> slot, for members
         self._ignored = {}     # identity -> slot, for local and other-domain senders
         self._ignored_slots = {}   # slot -> identity
-        self._counts = Counter()
+        self._counts = Counter(dict.fromkeys(TABLE_COUNTERS, 0))   # every key from the start
         # Suspects (identity -> Member): past their drop time, out of the
         # index, still members until ``confirm`` (or a heartbeat, a goodbye).
         self._suspects = {}
@@ -444,7 +455,7 @@ class Membership:
         bad_trailer, unknown_key, bad_mac, replay): dropped under enforce
         (replays in any mode), admitted as unauthenticated when permissive."""
         prefix = "auth."
-        return {k[len(prefix):]: v for k, v in self.stats().items() if k.startswith(prefix)}
+        return {k[len(prefix):]: v for k, v in self.stats().items() if k.startswith(prefix) and v}
 
     def __contains__(self, member):
         identity = Member.identity.fget(member)

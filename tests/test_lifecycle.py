@@ -37,7 +37,7 @@ def front(request, group_port):
 
 
 def malformed(stats):
-    return {k: v for k, v in stats.items() if k.startswith("malformed.")}
+    return {k: v for k, v in stats.items() if k.startswith("malformed.") and v}
 
 
 # -- item 3: stop() must not shut the socket down to wake the receiver -------------
