@@ -27,8 +27,9 @@ def start_join(group_port, member_port, tmp_path, *extra):
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
 
 
-def read_event(proc, timeout=5.0):
-    """The next JSON line from a demo's stdout (the test fails on anything else)."""
+def read_event(proc, timeout=15.0):
+    """The next JSON line from a demo's stdout (the test fails on anything else).
+    The bound is generous: a loaded machine starts Python processes slowly."""
     import selectors
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ)
