@@ -13,14 +13,23 @@ socket directly, so no transport keeps a reference to the buffer we rewrite.
                 print(event.kind, event.member)
 """
 
+from __future__ import annotations
+
 import asyncio
 import logging
 import weakref
+from typing import TYPE_CHECKING
 
 from ._front import MembershipFront
+from .config import DEFAULT_GROUP, DEFAULT_PORT, takes_settings
 from .events import EventsLost
 from .probe import probe_stats_idle
 from .table import ADDED, MemberEvent
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from .config import Settings
 
 log = logging.getLogger("mcastmember")
 
@@ -99,14 +108,15 @@ class EventStream:
         self.close()
 
 
+@takes_settings
 class AsyncMembership(MembershipFront):
     """Join a group from asyncio; the same settings as ``McastService``.
 
     ``event_queue_size`` bounds each subscriber's queue of events.
     """
 
-    def __init__(self, address="228.0.0.4", port=45564, *, event_queue_size=DEFAULT_EVENT_QUEUE,
-                 **settings):
+    def __init__(self, address: str | None = DEFAULT_GROUP, port: int = DEFAULT_PORT, *,
+                 event_queue_size: int = DEFAULT_EVENT_QUEUE, **settings: Unpack[Settings]) -> None:
         super().__init__(address, port, settings)
         if int(event_queue_size) != event_queue_size or event_queue_size < 1:
             raise ValueError("event_queue_size must be a positive whole number")

@@ -8,6 +8,8 @@ listener never holds up the I/O thread. Every decision about time is the
 engine's (``engine.py``); this module only waits and moves bytes.
 """
 
+from __future__ import annotations
+
 import logging
 import math
 import queue
@@ -17,11 +19,18 @@ import struct
 import threading
 import time
 import weakref
+from typing import TYPE_CHECKING
 
 from ._front import MembershipFront
+from .config import DEFAULT_GROUP, DEFAULT_PORT, takes_settings
 from .events import EventQueue, MemberEvent
 from .probe import ProbeListener, connect_probe, probe_stats_idle
 from .table import ADDED
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from .config import Settings
 
 log = logging.getLogger("mcastmember")
 
@@ -37,6 +46,7 @@ CRASH_BACKOFF_S = 0.05
 _STOPPED, _STARTING, _RUNNING, _STOPPING = "stopped", "starting", "running", "stopping"
 
 
+@takes_settings
 class McastService(MembershipFront):
     """Join a multicast group as a member and keep a live table of the others.
 
@@ -47,8 +57,8 @@ class McastService(MembershipFront):
     listeners get an ``EventsLost`` marker where events were dropped.
     """
 
-    def __init__(self, address="228.0.0.4", port=45564, *, event_queue_size=EVENT_QUEUE_BOUND,
-                 **settings):
+    def __init__(self, address: str | None = DEFAULT_GROUP, port: int = DEFAULT_PORT, *,
+                 event_queue_size: int = EVENT_QUEUE_BOUND, **settings: Unpack[Settings]) -> None:
         super().__init__(address, port, settings)
         if int(event_queue_size) != event_queue_size or event_queue_size < 1:
             raise ValueError("event_queue_size must be a positive whole number")

@@ -134,3 +134,22 @@ def test_decoded_members_have_no_table_times():
     from mcastmember import decode
     member = decode(heartbeat(port=4005))
     assert (member.first_seen, member.last_heard, member.silent_for) == (None, None, None)
+
+
+def test_help_shows_every_setting_with_its_default_on_both_fronts():
+    import inspect
+    import pydoc
+    import typing
+    from mcastmember import AsyncMembership, McastService, ServiceConfig
+    from mcastmember.config import Settings
+    config = {name: p.default for name, p in inspect.signature(ServiceConfig).parameters.items()
+              if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    assert set(typing.get_type_hints(Settings)) == set(config)      # one list of names
+    assert len(config) == 33
+    for front in (McastService, AsyncMembership):
+        params = inspect.signature(front).parameters
+        assert list(params)[:3] == ["address", "port", "event_queue_size"]
+        assert {name: p.default for name, p in params.items() if name in config} == config
+        text = pydoc.render_doc(front, renderer=pydoc.plaintext)
+        for name in config:
+            assert f"{name}=" in text and f"``{name}``" in text, name
