@@ -1,0 +1,92 @@
+"""Prometheus metrics (issue 15, item 6): scraped over HTTP on 127.0.0.1 from
+both fronts, the counters move as a second member heartbeats on loopback."""
+
+import subprocess
+import sys
+import urllib.request
+
+import pytest
+
+from mcastmember import McastService
+
+from fronts import FAST, FRONTS
+from support import GROUP, LOOPBACK, fake_members, wait_until
+
+prometheus_client = pytest.importorskip("prometheus_client")
+from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+
+from mcastmember.metrics import serve  # noqa: E402
+
+pytestmark = pytest.mark.network
+
+
+def scrape(url):
+    """{(sample name, frozenset of labels but the group): value}, and the groups seen."""
+    with urllib.request.urlopen(url, timeout=5) as answer:
+        text = answer.read().decode()
+    samples, groups = {}, set()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = dict(sample.labels)
+            groups.add(labels.pop("group"))
+            samples[(sample.name, frozenset(labels.items()))] = sample.value
+    return samples, groups
+
+
+def value(samples, name, **labels):
+    return samples[(name, frozenset(labels.items()))]
+
+
+@pytest.mark.parametrize("kind", sorted(FRONTS))
+def test_a_scrape_sees_the_counters_move(kind, group_port):
+    front = FRONTS[kind](group_port, 4001, max_members=1)
+    other = McastService(GROUP, group_port, member_port=4002, **LOOPBACK, **FAST)
+    front.start()
+    server = serve(front.front, 0)
+    try:
+        assert server.url == f"http://127.0.0.1:{server.port}/metrics"
+        first, groups = scrape(server.url)
+        assert groups == {f"{GROUP}:{group_port}"}
+        assert value(first, "mcastmember_members") == 0
+        assert value(first, "mcastmember_added_total") == 0
+        assert value(first, "mcastmember_healthy") == 1
+        other.start()
+        front.events.wait_for(lambda e: e.kind == "added" and e.member.port == 4002)
+        fake_members(group_port, 1, junk_first=3)          # the table is full: refused
+        wait_until(lambda: value(scrape(server.url)[0], "mcastmember_refused_total",
+                                 reason="full") == 1)
+        second, _ = scrape(server.url)
+        assert value(second, "mcastmember_members") == 1
+        assert value(second, "mcastmember_added_total") == 1
+        assert value(second, "mcastmember_malformed_total", verdict="not_membership") == 3
+        assert value(second, "mcastmember_malformed_total", verdict="truncated") == 0
+        assert value(second, "mcastmember_refused_total", reason="unlisted") == 0
+        assert value(second, "mcastmember_auth_failures_total", reason="bad_mac") == 0
+        assert value(second, "mcastmember_datagrams_received_total") >= 1 + 1 + 3 + 1
+        for name, labels in (("mcastmember_fast_path_total", {}),    # the other's next beats
+                             ("mcastmember_heartbeats_sent_total", {"transport": "multicast"})):
+            wait_until(lambda: value(scrape(server.url)[0], name, **labels)
+                       > value(second, name, **labels))
+        other.stop()
+        front.events.wait_for(lambda e: e.kind == "removed" and e.member.port == 4002)
+        third, _ = scrape(server.url)
+        assert value(third, "mcastmember_members") == 0
+        assert value(third, "mcastmember_removed_total", reason="shutdown") == 1
+        assert value(third, "mcastmember_removed_total", reason="expired") == 0
+        assert value(third, "mcastmember_send_errors_total", transport="multicast") == 0
+        assert value(third, "mcastmember_receive_errors_total") == 0
+        assert ("mcastmember_heartbeats_sent_total",
+                frozenset({("transport", "unicast")})) not in third   # no peers
+    finally:
+        server.close()
+        other.stop()
+        front.close()
+
+
+def test_the_metrics_module_is_imported_only_when_asked_for():
+    code = ("import sys, mcastmember; mcastmember.McastService; mcastmember.AsyncMembership; "
+            "import mcastmember.cli; print('prometheus_client' in sys.modules, "
+            "'mcastmember.metrics' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["False", "False"]
