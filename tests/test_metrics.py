@@ -1,6 +1,8 @@
 """Prometheus metrics (issue 15, item 6): scraped over HTTP on 127.0.0.1 from
 both fronts, the counters move as a second member heartbeats on loopback."""
 
+import signal
+import socket
 import subprocess
 import sys
 import urllib.request
@@ -11,6 +13,7 @@ from mcastmember import McastService
 
 from fronts import FAST, FRONTS
 from support import GROUP, LOOPBACK, fake_members, wait_until
+from test_cli import read_event, run, start_join
 
 prometheus_client = pytest.importorskip("prometheus_client")
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
@@ -90,3 +93,81 @@ def test_the_metrics_module_is_imported_only_when_asked_for():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.split()
     assert out == ["False", "False"]
+
+
+def free_tcp_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_mcast_demo_serves_its_metrics_on_the_interface_address(group_port, tmp_path):
+    port = free_tcp_port()
+    demo = start_join(group_port, 4000, tmp_path, "--metrics-port", str(port))
+    member = McastService(GROUP, group_port, member_port=4001, **LOOPBACK, **FAST)
+    url = f"http://127.0.0.1:{port}/metrics"
+    try:
+        wait_until(lambda: _answers(url))
+        assert value(scrape(url)[0], "mcastmember_members") == 0
+        member.start()
+        read_event(demo)
+        samples, groups = scrape(url)
+        assert groups == {f"{GROUP}:{group_port}"}
+        assert value(samples, "mcastmember_members") == 1
+        assert value(samples, "mcastmember_added_total") == 1
+        with socket.socket() as other:       # bound to 127.0.0.1 alone, not every address
+            assert other.connect_ex(("127.0.0.2", port)) != 0
+        demo.send_signal(signal.SIGTERM)
+        assert demo.wait(5) == 0
+        assert not _answers(url)              # closed with the demo
+    finally:
+        member.stop()
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait()
+        demo.stdout.close()
+        demo.stderr.close()
+
+
+def _answers(url):
+    try:
+        scrape(url)
+        return True
+    except OSError:
+        return False
+
+
+JOIN = ["join", GROUP, "--interface", "127.0.0.1", "--ttl", "0", "--duration", "5"]
+
+
+def test_a_taken_metrics_port_is_one_line_and_exit_2(group_port, tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run(JOIN + ["--port", str(group_port), "--metrics-port", str(port)], tmp_path)
+    assert result.returncode == 2
+    assert result.stderr == (f"mcast-demo join: error: cannot serve metrics on "
+                             f"127.0.0.1:{port}: Address already in use\n")
+    assert result.stdout == ""            # stopped before joining
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--metrics-address", "127.0.0.1"], "--metrics-address needs --metrics-port"),
+    (["--metrics-port", "0"], "--metrics-port 0 is out of range (1-65535)"),
+    (["--metrics-port", "70000"], "--metrics-port 70000 is out of range (1-65535)"),
+])
+def test_bad_metrics_arguments_are_one_line_and_exit_2(tmp_path, args, message):
+    result = run(JOIN + args, tmp_path)
+    assert (result.returncode, result.stderr) == (2, f"mcast-demo join: error: {message}\n")
+
+
+def test_without_prometheus_client_the_metrics_port_says_what_to_install(tmp_path):
+    code = ("import sys; sys.modules['prometheus_client'] = None; "   # import fails
+            "from mcastmember.cli import main; sys.exit(main(sys.argv[1:]))")
+    result = subprocess.run([sys.executable, "-c", code, "watch", GROUP, "--interface",
+                             "127.0.0.1", "--metrics-port", "9464"], capture_output=True,
+                            text=True, cwd=tmp_path, timeout=30)
+    assert result.returncode == 2
+    assert result.stderr == ("mcast-demo watch: error: --metrics-port needs prometheus_client: "
+                             "pip install 'mcastmember[prometheus]'\n")

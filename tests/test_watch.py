@@ -3,8 +3,11 @@ engine decides it (no heartbeat, no goodbye, no sender socket); both fronts
 and ``mcast-demo watch`` send nothing, counted on the group by a socket of
 the test's own. Loopback only, TTL 0."""
 
+import os
+import signal
 import socket
 import struct
+import subprocess
 
 import pytest
 
@@ -14,6 +17,7 @@ from mcastmember.engine import RECEIVE, MembershipEngine
 
 from fronts import FAST, FRONTS
 from support import GROUP, LOOPBACK, heartbeat, wait_until
+from test_cli import DEMO, read_event, run
 
 
 def listen_only_engine(codec):
@@ -22,7 +26,7 @@ def listen_only_engine(codec):
     return MembershipEngine(config, codec=codec)
 
 
-def run(engine, start, until):
+def wake(engine, start, until):
     """Wake ``engine`` at each of its deadlines from ``start`` to ``until``,
     as a driver does; return the times it had something to send."""
     sent, now = [], start
@@ -38,14 +42,14 @@ def test_a_listen_only_engine_sends_nothing_and_keeps_the_table(codec):
     engine = listen_only_engine(codec)
     assert engine.sockets() == [RECEIVE]            # no socket to send from
     engine.start(0.0)
-    assert run(engine, 0.0, 2.0) == []
+    assert wake(engine, 0.0, 2.0) == []
     assert engine.next_deadline() == 2.5            # it still wakes on the grid
     engine.set_payload(b"changed")                   # nothing to announce either
     assert engine.outgoing(2.0) is None
     packet = heartbeat(codec, port=4001)
     engine.receive(bytearray(packet), len(packet), 2.1)
     assert [(e.kind, e.member.port) for e in engine.events()] == [("added", 4001)]
-    assert run(engine, 2.1, 5.2) == []
+    assert wake(engine, 2.1, 5.2) == []
     assert [(e.kind, e.reason) for e in engine.events()] == [("removed", "expired")]
     engine.receive(bytearray(packet), len(packet), 6.0)
     engine.events()
@@ -115,3 +119,71 @@ def test_a_listen_only_front_hears_the_group_and_sends_nothing(kind, group_port)
         watcher.close()
         member.stop()
         counter.close()
+
+
+def sockets_of(pid):
+    """How many sockets of each kind (udp, udp6, tcp, tcp6) process ``pid`` has open."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue        # closed meanwhile
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:["):-1])
+    counts = {}
+    for kind in ("udp", "udp6", "tcp", "tcp6"):
+        with open(f"/proc/{pid}/net/{kind}") as table:
+            rows = [line.split() for line in table.readlines()[1:]]
+        found = sum(1 for row in rows if row[9] in inodes)
+        if found:
+            counts[kind] = found
+    return counts
+
+
+@pytest.mark.network
+def test_mcast_demo_watch_shows_the_group_and_sends_nothing(group_port, tmp_path):
+    counter = group_counter(group_port)
+    watch = subprocess.Popen(
+        DEMO + ["watch", GROUP, "--port", str(group_port), "--interface", "127.0.0.1",
+                "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=tmp_path)
+    member = McastService(GROUP, group_port, member_port=4001, **LOOPBACK, **FAST)
+    try:
+        wait_until(lambda: sockets_of(watch.pid).get("udp") == 1)
+        member.start()
+        event, _ = read_event(watch)
+        assert set(event) == {"event", "reason", "member"}          # as join's lines
+        assert (event["event"], event["member"]["port"]) == ("added", 4001)
+        assert event["member"]["unique_id"] == member.local_member.unique_id.hex()
+        assert sockets_of(watch.pid) == {"udp": 1}   # no socket to send from, no TCP listener
+        member.stop()
+        event, _ = read_event(watch)
+        assert (event["event"], event["reason"]) == ("removed", "shutdown")
+        watch.send_signal(signal.SIGTERM)
+        assert watch.wait(5) == 0
+        assert watch.stdout.read() == ""
+        assert watch.stderr.read() == ""
+        heard = senders(counter)
+        assert heard.count(4001) >= 2 and set(heard) == {4001}    # the member's only
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+            watch.wait()
+        watch.stdout.close()
+        watch.stderr.close()
+        member.stop()
+        counter.close()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["watch"], "the following arguments are required: group"),
+    (["watch", GROUP, "--interface", "127.0.0.1", "--ttl", "0"], "unrecognized arguments: --ttl"),
+    (["watch", GROUP, "--interface", "127.0.0.1", "--tomcat"], "unrecognized arguments"),
+    (["watch", "10.1.2.3"], "not a multicast group"),
+])
+def test_bad_watch_arguments_get_one_line_and_exit_2(tmp_path, args, message):
+    result = run(args, tmp_path)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
