@@ -86,15 +86,6 @@ def test_a_scrape_sees_the_counters_move(kind, group_port):
         front.close()
 
 
-def test_the_metrics_module_is_imported_only_when_asked_for():
-    code = ("import sys, mcastmember; mcastmember.McastService; mcastmember.AsyncMembership; "
-            "import mcastmember.cli; print('prometheus_client' in sys.modules, "
-            "'mcastmember.metrics' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout.split()
-    assert out == ["False", "False"]
-
-
 def free_tcp_port():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from mcastmember import ConfigurationError, McastService, _fast_py
+from mcastmember import ConfigurationError, McastService, _fast_py, implementation
 from mcastmember.config import ServiceConfig
 from mcastmember.engine import RECEIVE, MembershipEngine
 
@@ -187,3 +187,14 @@ def test_bad_watch_arguments_get_one_line_and_exit_2(tmp_path, args, message):
     assert result.returncode == 2
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+@pytest.mark.network
+def test_watch_piped_says_what_it_watches_and_that_it_sent_nothing(group_port, tmp_path):
+    result = run(["watch", GROUP, "--port", str(group_port), "--interface", "127.0.0.1",
+                  "--duration", "0.3"], tmp_path)
+    assert (result.returncode, result.stderr) == (0, "")
+    first, last = result.stdout.splitlines()
+    assert first.endswith(f" watching {GROUP}:{group_port} (listen-only: nothing sent) "
+                          f"({implementation()} codec, auth off)")
+    assert last.endswith(" stopped watching (nothing was sent)")
