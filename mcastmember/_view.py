@@ -279,7 +279,7 @@ class TableView(LineView):
                   for m, text in rows]
         lines += ["", "recent changes:" if tail else "no change yet"]
         lines += [self._paint(kind, cut(text, width)) for kind, text in tail]
-        return lines
+        return lines[:size.lines]         # a tiny terminal: what fits
 
     def _cut(self, text, width):
         return text if len(text) <= width else text[:width - 1] + self._ellipsis

@@ -15,7 +15,7 @@ import pytest
 
 from mcastmember import McastService
 
-from support import GROUP, LOOPBACK, heartbeat, loopback_sender, wait_until
+from support import GROUP, LOCALHOST, LOOPBACK, heartbeat, loopback_sender, wait_until
 
 TMUX = shutil.which("tmux")
 pytestmark = [pytest.mark.network,
@@ -96,8 +96,8 @@ class FakeMember:
     """A stranger heartbeating from a raw socket until stopped: one that
     advertises an IPv6 host (::1), over IPv4 loopback."""
 
-    def __init__(self, group_port, port, host=IPV6_HOST):
-        self._packet = heartbeat(port=port, uid=(77).to_bytes(16, "big"), host=host)
+    def __init__(self, group_port, port, host=IPV6_HOST, uid=77):
+        self._packet = heartbeat(port=port, uid=uid.to_bytes(16, "big"), host=host)
         self._port, self._stop = group_port, threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -224,7 +224,8 @@ def test_watch_shows_the_same_table_without_colours_under_no_color(terminals, gr
     member = McastService(GROUP, group_port, member_port=4001, **LOOPBACK, frequency=100,
                           drop_time=400)
     term = terminals("watch", f"env NO_COLOR=1 {DEMO} watch {GROUP} --port {group_port} "
-                              f"--interface 127.0.0.1")
+                              f"--interface 127.0.0.1", height=12)
+    strangers = []
     try:
         member.start()
         lines = term.wait_for(lambda lines: len(rows(lines)) == 1 and changes(lines))
@@ -234,9 +235,21 @@ def test_watch_shows_the_same_table_without_colours_under_no_color(terminals, gr
         assert rows(lines)[0].startswith("127.0.0.1:4001 ")
         assert "\x1b[" not in "".join(term.screen(escapes=True))    # no colour at all
         assert set(term.colour.values()) == {None}
+        # More members than the terminal has room for: the changes shrink to
+        # the last one, then rows give way to a count of the rest.
+        strangers += [FakeMember(group_port, 5001 + i, LOCALHOST, uid=100 + i) for i in range(8)]
+        lines = term.wait_for(lambda lines: lines[1].startswith("9 member(s)"))
+        assert len(lines) == 12 and changes(lines)[0].split(" ")[1] == "added"
+        assert len(changes(lines)) == 1
+        assert [row.split(" ")[0] for row in rows(lines)] == [
+            "127.0.0.1:4001", "127.0.0.1:5001", "127.0.0.1:5002", "127.0.0.1:5003",
+            "..."]
+        assert rows(lines)[-1] == "... and 5 more (a taller terminal shows them)"
         term.tmux("send-keys", "-t", "watch", "C-c")
         assert term.exit_status() == 0
         assert term.last_line().endswith("stopped watching (nothing was sent)")
     finally:
+        for stranger in strangers:
+            stranger.stop()
         member.stop()
 
