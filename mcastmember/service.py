@@ -125,8 +125,11 @@ class McastService(MembershipFront):
         self._io = threading.Thread(target=self._io_loop, name="mcastmember-io", daemon=True)
         self._dispatcher.start()
         self._io.start()
-        log.info("joined %s as %s:%d", cfg.describe(), cfg.local_member().address,
-                 cfg.member_port)
+        if cfg.listen_only:
+            log.info("listening to %s (listen-only: nothing sent)", cfg.describe())
+        else:
+            log.info("joined %s as %s:%d", cfg.describe(), cfg.local_member().address,
+                     cfg.member_port)
 
     def stop(self):
         """Send the shutdown packet, stop the threads and close the sockets.
