@@ -187,7 +187,9 @@ class MembershipEngine:
     def next_deadline(self):
         """When the driver must call ``on_timer``/``outgoing`` next at the
         latest (monotonic seconds), or None when stopped. The driver sleeps
-        until then unless the receive socket becomes readable."""
+        until then unless the receive socket becomes readable. ``math.inf``:
+        nothing is due until a report (dns_members with its lookup in flight
+        sends no heartbeats and has no table to expire)."""
         if not self._running:
             return None
         if self.config.heartbeats:
