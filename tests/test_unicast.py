@@ -104,14 +104,20 @@ class SlowDns:
         self.server = f"127.0.0.1:{self.sock.getsockname()[1]}"
         self.asked = threading.Event()
         self.answered = threading.Event()
-        threading.Thread(target=self._serve, daemon=True).start()
+        self._closing = threading.Event()
+        # A short receive timeout lets close() stop the thread before the
+        # socket goes: a thread still reading a closed socket's number would
+        # read the next socket given that number (the next test's).
+        self.sock.settimeout(0.05)
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
 
     def _serve(self):
-        while True:
+        while not self._closing.is_set():
             try:
                 data, source = self.sock.recvfrom(4096)
-            except OSError:
-                return                      # closed
+            except socket.timeout:
+                continue
             query = self._message.from_wire(data)
             if not self.asked.is_set():
                 self.asked.set()
@@ -125,6 +131,8 @@ class SlowDns:
             self.answered.set()
 
     def close(self):
+        self._closing.set()
+        self._thread.join(5)
         self.sock.close()
 
 
