@@ -15,7 +15,7 @@ from . import auth
 from . import net
 from .errors import ConfigurationError
 from .member import Member, domain_from_text
-from .peers import PeerSet, is_address, packed, parse_peer
+from .peers import PeerSet, cloud_unique_id, is_address, packed, parse_peer
 
 log = logging.getLogger("mcastmember")
 
@@ -259,8 +259,8 @@ class ServiceConfig:
         self.host = net.host_bytes(host)
         if unique_id is None and self.dns_members:
             # Tomcat's cloud membership names every member by the MD5 of its
-            # address text: so must we, for both sides to agree on us.
-            unique_id = _address_digest(self.unicast_address.split("%")[0])
+            # address as Java writes it: so must we, for both sides to agree on us.
+            unique_id = cloud_unique_id(packed(self.unicast_address))
         unique_id = (_random_unique_id() if unique_id is None
                      else _bytes_like(unique_id, "unique_id"))
         if len(unique_id) != L.UNIQUE_ID_LEN:
@@ -473,10 +473,6 @@ def _choose(spec, family):
             raise
         return interfaces.choose(spec, 6)
 
-
-def _address_digest(text):
-    import hashlib
-    return hashlib.md5(text.encode("ascii")).digest()
 
 def _as_auth(keys, mode):
     """(KeyRing or None, mode name) from the ``keys`` and ``auth`` settings."""

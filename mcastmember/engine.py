@@ -32,8 +32,6 @@ change the table); other threads may call ``set_payload``/``set_domain``
 and send what ``outgoing`` returns.
 """
 
-import hashlib
-import ipaddress
 import logging
 import math
 import os
@@ -44,7 +42,7 @@ from . import _layout as L
 from ._ratelimit import RateLimitedLog
 from .events import MemberEvent, Reason
 from .member import Member
-from .peers import PeerSet
+from .peers import PeerSet, cloud_unique_id
 from .table import ADDED, REMOVED, SUSPECT, Membership
 
 log = logging.getLogger("mcastmember")
@@ -194,7 +192,9 @@ class MembershipEngine:
     def next_deadline(self):
         """When the driver must call ``on_timer``/``outgoing`` next at the
         latest (monotonic seconds), or None when stopped. The driver sleeps
-        until then unless the receive socket becomes readable."""
+        until then unless the receive socket becomes readable. ``math.inf``:
+        nothing is due until a report (dns_members with its lookup in flight
+        sends no heartbeats and has no table to expire)."""
         if not self._running:
             return None
         if self.config.heartbeats:
@@ -482,17 +482,16 @@ class MembershipEngine:
 
     def _list_members(self, now):
         """dns_members: the members are the DNS answer's addresses (Tomcat's
-        cloud membership: unique id the MD5 of the address text, the port our
-        own member port, alive time -1)."""
+        cloud membership: unique id the MD5 of the address as Java writes it,
+        the port our own member port, alive time -1)."""
         listed = {address for address, _ in self._peers.peers}
         for address in [a for a in self._listed if a not in listed]:
             member = self._listed.pop(address)
             self._counts["removed." + UNLISTED] += 1
             self._events.append(MemberEvent(REMOVED, member, UNLISTED))
         for address in sorted(listed - self._listed.keys()):
-            text = str(ipaddress.ip_address(address))
-            member = Member(address, self.config.member_port,
-                            hashlib.md5(text.encode("ascii")).digest(), alive_ms=-1)
+            member = Member(address, self.config.member_port, cloud_unique_id(address),
+                            alive_ms=-1)
             self._listed[address] = member
             self._events.append(MemberEvent(ADDED, member))
 

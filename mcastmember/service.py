@@ -295,7 +295,14 @@ class McastService(MembershipFront):
                     for fd in set(fds) - watched:
                         poller.register(fd, select.POLLIN)
                     watched = set(fds)
-                    timeout = 0 if more else max(0, math.ceil((deadline - now) * 1000))
+                    if more:
+                        timeout = 0
+                    elif deadline == math.inf:
+                        # Nothing due until a report (dns_members, its lookup in
+                        # flight): the lookup thread wakes us with the answer.
+                        timeout = -1
+                    else:
+                        timeout = max(0, math.ceil((deadline - now) * 1000))
                     ready = poller.poll(timeout)
                     if self._stopping:
                         break
