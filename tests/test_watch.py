@@ -153,7 +153,7 @@ def test_mcast_demo_watch_shows_the_group_and_sends_nothing(group_port, tmp_path
         wait_until(lambda: sockets_of(watch.pid).get("udp") == 1)
         member.start()
         event, _ = read_event(watch)
-        assert set(event) == {"event", "reason", "member"}          # as join's lines
+        assert set(event) == {"event", "reason", "member", "previous", "time"}   # as join's
         assert (event["event"], event["member"]["port"]) == ("added", 4001)
         assert event["member"]["unique_id"] == member.local_member.unique_id.hex()
         assert sockets_of(watch.pid) == {"udp": 1}   # no socket to send from, no TCP listener
