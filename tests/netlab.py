@@ -11,6 +11,10 @@ at once. ``Lan(n, bridges=[[0, 1], [0],
 [1]])`` makes several bridges: host i has one card per bridge listed, named
 eth0, eth1... in that order, with 10.(250+b).0.N and fd00:(250+b)::N on
 bridge b.
+
+The kernel here has no netem qdisc: ``loss_rules`` and ``Lan.filter`` drop
+packets at random with nftables on a host's input hook instead (each
+receiving host draws for itself, as on a real lossy LAN).
 """
 
 import json
@@ -164,6 +168,61 @@ class Lan:
                         line += " table main"
                     found.append(f"{family} {line}")
         return found
+
+    def filter(self, index, rules):
+        """Host ``index``'s input filter becomes ``rules`` (nftables rule
+        lines, see ``loss_rules``), in place of any it had."""
+        host = self.hosts[index]
+        subprocess.run(["ip", "netns", "exec", host, "nft", "delete", "table", "inet",
+                        NFT_TABLE], capture_output=True, timeout=30)
+        text = (f"table inet {NFT_TABLE} {{\n  chain input {{\n"
+                "    type filter hook input priority 0; policy accept;\n"
+                + "".join(f"    {rule}\n" for rule in rules) + "  }\n}\n")
+        subprocess.run(["ip", "netns", "exec", host, "nft", "-f", "-"], input=text, text=True,
+                       check=True, capture_output=True, timeout=30)
+
+    def counters(self, index):
+        """The packets each of host ``index``'s filter rules counted, in
+        their order (rules without a counter are left out)."""
+        out = subprocess.run(["ip", "netns", "exec", self.hosts[index], "nft", "-j", "list",
+                              "table", "inet", NFT_TABLE], check=True, capture_output=True,
+                             text=True, timeout=30).stdout
+        counts = []
+        for item in json.loads(out)["nftables"]:
+            for expression in item.get("rule", {}).get("expr", []):
+                if "counter" in expression:
+                    counts.append(expression["counter"]["packets"])
+        return counts
+
+
+NFT_TABLE = "mcmlossy"
+
+
+def nft_available():
+    """None when nftables can filter in our namespaces, else why not."""
+    if shutil.which("nft") is None:
+        return "nftables (nft) is not installed (apt-get install nftables)"
+    return None
+
+
+def loss_rules(percent, udp=(), tcp=(), source=None):
+    """Rules that drop ``percent`` % of what arrives for the UDP ports
+    ``udp`` (heartbeats) and of the TCP segments to or from the ports
+    ``tcp`` (both ways of a probe's handshake), each packet drawn at
+    random; only from address ``source`` when given. The first rule counts
+    every such packet, the others what they drop: ``Lan.counters`` reads
+    (seen, dropped UDP[, dropped TCP in, dropped TCP out])."""
+    def ports(values):
+        return "{ " + ", ".join(str(p) for p in values) + " }"
+    origin = f"ip saddr {source} " if source else ""
+    draw = f"numgen random mod 100 < {int(percent)}"
+    rules = [f"{origin}udp dport {ports(udp)} counter"] if udp else []
+    if udp:
+        rules.append(f"{origin}udp dport {ports(udp)} {draw} counter drop")
+    if tcp:
+        rules.append(f"{origin}tcp dport {ports(tcp)} {draw} counter drop")
+        rules.append(f"{origin}tcp sport {ports(tcp)} {draw} counter drop")
+    return rules
 
 
 class JsonProcess:
