@@ -2,11 +2,13 @@
 
     mcast-demo join GROUP [--interface ADDR] [--ttl N] [--json] [--key-file PATH] ...
     mcast-demo join [GROUP] --peers HOST[:PORT],... --dns NAME --no-multicast ...
+    mcast-demo doctor [GROUP] [join's settings] [--pair] [--wait SECONDS] [--json]
     mcast-demo decode HEX [--json]
     mcast-demo keygen [--id N]
 
 Exit status: 0 after a clean leave or decode, 2 for bad arguments or a
-malformed packet, 1 when the network refused (cannot join the group).
+malformed packet, 1 when the network refused (cannot join the group); the
+doctor: 0 when no check failed, 1 when one did, 2 for bad arguments.
 """
 
 import argparse
@@ -28,69 +30,35 @@ class _Parser(argparse.ArgumentParser):
 def _build_parser():
     parser = _Parser(prog="mcast-demo",
                      description="Tomcat Tribes-compatible multicast membership demo.")
-    commands = parser.add_subparsers(dest="command", metavar="{join,decode,keygen}")
+    commands = parser.add_subparsers(dest="command", metavar="{join,doctor,decode,keygen}")
     commands.required = True
 
     join = commands.add_parser("join", help="heartbeat as a member and show the membership")
     join.prog = "mcast-demo join"
-    join.add_argument("group", nargs="?",
-                      help="multicast group, e.g. 228.0.0.4 or ff02::4 (left out only with --no-multicast)")
-    join.add_argument("--port", type=int, default=45564,
-                      help="membership port, of the group and of unicast peers (45564)")
-    join.add_argument("--interface", metavar="NAME|ADDR[,...]",
-                      help="card to send and receive on: a name (eth0), an index or an "
-                           "address; several, comma-separated, to heartbeat on each (default: "
-                           "the kernel's choice for IPv4); with peers, where unicast binds")
-    join.add_argument("--ttl", type=int, help="multicast TTL (default: the OS default, 1)")
-    join.add_argument("--host", metavar="ADDR",
-                      help="address to advertise (default: the interface address)")
-    join.add_argument("--member-port", type=int, default=4000, help="advertised member port (4000)")
-    join.add_argument("--domain", default="",
-                      help="domain: ISO-8859-1 text, or {b1,b2,...} as in Tomcat")
-    join.add_argument("--payload", default="", help="payload (UTF-8 text)")
-    join.add_argument("--frequency", type=int, default=500, metavar="MS",
-                      help="heartbeat period in ms (500)")
-    join.add_argument("--drop-time", type=int, default=3000, metavar="MS",
-                      help="silence in ms after which a member is dropped (3000)")
-    join.add_argument("--max-members", type=int, default=1024, help="member table bound (1024)")
+    _add_settings(join)
     join.add_argument("--duration", type=float, metavar="SECONDS",
                       help="leave after this many seconds (default: until Ctrl-C or SIGTERM)")
     join.add_argument("--json", action="store_true",
                       help="one JSON object per event per line on stdout, nothing else")
-    unicast = join.add_argument_group("without multicast (see README)")
-    unicast.add_argument("--peers", metavar="HOST[:PORT],...", action="append", default=[],
-                         help="peers to send heartbeats to by unicast (repeatable)")
-    unicast.add_argument("--dns", metavar="NAME",
-                         help="a name whose A/AAAA records are peers, asked every --dns-interval")
-    unicast.add_argument("--dns-srv", action="store_true",
-                         help="read SRV records of --dns instead (each peer's port from them)")
-    unicast.add_argument("--dns-interval", type=int, default=5000, metavar="MS",
-                         help="how often to ask DNS again (5000)")
-    unicast.add_argument("--dns-server", metavar="ADDR[:PORT]", action="append",
-                         help="DNS server to ask (default: the system's; repeatable)")
-    unicast.add_argument("--dns-members", action="store_true",
-                         help="members are the DNS answer, as Tomcat's cloud membership has them")
-    unicast.add_argument("--no-multicast", action="store_true",
-                         help="send and hear heartbeats by unicast only")
-    unicast.add_argument("--accept-unknown", action="store_true",
-                         help="let members join by unicast from addresses that are not peers")
-    join.add_argument("--verify", action="store_true",
-                      help="probe a member's port before removing it at its drop time "
-                           "(a second opinion on lossy networks; turns the TCP listener on)")
-    join.add_argument("--detector", choices=("fixed", "phi"), default="fixed",
-                      help="expire members at the drop time (fixed), or by phi accrual on "
-                           "each member's own heartbeat intervals (phi)")
-    join.add_argument("--phi-threshold", type=float, metavar="PHI",
-                      help="with --detector phi: the phi past which a member is removed (8)")
-    join.add_argument("--tomcat", action="store_true",
-                      help="join a Tomcat cluster as a listed member: answer Tribes' channel "
-                           "on the member port and sort after every Tomcat (see README)")
-    join.add_argument("--key-file", metavar="PATH",
-                      help="authenticate heartbeats with the keys in PATH (one '<id> <64 hex "
-                           "digits>' per line, the first signs; see README \"Security\")")
-    join.add_argument("--auth", choices=("off", "permissive", "enforce"),
-                      help="with --key-file: drop what is not authentic (enforce, the default) "
-                           "or accept and mark it (permissive)")
+
+    doctor = commands.add_parser(
+        "doctor", help="check why members don't see each other, and say what to change",
+        description="Check this host and network for a membership with join's settings "
+                    "(paste your join command line): one line per check, pass, warn or "
+                    "fail, with the fix for each warn and fail. Exit 0 when no check "
+                    "failed, 1 when one did, 2 for bad arguments.",
+        epilog=DOCTOR_EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    doctor.prog = "mcast-demo doctor"
+    _add_settings(doctor)
+    doctor.add_argument("--wait", type=float, default=5.0, metavar="SECONDS",
+                        help="how long to listen for members (and, with --pair, to probe "
+                             "the peers) (5)")
+    doctor.add_argument("--pair", action="store_true",
+                        help="run on every host at once with --peers naming the others: "
+                             "probes each by multicast and unicast, reports loss and rtt")
+    doctor.add_argument("--json", action="store_true",
+                        help="one JSON object on stdout (see README \"When members don't "
+                             "see each other\")")
 
     decode = commands.add_parser("decode", help="show the fields of a packet given in hex")
     decode.prog = "mcast-demo decode"
@@ -103,6 +71,90 @@ def _build_parser():
     return parser
 
 
+def _add_settings(parser):
+    """The member's settings, as join takes them (doctor takes the same, so
+    that an operator can paste the command line of a member)."""
+    add = parser.add_argument
+    add("group", nargs="?",
+        help="multicast group, e.g. 228.0.0.4 or ff02::4 (left out only with --no-multicast)")
+    add("--port", type=int, default=45564,
+        help="membership port, of the group and of unicast peers (45564)")
+    add("--interface", metavar="NAME|ADDR[,...]",
+        help="card to send and receive on: a name (eth0), an index or an address; several, "
+             "comma-separated, to heartbeat on each (default: the kernel's choice for IPv4); "
+             "with peers, where unicast binds")
+    add("--ttl", type=int, help="multicast TTL (default: the OS default, 1)")
+    add("--host", metavar="ADDR", help="address to advertise (default: the interface address)")
+    add("--member-port", type=int, default=4000, help="advertised member port (4000)")
+    add("--domain", default="", help="domain: ISO-8859-1 text, or {b1,b2,...} as in Tomcat")
+    add("--payload", default="", help="payload (UTF-8 text)")
+    add("--frequency", type=int, default=500, metavar="MS", help="heartbeat period in ms (500)")
+    add("--drop-time", type=int, default=3000, metavar="MS",
+        help="silence in ms after which a member is dropped (3000)")
+    add("--max-members", type=int, default=1024, help="member table bound (1024)")
+    unicast = parser.add_argument_group("without multicast (see README)").add_argument
+    unicast("--peers", metavar="HOST[:PORT],...", action="append", default=[],
+            help="peers to send heartbeats to by unicast (repeatable)")
+    unicast("--dns", metavar="NAME",
+            help="a name whose A/AAAA records are peers, asked every --dns-interval")
+    unicast("--dns-srv", action="store_true",
+            help="read SRV records of --dns instead (each peer's port from them)")
+    unicast("--dns-interval", type=int, default=5000, metavar="MS",
+            help="how often to ask DNS again (5000)")
+    unicast("--dns-server", metavar="ADDR[:PORT]", action="append",
+            help="DNS server to ask (default: the system's; repeatable)")
+    unicast("--dns-members", action="store_true",
+            help="members are the DNS answer, as Tomcat's cloud membership has them")
+    unicast("--no-multicast", action="store_true",
+            help="send and hear heartbeats by unicast only")
+    unicast("--accept-unknown", action="store_true",
+            help="let members join by unicast from addresses that are not peers")
+    add("--verify", action="store_true",
+        help="probe a member's port before removing it at its drop time (a second opinion "
+             "on lossy networks; turns the TCP listener on)")
+    add("--detector", choices=("fixed", "phi"), default="fixed",
+        help="expire members at the drop time (fixed), or by phi accrual on each member's "
+             "own heartbeat intervals (phi)")
+    add("--phi-threshold", type=float, metavar="PHI",
+        help="with --detector phi: the phi past which a member is removed (8)")
+    add("--tomcat", action="store_true",
+        help="join a Tomcat cluster as a listed member: answer Tribes' channel on the member "
+             "port and sort after every Tomcat (see README)")
+    add("--key-file", metavar="PATH",
+        help="authenticate heartbeats with the keys in PATH (one '<id> <64 hex digits>' per "
+             "line, the first signs; see README \"Security\")")
+    add("--auth", choices=("off", "permissive", "enforce"),
+        help="with --key-file: drop what is not authentic (enforce, the default) or accept "
+             "and mark it (permissive)")
+
+
+def _settings(args):
+    """(group, port, the keyword settings of ServiceConfig) from join's
+    arguments; ConfigurationError for a combination that cannot work."""
+    from .errors import ConfigurationError
+
+    multicast = not args.no_multicast
+    if multicast and args.group is None:
+        raise ConfigurationError("give the multicast GROUP, or --no-multicast with "
+                                 "--peers or --dns")
+    if not multicast and args.group is not None:
+        raise ConfigurationError(f"--no-multicast: leave out the group ({args.group})")
+    peers = [spec for specs in args.peers for spec in specs.split(",") if spec.strip()]
+    interface = args.interface
+    if interface is not None and "," in interface:
+        interface = [part.strip() for part in interface.split(",") if part.strip()]
+    if args.auth not in (None, "off") and args.key_file is None:
+        raise ConfigurationError(f"--auth {args.auth} needs --key-file")
+    return args.group, args.port, dict(
+        interface=interface, ttl=args.ttl, host=args.host, member_port=args.member_port,
+        domain=args.domain, payload=args.payload, frequency=args.frequency,
+        drop_time=args.drop_time, max_members=args.max_members, tomcat=args.tomcat,
+        multicast=multicast, peers=peers, dns=args.dns, dns_srv=args.dns_srv,
+        dns_interval=args.dns_interval, dns_servers=args.dns_server,
+        dns_members=args.dns_members, accept_unknown=args.accept_unknown, verify=args.verify,
+        detector=args.detector, phi_threshold=args.phi_threshold, keys=args.key_file,
+        auth=args.auth)
+
 def main(argv=None):
     args = _build_parser().parse_args(argv)
     try:
@@ -110,6 +162,8 @@ def main(argv=None):
             return _decode(args)
         if args.command == "keygen":
             return _keygen(args)
+        if args.command == "doctor":
+            return _doctor(args)
         return _join(args)
     except BrokenPipeError:
         _silence_stdout()
@@ -193,6 +247,41 @@ def _keygen(args):
     return 0
 
 
+# -- doctor -------------------------------------------------------------------------
+DOCTOR_EXAMPLE = """\
+example, on a host whose members don't see the others (paste join's settings):
+
+  $ mcast-demo doctor 228.0.0.4 --interface eth0 --domain shop --wait 3
+  PASS interface  eth0 is up, multicast, with 10.0.0.5 (10.0.0.5 is eth0's only IPv4 address)
+  ...
+  WARN domain     1 member in another domain: 10.0.0.7:4000 in 'shop2'; this host is in \
+'shop'  fix: use one domain on every node: --domain shop2 here, or domain="shop" there
+
+  on every host at once, to test the path between them (like omping):
+
+  $ mcast-demo doctor 228.0.0.4 --pair --peers 10.0.0.6,10.0.0.7
+"""
+
+
+def _doctor(args):
+    from . import doctor
+    from .errors import ConfigurationError
+
+    try:
+        if not args.wait >= 0:
+            raise ConfigurationError("--wait must be a positive number of seconds")
+        group, port, settings = _settings(args)
+        report = doctor.Doctor(group, port, settings, wait=args.wait, pair=args.pair).run()
+    except ConfigurationError as error:
+        print(f"mcast-demo doctor: error: {error}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(report.to_dict()))
+    else:
+        print("\n".join(report.lines()))
+    return 0 if report.ok else 1
+
+
 # -- join -------------------------------------------------------------------------
 def _join(args):
     from .errors import ConfigurationError
@@ -201,27 +290,8 @@ def _join(args):
     try:
         if args.duration is not None and not args.duration >= 0:
             raise ConfigurationError("--duration must be a positive number of seconds")
-        multicast = not args.no_multicast
-        if multicast and args.group is None:
-            raise ConfigurationError("give the multicast GROUP, or --no-multicast with "
-                                     "--peers or --dns")
-        if not multicast and args.group is not None:
-            raise ConfigurationError(f"--no-multicast: leave out the group ({args.group})")
-        peers = [spec for specs in args.peers for spec in specs.split(",") if spec.strip()]
-        interface = args.interface
-        if interface is not None and "," in interface:
-            interface = [part.strip() for part in interface.split(",") if part.strip()]
-        if args.auth not in (None, "off") and args.key_file is None:
-            raise ConfigurationError(f"--auth {args.auth} needs --key-file")
-        service = McastService(
-            args.group, args.port, interface=interface, ttl=args.ttl, host=args.host,
-            member_port=args.member_port, domain=args.domain, payload=args.payload,
-            frequency=args.frequency, drop_time=args.drop_time, max_members=args.max_members,
-            tomcat=args.tomcat, multicast=multicast, peers=peers, dns=args.dns,
-            dns_srv=args.dns_srv, dns_interval=args.dns_interval, dns_servers=args.dns_server,
-            dns_members=args.dns_members, accept_unknown=args.accept_unknown,
-            verify=args.verify, detector=args.detector, phi_threshold=args.phi_threshold,
-            keys=args.key_file, auth=args.auth)
+        group, port, settings = _settings(args)
+        service = McastService(group, port, **settings)
     except ConfigurationError as error:
         print(f"mcast-demo join: error: {error}", file=sys.stderr)
         return 2
