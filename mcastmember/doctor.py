@@ -113,6 +113,10 @@ def _pct(value):
     return "?" if value is None else f"{value:.0%}"
 
 
+def _count(n, noun):
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
 def _hostport(host, port):
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
@@ -309,10 +313,9 @@ def estimate(samples):
     over the span heard are the span over the period (not step by step: a
     late beat then an early one would count as one lost). A step backwards (a
     capped alive time wrapping round) is measured by the receiver's clock."""
-    seen, beats = set(), []
+    beats = []
     for arrival, alive in samples:
-        if alive not in seen:          # the same datagram twice (two cards): once
-            seen.add(alive)
+        if not beats or alive != beats[-1][1]:    # one datagram heard twice (two cards)
             beats.append((arrival, alive))
     if len(beats) < 2:
         return None, None
@@ -896,7 +899,8 @@ class Doctor:
         members, add = self.report.members, self.report.add
         where = self.config.describe()
         if members:
-            add("heard", PASS, f"{len(members)} member(s) heard on {where} in {self.wait:g} s")
+            add("heard", PASS, f"{_count(len(members), 'member')} heard on {where} in "
+                               f"{self.wait:g} s")
         else:
             add("heard", WARN, f"nobody heard on {where} in {self.wait:g} s",
                 f"start a member, or run mcast-demo doctor --pair --peers {self._me()} on "
@@ -922,8 +926,8 @@ class Doctor:
                 ", ".join(_hostport(m["host"], m["port"]) for m in others
                           if m["domain_hex"] == d) + f" in {_show_domain(d)}" for d in domains)
             flag = _domain_flag(bytes.fromhex(domains[0]))
-            self.report.add("domain", WARN, f"{len(others)} member(s) in another domain: "
-                                            f"{listed}; this host is in {mine}",
+            self.report.add("domain", WARN, f"{_count(len(others), 'member')} in another "
+                                            f"domain: {listed}; this host is in {mine}",
                             f"use one domain on every node: {flag} here, or {mine} there")
         else:
             self.report.add("domain", PASS, f"every member is in this host's domain {mine}")
@@ -934,7 +938,8 @@ class Doctor:
         own = self.config.frequency
         if slow:
             longest = max(m["period_ms"] for m in slow)
-            wanted = math.ceil(SUGGESTED_PERIODS * longest / 100) * 100
+            # Periods are set in round numbers: 6 x 200 ms, not 6 x 201.3 ms.
+            wanted = SUGGESTED_PERIODS * max(10, round(longest / 10) * 10)
             under = "one period" if drop < longest else f"{SAFE_PERIODS} periods"
             who = ", ".join(f"{_hostport(m['host'], m['port'])} ({_ms(m['period_ms'])})"
                             for m in slow)
@@ -969,7 +974,7 @@ class Doctor:
         elif members:
             measured = [m for m in members if m["loss"] is not None]
             self.report.add("loss", PASS, f"no heartbeat lost ({len(measured)} of "
-                                          f"{len(members)} member(s) measured)"
+                                          f"{_count(len(members), 'member')} measured)"
                             if not [m for m in measured if m["loss"]] else
                             f"loss at most {_pct(max(m['loss'] for m in measured))}")
         else:
