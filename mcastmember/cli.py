@@ -4,11 +4,13 @@ joining it, or decode packets.
     mcast-demo join GROUP [--interface ADDR] [--ttl N] [--json] [--key-file PATH] ...
     mcast-demo join [GROUP] --peers HOST[:PORT],... --dns NAME --no-multicast ...
     mcast-demo watch GROUP [--interface ADDR] [--json] ...
+    mcast-demo doctor [GROUP] [join's settings] [--pair] [--wait SECONDS] [--json]
     mcast-demo decode HEX|FILE|- [--json]
     mcast-demo keygen [--id N]
 
 Exit status: 0 after a clean leave or decode, 2 for bad arguments or a
-malformed packet, 1 when the network refused (cannot join the group).
+malformed packet, 1 when the network refused (cannot join the group); the
+doctor: 0 when no check failed, 1 when one did, 2 for bad arguments.
 """
 
 import argparse
@@ -33,50 +35,33 @@ class _Parser(argparse.ArgumentParser):
 def _build_parser():
     parser = _Parser(prog="mcast-demo",
                      description="Tomcat Tribes-compatible multicast membership demo.")
-    commands = parser.add_subparsers(dest="command", metavar="{join,watch,decode,keygen}")
+    commands = parser.add_subparsers(dest="command", metavar="{join,watch,doctor,decode,keygen}")
     commands.required = True
 
     join = commands.add_parser("join", help="heartbeat as a member and show the membership")
     join.prog = "mcast-demo join"
-    join.add_argument("group", nargs="?",
-                      help="multicast group, e.g. 228.0.0.4 or ff02::4 (left out only with --no-multicast)")
-    _add_listening(join)
-    join.add_argument("--ttl", type=int, help="multicast TTL (default: the OS default, 1)")
-    join.add_argument("--host", metavar="ADDR",
-                      help="address to advertise (default: the interface address)")
-    join.add_argument("--member-port", type=int, default=4000, help="advertised member port (4000)")
-    join.add_argument("--domain", default="",
-                      help="domain: ISO-8859-1 text, or {b1,b2,...} as in Tomcat")
-    join.add_argument("--payload", default="", help="payload (UTF-8 text)")
-    join.add_argument("--frequency", type=int, default=500, metavar="MS",
-                      help="heartbeat period in ms (500)")
-    _add_table(join)
-    unicast = join.add_argument_group("without multicast (see README)")
-    unicast.add_argument("--peers", metavar="HOST[:PORT],...", action="append", default=[],
-                         help="peers to send heartbeats to by unicast (repeatable)")
-    unicast.add_argument("--dns", metavar="NAME",
-                         help="a name whose A/AAAA records are peers, asked every --dns-interval")
-    unicast.add_argument("--dns-srv", action="store_true",
-                         help="read SRV records of --dns instead (each peer's port from them)")
-    unicast.add_argument("--dns-interval", type=int, default=5000, metavar="MS",
-                         help="how often to ask DNS again (5000)")
-    unicast.add_argument("--dns-server", metavar="ADDR[:PORT]", action="append",
-                         help="DNS server to ask (default: the system's; repeatable)")
-    unicast.add_argument("--dns-members", action="store_true",
-                         help="members are the DNS answer, as Tomcat's cloud membership has them")
-    unicast.add_argument("--no-multicast", action="store_true",
-                         help="send and hear heartbeats by unicast only")
-    unicast.add_argument("--accept-unknown", action="store_true",
-                         help="let members join by unicast from addresses that are not peers")
-    join.add_argument("--verify", action="store_true",
-                      help="probe a member's port before removing it at its drop time "
-                           "(a second opinion on lossy networks; turns the TCP listener on)")
-    _add_detector(join)
-    join.add_argument("--tomcat", action="store_true",
-                      help="join a Tomcat cluster as a listed member: answer Tribes' channel "
-                           "on the member port and sort after every Tomcat (see README)")
-    _add_auth(join)
+    _add_member_settings(join)
+    _add_output(join)
     _add_metrics(join)
+
+    doctor = commands.add_parser(
+        "doctor", help="check why members don't see each other, and say what to change",
+        description="Check this host and network for a membership with join's settings "
+                    "(paste your join command line): one line per check, pass, warn or "
+                    "fail, with the fix for each warn and fail. Exit 0 when no check "
+                    "failed, 1 when one did, 2 for bad arguments.",
+        epilog=DOCTOR_EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    doctor.prog = "mcast-demo doctor"
+    _add_member_settings(doctor)
+    doctor.add_argument("--wait", type=float, default=5.0, metavar="SECONDS",
+                        help="how long to listen for members (and, with --pair, to probe "
+                             "the peers) (5)")
+    doctor.add_argument("--pair", action="store_true",
+                        help="run on every host at once with --peers naming the others: "
+                             "probes each by multicast and unicast, reports loss and rtt")
+    doctor.add_argument("--json", action="store_true",
+                        help="one JSON object on stdout (see README \"When members don't "
+                             "see each other\")")
 
     watch = commands.add_parser("watch", help="show a group's membership without joining it "
                                               "(nothing sent)")
@@ -84,6 +69,7 @@ def _build_parser():
     watch.add_argument("group", help="multicast group, e.g. 228.0.0.4 or ff02::4")
     _add_listening(watch)
     _add_table(watch)
+    _add_output(watch)
     _add_detector(watch)
     _add_auth(watch, verb="check")
     _add_metrics(watch)
@@ -101,6 +87,49 @@ def _build_parser():
     return parser
 
 
+def _add_member_settings(parser):
+    """A member's settings, as join takes them (doctor takes the same, so
+    that an operator can paste the command line of a member)."""
+    parser.add_argument("group", nargs="?",
+                      help="multicast group, e.g. 228.0.0.4 or ff02::4 (left out only with --no-multicast)")
+    _add_listening(parser)
+    parser.add_argument("--ttl", type=int, help="multicast TTL (default: the OS default, 1)")
+    parser.add_argument("--host", metavar="ADDR",
+                      help="address to advertise (default: the interface address)")
+    parser.add_argument("--member-port", type=int, default=4000, help="advertised member port (4000)")
+    parser.add_argument("--domain", default="",
+                      help="domain: ISO-8859-1 text, or {b1,b2,...} as in Tomcat")
+    parser.add_argument("--payload", default="", help="payload (UTF-8 text)")
+    parser.add_argument("--frequency", type=int, default=500, metavar="MS",
+                      help="heartbeat period in ms (500)")
+    _add_table(parser)
+    unicast = parser.add_argument_group("without multicast (see README)")
+    unicast.add_argument("--peers", metavar="HOST[:PORT],...", action="append", default=[],
+                         help="peers to send heartbeats to by unicast (repeatable)")
+    unicast.add_argument("--dns", metavar="NAME",
+                         help="a name whose A/AAAA records are peers, asked every --dns-interval")
+    unicast.add_argument("--dns-srv", action="store_true",
+                         help="read SRV records of --dns instead (each peer's port from them)")
+    unicast.add_argument("--dns-interval", type=int, default=5000, metavar="MS",
+                         help="how often to ask DNS again (5000)")
+    unicast.add_argument("--dns-server", metavar="ADDR[:PORT]", action="append",
+                         help="DNS server to ask (default: the system's; repeatable)")
+    unicast.add_argument("--dns-members", action="store_true",
+                         help="members are the DNS answer, as Tomcat's cloud membership has them")
+    unicast.add_argument("--no-multicast", action="store_true",
+                         help="send and hear heartbeats by unicast only")
+    unicast.add_argument("--accept-unknown", action="store_true",
+                         help="let members join by unicast from addresses that are not peers")
+    parser.add_argument("--verify", action="store_true",
+                      help="probe a member's port before removing it at its drop time "
+                           "(a second opinion on lossy networks; turns the TCP listener on)")
+    _add_detector(parser)
+    parser.add_argument("--tomcat", action="store_true",
+                      help="join a Tomcat cluster as a listed member: answer Tribes' channel "
+                           "on the member port and sort after every Tomcat (see README)")
+    _add_auth(parser)
+
+
 def _add_listening(command):
     command.add_argument("--port", type=int, default=45564,
                          help="membership port, of the group and of unicast peers (45564)")
@@ -116,6 +145,9 @@ def _add_table(command):
                          help="silence in ms after which a member is dropped (3000)")
     command.add_argument("--max-members", type=int, default=1024,
                          help="member table bound (1024)")
+
+
+def _add_output(command):
     command.add_argument("--duration", type=float, metavar="SECONDS",
                          help="stop after this many seconds (default: until Ctrl-C or SIGTERM)")
     command.add_argument("--json", action="store_true",
@@ -155,6 +187,8 @@ def main(argv=None):
             return _decode(args)
         if args.command == "keygen":
             return _keygen(args)
+        if args.command == "doctor":
+            return _doctor(args)
         return _run(args)
     except BrokenPipeError:
         _silence_stdout()
@@ -258,6 +292,42 @@ def _show_packet(data, json_lines, where="", extra=None):
     return True
 
 
+# -- doctor -------------------------------------------------------------------------
+DOCTOR_EXAMPLE = """\
+example, on a host whose members don't see the others (paste join's settings):
+
+  $ mcast-demo doctor 228.0.0.4 --interface eth0 --domain shop --wait 3
+  PASS interface  eth0 is up, multicast, with 10.0.0.5 (10.0.0.5 is eth0's only IPv4 address)
+  ...
+  WARN domain     1 member in another domain: 10.0.0.7:4000 in 'shop2'; this host is in \
+'shop'  fix: use one domain on every node: --domain shop2 here, or domain="shop" there
+
+  on every host at once, to test the path between them (like omping):
+
+  $ mcast-demo doctor 228.0.0.4 --pair --peers 10.0.0.6,10.0.0.7
+"""
+
+
+def _doctor(args):
+    from . import doctor
+    from .errors import ConfigurationError
+
+    try:
+        if not args.wait >= 0:
+            raise ConfigurationError("--wait must be a positive number of seconds")
+        settings = _settings(args)
+        report = doctor.Doctor(args.group, args.port, settings, wait=args.wait,
+                               pair=args.pair).run()
+    except ConfigurationError as error:
+        print(f"mcast-demo doctor: error: {error}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(report.to_dict()))
+    else:
+        print("\n".join(report.lines()))
+    return 0 if report.ok else 1
+
+
 # -- keygen -------------------------------------------------------------------------
 def _keygen(args):
     from . import _layout as L
@@ -272,16 +342,17 @@ def _keygen(args):
 
 # -- join and watch -------------------------------------------------------------------
 def _settings(args):
-    """McastService's settings from join's or watch's arguments (ConfigurationError)."""
+    """McastService's settings from join's, watch's or doctor's arguments
+    (ConfigurationError for a combination that cannot work)."""
     from .errors import ConfigurationError
 
-    if args.duration is not None and not args.duration >= 0:
+    if getattr(args, "duration", None) is not None and not args.duration >= 0:
         raise ConfigurationError("--duration must be a positive number of seconds")
     if args.auth not in (None, "off") and args.key_file is None:
         raise ConfigurationError(f"--auth {args.auth} needs --key-file")
-    if args.metrics_address is not None and args.metrics_port is None:
+    if getattr(args, "metrics_address", None) is not None and args.metrics_port is None:
         raise ConfigurationError("--metrics-address needs --metrics-port")
-    if args.metrics_port is not None and not 1 <= args.metrics_port <= 65535:
+    if getattr(args, "metrics_port", None) is not None and not 1 <= args.metrics_port <= 65535:
         raise ConfigurationError(f"--metrics-port {args.metrics_port} is out of range (1-65535)")
     interface = args.interface
     if interface is not None and "," in interface:

@@ -302,6 +302,8 @@ class Membership:
     def _drop_counter(verdict):
         if verdict == L.CHANNEL_FRAME:
             return "channel_frames"
+        if verdict == L.DOCTOR_PROBE:
+            return "doctor_probes"
         return "malformed." + L.REASONS[verdict]
 
     def _add(self, member, buf, n, now, sequence=0):

@@ -5,7 +5,8 @@ bridge that lives in its own "switch" namespace, so nothing is added to or
 sent on the machine's own network. Needs root and iproute2; ``Lan.available()``
 says why not otherwise.
 
-``Lan(n, ipv6=True)`` also gives each card fd00:250::N/64; IPv6 addresses
+``prefix`` starts every namespace's name (a suite's own keeps it apart
+from others running at once). ``Lan(n, ipv6=True)`` also gives each card fd00:250::N/64; IPv6 addresses
 (link-local ones too) skip duplicate address detection, so they are usable
 at once. ``Lan(n, bridges=[[0, 1], [0],
 [1]])`` makes several bridges: host i has one card per bridge listed, named
@@ -34,10 +35,10 @@ def _ip(*args):
 
 
 class Lan:
-    def __init__(self, hosts=3, ipv6=False, bridges=None):
+    def __init__(self, hosts=3, ipv6=False, bridges=None, prefix="mcm"):
         self.tag = uuid.uuid4().hex[:6]
-        self.switch = f"mcm{self.tag}sw"
-        self.hosts = [f"mcm{self.tag}h{i}" for i in range(1, hosts + 1)]
+        self.switch = f"{prefix}{self.tag}sw"
+        self.hosts = [f"{prefix}{self.tag}h{i}" for i in range(1, hosts + 1)]
         self.bridges = [list(b) for b in bridges] if bridges else [[0]] * hosts
         self.ipv6 = ipv6
         self.created = []
