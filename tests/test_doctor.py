@@ -173,7 +173,7 @@ def test_a_member_in_another_domain_is_named_with_ours(group_port, capsys, caplo
         stats = shop.stats()
     # Two runs of loop probes reached the member: counted, dropped, no event, no word.
     assert stats["doctor_probes"] == 6
-    assert not [k for k in stats if k.startswith("malformed.")] and stats["members"] == 0
+    assert not [k for k, v in stats.items() if k.startswith("malformed.") and v] and stats["members"] == 0
     assert [e.kind for e in events.events] == []
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
