@@ -230,7 +230,7 @@ def test_all_see_all_without_multicast(cluster):
     assert stats["peers"] == 2 and stats["members"] == 2
     assert stats["unicast_sent"] > 0 and stats["unicast_send_errors"] == 0
     assert stats["refused_unlisted"] == 0
-    assert [key for key in stats if key.startswith("lookups_failed")] == []
+    assert [k for k, v in stats.items() if k.startswith("lookups_failed") and v] == []
     assert stats["lookups_answered"] >= (1 if cluster.mode == "dns" else 0)
     assert_nothing_lost(cluster)
 
@@ -306,7 +306,8 @@ def test_the_dns_server_gone_longer_than_the_drop_time_changes_nothing(cluster, 
     stats = procs[0].stats()
     dns.start()
     assert stats["peers"] == 2 and stats["members"] == 2
-    failures = {key: value for key, value in stats.items() if key.startswith("lookups_failed")}
+    failures = {key: value for key, value in stats.items()
+                if key.startswith("lookups_failed") and value}
     assert list(failures) == ["lookups_failed.timeout"] and failures["lookups_failed.timeout"] >= 1
     wait_stats(procs[0], "lookups_answered", stats["lookups_answered"] + 1, timeout=5)
     time.sleep(DROP_TIME)
