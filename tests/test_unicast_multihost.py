@@ -16,6 +16,7 @@ dnsmasq and dnspython for the DNS cases; skipped with the reason otherwise."""
 import errno
 import signal
 import socket
+import threading
 import time
 import uuid
 
@@ -207,7 +208,6 @@ def test_multicast_cannot_pass_on_this_lan(lan):
         finally:
             sock.close()
 
-    import threading
     heard = {}
     listener = threading.Thread(target=lambda: heard.update(
         run_in_netns(lan.hosts[1], count_datagrams, GROUP, 45564, "eth0", 0.6)))
