@@ -928,6 +928,15 @@ def _key_hash(buf):
     return h
 
 
+cdef inline bint _from_host(mcm_mmsghdr* v, int i, const unsigned char* p) noexcept nogil:
+    """Whether batch slot ``i`` came from the address its packet ``p`` (one
+    that matched a stored packet, so well formed) advertises as its host."""
+    cdef unsigned char addr[16]
+    cdef int port = 0
+    cdef int length = mcm_source(v, i, addr, &port)
+    return length != 0 and length == p[OFF_HOST_LEN] and memcmp(addr, p + OFF_HOST, length) == 0
+
+
 cdef class MemberIndex:
     """Recognises packets already seen, alive field aside, and keeps entries in
     the order they were last heard so that expiry pops from the front.
@@ -1237,7 +1246,9 @@ cdef class MemberIndex:
         return -errno. A datagram counts as heard when the system call that
         read it returned. With ``sources`` each datagram's sender is kept, for
         ``source()`` (the unicast socket's admission needs it; without, the
-        kernel copies no addresses, about 8% of the receive loop)."""
+        kernel copies no addresses, about 8% of the receive loop), and a
+        known member's datagram from another address than its advertised
+        host is returned too, for the caller to admit or refuse."""
         cdef Py_buffer view
         cdef ssize_t n
         cdef int32_t s
@@ -1290,6 +1301,13 @@ cdef class MemberIndex:
                     if OFF_PORT <= n <= MAX_PACKET_LEN:
                         m = _packet_part(q, n)
                         s = self._find(q, m, _hash_tail(q + OFF_PORT, m - OFF_PORT))
+                    if s >= 0 and sources and not _from_host(self.batch_msgs, i, q):
+                        # A known member's bytes from another address than
+                        # the one it advertises: whether that sender may
+                        # speak for it is the caller's to decide.
+                        memcpy(view.buf, q, n)
+                        self.returned = i
+                        break
                     if s >= 0:
                         action = self._admit(s, q, n)
                         if action == ADMIT:

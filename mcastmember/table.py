@@ -181,9 +181,10 @@ class Membership:
         events = self._apply_domain() if self._reclassify else _NO_EVENTS
         if self._keys_pending:
             self._apply_keys()
-        verdict = self._index.lookup(buf, n, now)
-        if verdict >= 0 or verdict == L.INDEX_DROPPED:
-            return events
+        if unlisted is None:     # a stranger's copy of a member's bytes refreshes nobody
+            verdict = self._index.lookup(buf, n, now)
+            if verdict >= 0 or verdict == L.INDEX_DROPPED:
+                return events
         return events + self._receive_slow(buf, n, now, unlisted)
 
     def pump(self, fd, buf, deadline, budget=-1, sources=False):

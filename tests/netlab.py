@@ -272,6 +272,7 @@ class JsonProcess:
         """The ``stats()`` of a ``service_command`` process, now (it prints
         them on SIGUSR1)."""
         import signal
+        self.wait_for(lambda i: i["event"] == "ready", timeout)
         earlier = {id(item) for _, item in self.lines if item["event"] == "stats"}
         self.proc.send_signal(signal.SIGUSR1)
         _, item = self.wait_for(lambda i: i["event"] == "stats" and id(i) not in earlier,
@@ -297,17 +298,18 @@ def demo_command():
 
 SERVICE_SCRIPT = r"""
 import json, signal, sys, threading
-from mcastmember import McastService
 lock, asked, leave = threading.Lock(), threading.Event(), threading.Event()
 def out(item):
     with lock:
         sys.stdout.write(json.dumps(item) + "\n")
         sys.stdout.flush()
+signal.signal(signal.SIGUSR1, lambda *_: asked.set())
+signal.signal(signal.SIGTERM, lambda *_: leave.set())
+out({"event": "ready"})      # SIGUSR1 is safe from now on (its default action ends us)
+from mcastmember import McastService
 service = McastService(**json.loads(sys.argv[1]))
 service.add_listener(lambda e: out(e.to_dict() if e.member is not None
                                    else {"event": e.kind, "count": e.count}))
-signal.signal(signal.SIGUSR1, lambda *_: asked.set())
-signal.signal(signal.SIGTERM, lambda *_: leave.set())
 with service:
     while not leave.is_set():
         if asked.wait(0.02):

@@ -145,3 +145,27 @@ def test_dns_members_wait_calmly_while_a_lookup_is_in_flight(cluster):
         assert (stats["internal_errors"], stats["lookups_answered"]) == (0, 1)
     finally:
         server.close()
+
+
+def test_a_strangers_copy_of_a_members_heartbeat_keeps_nobody_alive(cluster, group_port):
+    """A listed peer's heartbeat, then the very same bytes from an address
+    that is not a peer: refused and counted like any stranger's, so the peer,
+    silent itself, expires at its drop time. (The bytes match a known member:
+    they must not pass as its heartbeat on the way that skips parsing.)"""
+    node = cluster("127.0.0.1", 4001, peers=["127.0.0.2"])
+    packet = heartbeat(_codec.impl, port=4002, uid=b"\x02" * 16, host=b"\x7f\x00\x00\x02")
+    peer, stranger = (socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(2))
+    try:
+        peer.bind(("127.0.0.2", 0))
+        stranger.bind(("127.0.0.9", 0))
+        peer.sendto(packet, ("127.0.0.1", group_port))
+        node.events.wait_for(lambda e: e.kind == "added")
+        refused = node.stats()["refused_unlisted"]
+        for _ in range(12):                      # 1.2 s: three drop times (400 ms)
+            stranger.sendto(packet, ("127.0.0.1", group_port))
+            time.sleep(0.1)
+        assert node.events.kinds(4002) == [("added", None), ("removed", "expired")]
+        assert node.stats()["refused_unlisted"] == refused + 12
+    finally:
+        peer.close()
+        stranger.close()
