@@ -773,7 +773,7 @@ class Doctor:
 
     def _on_probe(self, got, source, by_unicast, unicast):
         kind, sender, sequence, sent_ns, report = got
-        state = self.peers.get(_unscoped(source))
+        state = self.peers.get(_unscoped(source[0]))
         if state is None:          # another card of a peer: known by its id
             state = next((s for s in self.peers.values() if s["ident"] == sender), None)
         if state is None:
