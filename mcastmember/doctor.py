@@ -903,6 +903,8 @@ class Doctor:
                                f"{self.wait:g} s")
         else:
             add("heard", WARN, f"nobody heard on {where} in {self.wait:g} s",
+                "start a member on another host (the pair check tests the path to the peers)"
+                if self.pair else
                 f"start a member, or run mcast-demo doctor --pair --peers {self._me()} on "
                 f"another host while this one runs --pair --peers THAT_HOST; where multicast "
                 f"is blocked, join with --peers or --dns")

@@ -7,7 +7,6 @@ import json
 import logging
 import os
 import socket
-import time
 
 import pytest
 
@@ -229,3 +228,12 @@ def test_tomcat_is_listed_with_its_period_and_ignores_the_probes(classpath, grou
     logged = "".join(node.stderr)
     assert "SEVERE" not in logged and "WARNING" not in logged and "Exception" not in logged, \
         logged
+
+
+def test_help_shows_an_example(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["doctor", "--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert "$ mcast-demo doctor 228.0.0.4 --interface eth0 --domain shop --drop-time 2500" in out
+    assert "--pair --peers 10.0.0.6,10.0.0.7" in out and "--wait SECONDS" in out
