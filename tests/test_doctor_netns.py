@@ -31,10 +31,10 @@ def lan():
         yield network
 
 
-def doctor(lan, index, *args):
+def doctor(lan, index, *args, group=GROUP):
     """(exit status, JSON report) of the doctor run on host ``index``."""
     done = subprocess.run(["ip", "netns", "exec", lan.hosts[index], *demo_command(), "doctor",
-                           GROUP, *args, "--json"], capture_output=True, text=True, timeout=30)
+                           group, *args, "--json"], capture_output=True, text=True, timeout=30)
     assert done.stderr == "", done.stderr
     return done.returncode, json.loads(done.stdout)
 
@@ -147,7 +147,7 @@ def test_it_sends_only_its_loop_probes_and_only_on_the_card_given(lan):
     counts = {}
 
     def count(index):
-        counts[index] = run_in_netns(lan.hosts[index], count_datagrams, GROUP, PORT, "eth0", 3.0)
+        counts[index] = run_in_netns(lan.hosts[index], count_datagrams, GROUP, PORT, "eth0", 2.0)
 
     threads = [threading.Thread(target=count, args=(index,)) for index in (1, 2)]
     for thread in threads:
@@ -239,3 +239,25 @@ def test_pair_tells_multicast_blocked_from_both_blocked_and_its_fix_works(lan):
         assert report["pairs"] == [{"host": other[index], "multicast_loss": 1.0,
                                     "multicast_loss_out": None, "unicast_loss": 1.0,
                                     "unicast_loss_out": None, "rtt_ms": None}]
+
+
+def test_ipv6_on_a_link_scoped_group_lists_the_member_with_its_address():
+    with Lan(2, ipv6=True, prefix="mcd") as lan6:
+        member = JsonProcess(lan6, 0, demo_command() + [
+            "join", "ff02::4", "--interface", "eth0", "--frequency", "100", "--json"])
+        try:
+            code, report = doctor(lan6, 1, "--interface", "eth0", "--wait", "1", group="ff02::4")
+        finally:
+            member.stop()
+    assert code == 0
+    checks = by_name(report)
+    assert checks["interface"]["detail"] == ("eth0 is up, multicast, with fd00:250::2 "
+                                             "(fd00:250::2 is eth0's first global IPv6 "
+                                             "address (preferred to link-local))")
+    assert checks["route"]["detail"] == ("ff02::4 is link-scoped: it goes on the card given, "
+                                         "eth0, and no route applies")
+    assert checks["joined"]["detail"] == "the kernel lists ff02::4 as joined on eth0"
+    assert [c["status"] for c in report["checks"]] == ["pass"] * len(report["checks"])
+    [seen] = report["members"]
+    assert (seen["host"], seen["source"], seen["port"]) == ("fd00:250::1", "fd00:250::1", 4000)
+    assert 95 <= seen["period_ms"] <= 105
