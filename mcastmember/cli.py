@@ -294,17 +294,19 @@ def _show_packet(data, json_lines, where="", extra=None):
 
 # -- doctor -------------------------------------------------------------------------
 DOCTOR_EXAMPLE = """\
-example, on a host whose members don't see the others (paste join's settings):
+example (one line per check; a fix for each warn and fail):
 
-  $ mcast-demo doctor 228.0.0.4 --interface eth0 --domain shop --wait 3
+  $ mcast-demo doctor 228.0.0.4 --interface eth0 --domain shop --drop-time 2500
   PASS interface  eth0 is up, multicast, with 10.0.0.5 (10.0.0.5 is eth0's only IPv4 address)
   ...
-  WARN domain     1 member in another domain: 10.0.0.7:4000 in 'shop2'; this host is in \
-'shop'  fix: use one domain on every node: --domain shop2 here, or domain="shop" there
+  WARN domain     1 member in another domain: 10.0.0.7:4000 in 'shop2'; this host is in
+                  'shop'  fix: use one domain on every node: --domain shop2 here, or 'shop' there
+  WARN drop_time  drop time 2500 ms is under 3 periods of 10.0.0.7:4000 (1001 ms): members
+                  will be dropped and added again  fix: --drop-time 6000 on every node (6 periods)
 
-  on every host at once, to test the path between them (like omping):
+between hosts, on each at once, naming the others (like omping):
 
-  $ mcast-demo doctor 228.0.0.4 --pair --peers 10.0.0.6,10.0.0.7
+  $ mcast-demo doctor 228.0.0.4 --interface eth0 --pair --peers 10.0.0.6,10.0.0.7
 """
 
 

@@ -309,10 +309,14 @@ def estimate(samples):
     ``[(arrival in s, alive ms)]``, or (None, None) from fewer than two.
 
     Tribes heartbeats carry no sequence number, but the alive time advances
-    by one period per beat: the period is the median step, and the beats sent
-    over the span heard are the span over the period (not step by step: a
-    late beat then an early one would count as one lost). A step backwards (a
-    capped alive time wrapping round) is measured by the receiver's clock."""
+    by one period per beat. A first guess of the period comes from the steps
+    near the lower quartile (lost beats make longer steps, never shorter);
+    each step then counts its beats, and the period is the slope of the
+    alive times over the beat numbers: jitter in single beats does not bias
+    it, and a sender that sleeps a fixed delay (Tomcat: each period a little
+    longer than set) gets its own. The beats sent while it was heard are its
+    alive-time span over that period. A step backwards (a capped alive time
+    wrapping round) is measured by the receiver's clock."""
     beats = []
     for arrival, alive in samples:
         if not beats or alive != beats[-1][1]:    # one datagram heard twice (two cards)
@@ -321,14 +325,25 @@ def estimate(samples):
         return None, None
     if all(alive < 0 for _, alive in beats):    # advertised below zero: -1 - elapsed
         beats = [(arrival, -1 - alive) for arrival, alive in beats]
-    steps = [(b[1] - a[1], (b[0] - a[0]) * 1000.0) for a, b in zip(beats, beats[1:])]
-    forward = sorted(step for step, _ in steps if step > 0)
+    steps = [b[1] - a[1] if b[1] > a[1] else (b[0] - a[0]) * 1000.0
+             for a, b in zip(beats, beats[1:])]
+    forward = sorted(step for step in steps if step > 0)
     if not forward:
         return None, None
-    period = forward[len(forward) // 2]
-    span = sum(step if step > 0 else elapsed for step, elapsed in steps)
-    sent = max(len(beats), round(span / period) + 1)
-    return round(float(period), 1), round(1 - len(beats) / sent, 4)
+    quartile = forward[len(forward) // 4]
+    single = [step for step in forward if 0.5 * quartile <= step <= 1.5 * quartile]
+    guess = single[len(single) // 2]
+    numbers, times = [0], [0.0]
+    for step in steps:
+        numbers.append(numbers[-1] + max(1, round(step / guess)))
+        times.append(times[-1] + step)
+    mean_n, mean_t = sum(numbers) / len(numbers), sum(times) / len(times)
+    spread = sum((n - mean_n) ** 2 for n in numbers)
+    period = sum((n - mean_n) * (t - mean_t) for n, t in zip(numbers, times)) / spread
+    if period <= 0:
+        return None, None
+    sent = max(len(beats), round(times[-1] / period) + 1)
+    return round(period, 1), round(1 - len(beats) / sent, 4)
 
 
 def sequence_loss(sequences):
@@ -518,7 +533,21 @@ class Doctor:
                 add("route", PASS, f"the kernel sends {group} through {via.name}")
             return
         names = [choice.interface.name for choice in self.chosen]
-        if all(choice.interface.loopback for choice in self.chosen):
+        refused = [(choice.interface, error) for choice, error in
+                   ((c, _cannot_send(group, c)) for c in self.chosen) if error]
+        if refused:
+            loopback = family == 6 and any(card.loopback for card, _ in refused)
+            add("route", FAIL, "; ".join(f"the kernel cannot send {group} on {card.name}: "
+                                         f"{error}" for card, error in refused)
+                + (" (Linux carries no IPv6 multicast on loopback)" if loopback else ""),
+                f"name a card that carries IPv{family} multicast with --interface "
+                f"({', '.join(others) or 'this host has none'})"
+                + ("; on loopback, test with an IPv4 group such as 228.0.0.4" if loopback
+                   else ""))
+        elif net.link_scoped(group):
+            add("route", PASS, f"{group} is link-scoped: it goes on the card given, "
+                               f"{', '.join(names)}, and no route applies")
+        elif all(choice.interface.loopback for choice in self.chosen):
             add("route", PASS, f"{', '.join(names)} (loopback): this host only")
         elif via is None:
             add("route", WARN, f"no multicast route for {group}: members given --interface "
@@ -685,7 +714,8 @@ class Doctor:
         else:
             cards = ", ".join(self._link_name(n) for n in silent)
             self.report.add("loop", FAIL, f"no probe sent to {where} on {cards} came back: "
-                                          f"this host drops the group's datagrams (a firewall)",
+                                          f"this host drops the group's datagrams (a firewall, "
+                                          f"most often)",
                             f"allow the group in, e.g. nft insert rule inet filter input "
                             f"{'ip' if self.family == 4 else 'ip6'} daddr {config.address} "
                             f"udp dport {self.port} accept")
@@ -773,7 +803,7 @@ class Doctor:
 
     def _on_probe(self, got, source, by_unicast, unicast):
         kind, sender, sequence, sent_ns, report = got
-        state = self.peers.get(_unscoped(source))
+        state = self.peers.get(_unscoped(source[0]))
         if state is None:          # another card of a peer: known by its id
             state = next((s for s in self.peers.values() if s["ident"] == sender), None)
         if state is None:
@@ -903,6 +933,8 @@ class Doctor:
                                f"{self.wait:g} s")
         else:
             add("heard", WARN, f"nobody heard on {where} in {self.wait:g} s",
+                "start a member on another host (the pair check tests the path to the peers)"
+                if self.pair else
                 f"start a member, or run mcast-demo doctor --pair --peers {self._me()} on "
                 f"another host while this one runs --pair --peers THAT_HOST; where multicast "
                 f"is blocked, join with --peers or --dns")
@@ -1009,6 +1041,18 @@ class Doctor:
                                               "sends from the host it advertises")
         else:
             self.report.add("identity", PASS, "nothing to compare (nobody heard)")
+
+
+def _cannot_send(group, choice):
+    """Why the kernel would refuse to send ``group`` on the card of
+    ``choice`` (its error text), or None. Connecting sends nothing."""
+    link = net.Link(str(choice.address).split("%")[0], choice.interface.index)
+    try:
+        for sock in net.open_senders(group, 9, [link], None, True):
+            sock.close()
+    except OSError as error:
+        return error.strerror or str(error)
+    return None
 
 
 def _taken(address, port, group, index=0):

@@ -7,12 +7,12 @@ import json
 import logging
 import os
 import socket
-import time
 
 import pytest
 
 from mcastmember import McastService
 from mcastmember.cli import main
+from mcastmember.doctor import estimate
 from mcastmember.interfaces import list_interfaces
 
 from fronts import Events
@@ -47,6 +47,30 @@ def member(group_port, **settings):
     return McastService(GROUP, group_port, **options)
 
 
+def beats(alive_times, period_s):
+    """[(arrival, alive)] as a receiver sees them, one period apart."""
+    return [(i * period_s, alive) for i, alive in enumerate(alive_times)]
+
+
+def test_period_and_loss_from_alive_times():
+    # A fixed-rate sender (mcastmember) with jitter, every fifth beat lost:
+    # a late beat then an early one is no loss.
+    jitter = [0, 9, 1, 12, 0, 3, 11, 0, 2, 8] * 11
+    sent = [100 * n + jitter[n] for n in range(101)]
+    heard = [a for n, a in enumerate(sent) if n % 5 != 4]         # 81 of 101
+    assert estimate(beats(heard, 0.1)) == (100.0, round(1 - 81 / 101, 4))
+    # Tomcat: a fixed delay, so every step is a little longer than the period.
+    drifting = [502 * n for n in range(50)]
+    assert estimate(beats(drifting, 0.5)) == (502.0, 0.0)
+    assert estimate(beats(drifting[:10] + drifting[20:], 0.5)) == (502.0, 0.2)
+    # Listed by Tomcat (--tomcat): below zero, wrapping round every two periods.
+    capped = [-1 - (100 * n + 1) % 201 for n in range(40)]
+    assert estimate(beats(capped, 0.1)) == (100.0, 0.0)
+    # One datagram heard twice (two cards) is one beat; one heartbeat is no measure.
+    assert estimate([(0.0, 5), (0.0, 5), (0.1, 105), (0.2, 205)]) == (100.0, 0.0)
+    assert estimate([(0.0, 5)]) == (None, None)
+
+
 def test_on_loopback_the_local_checks_and_the_loop_pass(group_port, capsys):
     code, report = doctor(capsys, *loopback(group_port, "--wait", "0.2"))
     assert code == 0
@@ -59,7 +83,8 @@ def test_on_loopback_the_local_checks_and_the_loop_pass(group_port, capsys):
         assert (check["fix"] is None) == (check["status"] == "pass")
     assert [c["status"] for c in report["checks"]] == ["pass"] * 7 + ["warn"] + ["pass"] * 4
     checks = by_name(report)
-    assert checks["interface"]["detail"] == "lo is up, loopback, with 127.0.0.1 (127.0.0.1 was given)"
+    assert checks["interface"]["detail"] == ("lo is up, loopback, with 127.0.0.1 (127.0.0.1 was "
+                                             "given)")
     assert checks["route"]["detail"] == "lo (loopback): this host only"
     assert checks["group"]["detail"] == "228.0.0.4, TTL 0, on loopback: this host only"
     assert checks["port"]["detail"] == f"UDP port {group_port} is free"
@@ -108,6 +133,21 @@ def test_a_group_that_is_not_multicast_is_a_failing_check(group_port, capsys):
         "name": "group", "status": "fail", "detail": "10.1.2.3 is not a multicast group",
         "fix": "use a group in 224.0.0.0/4, the same on every node, such as Tomcat's default "
                "228.0.0.4"}]
+
+
+def test_an_ipv6_group_on_loopback_fails_the_route_check(group_port, capsys):
+    cards = ", ".join(c.name for c in list_interfaces() if c.up and c.multicast and not
+                      c.loopback and any(a.version == 6 for a in c.addresses))
+    code, report = doctor(capsys, "ff05::4", "--port", str(group_port), "--interface", "lo")
+    assert code == 1
+    assert [c["name"] for c in report["checks"]] == ["interface", "route"]
+    assert by_name(report)["route"] == {
+        "name": "route", "status": "fail",
+        "detail": "the kernel cannot send ff05::4 on lo: Network is unreachable (Linux carries "
+                  "no IPv6 multicast on loopback)",
+        "fix": f"name a card that carries IPv6 multicast with --interface "
+               f"({cards or 'this host has none'}); on loopback, test with an IPv4 group "
+               f"such as 228.0.0.4"}
 
 
 @pytest.mark.parametrize("args, message", [
@@ -229,3 +269,12 @@ def test_tomcat_is_listed_with_its_period_and_ignores_the_probes(classpath, grou
     logged = "".join(node.stderr)
     assert "SEVERE" not in logged and "WARNING" not in logged and "Exception" not in logged, \
         logged
+
+
+def test_help_shows_an_example(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["doctor", "--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert "$ mcast-demo doctor 228.0.0.4 --interface eth0 --domain shop --drop-time 2500" in out
+    assert "--pair --peers 10.0.0.6,10.0.0.7" in out and "--wait SECONDS" in out

@@ -1,0 +1,263 @@
+"""mcast-demo doctor where it needs a network of its own: three hosts made
+of network namespaces (tests/netlab.py). Host 0 has two cards, eth0 on
+bridge 0 (10.250.0.1) and eth1 on bridge 1 (10.251.0.1); host 1 is on bridge
+0 (10.250.0.2), host 2 on bridge 1 (10.251.0.3). Each broken case gets its
+failing or warning check, and the fix it names is applied and the doctor run
+again. nftables breaks the network where a case needs it (dropping the group
+between two hosts, or a fifth of the heartbeats). Needs root."""
+
+import contextlib
+import json
+import shlex
+import shutil
+import subprocess
+import threading
+import time
+
+import pytest
+
+from netlab import JsonProcess, Lan, count_datagrams, demo_command, event, run_in_netns
+
+pytestmark = [pytest.mark.network,
+              pytest.mark.skipif(Lan.available() is not None, reason=str(Lan.available()))]
+GROUP, PORT = "228.0.0.4", 45564
+needs_nft = pytest.mark.skipif(shutil.which("nft") is None,
+                               reason="nftables (nft) is not installed")
+
+
+@pytest.fixture(scope="module")
+def lan():
+    with Lan(3, bridges=[[0, 1], [0], [1]], prefix="mcd") as network:
+        yield network
+
+
+def doctor(lan, index, *args, group=GROUP):
+    """(exit status, JSON report) of the doctor run on host ``index``."""
+    done = subprocess.run(["ip", "netns", "exec", lan.hosts[index], *demo_command(), "doctor",
+                           group, *args, "--json"], capture_output=True, text=True, timeout=30)
+    assert done.stderr == "", done.stderr
+    return done.returncode, json.loads(done.stdout)
+
+
+def doctors(lan, runs):
+    """Doctors on several hosts at once: ``{index: args}`` -> ``{index: (status, report)}``."""
+    procs = {index: JsonProcess(lan, index, demo_command() + ["doctor", GROUP, *args, "--json"])
+             for index, args in runs.items()}
+    out = {}
+    for index, proc in procs.items():
+        status = proc.proc.wait(30)
+        _, report = proc.wait_for(lambda item: True, timeout=5)
+        out[index] = (status, report)
+    return out
+
+
+def by_name(report):
+    return {check["name"]: check for check in report["checks"]}
+
+
+def ip(lan, index, *args):
+    subprocess.run(["ip", "-n", lan.hosts[index], *args], check=True, capture_output=True,
+                   timeout=30)
+
+
+@contextlib.contextmanager
+def route(lan, index, card):
+    ip(lan, index, "route", "add", "224.0.0.0/4", "dev", card)
+    try:
+        yield
+    finally:
+        subprocess.run(["ip", "-n", lan.hosts[index], "route", "del", "224.0.0.0/4"],
+                       capture_output=True, timeout=30)
+
+
+@contextlib.contextmanager
+def nft(lan, rules):
+    """``{host index: [rule, ...]}`` in an input chain of their own while the block runs."""
+    def load(index, script):
+        subprocess.run(["ip", "netns", "exec", lan.hosts[index], "nft", "-f", "-"],
+                       input=script, text=True, check=True, capture_output=True, timeout=30)
+    for index, lines in rules.items():
+        load(index, "table inet mcd {\n chain input {\n  type filter hook input priority 0;"
+                    " policy accept;\n" + "".join(f"  {rule}\n" for rule in lines) + " }\n}\n")
+    try:
+        yield
+    finally:
+        for index in rules:
+            load(index, "delete table inet mcd\n")
+
+
+def test_no_multicast_route_fails_with_the_route_command_that_fixes_it(lan):
+    code, report = doctor(lan, 1, "--wait", "0")
+    assert code == 1
+    assert report["checks"] == [
+        {"name": "interface", "status": "pass",
+         "detail": "none given: the kernel chooses the card (see route)", "fix": None},
+        {"name": "route", "status": "fail",
+         "detail": "no multicast route: the kernel has no route for 228.0.0.4",
+         "fix": "ip route add 224.0.0.0/4 dev eth0 (this host's multicast cards: eth0), or "
+                "name the card with --interface eth0; where the network carries no "
+                "multicast, use --peers or --dns"}]
+    with route(lan, 1, "eth0"):
+        code, report = doctor(lan, 1, "--wait", "0")
+    assert code == 0
+    checks = by_name(report)
+    assert checks["route"]["detail"] == "the kernel sends 228.0.0.4 through eth0"
+    assert checks["loop"]["status"] == "pass"
+
+
+def test_a_card_without_the_multicast_flag_fails_until_it_is_set(lan):
+    ip(lan, 2, "link", "set", "eth0", "multicast", "off")
+    try:
+        code, report = doctor(lan, 2, "--interface", "eth0", "--wait", "0")
+    finally:
+        ip(lan, 2, "link", "set", "dev", "eth0", "multicast", "on")    # the fix it gives
+    assert code == 1
+    assert report["checks"] == [{
+        "name": "interface", "status": "fail",
+        "detail": "eth0 has no MULTICAST flag: the kernel neither sends nor joins groups on it",
+        "fix": "ip link set dev eth0 multicast on, or use --peers or --dns instead of "
+               "multicast"}]
+    code, report = doctor(lan, 2, "--interface", "eth0", "--wait", "0")
+    assert code == 0 and by_name(report)["interface"]["status"] == "pass"
+
+
+def test_on_two_cards_the_card_given_against_the_route(lan):
+    with route(lan, 0, "eth0"):
+        code, report = doctor(lan, 0, "--wait", "0")
+        assert code == 0
+        assert by_name(report)["route"] == {
+            "name": "route", "status": "warn",
+            "detail": "the kernel sends 228.0.0.4 through eth0; this host also has eth1",
+            "fix": "name the card the other members are on: --interface eth0 (or eth1)"}
+        code, report = doctor(lan, 0, "--interface", "eth1", "--wait", "0")
+        assert code == 0
+        assert by_name(report)["route"] == {
+            "name": "route", "status": "warn",
+            "detail": "the kernel routes 228.0.0.4 through eth0, not eth1: members on this "
+                      "host left to the kernel's choice use eth0",
+            "fix": "keep --interface eth1 and ip route replace 224.0.0.0/4 dev eth1, or use "
+                   "--interface eth0 if the other members are there"}
+        ip(lan, 0, "route", "replace", "224.0.0.0/4", "dev", "eth1")
+        code, report = doctor(lan, 0, "--interface", "eth1", "--wait", "0")
+        assert by_name(report)["route"]["detail"] == ("the kernel routes 228.0.0.4 through "
+                                                      "eth1, the card given")
+
+
+def test_it_sends_only_its_loop_probes_and_only_on_the_card_given(lan):
+    counts = {}
+
+    def count(index):
+        counts[index] = run_in_netns(lan.hosts[index], count_datagrams, GROUP, PORT, "eth0", 2.0)
+
+    threads = [threading.Thread(target=count, args=(index,)) for index in (1, 2)]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.2)
+    code, report = doctor(lan, 0, "--interface", "eth0", "--wait", "1")
+    for thread in threads:
+        thread.join()
+    assert code == 0 and by_name(report)["loop"]["status"] == "pass"
+    assert counts == {1: {"10.250.0.1": 3}, 2: {}}
+
+
+@needs_nft
+def test_a_fifth_of_the_heartbeats_dropped_is_measured(lan):
+    member = JsonProcess(lan, 0, demo_command() + [
+        "join", GROUP, "--interface", "eth0", "--frequency", "25", "--drop-time", "1000",
+        "--json"])
+    try:
+        with nft(lan, {1: [f"ip saddr 10.250.0.1 udp dport {PORT} numgen random mod 5 == 0 "
+                           f"drop"]}):
+            code, report = doctor(lan, 1, "--interface", "eth0", "--wait", "3.5")
+    finally:
+        member.stop()
+    assert code == 0
+    [seen] = report["members"]
+    assert (seen["host"], seen["source"]) == ("10.250.0.1", "10.250.0.1")
+    assert 20 <= seen["period_ms"] <= 30
+    assert 0.10 <= seen["loss"] <= 0.30, seen
+    assert by_name(report)["loss"] == {
+        "name": "loss", "status": "warn",
+        "detail": f"heartbeats lost: 10.250.0.1:4000 {seen['loss']:.0%}",
+        "fix": "find the lossy link (mcast-demo doctor --pair --peers 10.250.0.1 here and "
+               "--pair --peers 10.250.0.2 there); meanwhile raise --drop-time or use "
+               "--detector phi"}
+
+
+def pair_runs(wait):
+    return {0: ["--interface", "eth0", "--pair", "--peers", "10.250.0.2", "--wait", wait],
+            1: ["--interface", "eth0", "--pair", "--peers", "10.250.0.1", "--wait", wait]}
+
+
+@needs_nft
+def test_pair_tells_multicast_blocked_from_both_blocked_and_its_fix_works(lan):
+    me = {0: "10.250.0.1", 1: "10.250.0.2"}
+    other = {0: "10.250.0.2", 1: "10.250.0.1"}
+    with nft(lan, {i: [f"ip saddr {other[i]} ip daddr {GROUP} drop"] for i in (0, 1)}):
+        results = doctors(lan, pair_runs("2"))
+    commands = {}
+    for index, (code, report) in results.items():
+        assert code == 1
+        check = by_name(report)["pair"]
+        assert check["status"] == "fail"
+        assert check["detail"] == (f"{other[index]}: multicast is blocked both ways, unicast "
+                                   f"passes (both ways)")
+        command = (f"mcast-demo join --no-multicast --peers {other[index]} --interface "
+                   f"{me[index]}")
+        assert check["fix"] == (f"the network drops multicast between these hosts: join with "
+                                f"{command} (and the same, naming the others, on every host)")
+        commands[index] = command
+        [pair] = report["pairs"]
+        assert set(pair) == {"host", "multicast_loss", "multicast_loss_out", "unicast_loss",
+                             "unicast_loss_out", "rtt_ms"}
+        assert (pair["host"], pair["multicast_loss"], pair["multicast_loss_out"],
+                pair["unicast_loss"], pair["unicast_loss_out"]) == (other[index], 1.0, 1.0,
+                                                                    0.0, 0.0)
+        assert 0 < pair["rtt_ms"] < 100
+        assert by_name(report)["loop"]["status"] == "pass"
+    # The fix, applied with the same firewall: the hosts see each other.
+    with nft(lan, {i: [f"ip saddr {other[i]} ip daddr {GROUP} drop"] for i in (0, 1)}):
+        joins = {i: JsonProcess(lan, i, demo_command() + shlex.split(commands[i])[1:]
+                                + ["--json"]) for i in (0, 1)}
+        try:
+            for i in (0, 1):
+                joins[i].wait_for(event("added", other[i]), timeout=5)
+        finally:
+            for proc in joins.values():
+                proc.stop()
+    # Both blocked: nothing from the other host at all.
+    with nft(lan, {i: [f"ip saddr {other[i]} udp dport {PORT} drop"] for i in (0, 1)}):
+        results = doctors(lan, pair_runs("1.5"))
+    for index, (code, report) in results.items():
+        assert code == 1
+        assert by_name(report)["pair"] == {
+            "name": "pair", "status": "fail",
+            "detail": f"{other[index]}: neither multicast nor unicast probes arrive from it: "
+                      f"a firewall or routing problem, or no doctor runs there",
+            "fix": f"run mcast-demo doctor --pair there at the same time; then allow UDP port "
+                   f"{PORT} between the hosts (and the group), both ways"}
+        assert report["pairs"] == [{"host": other[index], "multicast_loss": 1.0,
+                                    "multicast_loss_out": None, "unicast_loss": 1.0,
+                                    "unicast_loss_out": None, "rtt_ms": None}]
+
+
+def test_ipv6_on_a_link_scoped_group_lists_the_member_with_its_address():
+    with Lan(2, ipv6=True, prefix="mcd") as lan6:
+        member = JsonProcess(lan6, 0, demo_command() + [
+            "join", "ff02::4", "--interface", "eth0", "--frequency", "100", "--json"])
+        try:
+            code, report = doctor(lan6, 1, "--interface", "eth0", "--wait", "1", group="ff02::4")
+        finally:
+            member.stop()
+    assert code == 0
+    checks = by_name(report)
+    assert checks["interface"]["detail"] == ("eth0 is up, multicast, with fd00:250::2 "
+                                             "(fd00:250::2 is eth0's first global IPv6 "
+                                             "address (preferred to link-local))")
+    assert checks["route"]["detail"] == ("ff02::4 is link-scoped: it goes on the card given, "
+                                         "eth0, and no route applies")
+    assert checks["joined"]["detail"] == "the kernel lists ff02::4 as joined on eth0"
+    assert [c["status"] for c in report["checks"]] == ["pass"] * len(report["checks"])
+    [seen] = report["members"]
+    assert (seen["host"], seen["source"], seen["port"]) == ("fd00:250::1", "fd00:250::1", 4000)
+    assert 95 <= seen["period_ms"] <= 105
