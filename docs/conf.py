@@ -1,0 +1,60 @@
+"""Sphinx configuration of mcastmember's documentation.
+
+Build it with ``pip install '.[docs]'`` and
+``sphinx-build -W --keep-going -b html docs <output folder>``. The API pages
+document the installed package (so ``pip install`` it first); the guides
+include their text from README.md, which stays the one copy.
+"""
+
+import mcastmember
+
+project = "mcastmember"
+author = "mcastmember contributors"
+release = version = mcastmember.__version__
+
+extensions = [
+    "myst_parser",
+    "sphinx.ext.autodoc",
+    "sphinx.ext.intersphinx",
+]
+# Markdown pages (MyST) for the guides, reStructuredText for the API pages.
+source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
+root_doc = "index"
+exclude_patterns = ["_build"]
+# Headings of the README become anchors, so that pages can link to them.
+myst_heading_anchors = 3
+
+autodoc_member_order = "bysource"
+autodoc_typehints = "signature"
+autodoc_default_options = {"members": True}
+# The fronts take some forty keyword settings: one per line.
+maximum_signature_line_length = 88
+
+# Only the Python standard library's pages, and only if reachable: an
+# offline build leaves those references as plain text (no warning).
+intersphinx_mapping = {}
+
+html_theme = "alabaster"
+html_title = f"mcastmember {release}"
+html_static_path = []
+
+
+def _list_settings(app, what, name, obj, options, lines):
+    """Settings is a TypedDict: its keys are annotations, and one of them,
+    ``keys``, is also dict's method, so autodoc would leave it out. List
+    every key with its type from the annotations instead."""
+    if name != "mcastmember.config.Settings":
+        return
+    lines += ["", "Keys (all optional):", ""]
+    for key, kind in obj.__annotations__.items():
+        # strings under ``from __future__ import annotations`` (ForwardRefs
+        # in a TypedDict before Python 3.14)
+        text = getattr(kind, "__forward_arg__", kind)
+        if not isinstance(text, str):
+            text = getattr(kind, "__name__", repr(kind))
+        lines.append(f"- ``{key}``: ``{text}``")
+    lines.append("")
+
+
+def setup(app):
+    app.connect("autodoc-process-docstring", _list_settings)
