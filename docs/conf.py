@@ -10,6 +10,7 @@ import mcastmember
 
 project = "mcastmember"
 author = "mcastmember contributors"
+copyright = author
 release = version = mcastmember.__version__
 
 extensions = [
@@ -37,6 +38,8 @@ intersphinx_mapping = {}
 html_theme = "alabaster"
 html_title = f"mcastmember {release}"
 html_static_path = []
+# The pages' sources are mostly include directives: nothing to read there.
+html_show_sourcelink = False
 
 
 def _list_settings(app, what, name, obj, options, lines):
