@@ -1,6 +1,8 @@
-"""Check a built documentation site (sphinx-build -b html docs OUT): the API
-pages show every setting of both fronts, in the signature with its default
-and in the description, and every key of config.Settings.
+"""Check the documentation: every line of README.md is on a docs page (the
+guide pages include the README's sections between markers), and the built
+site (sphinx-build -b html docs OUT) shows every setting of both fronts, in
+the signature with its default and in the description, and every key of
+config.Settings.
 
 Usage: python .ci/check_docs.py OUT
 """
@@ -8,6 +10,7 @@ Usage: python .ci/check_docs.py OUT
 import html.parser
 import inspect
 import pathlib
+import re
 import sys
 
 from mcastmember import ServiceConfig
@@ -74,11 +77,54 @@ def parse(path):
     return objects
 
 
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+MARKER = re.compile(r"^<!-- (docs/[^:]+): (from|to) here -->$")
+# The one README section not in the docs: it points to them.
+NOT_IN_DOCS = "## Documentation"
+
+
+def readme_problems():
+    """Every README line sits between a docs page's markers, or is a heading
+    right before its section's start marker; every region is included."""
+    included = set()
+    for page in (ROOT / "docs").glob("*.md"):
+        included.update(re.findall(r"^:start-after: <!-- (docs/[^:]+): from here -->$",
+                                   page.read_text(encoding="utf-8"), re.M))
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").split("\n")
+    problems, region, skipping, fence, stray = [], None, False, False, False
+    for number, line in enumerate(lines, 1):
+        marker = MARKER.match(line)
+        if line.startswith("```"):
+            fence = not fence
+        heading = not fence and re.match(r"#{1,6} ", line)
+        if marker:
+            name, end = marker.group(1), marker.group(2) == "to"
+            if end != (region == name):
+                problems.append(f"README.md line {number}: marker {name!r} {marker.group(2)} "
+                                f"here, where {region!r} is open")
+            if not end and name not in included:
+                problems.append(f"README.md line {number}: no docs page includes {name!r}")
+            region = None if end else name
+        elif heading and region is None:
+            skipping = line.rstrip() == NOT_IN_DOCS
+            following = lines[number] if number < len(lines) else ""
+            if not skipping and not MARKER.match(following):
+                problems.append(f"README.md line {number}: section {line!r} is on no docs page: "
+                                f"follow the heading with <!-- docs/PAGE.md: from here -->, end "
+                                f"it with <!-- docs/PAGE.md: to here --> and include it there")
+        elif region is None and line.strip() and not skipping and not stray:
+            stray = True          # the first such line says enough
+            problems.append(f"README.md line {number} is on no docs page (outside the markers)")
+    if region is not None:
+        problems.append(f"README.md: {region!r} is never closed")
+    return problems
+
+
 def main(out):
     out = pathlib.Path(out)
+    problems = readme_problems()
     settings = [p for p in inspect.signature(ServiceConfig.__init__).parameters.values()
                 if p.kind is inspect.Parameter.KEYWORD_ONLY]
-    problems = []
     fronts = parse(out / "api" / "fronts.html")
     # Both fronts take ServiceConfig's settings (config.takes_settings).
     for name in ("mcastmember.McastService", "mcastmember.aio.AsyncMembership"):
@@ -101,7 +147,8 @@ def main(out):
     for problem in problems:
         print("docs:", problem)
     if not problems:
-        print(f"docs: the API pages list all {len(settings)} settings of both fronts")
+        print(f"docs: every README section is on a page; the API pages list all "
+              f"{len(settings)} settings of both fronts")
     return 1 if problems else 0
 
 

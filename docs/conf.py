@@ -16,13 +16,12 @@ release = version = mcastmember.__version__
 extensions = [
     "myst_parser",
     "sphinx.ext.autodoc",
-    "sphinx.ext.intersphinx",
 ]
 # Markdown pages (MyST) for the guides, reStructuredText for the API pages.
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
 root_doc = "index"
 exclude_patterns = ["_build"]
-# Headings of the README become anchors, so that pages can link to them.
+# Headings get anchors (#members-and-events), for links between pages.
 myst_heading_anchors = 3
 
 autodoc_member_order = "bysource"
@@ -30,10 +29,6 @@ autodoc_typehints = "signature"
 autodoc_default_options = {"members": True}
 # The fronts take some forty keyword settings: one per line.
 maximum_signature_line_length = 88
-
-# Only the Python standard library's pages, and only if reachable: an
-# offline build leaves those references as plain text (no warning).
-intersphinx_mapping = {}
 
 html_theme = "alabaster"
 html_title = f"mcastmember {release}"
