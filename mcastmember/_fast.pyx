@@ -260,6 +260,7 @@ cdef int V_BAD_HOST_LENGTH = L.BAD_HOST_LENGTH
 cdef int V_FIELD_OVERRUN = L.FIELD_OVERRUN
 cdef int V_LENGTH_MISMATCH = L.LENGTH_MISMATCH
 cdef int V_OVERSIZED = L.OVERSIZED
+cdef int V_DOCTOR_PROBE = L.DOCTOR_PROBE
 cdef uint8_t KIND_FREE = L.KIND_FREE
 cdef uint8_t KIND_MEMBER = L.KIND_MEMBER
 cdef Py_ssize_t AUTH_HEADER_LEN = L.AUTH_HEADER_LEN
@@ -292,6 +293,9 @@ cdef const unsigned char* CHANNEL_TAG = _CHANNEL_TAG
 cdef bytes _AUTH_MAGIC = L.AUTH_MAGIC
 cdef const unsigned char* AUTH_MAGIC = _AUTH_MAGIC
 cdef Py_ssize_t CHANNEL_TAG_LEN = len(L.CHANNEL_FRAME_TAG)
+cdef bytes _DOCTOR_TAG = L.DOCTOR_PROBE_TAG
+cdef const unsigned char* DOCTOR_TAG = _DOCTOR_TAG
+cdef Py_ssize_t DOCTOR_TAG_LEN = len(L.DOCTOR_PROBE_TAG)
 
 
 cdef inline int32_t _get32(const unsigned char* p) noexcept nogil:
@@ -336,6 +340,8 @@ cdef int _scan(const unsigned char* p, Py_ssize_t n, Offsets* out) noexcept nogi
     if n < MARKER_TAG_LEN or memcmp(p, BEGIN, MARKER_TAG_LEN) != 0:
         if n >= CHANNEL_TAG_LEN and memcmp(p, CHANNEL_TAG, CHANNEL_TAG_LEN) == 0:
             return V_CHANNEL_FRAME
+        if n >= DOCTOR_TAG_LEN and memcmp(p, DOCTOR_TAG, DOCTOR_TAG_LEN) == 0:
+            return V_DOCTOR_PROBE
         return V_NOT_MEMBERSHIP
     if n < MARKER_LEN:
         return V_TRUNCATED

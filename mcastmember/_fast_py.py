@@ -66,6 +66,9 @@ def _scan(mv, n):
         tag = L.CHANNEL_FRAME_TAG
         if n >= len(tag) and mv[:len(tag)] == tag:
             return L.CHANNEL_FRAME, None
+        tag = L.DOCTOR_PROBE_TAG
+        if n >= len(tag) and mv[:len(tag)] == tag:
+            return L.DOCTOR_PROBE, None
         return L.NOT_MEMBERSHIP, None
     if n < L.MARKER_LEN:
         return L.TRUNCATED, None

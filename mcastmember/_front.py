@@ -173,16 +173,9 @@ class MembershipFront:
     def _send_fd(self, fd):       # a test breaks the first sender this way
         self._send_fds[0] = fd
 
-    def _roles(self):
-        cfg = self.config
-        roles = [RECEIVE, SEND] if cfg.multicast else []
-        if cfg.unicast and cfg.heartbeats:
-            roles.append(UNICAST)
-        return roles
-
     def _open_sockets(self):
         try:
-            for role in self._roles():
+            for role in self._engine.sockets():
                 socks_name, fds_name, opener = self._SOCKETS[role]
                 socks = opener(self)
                 setattr(self, socks_name, socks)

@@ -15,7 +15,7 @@ from . import auth
 from . import net
 from .errors import ConfigurationError
 from .member import Member, domain_from_text
-from .peers import PeerSet, is_address, packed, parse_peer
+from .peers import PeerSet, cloud_unique_id, is_address, packed, parse_peer
 
 log = logging.getLogger("mcastmember")
 
@@ -121,6 +121,7 @@ class Settings(TypedDict, total=False):
     phi_pause: int | None
     keys: auth.KeyRing | str | os.PathLike[str] | Sequence[tuple[int, bytes]] | None
     auth: Literal["off", "permissive", "enforce"] | None
+    listen_only: bool
 
 
 def takes_settings(front):
@@ -191,6 +192,11 @@ class ServiceConfig:
       path. ``auth``: "off", "permissive" or "enforce" (the default with
       keys).
 
+    - ``listen_only``: hear the group without joining it (``mcast-demo
+      watch``): no heartbeat, no goodbye, no TCP listener, no socket to send
+      from. Needs multicast, and neither ``tomcat``, ``verify`` nor
+      ``tcp_listener`` (each sends).
+
     Bytes settings take bytes-like values, never an int; switches take True
     or False only; times and counts take whole numbers (500.0 included).
     """
@@ -204,8 +210,9 @@ class ServiceConfig:
                  dns_interval=DEFAULT_DNS_INTERVAL_MS, dns_servers=None, dns_members=False,
                  accept_unknown=False, verify=False, verify_timeout=DEFAULT_VERIFY_TIMEOUT_MS,
                  detector="fixed", phi_threshold=None, phi_min_std=None, phi_pause=None,
-                 keys=None, auth=None):
+                 keys=None, auth=None, listen_only=False):
         self.multicast = _flag(multicast, "multicast")
+        self.listen_only = _flag(listen_only, "listen_only")
         self.address = net.check_group(address) if self.multicast else None
         self.port = net.check_port(port)
         self._choose_interfaces(interface)
@@ -241,6 +248,8 @@ class ServiceConfig:
         self.payload = _as_payload(payload)
         self._discovery(peers, dns, dns_srv, dns_interval, dns_servers, dns_members,
                         accept_unknown)
+        if self.listen_only:
+            self._check_listen_only()
         if host is None:
             if self.interface is None and not self.multicast:
                 raise ConfigurationError(
@@ -250,8 +259,8 @@ class ServiceConfig:
         self.host = net.host_bytes(host)
         if unique_id is None and self.dns_members:
             # Tomcat's cloud membership names every member by the MD5 of its
-            # address text: so must we, for both sides to agree on us.
-            unique_id = _address_digest(self.unicast_address.split("%")[0])
+            # address as Java writes it: so must we, for both sides to agree on us.
+            unique_id = cloud_unique_id(packed(self.unicast_address))
         unique_id = (_random_unique_id() if unique_id is None
                      else _bytes_like(unique_id, "unique_id"))
         if len(unique_id) != L.UNIQUE_ID_LEN:
@@ -260,6 +269,16 @@ class ServiceConfig:
         self.key_ring, self.auth = _as_auth(keys, auth)
         self.local_member()   # refuse settings that cannot be encoded, now
         self.encode()
+
+    def _check_listen_only(self):
+        sending = [name for name, on in (("tomcat", self.tomcat), ("verify", self.verify),
+                                         ("tcp_listener", self.tcp_listener)) if on]
+        if sending:
+            raise ConfigurationError(f"listen_only sends nothing: it cannot have "
+                                     f"{' or '.join(sending)}")
+        if not self.multicast or self.unicast:
+            raise ConfigurationError("listen_only hears a multicast group only: no peers or "
+                                     "dns (unicast peers send only to the members they list)")
 
     def _choose_interfaces(self, interface):
         """``interface``: a card's name, index or address, or a list of them.
@@ -454,10 +473,6 @@ def _choose(spec, family):
             raise
         return interfaces.choose(spec, 6)
 
-
-def _address_digest(text):
-    import hashlib
-    return hashlib.md5(text.encode("ascii")).digest()
 
 def _as_auth(keys, mode):
     """(KeyRing or None, mode name) from the ``keys`` and ``auth`` settings."""

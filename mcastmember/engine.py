@@ -32,8 +32,6 @@ change the table); other threads may call ``set_payload``/``set_domain``
 and send what ``outgoing`` returns.
 """
 
-import hashlib
-import ipaddress
 import logging
 import math
 import os
@@ -44,7 +42,7 @@ from . import _layout as L
 from ._ratelimit import RateLimitedLog
 from .events import MemberEvent, Reason
 from .member import Member
-from .peers import PeerSet
+from .peers import PeerSet, cloud_unique_id
 from .table import ADDED, REMOVED, SUSPECT, Membership
 
 log = logging.getLogger("mcastmember")
@@ -106,6 +104,10 @@ class MembershipEngine:
                                 codec=self._codec, phi=config.phi)
         if config.auth != "off":
             self.table.set_keys(config.auth_mode, config.key_ring)
+        # Listen-only (config.listen_only) hears the group and sends nothing:
+        # no heartbeat, no goodbye; the heartbeat grid still paces the wake-ups
+        # (the pause guard and the report ride on them).
+        self._sends = config.heartbeats and not config.listen_only
         self._period = config.frequency / 1000.0
         self._drop = config.drop_time / 1000.0
         self._pause_after = max(self._drop / 2, PAUSE_FLOOR_S)
@@ -158,7 +160,7 @@ class MembershipEngine:
 
     def stop(self, now):
         """Stop at ``now``: return the goodbye packet (send it once, like a
-        heartbeat), or None when not running. Every member still present is
+        heartbeat), or None when not running or listen-only. Every member still present is
         removed with reason "stopped" (see ``events()``), so a listener's view
         ends empty and a restart starts from nothing: no member is ever
         "added" twice in a row."""
@@ -173,7 +175,7 @@ class MembershipEngine:
         self._probes = {}
         self._counts["removed." + STOPPED] += len(remaining)
         self._events.extend(MemberEvent(REMOVED, member, STOPPED) for member in remaining)
-        return self._make_packet(L.SHUTDOWN_COMMAND)
+        return self._make_packet(L.SHUTDOWN_COMMAND) if self._sends else None
 
     def _discard_read_ahead(self):
         """Datagrams pump read before the stop but has not handled (the
@@ -190,7 +192,9 @@ class MembershipEngine:
     def next_deadline(self):
         """When the driver must call ``on_timer``/``outgoing`` next at the
         latest (monotonic seconds), or None when stopped. The driver sleeps
-        until then unless the receive socket becomes readable."""
+        until then unless the receive socket becomes readable. ``math.inf``:
+        nothing is due until a report (dns_members with its lookup in flight
+        sends no heartbeats and has no table to expire)."""
         if not self._running:
             return None
         if self.config.heartbeats:
@@ -249,7 +253,7 @@ class MembershipEngine:
         changed packet at once), or None. Call ``packet.send(fd)`` and pass
         its result to ``on_send_result``. After a stall it is one late beat,
         then the grid again: never a burst of missed beats. A change does not
-        move the grid."""
+        move the grid. Listen-only: always None."""
         if not self._running or not self.config.heartbeats:
             return None
         self._now = now
@@ -261,7 +265,7 @@ class MembershipEngine:
             # The next grid point after now (at least the one after this beat).
             self._beat = max(self._beat + 1,
                              math.floor((now - self._origin) / self._period) + 1)
-        return self._packet
+        return self._packet if self._sends else None
 
     def on_send_result(self, result, now):
         """``result`` of ``packet.send``: bytes sent, or -errno. A failure is
@@ -343,6 +347,15 @@ class MembershipEngine:
         self.table.set_keys(self.config.auth_mode, self.config.key_ring)
         if self._packet is not None:
             self._sign(self._packet)
+
+    def sockets(self):
+        """The sockets the driver opens, by role: RECEIVE and SEND for
+        multicast (listen-only: RECEIVE alone), UNICAST for peers."""
+        cfg = self.config
+        roles = ([RECEIVE, SEND] if self._sends else [RECEIVE]) if cfg.multicast else []
+        if cfg.unicast and cfg.heartbeats:
+            roles.append(UNICAST)
+        return roles
 
     # -- receiving ---------------------------------------------------------------------
     def reading(self, now):
@@ -469,17 +482,16 @@ class MembershipEngine:
 
     def _list_members(self, now):
         """dns_members: the members are the DNS answer's addresses (Tomcat's
-        cloud membership: unique id the MD5 of the address text, the port our
-        own member port, alive time -1)."""
+        cloud membership: unique id the MD5 of the address as Java writes it,
+        the port our own member port, alive time -1)."""
         listed = {address for address, _ in self._peers.peers}
         for address in [a for a in self._listed if a not in listed]:
             member = self._listed.pop(address)
             self._counts["removed." + UNLISTED] += 1
             self._events.append(MemberEvent(REMOVED, member, UNLISTED))
         for address in sorted(listed - self._listed.keys()):
-            text = str(ipaddress.ip_address(address))
-            member = Member(address, self.config.member_port,
-                            hashlib.md5(text.encode("ascii")).digest(), alive_ms=-1)
+            member = Member(address, self.config.member_port, cloud_unique_id(address),
+                            alive_ms=-1)
             self._listed[address] = member
             self._events.append(MemberEvent(ADDED, member))
 

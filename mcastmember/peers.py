@@ -10,7 +10,9 @@ the set that sends nothing is not a member, and a member whose address left
 DNS stays while it heartbeats.
 """
 
+import hashlib
 import ipaddress
+import struct
 
 from .errors import ConfigurationError
 
@@ -128,6 +130,18 @@ def packed(host):
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
         address = address.ipv4_mapped
     return address.packed
+
+
+def cloud_unique_id(address):
+    """Tomcat's cloud membership's unique id for the member at ``address``
+    (its 4 or 16 raw bytes): the MD5 of the address as Java writes it
+    (InetAddress.getHostAddress(): IPv6 as all eight groups in hex, never
+    "::", so fd00:250::2 is "fd00:250:0:0:0:0:0:2")."""
+    if len(address) == 4:
+        text = ".".join(str(part) for part in address)
+    else:
+        text = ":".join(f"{group:x}" for group in struct.unpack("!8H", address))
+    return hashlib.md5(text.encode("ascii")).digest()
 
 
 class PeerSet:

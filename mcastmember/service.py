@@ -125,8 +125,11 @@ class McastService(MembershipFront):
         self._io = threading.Thread(target=self._io_loop, name="mcastmember-io", daemon=True)
         self._dispatcher.start()
         self._io.start()
-        log.info("joined %s as %s:%d", cfg.describe(), cfg.local_member().address,
-                 cfg.member_port)
+        if cfg.listen_only:
+            log.info("listening to %s (listen-only: nothing sent)", cfg.describe())
+        else:
+            log.info("joined %s as %s:%d", cfg.describe(), cfg.local_member().address,
+                     cfg.member_port)
 
     def stop(self):
         """Send the shutdown packet, stop the threads and close the sockets.
@@ -292,7 +295,14 @@ class McastService(MembershipFront):
                     for fd in set(fds) - watched:
                         poller.register(fd, select.POLLIN)
                     watched = set(fds)
-                    timeout = 0 if more else max(0, math.ceil((deadline - now) * 1000))
+                    if more:
+                        timeout = 0
+                    elif deadline == math.inf:
+                        # Nothing due until a report (dns_members, its lookup in
+                        # flight): the lookup thread wakes us with the answer.
+                        timeout = -1
+                    else:
+                        timeout = max(0, math.ceil((deadline - now) * 1000))
                     ready = poller.poll(timeout)
                     if self._stopping:
                         break

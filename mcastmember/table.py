@@ -25,10 +25,10 @@ _NO_EVENTS = ()
 TABLE_COUNTERS = (
     ("received", "fast_path", "slow_path", "members", "added", "updated", "refreshed_slow",
      "refused", "refused_unlisted", "local", "filtered", "shutdown_unknown", "suspected",
-     "suspects_heard", "pauses", "channel_frames")
+     "suspects_heard", "pauses", "channel_frames", "doctor_probes")
     + tuple("removed." + reason for reason in (SHUTDOWN, EXPIRED, FILTERED))
     + tuple("malformed." + reason for verdict, reason in L.REASONS.items()
-            if verdict not in (L.OK, L.CHANNEL_FRAME))
+            if verdict not in (L.OK, L.CHANNEL_FRAME, L.DOCTOR_PROBE))
     + tuple("auth." + reason for verdict, reason in L.AUTH_REASONS.items()
             if verdict != L.AUTH_OK))
 # A first packet from a sender is believed only when its sequence (the
@@ -302,6 +302,8 @@ class Membership:
     def _drop_counter(verdict):
         if verdict == L.CHANNEL_FRAME:
             return "channel_frames"
+        if verdict == L.DOCTOR_PROBE:
+            return "doctor_probes"
         return "malformed." + L.REASONS[verdict]
 
     def _add(self, member, buf, n, now, sequence=0):

@@ -145,7 +145,7 @@ def test_help_shows_every_setting_with_its_default_on_both_fronts():
     config = {name: p.default for name, p in inspect.signature(ServiceConfig).parameters.items()
               if p.kind is inspect.Parameter.KEYWORD_ONLY}
     assert set(typing.get_type_hints(Settings)) == set(config)      # one list of names
-    assert len(config) == 33
+    assert len(config) == 34
     for front in (McastService, AsyncMembership):
         params = inspect.signature(front).parameters
         assert list(params)[:3] == ["address", "port", "event_queue_size"]

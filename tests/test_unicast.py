@@ -3,6 +3,8 @@ all see all without multicast, a goodbye reaches every peer, a stranger is
 refused, and one node hears multicast and unicast members at once."""
 
 import socket
+import threading
+import time
 
 import pytest
 
@@ -77,3 +79,69 @@ def test_keyed_unicast_members_are_authenticated_and_an_unkeyed_peer_is_dropped(
     b.stop()
     a.events.wait_for(lambda e: e.kind == "removed" and e.reason == "shutdown")
     assert a.events.kinds(4002) == [("added", None), ("removed", "shutdown")]
+
+
+class SlowDns:
+    """A DNS server on loopback that holds its first answer back ``delay``
+    seconds, so that a lookup stays in flight: ``name`` has the A record
+    ``address`` (and no AAAA)."""
+
+    def __init__(self, name, address, delay):
+        import dns.message
+        import dns.rrset
+        self._message, self._rrset = dns.message, dns.rrset
+        self.name, self.address, self.delay = name, address, delay
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.server = f"127.0.0.1:{self.sock.getsockname()[1]}"
+        self.asked = threading.Event()
+        self.answered = threading.Event()
+        self._closing = threading.Event()
+        # A short receive timeout lets close() stop the thread before the
+        # socket goes: a thread still reading a closed socket's number would
+        # read the next socket given that number (the next test's).
+        self.sock.settimeout(0.05)
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self):
+        while not self._closing.is_set():
+            try:
+                data, source = self.sock.recvfrom(4096)
+            except socket.timeout:
+                continue
+            query = self._message.from_wire(data)
+            if not self.asked.is_set():
+                self.asked.set()
+                time.sleep(self.delay)
+            reply = self._message.make_response(query)
+            question = query.question[0]
+            if question.rdtype == 1:        # A
+                reply.answer.append(self._rrset.from_text(question.name, 0, "IN", "A",
+                                                          self.address))
+            self.sock.sendto(reply.to_wire(), source)
+            self.answered.set()
+
+    def close(self):
+        self._closing.set()
+        self._thread.join(5)
+        self.sock.close()
+
+
+def test_dns_members_wait_calmly_while_a_lookup_is_in_flight(cluster):
+    # With dns_members nothing else is due while the answer is awaited: the
+    # threaded front's loop once crashed on the infinite deadline, again and
+    # again until the answer came (internal_errors, "membership driver failed").
+    pytest.importorskip("dns.message", reason="dnspython is not installed")
+    server = SlowDns("members.test", "127.0.0.2", delay=0.5)
+    try:
+        node = cluster("127.0.0.1", 4001, dns="members.test", dns_members=True,
+                       dns_servers=[server.server])
+        assert server.asked.wait(5)
+        assert server.answered.wait(5)
+        wait_until(lambda: [(m.host, m.port) for m in node.members()] == [
+            (b"\x7f\x00\x00\x02", 4001)])
+        stats = node.stats()
+        assert (stats["internal_errors"], stats["lookups_answered"]) == (0, 1)
+    finally:
+        server.close()
