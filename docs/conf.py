@@ -31,6 +31,9 @@ autodoc_default_options = {"members": True}
 maximum_signature_line_length = 88
 
 html_theme = "alabaster"
+# Wide enough for the code (lines of up to 99 characters) and the tables.
+html_theme_options = {"page_width": "1240px", "sidebar_width": "220px",
+                      "code_font_size": "0.8em"}
 html_title = f"mcastmember {release}"
 html_static_path = []
 # The pages' sources are mostly include directives: nothing to read there.
