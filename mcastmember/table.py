@@ -403,7 +403,7 @@ class Membership:
 
     def sweep(self, now):
         """``expire(now)`` for drivers that call it periodically (the threaded
-        and asyncio fronts, every 50 ms). A gap of more than half the drop
+        and asyncio fronts do not). A gap of more than half the drop
         time since the previous sweep means this process was frozen (SIGSTOP,
         a suspended VM, a starved thread), so what looks like silence from the
         peers is our own deafness: they get one drop time from now to be heard
