@@ -25,6 +25,15 @@ IMPLEMENTATIONS = [pytest.param(_fast_py, id="python"),
                                                          reason="compiled extension not built"))]
 
 
+def pytest_collection_modifyitems(items):
+    # Marked so that a second pass with the other default implementation
+    # (CI's pure-Python pass) can leave out what it would only repeat:
+    # -m "not both_codecs" (see .ci/run).
+    for item in items:
+        if "codec" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.both_codecs)
+
+
 @pytest.fixture(params=IMPLEMENTATIONS)
 def codec(request):
     """Each codec test runs against the pure-Python twin and the compiled module."""
