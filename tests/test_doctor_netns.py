@@ -261,3 +261,50 @@ def test_ipv6_on_a_link_scoped_group_lists_the_member_with_its_address():
     [seen] = report["members"]
     assert (seen["host"], seen["source"], seen["port"]) == ("fd00:250::1", "fd00:250::1", 4000)
     assert 95 <= seen["period_ms"] <= 105
+
+
+@pytest.fixture(scope="module")
+def dc2():
+    """The same three hosts as ``lan``, for the cases below (their own names)."""
+    with Lan(3, bridges=[[0, 1], [0], [1]], prefix="dc2") as network:
+        yield network
+
+
+def apply_fix(lan, index, fix):
+    """Run the command a check's fix names, in host ``index``."""
+    subprocess.run(["ip", "netns", "exec", lan.hosts[index], *shlex.split(fix)], check=True,
+                   capture_output=True, timeout=30)
+
+
+def test_strict_rp_filter_off_the_default_route_warns_and_its_fix_lets_heartbeats_in(dc2):
+    # Host 2 sends from an address of another subnet; host 0's default route
+    # is through eth0, so strict filtering on eth1 drops what comes from it.
+    ip(dc2, 2, "addr", "add", "10.99.0.3/24", "dev", "eth0")
+    ip(dc2, 0, "route", "add", "default", "dev", "eth0")
+    dc2.sysctl(0, "net.ipv4.conf.eth1.rp_filter=1")
+    member = JsonProcess(dc2, 2, demo_command() + [
+        "join", GROUP, "--interface", "10.99.0.3", "--frequency", "100", "--json"])
+    try:
+        code, report = doctor(dc2, 0, "--interface", "eth1", "--wait", "1")
+        assert code == 0
+        check = by_name(report)["rp_filter"]
+        assert check == {
+            "name": "rp_filter", "status": "warn",
+            "detail": "strict reverse-path filtering on eth1, and the default route is not "
+                      "there: heartbeats from outside eth1's subnets are dropped",
+            "fix": "sysctl -w net.ipv4.conf.eth1.rp_filter=2"}
+        assert report["members"] == []             # true: the kernel dropped them
+        apply_fix(dc2, 0, check["fix"])
+        code, report = doctor(dc2, 0, "--interface", "eth1", "--wait", "1")
+    finally:
+        member.stop()
+        dc2.sysctl(0, "net.ipv4.conf.eth1.rp_filter=0")
+        ip(dc2, 0, "route", "del", "default")
+        ip(dc2, 2, "addr", "del", "10.99.0.3/24", "dev", "eth0")
+    assert code == 0
+    assert by_name(report)["rp_filter"] == {
+        "name": "rp_filter", "status": "pass",
+        "detail": "rp_filter eth1 2: it drops no heartbeat that can reach this host",
+        "fix": None}
+    [seen] = report["members"]
+    assert (seen["host"], seen["source"]) == ("10.99.0.3", "10.99.0.3")
