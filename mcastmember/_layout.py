@@ -69,10 +69,14 @@ CHANNEL_FRAME_TAG = b"FLT2002"
 #   30      16     U only: what the sender heard from the receiver so far, four
 #                  uint32: multicast probes heard and their sequence span,
 #                  unicast probes heard and their span
+#   30      24*N   M only: the same for each doctor it heard, by that doctor's id
+#                  (8 bytes, then the four uint32): a host whose unicast is
+#                  dropped one way still learns what its own probes did
 DOCTOR_PROBE_TAG = b"MCDOCTOR"
 DOCTOR_PROBE_VERSION = 1
 DOCTOR_PROBE_HEAD = "!8sBc8sIq"
 DOCTOR_PROBE_REPORT = "!IIII"
+DOCTOR_PROBE_ENTRY = "!8sIIII"
 
 # Tomcat caps member packets at 65535 (McastServiceImpl.MAX_PACKET_SIZE);
 # IPv4 cannot carry a UDP datagram larger than 65507 bytes.

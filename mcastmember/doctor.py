@@ -48,6 +48,7 @@ SUGGESTED_PERIODS = 6         # the drop time we suggest (Tomcat's 3000 ms for 5
 DEFAULT_GROUP = {4: "228.0.0.4", 6: "ff05::4"}
 _HEAD = struct.Struct(L.DOCTOR_PROBE_HEAD)
 _REPORT = struct.Struct(L.DOCTOR_PROBE_REPORT)
+_ENTRY = struct.Struct(L.DOCTOR_PROBE_ENTRY)
 _ROUTE_PREFIX = {4: "224.0.0.0/4", 6: "ff00::/8"}
 
 
@@ -285,21 +286,35 @@ def rp_filter(card):
 
 # -- probes -------------------------------------------------------------------------
 def probe(kind, sender, sequence, sent_ns, report=None):
-    """A probe datagram (see _layout.DOCTOR_PROBE_TAG)."""
+    """A probe datagram (see _layout.DOCTOR_PROBE_TAG). ``report``: for a U
+    probe, the four counts of what we heard from its receiver; for an M
+    probe, ``{doctor id: four counts}`` of every doctor heard."""
     data = _HEAD.pack(L.DOCTOR_PROBE_TAG, L.DOCTOR_PROBE_VERSION, kind, sender, sequence,
                       sent_ns)
-    return data + (_REPORT.pack(*report) if report is not None else b"")
+    if report is None:
+        return data
+    if kind == b"M":
+        return data + b"".join(_ENTRY.pack(ident, *counts) for ident, counts in report.items())
+    return data + _REPORT.pack(*report)
 
 
-def parse_probe(data):
-    """(kind, sender, sequence, sent_ns, report or None) of a probe, or None."""
+def parse_probe(data, me=None):
+    """(kind, sender, sequence, sent_ns, report or None) of a probe, or None;
+    the report is what its sender heard from the doctor whose id is ``me``
+    (a U probe's own, or ``me``'s entry of an M probe)."""
     if len(data) < _HEAD.size or not data.startswith(L.DOCTOR_PROBE_TAG):
         return None
     _, version, kind, sender, sequence, sent_ns = _HEAD.unpack_from(data)
     if version != L.DOCTOR_PROBE_VERSION:
         return None
-    report = _REPORT.unpack_from(data, _HEAD.size) if len(data) >= _HEAD.size + \
-        _REPORT.size else None
+    report = None
+    if kind == b"M":
+        for offset in range(_HEAD.size, len(data) - _ENTRY.size + 1, _ENTRY.size):
+            ident, *counts = _ENTRY.unpack_from(data, offset)
+            if ident == me:
+                report = tuple(counts)
+    elif len(data) >= _HEAD.size + _REPORT.size:
+        report = _REPORT.unpack_from(data, _HEAD.size)
     return kind, sender, sequence, sent_ns, report
 
 
@@ -745,7 +760,7 @@ class Doctor:
         peers = self._peer_addresses() if self.pair else []
         for peer in peers:
             self.peers[peer] = {"m_in": set(), "u_in": set(), "rtt": [], "report": None,
-                                "ident": None}
+                                "report_at": -1, "ident": None}
         sequence, next_probe = 0, time.monotonic()
         deadline = time.monotonic() + self.wait
         while True:
@@ -758,7 +773,7 @@ class Doctor:
                 next_probe += PAIR_INTERVAL_S
             wake = min(deadline, next_probe) if peers else deadline
             for data, source, sock in _receive(sockets, max(0.0, min(wake - now, 0.05))):
-                got = parse_probe(data)
+                got = parse_probe(data, self.ident)
                 if got is None:
                     self._heard_datagram(data, source)
                 elif peers and got[1] != self.ident:
@@ -785,16 +800,20 @@ class Doctor:
 
     def _send_pair_probes(self, sequence, senders, unicast):
         now = time.monotonic_ns()
+        reports = {peer: (len(state["m_in"]), _span(state["m_in"]), len(state["u_in"]),
+                          _span(state["u_in"])) for peer, state in self.peers.items()}
+        # By multicast too, to the doctors heard: the way back from a peer
+        # whose unicast to us is dropped, so that it knows what we heard.
+        heard = {self.peers[peer]["ident"]: counts for peer, counts in reports.items()
+                 if self.peers[peer]["ident"] is not None}
         for sock in senders:
             try:
-                sock.send(probe(b"M", self.ident, sequence, now))
+                sock.send(probe(b"M", self.ident, sequence, now, heard))
             except OSError:
                 pass                     # counted as loss by the other side
         if unicast is None:
             return
-        for peer, state in self.peers.items():
-            report = (len(state["m_in"]), _span(state["m_in"]), len(state["u_in"]),
-                      _span(state["u_in"]))
+        for peer, report in reports.items():
             try:
                 unicast.sendto(probe(b"U", self.ident, sequence, now, report),
                                (peer, self.port))
@@ -809,12 +828,13 @@ class Doctor:
         if state is None:
             return
         state["ident"] = sender
+        # The newest report wins (an M and a U probe of one round carry the same).
+        if report is not None and kind in (b"M", b"U") and sequence >= state["report_at"]:
+            state["report"], state["report_at"] = report, sequence
         if kind == b"M" and not by_unicast:
             state["m_in"].add(sequence)
         elif kind == b"U" and by_unicast:
             state["u_in"].add(sequence)
-            if report is not None:
-                state["report"] = report
             try:
                 unicast.sendto(probe(b"R", self.ident, sequence, sent_ns), source)
             except OSError:
@@ -864,14 +884,16 @@ class Doctor:
                 f"{self._join_command()} (and the same, naming the others, on every host)")
         elif m_in is not None and (m_in >= 1.0) != (m_out is not None and m_out >= 1.0):
             way = f"from {peer} to this host" if m_in >= 1.0 else f"from this host to {peer}"
+            receiver = "this host" if m_in >= 1.0 else peer
             add("pair", FAIL, f"{peer}: multicast is lost {way} only",
-                f"look at the receiving host's input firewall and at IGMP snooping on the "
-                f"switches between them for {self.config.address}")
+                f"look at the input firewall of {receiver} and at IGMP snooping on the "
+                f"switches between the hosts for {self.config.address}")
         elif unicast_in != unicast_out:
+            sender, receiver = (peer, "this host") if not unicast_in else (self._me(), peer)
             way = f"from {peer} to this host" if not unicast_in else \
                 f"from this host to {peer}"
             add("pair", FAIL, f"{peer}: unicast is lost {way} only",
-                f"allow UDP port {port} in on the receiving host's firewall")
+                f"allow UDP port {port} in from {sender} on the firewall of {receiver}")
         else:
             losses = [v for v in (m_in, m_out, u_in, u_out) if v is not None]
             if max(losses) > LOSSY:

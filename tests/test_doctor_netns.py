@@ -308,3 +308,43 @@ def test_strict_rp_filter_off_the_default_route_warns_and_its_fix_lets_heartbeat
         "fix": None}
     [seen] = report["members"]
     assert (seen["host"], seen["source"]) == ("10.99.0.3", "10.99.0.3")
+
+
+@needs_nft
+def test_pair_tells_loss_in_one_direction_only_and_passes_once_the_rule_is_gone(dc2):
+    a, b = "10.250.0.1", "10.250.0.2"
+    # Host 1 (b) drops the group's multicast from a: a hears b's, b none of a's.
+    with nft(dc2, {1: [f"ip saddr {a} ip daddr {GROUP} drop"]}):
+        results = doctors(dc2, pair_runs("1"))
+    fix = ("look at the input firewall of {} and at IGMP snooping on the switches between "
+           "the hosts for 228.0.0.4")
+    assert [(code, by_name(report)["pair"]) for code, report in results.values()] == [
+        (1, {"name": "pair", "status": "fail",
+             "detail": f"{b}: multicast is lost from this host to {b} only",
+             "fix": fix.format(b)}),
+        (1, {"name": "pair", "status": "fail",
+             "detail": f"{a}: multicast is lost from {a} to this host only",
+             "fix": fix.format("this host")})]
+    assert [(p["multicast_loss"], p["multicast_loss_out"], p["unicast_loss"],
+             p["unicast_loss_out"]) for _, report in results.values()
+            for p in report["pairs"]] == [(0.0, 1.0, 0.0, 0.0), (1.0, 0.0, 0.0, 0.0)]
+    # Host 1 drops unicast from a: its probes, its answers and its reports.
+    with nft(dc2, {1: [f"ip saddr {a} ip daddr {b} udp dport {PORT} drop"]}):
+        results = doctors(dc2, pair_runs("1"))
+    fix = "allow UDP port 45564 in from {} on the firewall of {}"
+    assert [(code, by_name(report)["pair"]) for code, report in results.values()] == [
+        (1, {"name": "pair", "status": "fail",
+             "detail": f"{b}: unicast is lost from this host to {b} only",
+             "fix": fix.format(a, b)}),
+        (1, {"name": "pair", "status": "fail",
+             "detail": f"{a}: unicast is lost from {a} to this host only",
+             "fix": fix.format(a, "this host")})]
+    assert [(p["multicast_loss"], p["multicast_loss_out"], p["unicast_loss"],
+             p["unicast_loss_out"]) for _, report in results.values()
+            for p in report["pairs"]] == [(0.0, 0.0, 0.0, 1.0), (0.0, 0.0, 1.0, 0.0)]
+    # The fix: without the rule, both ways pass.
+    results = doctors(dc2, pair_runs("1"))
+    for index, (code, report) in results.items():
+        assert code == 0
+        assert by_name(report)["pair"]["detail"].startswith(
+            f"{(b, a)[index]}: multicast and unicast pass both ways, rtt ")
