@@ -1039,7 +1039,7 @@ class Doctor:
         by_address, by_id = {}, {}
         for m in members:
             by_address.setdefault((m["host"], m["port"]), set()).add(m["unique_id"])
-            by_id.setdefault(m["unique_id"], set()).add(m["source"])
+            by_id.setdefault(m["unique_id"], {})[m["source"]] = m["host"]
         for (host, port), ids in by_address.items():
             if len(ids) > 1:
                 problems.append(f"{len(ids)} members advertise {_hostport(host, port)}")
@@ -1047,14 +1047,16 @@ class Doctor:
                              "Receiver's port)")
         for uid, sources in by_id.items():
             if len(sources) > 1:
+                host = next(iter(sources.values()))
                 problems.append(f"unique id {uid[:12]} comes from {', '.join(sorted(sources))}")
-                fixes.append("that node sends on two cards or its traffic is mirrored: give it "
-                             "one --interface")
+                fixes.append(f"that node sends on two cards or its traffic is mirrored: give it "
+                             f"one --interface, the card of {host} (the address it advertises)")
         for m in members:
-            if m["host"] != m["source"]:
+            # Heard from its own address too: the two cards above, not NAT.
+            if m["host"] != m["source"] and m["host"] not in by_id[m["unique_id"]]:
                 problems.append(f"{_hostport(m['host'], m['port'])} sends from {m['source']}")
-                fixes.append(f"on that node, --interface {m['source']} (or --host), unless NAT "
-                             f"rewrites its address")
+                fixes.append(f"on that node, --interface {m['source']} or --host "
+                             f"{m['source']}, unless NAT rewrites its address")
         if problems:
             self.report.add("identity", WARN, "; ".join(problems),
                             "; ".join(dict.fromkeys(fixes)))

@@ -3,10 +3,13 @@ it gives for what can be broken here, and its probes, which neither an
 mcastmember member nor Tomcat takes for anything. The cases that need a
 network of their own are in test_doctor_netns.py."""
 
+import contextlib
 import json
 import logging
 import os
+import re
 import socket
+import threading
 
 import pytest
 
@@ -16,7 +19,7 @@ from mcastmember.doctor import estimate
 from mcastmember.interfaces import list_interfaces
 
 from fronts import Events
-from support import GROUP, LOOPBACK
+from support import GROUP, LOOPBACK, heartbeat, loopback_sender
 from tribes import TribesNode
 
 CHECKS = ["interface", "route", "group", "port", "rp_filter", "loop", "joined", "heard",
@@ -244,6 +247,74 @@ def test_members_sharing_an_address_are_an_identity_warning(group_port, capsys):
     assert by_name(report)["identity"] == {
         "name": "identity", "status": "warn", "detail": "2 members advertise 127.0.0.1:4000",
         "fix": "give each node on a host its own --member-port (Tomcat: the Receiver's port)"}
+
+
+@contextlib.contextmanager
+def beating(group_port, sources, uid=bytes(range(16)), host="127.0.0.2", period_s=0.05):
+    """Heartbeats of one member (``uid``, advertising ``host``:4001) sent to the
+    group from each address of ``sources`` (on loopback) while the block runs."""
+    senders = []
+    for source in sources:
+        sender = loopback_sender()
+        sender.bind((source, 0))
+        senders.append(sender)
+    stop = threading.Event()
+
+    def beat():
+        alive = 1
+        while not stop.wait(period_s):
+            for sender in senders:
+                sender.sendto(heartbeat(uid=uid, alive=alive, host=socket.inet_aton(host)),
+                              (GROUP, group_port))
+            alive += round(period_s * 1000)
+
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        for sender in senders:
+            sender.close()
+
+
+def test_one_unique_id_from_two_addresses_is_an_identity_warning(group_port, capsys):
+    with beating(group_port, ["127.0.0.2", "127.0.0.3"]):
+        code, report = doctor(capsys, *loopback(group_port, "--wait", "0.3"))
+    assert code == 0
+    assert sorted((m["host"], m["port"], m["source"]) for m in report["members"]) == [
+        ("127.0.0.2", 4001, "127.0.0.2"), ("127.0.0.2", 4001, "127.0.0.3")]
+    assert by_name(report)["identity"] == {
+        "name": "identity", "status": "warn",
+        "detail": "unique id 000102030405 comes from 127.0.0.2, 127.0.0.3",
+        "fix": "that node sends on two cards or its traffic is mirrored: give it one "
+               "--interface, the card of 127.0.0.2 (the address it advertises)"}
+    # The fix: the node sends on one card only.
+    with beating(group_port, ["127.0.0.2"]):
+        code, report = doctor(capsys, *loopback(group_port, "--wait", "0.3"))
+    assert by_name(report)["identity"]["status"] == "pass" and len(report["members"]) == 1
+
+
+def test_a_member_advertising_another_host_than_it_sends_from_warns(group_port, capsys):
+    with member(group_port, host="10.9.8.7"):
+        code, report = doctor(capsys, *loopback(group_port, "--wait", "0.4"))
+    assert code == 0
+    [seen] = report["members"]
+    assert (seen["host"], seen["source"]) == ("10.9.8.7", "127.0.0.1")
+    check = by_name(report)["identity"]
+    assert check == {
+        "name": "identity", "status": "warn", "detail": "10.9.8.7:4000 sends from 127.0.0.1",
+        "fix": "on that node, --interface 127.0.0.1 or --host 127.0.0.1, unless NAT rewrites "
+               "its address"}
+    # The fix, applied to the member: --host as the fix says.
+    host = re.search(r"--host (\S+),", check["fix"]).group(1)
+    with member(group_port, host=host):
+        code, report = doctor(capsys, *loopback(group_port, "--wait", "0.4"))
+    assert by_name(report)["identity"] == {
+        "name": "identity", "status": "pass",
+        "detail": "every member has its own address and id, and sends from the host it "
+                  "advertises", "fix": None}
 
 
 def test_tomcat_is_listed_with_its_period_and_ignores_the_probes(classpath, group_port, capsys):
