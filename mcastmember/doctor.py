@@ -393,7 +393,7 @@ class Doctor:
         self.chosen = []              # the interfaces.Choice of each card given
         self.via = None               # the card the kernel routes the group through
         self.ident = os.urandom(8)
-        self.heard = {}               # (uid, host, port, source) -> [member, [(t, alive)]]
+        self.heard = {}               # (uid, host, port, source) -> [member, {way: [(t, alive)]}]
         self.peers = {}               # peer address text -> its probe counters
         self._validate()
 
@@ -775,7 +775,8 @@ class Doctor:
             for data, source, sock in _receive(sockets, max(0.0, min(wake - now, 0.05))):
                 got = parse_probe(data, self.ident)
                 if got is None:
-                    self._heard_datagram(data, source)
+                    self._heard_datagram(data, source,
+                                         "unicast" if sock is unicast else "multicast")
                 elif peers and got[1] != self.ident:
                     self._on_probe(got, source, sock is unicast, unicast)
 
@@ -927,27 +928,32 @@ class Doctor:
         return command
 
     # members ------------------------------------------------------------------------
-    def _heard_datagram(self, data, source):
+    def _heard_datagram(self, data, source, way="multicast"):
         try:
             member = decode(data)
         except MalformedPacket:
             return                     # a channel frame, or not Tribes at all
         source = _unscoped(source[0])
         key = (member.unique_id, member.host, member.port, source)
-        entry = self.heard.setdefault(key, [member, []])
+        entry = self.heard.setdefault(key, [member, {}])
         if member.is_shutdown:
             return                     # leaving: its alive time says nothing
         entry[0] = member
-        entry[1].append((time.monotonic(), member.alive_ms))
+        entry[1].setdefault(way, []).append((time.monotonic(), member.alive_ms))
 
     def _judge_members(self):
-        for (_, _, _, source), (member, samples) in self.heard.items():
-            period, loss = estimate(samples)
+        for (_, _, _, source), (member, ways) in self.heard.items():
+            # Each way apart: a member stamps its multicast and its unicast
+            # copy of one beat each with its own alive time, often a
+            # millisecond apart. The way heard better is the member's loss.
+            measures = [m for m in map(estimate, ways.values()) if m[0] is not None]
+            period, loss = min(measures, key=lambda m: m[1], default=(None, None))
             self.report.members.append({
                 "host": member.address, "port": member.port,
                 "unique_id": member.unique_id.hex(),
                 "domain": member.domain.decode("iso-8859-1"), "domain_hex": member.domain.hex(),
-                "period_ms": period, "loss": loss, "heard": len(samples), "source": source})
+                "period_ms": period, "loss": loss,
+                "heard": sum(len(samples) for samples in ways.values()), "source": source})
         members, add = self.report.members, self.report.add
         where = self.config.describe()
         if members:

@@ -250,9 +250,12 @@ def test_members_sharing_an_address_are_an_identity_warning(group_port, capsys):
 
 
 @contextlib.contextmanager
-def beating(group_port, sources, uid=bytes(range(16)), host="127.0.0.2", period_s=0.05):
+def beating(group_port, sources, uid=bytes(range(16)), host="127.0.0.2", period_s=0.05,
+            unicast_to=None):
     """Heartbeats of one member (``uid``, advertising ``host``:4001) sent to the
-    group from each address of ``sources`` (on loopback) while the block runs."""
+    group from each address of ``sources`` (on loopback) while the block runs;
+    with ``unicast_to``, each also to that address, its alive time a
+    millisecond later (as a member's second copy often is)."""
     senders = []
     for source in sources:
         sender = loopback_sender()
@@ -266,6 +269,10 @@ def beating(group_port, sources, uid=bytes(range(16)), host="127.0.0.2", period_
             for sender in senders:
                 sender.sendto(heartbeat(uid=uid, alive=alive, host=socket.inet_aton(host)),
                               (GROUP, group_port))
+                if unicast_to:
+                    sender.sendto(heartbeat(uid=uid, alive=alive + 1,
+                                            host=socket.inet_aton(host)),
+                                  (unicast_to, group_port))
             alive += round(period_s * 1000)
 
     thread = threading.Thread(target=beat, daemon=True)
@@ -294,6 +301,18 @@ def test_one_unique_id_from_two_addresses_is_an_identity_warning(group_port, cap
     with beating(group_port, ["127.0.0.2"]):
         code, report = doctor(capsys, *loopback(group_port, "--wait", "0.3"))
     assert by_name(report)["identity"]["status"] == "pass" and len(report["members"]) == 1
+
+
+def test_a_member_heard_by_multicast_and_by_unicast_is_measured_once(group_port, capsys):
+    # Each beat twice, the unicast copy stamped a millisecond later: still one
+    # beat (not two 1 ms apart), so no period of a millisecond and no loss.
+    with beating(group_port, ["127.0.0.2"], unicast_to="127.0.0.1"):
+        code, report = doctor(capsys, *loopback(group_port, "--wait", "0.5", "--peers",
+                                                "127.0.0.2"))
+    assert code == 0
+    [seen] = report["members"]
+    assert 45 <= seen["period_ms"] <= 55 and seen["loss"] == 0.0, seen
+    assert by_name(report)["loss"]["status"] == "pass"
 
 
 def test_a_member_advertising_another_host_than_it_sends_from_warns(group_port, capsys):
