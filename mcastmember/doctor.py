@@ -395,6 +395,7 @@ class Doctor:
         self.ident = os.urandom(8)
         self.heard = {}               # (uid, host, port, source) -> [member, {way: [(t, alive)]}]
         self.peers = {}               # peer address text -> its probe counters
+        self.unresolved = []          # why each peer name gave no address
         self._validate()
 
     # settings ----------------------------------------------------------------------
@@ -792,9 +793,7 @@ class Doctor:
                 peer_set.on_answer(lookup, dns.lookup(lookup, resolver), time.monotonic())
             except dns.DnsFailure as failure:
                 peer_set.on_failure(lookup, failure.reason, time.monotonic())
-                self.report.add("pair", WARN, f"{lookup.name} does not resolve "
-                                              f"({failure.reason})",
-                                "give the peers' addresses in --peers")
+                self.unresolved.append(f"{lookup.name} does not resolve ({failure.reason})")
         own = {_unscoped(a) for card in self.cards for a in card.addresses}
         return sorted({str(ipaddress.ip_address(address)) for address, _ in peer_set.peers}
                       - own)
@@ -845,10 +844,18 @@ class Doctor:
 
     def _judge_pairs(self):
         add = self.report.add
+        unresolved = "; ".join(self.unresolved)
+        fix = "give the peers' addresses in --peers, or make their names resolve on this host"
         if not self.peers:
-            add("pair", FAIL, "no peer to probe: --peers and --dns name only this host",
-                "name the other hosts with --peers and run the doctor --pair there at once")
+            if unresolved:
+                add("pair", FAIL, f"no peer to probe: {unresolved}", fix)
+            else:
+                add("pair", FAIL, "no peer to probe: --peers and --dns name only this host",
+                    "name the other hosts with --peers and run the doctor --pair there at "
+                    "once")
             return
+        if unresolved:
+            add("pair", WARN, unresolved, fix)
         for peer, state in self.peers.items():
             m_in = sequence_loss(state["m_in"]) if self.config.multicast else None
             u_in = sequence_loss(state["u_in"])

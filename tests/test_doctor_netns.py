@@ -348,3 +348,18 @@ def test_pair_tells_loss_in_one_direction_only_and_passes_once_the_rule_is_gone(
         assert code == 0
         assert by_name(report)["pair"]["detail"].startswith(
             f"{(b, a)[index]}: multicast and unicast pass both ways, rtt ")
+
+
+def test_pair_with_a_peer_name_that_does_not_resolve_says_so(dc2):
+    # Host 1 has no route off its subnet: the name's lookup fails at once.
+    code, report = doctor(dc2, 1, "--interface", "eth0", "--pair", "--peers", "nosuch.invalid",
+                          "--wait", "0")
+    assert code == 1
+    [check] = [c for c in report["checks"] if c["name"] == "pair"]
+    reason = check["detail"].rpartition("(")[2].rstrip(")")
+    assert reason in ("timeout", "nxdomain")
+    assert check == {"name": "pair", "status": "fail",
+                     "detail": f"no peer to probe: nosuch.invalid does not resolve ({reason})",
+                     "fix": "give the peers' addresses in --peers, or make their names resolve "
+                            "on this host"}
+    assert report["pairs"] == []
