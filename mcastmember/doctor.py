@@ -493,9 +493,11 @@ class Doctor:
                 continue
             card = choice.interface
             if not card.up:
+                # Loopback is no way to other hosts: not offered for a real card.
+                others = ", ".join(self._multicast_cards(family))
                 problems.append((f"{card.name} is down",
-                                 f"ip link set dev {card.name} up (or another --interface: "
-                                 f"{usable})"))
+                                 f"ip link set dev {card.name} up" +
+                                 (f" (or another --interface: {others})" if others else "")))
             elif self.multicast and not (card.multicast or card.loopback):
                 problems.append((f"{card.name} has no MULTICAST flag: the kernel neither sends "
                                  f"nor joins groups on it",
@@ -513,6 +515,11 @@ class Doctor:
         self.report.add("interface", PASS, "; ".join(found))
         return True
 
+    def _multicast_cards(self, family):
+        """The names of the cards, loopback aside, that carry IPv``family`` multicast."""
+        return [c.name for c in self.cards if c.up and c.multicast and not c.loopback
+                and any(a.version == family for a in c.addresses)]
+
     def _choose(self, spec, family):
         if self.multicast:
             return choose(spec, family, self.cards)
@@ -524,8 +531,7 @@ class Doctor:
     def _route(self):
         add, group, family = self.report.add, str(self.group), self.family
         self.via = via = route_card(group, self.cards)
-        others = [c.name for c in self.cards if c.up and c.multicast and not c.loopback
-                  and any(a.version == family for a in c.addresses)]
+        others = self._multicast_cards(family)
         prefix = _ROUTE_PREFIX[family]
         if not self.chosen:
             if net.link_scoped(group):

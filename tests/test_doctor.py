@@ -7,7 +7,6 @@ import contextlib
 import json
 import logging
 import os
-import re
 import socket
 import threading
 
@@ -19,7 +18,7 @@ from mcastmember.doctor import estimate
 from mcastmember.interfaces import list_interfaces
 
 from fronts import Events
-from support import GROUP, LOOPBACK, heartbeat, loopback_sender
+from support import GROUP, LOOPBACK, fix_flag, heartbeat, loopback_sender
 from tribes import TribesNode
 
 CHECKS = ["interface", "route", "group", "port", "rp_filter", "loop", "joined", "heard",
@@ -100,6 +99,12 @@ def test_on_loopback_the_local_checks_and_the_loop_pass(group_port, capsys):
         "fix": "start a member, or run mcast-demo doctor --pair --peers 127.0.0.1 on another "
                "host while this one runs --pair --peers THAT_HOST; where multicast is blocked, "
                "join with --peers or --dns"}
+    # The fix: a member started, the doctor hears it.
+    with member(group_port):
+        code, report = doctor(capsys, *loopback(group_port, "--wait", "0.3"))
+    assert code == 0 and by_name(report)["heard"] == {
+        "name": "heard", "status": "pass",
+        "detail": f"1 member heard on 228.0.0.4:{group_port} in 0.3 s", "fix": None}
 
 
 def test_text_output_is_one_line_per_check_and_a_verdict(group_port, capsys):
@@ -136,6 +141,10 @@ def test_a_group_that_is_not_multicast_is_a_failing_check(group_port, capsys):
         "name": "group", "status": "fail", "detail": "10.1.2.3 is not a multicast group",
         "fix": "use a group in 224.0.0.0/4, the same on every node, such as Tomcat's default "
                "228.0.0.4"}]
+    # The fix: the group it names.
+    group = report["checks"][0]["fix"].rpartition(" ")[2]
+    code, report = doctor(capsys, group, *loopback(group_port, "--wait", "0")[1:])
+    assert code == 0 and by_name(report)["group"]["status"] == "pass"
 
 
 def test_an_ipv6_group_on_loopback_fails_the_route_check(group_port, capsys):
@@ -151,6 +160,10 @@ def test_an_ipv6_group_on_loopback_fails_the_route_check(group_port, capsys):
         "fix": f"name a card that carries IPv6 multicast with --interface "
                f"({cards or 'this host has none'}); on loopback, test with an IPv4 group "
                f"such as 228.0.0.4"}
+    # The fix on loopback: the IPv4 group it names.
+    group = by_name(report)["route"]["fix"].rpartition(" ")[2]
+    code, report = doctor(capsys, group, *loopback(group_port, "--wait", "0")[1:])
+    assert code == 0 and by_name(report)["route"]["status"] == "pass"
 
 
 @pytest.mark.parametrize("args, message", [
@@ -209,7 +222,8 @@ def test_a_member_in_another_domain_is_named_with_ours(group_port, capsys, caplo
                       "'' (empty)",
             "fix": "use one domain on every node: --domain shop here, or '' (empty) there"}
         # The fix, applied here: the member passes.
-        code, report = doctor(capsys, *loopback(group_port, "--wait", "0.3", "--domain", "shop"))
+        domain = fix_flag(by_name(report)["domain"]["fix"], "--domain")
+        code, report = doctor(capsys, *loopback(group_port, "--wait", "0.3", "--domain", domain))
         assert by_name(report)["domain"] == {
             "name": "domain", "status": "pass",
             "detail": "every member is in this host's domain 'shop'", "fix": None}
@@ -234,10 +248,22 @@ def test_a_drop_time_under_three_periods_of_a_member_warns_with_the_one_to_use(g
                       f"({seen['period_ms']:.0f} ms): members will be dropped and added again",
             "fix": "--drop-time 1200 on every node (6 periods)"}
         code, report = doctor(capsys, *args, "--drop-time", "150")
-        assert by_name(report)["drop_time"]["detail"].startswith(
-            "drop time 150 ms is under one period of 127.0.0.1:4000")
-        code, report = doctor(capsys, *args, "--drop-time", "1200")
+        check = by_name(report)["drop_time"]
+        assert check["detail"].startswith("drop time 150 ms is under one period of "
+                                          "127.0.0.1:4000")
+        # The fix: the drop time it names.
+        code, report = doctor(capsys, *args, "--drop-time", fix_flag(check["fix"], "--drop-time"))
         assert by_name(report)["drop_time"]["status"] == "pass"
+    # Nobody heard: our own frequency is the measure.
+    args = loopback(group_port, "--wait", "0", "--frequency", "500")
+    code, report = doctor(capsys, *args, "--drop-time", "1000")
+    check = by_name(report)["drop_time"]
+    assert check == {
+        "name": "drop_time", "status": "warn",
+        "detail": "drop time 1000 ms is under 3 periods of this host's own --frequency 500",
+        "fix": "--drop-time 3000 on every node (6 periods)"}
+    code, report = doctor(capsys, *args, "--drop-time", fix_flag(check["fix"], "--drop-time"))
+    assert by_name(report)["drop_time"]["status"] == "pass"
 
 
 def test_members_sharing_an_address_are_an_identity_warning(group_port, capsys):
@@ -247,6 +273,10 @@ def test_members_sharing_an_address_are_an_identity_warning(group_port, capsys):
     assert by_name(report)["identity"] == {
         "name": "identity", "status": "warn", "detail": "2 members advertise 127.0.0.1:4000",
         "fix": "give each node on a host its own --member-port (Tomcat: the Receiver's port)"}
+    # The fix: the second node on a port of its own.
+    with member(group_port), member(group_port, member_port=4001):
+        code, report = doctor(capsys, *loopback(group_port, "--wait", "0.4"))
+    assert len(report["members"]) == 2 and by_name(report)["identity"]["status"] == "pass"
 
 
 @contextlib.contextmanager
@@ -327,8 +357,7 @@ def test_a_member_advertising_another_host_than_it_sends_from_warns(group_port, 
         "fix": "on that node, --interface 127.0.0.1 or --host 127.0.0.1, unless NAT rewrites "
                "its address"}
     # The fix, applied to the member: --host as the fix says.
-    host = re.search(r"--host (\S+),", check["fix"]).group(1)
-    with member(group_port, host=host):
+    with member(group_port, host=fix_flag(check["fix"], "--host")):
         code, report = doctor(capsys, *loopback(group_port, "--wait", "0.4"))
     assert by_name(report)["identity"] == {
         "name": "identity", "status": "pass",

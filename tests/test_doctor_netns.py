@@ -17,6 +17,7 @@ import time
 import pytest
 
 from netlab import JsonProcess, Lan, count_datagrams, demo_command, event, run_in_netns
+from support import fix_command, fix_flag
 
 pytestmark = [pytest.mark.network,
               pytest.mark.skipif(Lan.available() is not None, reason=str(Lan.available()))]
@@ -28,6 +29,13 @@ needs_nft = pytest.mark.skipif(shutil.which("nft") is None,
 @pytest.fixture(scope="module")
 def lan():
     with Lan(3, bridges=[[0, 1], [0], [1]], prefix="mcd") as network:
+        yield network
+
+
+@pytest.fixture(scope="module")
+def dc2():
+    """The same three hosts as ``lan``, for the cases that change more of them."""
+    with Lan(3, bridges=[[0, 1], [0], [1]], prefix="dc2") as network:
         yield network
 
 
@@ -60,6 +68,12 @@ def ip(lan, index, *args):
                    timeout=30)
 
 
+def apply_fix(lan, index, command):
+    """Run in host ``index`` the command a check's fix names (see fix_command)."""
+    subprocess.run(["ip", "netns", "exec", lan.hosts[index], *shlex.split(command)],
+                   check=True, capture_output=True, timeout=30)
+
+
 @contextlib.contextmanager
 def route(lan, index, card):
     ip(lan, index, "route", "add", "224.0.0.0/4", "dev", card)
@@ -71,19 +85,21 @@ def route(lan, index, card):
 
 
 @contextlib.contextmanager
-def nft(lan, rules):
-    """``{host index: [rule, ...]}`` in an input chain of their own while the block runs."""
+def nft(lan, rules, table="mcd", policy="accept"):
+    """``{host index: [rule, ...]}`` in an input chain of their own (in ``table``,
+    with ``policy`` for the rest) while the block runs."""
     def load(index, script):
         subprocess.run(["ip", "netns", "exec", lan.hosts[index], "nft", "-f", "-"],
                        input=script, text=True, check=True, capture_output=True, timeout=30)
     for index, lines in rules.items():
-        load(index, "table inet mcd {\n chain input {\n  type filter hook input priority 0;"
-                    " policy accept;\n" + "".join(f"  {rule}\n" for rule in lines) + " }\n}\n")
+        load(index, f"table inet {table} {{\n chain input {{\n  type filter hook input "
+                    f"priority 0; policy {policy};\n" + "".join(f"  {rule}\n" for rule in lines)
+                    + " }\n}\n")
     try:
         yield
     finally:
         for index in rules:
-            load(index, "delete table inet mcd\n")
+            load(index, f"delete table inet {table}\n")
 
 
 def test_no_multicast_route_fails_with_the_route_command_that_fixes_it(lan):
@@ -97,8 +113,16 @@ def test_no_multicast_route_fails_with_the_route_command_that_fixes_it(lan):
          "fix": "ip route add 224.0.0.0/4 dev eth0 (this host's multicast cards: eth0), or "
                 "name the card with --interface eth0; where the network carries no "
                 "multicast, use --peers or --dns"}]
-    with route(lan, 1, "eth0"):
+    fix = report["checks"][1]["fix"]
+    # The other fix it gives: the card named.
+    code, named = doctor(lan, 1, "--interface", fix_flag(fix, "--interface"), "--wait", "0")
+    assert code == 0 and by_name(named)["loop"]["status"] == "pass"
+    # The fix: the route it names.
+    apply_fix(lan, 1, fix_command(fix, "ip route"))
+    try:
         code, report = doctor(lan, 1, "--wait", "0")
+    finally:
+        ip(lan, 1, "route", "del", "224.0.0.0/4")
     assert code == 0
     checks = by_name(report)
     assert checks["route"]["detail"] == "the kernel sends 228.0.0.4 through eth0"
@@ -109,16 +133,18 @@ def test_a_card_without_the_multicast_flag_fails_until_it_is_set(lan):
     ip(lan, 2, "link", "set", "eth0", "multicast", "off")
     try:
         code, report = doctor(lan, 2, "--interface", "eth0", "--wait", "0")
+        assert code == 1
+        assert report["checks"] == [{
+            "name": "interface", "status": "fail",
+            "detail": "eth0 has no MULTICAST flag: the kernel neither sends nor joins groups "
+                      "on it",
+            "fix": "ip link set dev eth0 multicast on, or use --peers or --dns instead of "
+                   "multicast"}]
+        apply_fix(lan, 2, fix_command(report["checks"][0]["fix"], "ip link"))
+        code, report = doctor(lan, 2, "--interface", "eth0", "--wait", "0")
+        assert code == 0 and by_name(report)["interface"]["status"] == "pass"
     finally:
-        ip(lan, 2, "link", "set", "dev", "eth0", "multicast", "on")    # the fix it gives
-    assert code == 1
-    assert report["checks"] == [{
-        "name": "interface", "status": "fail",
-        "detail": "eth0 has no MULTICAST flag: the kernel neither sends nor joins groups on it",
-        "fix": "ip link set dev eth0 multicast on, or use --peers or --dns instead of "
-               "multicast"}]
-    code, report = doctor(lan, 2, "--interface", "eth0", "--wait", "0")
-    assert code == 0 and by_name(report)["interface"]["status"] == "pass"
+        ip(lan, 2, "link", "set", "dev", "eth0", "multicast", "on")
 
 
 def test_on_two_cards_the_card_given_against_the_route(lan):
@@ -129,6 +155,11 @@ def test_on_two_cards_the_card_given_against_the_route(lan):
             "name": "route", "status": "warn",
             "detail": "the kernel sends 228.0.0.4 through eth0; this host also has eth1",
             "fix": "name the card the other members are on: --interface eth0 (or eth1)"}
+        card = fix_flag(by_name(report)["route"]["fix"], "--interface")
+        code, report = doctor(lan, 0, "--interface", card, "--wait", "0")
+        assert by_name(report)["route"] == {
+            "name": "route", "status": "pass",
+            "detail": "the kernel routes 228.0.0.4 through eth0, the card given", "fix": None}
         code, report = doctor(lan, 0, "--interface", "eth1", "--wait", "0")
         assert code == 0
         assert by_name(report)["route"] == {
@@ -137,7 +168,7 @@ def test_on_two_cards_the_card_given_against_the_route(lan):
                       "host left to the kernel's choice use eth0",
             "fix": "keep --interface eth1 and ip route replace 224.0.0.0/4 dev eth1, or use "
                    "--interface eth0 if the other members are there"}
-        ip(lan, 0, "route", "replace", "224.0.0.0/4", "dev", "eth1")
+        apply_fix(lan, 0, fix_command(by_name(report)["route"]["fix"], "ip route"))
         code, report = doctor(lan, 0, "--interface", "eth1", "--wait", "0")
         assert by_name(report)["route"]["detail"] == ("the kernel routes 228.0.0.4 through "
                                                       "eth1, the card given")
@@ -243,12 +274,26 @@ def test_pair_tells_multicast_blocked_from_both_blocked_and_its_fix_works(lan):
 
 def test_ipv6_on_a_link_scoped_group_lists_the_member_with_its_address():
     with Lan(2, ipv6=True, prefix="mcd") as lan6:
+        # Interface-local, the wrong scope off loopback; link-scoped, it needs its card.
+        _, local = doctor(lan6, 1, "--interface", "eth0", "--wait", "0", group="ff01::4")
+        _, unnamed = doctor(lan6, 1, "--wait", "0", group="ff02::4")
         member = JsonProcess(lan6, 0, demo_command() + [
             "join", "ff02::4", "--interface", "eth0", "--frequency", "100", "--json"])
         try:
-            code, report = doctor(lan6, 1, "--interface", "eth0", "--wait", "1", group="ff02::4")
+            # The fixes: the link-local group, on the card named.
+            code, report = doctor(lan6, 1, "--interface",
+                                  fix_flag(by_name(unnamed)["route"]["fix"], "--interface"),
+                                  "--wait", "1", group="ff02::4")
         finally:
             member.stop()
+    assert by_name(local)["group"] == {
+        "name": "group", "status": "warn",
+        "detail": "ff01::4 is interface-local (ff01::/16): it never leaves this host",
+        "fix": "use a link-local group (ff02::4) or a site-local one (ff05::4)"}
+    assert unnamed["checks"][1] == {
+        "name": "route", "status": "fail",
+        "detail": "ff02::4 exists on one link only: the kernel cannot choose its card",
+        "fix": "name the card: --interface eth0 (this host's multicast cards: eth0)"}
     assert code == 0
     checks = by_name(report)
     assert checks["interface"]["detail"] == ("eth0 is up, multicast, with fd00:250::2 "
@@ -261,19 +306,6 @@ def test_ipv6_on_a_link_scoped_group_lists_the_member_with_its_address():
     [seen] = report["members"]
     assert (seen["host"], seen["source"], seen["port"]) == ("fd00:250::1", "fd00:250::1", 4000)
     assert 95 <= seen["period_ms"] <= 105
-
-
-@pytest.fixture(scope="module")
-def dc2():
-    """The same three hosts as ``lan``, for the cases below (their own names)."""
-    with Lan(3, bridges=[[0, 1], [0], [1]], prefix="dc2") as network:
-        yield network
-
-
-def apply_fix(lan, index, fix):
-    """Run the command a check's fix names, in host ``index``."""
-    subprocess.run(["ip", "netns", "exec", lan.hosts[index], *shlex.split(fix)], check=True,
-                   capture_output=True, timeout=30)
 
 
 def test_strict_rp_filter_off_the_default_route_warns_and_its_fix_lets_heartbeats_in(dc2):
@@ -294,7 +326,7 @@ def test_strict_rp_filter_off_the_default_route_warns_and_its_fix_lets_heartbeat
                       "there: heartbeats from outside eth1's subnets are dropped",
             "fix": "sysctl -w net.ipv4.conf.eth1.rp_filter=2"}
         assert report["members"] == []             # true: the kernel dropped them
-        apply_fix(dc2, 0, check["fix"])
+        apply_fix(dc2, 0, fix_command(check["fix"], "sysctl"))
         code, report = doctor(dc2, 0, "--interface", "eth1", "--wait", "1")
     finally:
         member.stop()
@@ -363,3 +395,78 @@ def test_pair_with_a_peer_name_that_does_not_resolve_says_so(dc2):
                      "fix": "give the peers' addresses in --peers, or make their names resolve "
                             "on this host"}
     assert report["pairs"] == []
+
+
+def test_a_card_that_is_down_fails_until_it_is_up(dc2):
+    ip(dc2, 2, "link", "set", "eth0", "down")
+    try:
+        code, report = doctor(dc2, 2, "--interface", "eth0", "--wait", "0")
+        assert code == 1
+        # Its only other card is loopback: no card to offer for other hosts.
+        assert report["checks"] == [{"name": "interface", "status": "fail",
+                                     "detail": "eth0 is down", "fix": "ip link set dev eth0 up"}]
+        apply_fix(dc2, 2, fix_command(report["checks"][0]["fix"], "ip link"))
+        code, report = doctor(dc2, 2, "--interface", "eth0", "--wait", "0")
+        assert code == 0 and by_name(report)["loop"]["status"] == "pass"
+        # Host 0 has another card to offer.
+        ip(dc2, 0, "link", "set", "eth1", "down")
+        code, report = doctor(dc2, 0, "--interface", "eth1", "--wait", "0")
+        assert report["checks"][0]["fix"] == "ip link set dev eth1 up (or another --interface: " \
+                                             "eth0)"
+    finally:
+        ip(dc2, 2, "link", "set", "eth0", "up")
+        ip(dc2, 0, "link", "set", "eth1", "up")
+
+
+@needs_nft
+def test_a_firewall_dropping_the_group_fails_the_loop_and_the_rule_it_gives_lets_it_in(dc2):
+    # A firewall that lets nothing in unless told, in the table its fix names.
+    with nft(dc2, {1: []}, table="filter", policy="drop"):
+        code, report = doctor(dc2, 1, "--interface", "eth0", "--wait", "0")
+        loop = by_name(report)["loop"]
+        apply_fix(dc2, 1, fix_command(loop["fix"], "nft"))
+        fixed, report = doctor(dc2, 1, "--interface", "eth0", "--wait", "0")
+    assert code == 1 and loop == {
+        "name": "loop", "status": "fail",
+        "detail": "no probe sent to 228.0.0.4:45564 on eth0 came back: this host drops the "
+                  "group's datagrams (a firewall, most often)",
+        "fix": "allow the group in, e.g. nft insert rule inet filter input ip daddr 228.0.0.4 "
+               "udp dport 45564 accept"}
+    assert fixed == 0 and by_name(report)["loop"]["status"] == "pass"
+
+
+def test_ttl_0_off_loopback_and_a_source_specific_group_warn_with_the_fixes_that_work(dc2):
+    counted = {}
+
+    def count():
+        counted.update(run_in_netns(dc2.hosts[0], count_datagrams, GROUP, PORT, "eth0", 1.0))
+
+    listener = threading.Thread(target=count)
+    listener.start()
+    time.sleep(0.2)
+    code, report = doctor(dc2, 1, "--interface", "eth0", "--ttl", "0", "--wait", "0")
+    check = by_name(report)["group"]
+    assert code == 0 and check == {
+        "name": "group", "status": "warn",
+        "detail": "228.0.0.4 with TTL 0: heartbeats never leave this host",
+        "fix": "--ttl 1 for this subnet (more to cross routers)"}
+    code, report = doctor(dc2, 1, "--interface", "eth0", "--ttl", fix_flag(check["fix"], "--ttl"),
+                          "--wait", "0")
+    listener.join()
+    assert by_name(report)["group"] == {
+        "name": "group", "status": "pass",
+        "detail": "228.0.0.4 is a multicast group; TTL 1 reaches this subnet only (routers need "
+                  "--ttl 2 or more)", "fix": None}
+    # True to its word: the loop probes of the first run stayed on host 1, the second's came.
+    assert counted == {"10.250.0.2": 3}
+    code, report = doctor(dc2, 1, "--interface", "eth0", "--wait", "0", group="232.1.2.3")
+    check = by_name(report)["group"]
+    assert code == 0 and check == {
+        "name": "group", "status": "warn",
+        "detail": "232.1.2.3 is in 232.0.0.0/8, source-specific multicast: routers and snooping "
+                  "switches do not forward it to members that join it any-source",
+        "fix": "use 228.0.0.4 (Tomcat's default) or a group in 239.0.0.0/8, the same on every "
+               "node"}
+    code, report = doctor(dc2, 1, "--interface", "eth0", "--wait", "0",
+                          group=check["fix"].split()[1])
+    assert by_name(report)["group"]["status"] == "pass"
