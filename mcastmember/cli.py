@@ -315,7 +315,7 @@ def _doctor(args):
     from .errors import ConfigurationError
 
     try:
-        if not args.wait >= 0:
+        if not 0 <= args.wait < float("inf"):
             raise ConfigurationError("--wait must be a positive number of seconds")
         settings = _settings(args)
         report = doctor.Doctor(args.group, args.port, settings, wait=args.wait,

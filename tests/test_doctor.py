@@ -169,6 +169,7 @@ def test_an_ipv6_group_on_loopback_fails_the_route_check(group_port, capsys):
 @pytest.mark.parametrize("args, message", [
     (["not-an-address"], "'not-an-address' is not an IPv4 or IPv6 address"),
     ([GROUP, "--wait", "-1"], "--wait must be a positive number of seconds"),
+    ([GROUP, "--wait", "inf"], "--wait must be a positive number of seconds"),
     ([GROUP, "--pair"], "--pair probes the peers: name the other hosts with --peers"),
     ([GROUP, "--frequency", "500", "--drop-time", "500"], "drop_time (500 ms) must be longer"),
     ([GROUP, "--no-multicast", "--peers", "127.0.0.2"], "leave out the group"),
