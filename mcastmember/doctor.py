@@ -880,34 +880,51 @@ class Doctor:
             self._pair_verdict(peer, m_in, m_out, u_in, u_out, rtt)
 
     def _pair_verdict(self, peer, m_in, m_out, u_in, u_out, rtt):
-        add, port = self.report.add, self.port
-        unicast_in, unicast_out = u_in < 1.0, u_out is not None and u_out < 1.0
-        both_ways = "both ways" if unicast_in and unicast_out else (
-            "from it" if unicast_in else "to it")
-        if not unicast_in and not unicast_out and (m_in is None or m_in >= 1.0):
+        add, port, group = self.report.add, self.port, self.config.address
+        kinds = ("multicast", "unicast") if m_in is not None else ("unicast",)
+        # What no probe got through of, each way (a way with no report: unknown).
+        lost_in = {k for k, v in (("multicast", m_in), ("unicast", u_in)) if v is not None and
+                   v >= 1.0}
+        lost_out = {k for k, v in (("multicast", m_out), ("unicast", u_out)) if v is not None
+                    and v >= 1.0}
+        join = (f"join with {self._join_command()} (and the same, naming the others, on every "
+                f"host)")
+        if len(lost_in) == len(kinds):
             what = "neither multicast nor unicast probes arrive" if m_in is not None else \
                 "no unicast probe arrives"
             add("pair", FAIL, f"{peer}: {what} from it: a firewall or routing problem, or no "
                               f"doctor runs there",
                 f"run mcast-demo doctor --pair there at the same time; then allow UDP port "
                 f"{port} between the hosts (and the group), both ways")
-        elif m_in is not None and m_in >= 1.0 and (m_out is None or m_out >= 1.0):
+        elif lost_in == lost_out == {"multicast"}:
             add("pair", FAIL, f"{peer}: multicast is blocked both ways, unicast passes "
-                              f"({both_ways})",
-                f"the network drops multicast between these hosts: join with "
-                f"{self._join_command()} (and the same, naming the others, on every host)")
-        elif m_in is not None and (m_in >= 1.0) != (m_out is not None and m_out >= 1.0):
-            way = f"from {peer} to this host" if m_in >= 1.0 else f"from this host to {peer}"
-            receiver = "this host" if m_in >= 1.0 else peer
-            add("pair", FAIL, f"{peer}: multicast is lost {way} only",
-                f"look at the input firewall of {receiver} and at IGMP snooping on the "
-                f"switches between the hosts for {self.config.address}")
-        elif unicast_in != unicast_out:
-            sender, receiver = (peer, "this host") if not unicast_in else (self._me(), peer)
-            way = f"from {peer} to this host" if not unicast_in else \
-                f"from this host to {peer}"
-            add("pair", FAIL, f"{peer}: unicast is lost {way} only",
-                f"allow UDP port {port} in from {sender} on the firewall of {receiver}")
+                              f"(both ways)",
+                f"the network drops multicast between these hosts: {join}")
+        elif lost_in or lost_out:
+            parts, fixes = [], []
+            for kind in kinds:
+                if kind in lost_in and kind in lost_out:
+                    parts.append(f"{kind} is blocked both ways")
+                    if kind == "unicast":
+                        fixes.append(f"allow UDP port {port} between the hosts, both ways")
+            for lost, other, sender, receiver, way in (
+                    (lost_out, lost_in, self._me(), peer, f"from this host to {peer}"),
+                    (lost_in, lost_out, peer, "this host", f"from {peer} to this host")):
+                one_way = [kind for kind in kinds if kind in lost and kind not in other]
+                if not one_way:
+                    continue
+                parts.append(f"{' and '.join(one_way)} {'are' if len(one_way) > 1 else 'is'} "
+                             f"lost {way} only")
+                if "unicast" in one_way:
+                    fixes.append(f"allow UDP port {port} in from {sender} on the firewall of "
+                                 f"{receiver}" + (f" (the group {group} too)"
+                                                  if "multicast" in one_way else ""))
+                else:
+                    fixes.append(f"look at the input firewall of {receiver} and at IGMP "
+                                 f"snooping on the switches between the hosts for {group}")
+            if "multicast" in lost_in and "multicast" in lost_out:
+                fixes.append(f"then, or if multicast stays blocked, {join}")
+            add("pair", FAIL, f"{peer}: " + ", and ".join(parts), "; ".join(fixes))
         else:
             losses = [v for v in (m_in, m_out, u_in, u_out) if v is not None]
             if max(losses) > LOSSY:

@@ -470,3 +470,33 @@ def test_ttl_0_off_loopback_and_a_source_specific_group_warn_with_the_fixes_that
     code, report = doctor(dc2, 1, "--interface", "eth0", "--wait", "0",
                           group=check["fix"].split()[1])
     assert by_name(report)["group"]["status"] == "pass"
+
+
+@needs_nft
+def test_pair_with_everything_lost_one_way_and_multicast_the_other(dc2):
+    a, b = "10.250.0.1", "10.250.0.2"
+    nothing_from_a = f"{a}: neither multicast nor unicast probes arrive from it: a firewall " \
+                     f"or routing problem, or no doctor runs there"
+    # b's firewall lets nothing in from a: a learns it from b's reports.
+    with nft(dc2, {1: [f"ip saddr {a} udp dport {PORT} drop"]}):
+        results = doctors(dc2, pair_runs("1"))
+    (code_a, report_a), (code_b, report_b) = results[0], results[1]
+    assert code_a == 1 and by_name(report_a)["pair"] == {
+        "name": "pair", "status": "fail",
+        "detail": f"{b}: multicast and unicast are lost from this host to {b} only",
+        "fix": f"allow UDP port 45564 in from {a} on the firewall of {b} (the group 228.0.0.4 "
+               f"too)"}
+    assert code_b == 1 and by_name(report_b)["pair"]["detail"] == nothing_from_a
+    # And b's multicast does not reach a: unicast alone is no way out.
+    with nft(dc2, {0: [f"ip saddr {b} ip daddr {GROUP} drop"],
+                   1: [f"ip saddr {a} udp dport {PORT} drop"]}):
+        results = doctors(dc2, pair_runs("1"))
+    (code_a, report_a), (code_b, report_b) = results[0], results[1]
+    assert code_a == 1 and by_name(report_a)["pair"] == {
+        "name": "pair", "status": "fail",
+        "detail": f"{b}: multicast is blocked both ways, and unicast is lost from this host to "
+                  f"{b} only",
+        "fix": f"allow UDP port 45564 in from {a} on the firewall of {b}; then, or if multicast "
+               f"stays blocked, join with mcast-demo join --no-multicast --peers {b} "
+               f"--interface {a} (and the same, naming the others, on every host)"}
+    assert code_b == 1 and by_name(report_b)["pair"]["detail"] == nothing_from_a
