@@ -274,14 +274,17 @@ def _socket_owners(inodes):
 def rp_filter(card):
     """The reverse-path filter mode the kernel applies on ``card`` (the
     larger of 'all' and the card's), or None where it cannot be read."""
-    values = []
-    for name in ("all", card):
-        try:
-            with open(f"/proc/sys/net/ipv4/conf/{name}/rp_filter") as f:
-                values.append(int(f.read()))
-        except (OSError, ValueError):
-            pass
+    values = [v for v in (_rp_filter_setting("all"), _rp_filter_setting(card)) if v is not None]
     return max(values) if values else None
+
+
+def _rp_filter_setting(name):
+    """net.ipv4.conf.NAME.rp_filter, or None where it cannot be read."""
+    try:
+        with open(f"/proc/sys/net/ipv4/conf/{name}/rp_filter") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None
 
 
 # -- probes -------------------------------------------------------------------------
@@ -666,7 +669,24 @@ class Doctor:
         default = _ipv4_route_card("0.0.0.0")
         strict = [card.name for card in cards if rp_filter(card.name) == 1
                   and card.name != default]
-        if strict:
+        # Loose filtering (2) wants a route back to the sender too: without a
+        # default route, subnets not routed here have none, whatever the card.
+        unrouted = [card.name for card in cards if rp_filter(card.name) in (1, 2)] \
+            if default is None else []
+        if unrouted:
+            names = ", ".join(unrouted)
+            modes = " and ".join(sorted({"strict" if rp_filter(name) == 1 else "loose"
+                                         for name in unrouted}, reverse=True))
+            off = [name for name in ["all"] + unrouted if _rp_filter_setting(name)]
+            self.report.add("rp_filter", WARN,
+                            f"{modes} reverse-path filtering on {names}, and this host has no "
+                            f"default route: heartbeats from subnets it has no route to are "
+                            f"dropped",
+                            " and ".join(f"sysctl -w net.ipv4.conf.{name}.rp_filter=0"
+                                         for name in off)
+                            + f", or route the members' subnets through {unrouted[0]} (ip "
+                              f"route add SUBNET dev {unrouted[0]})")
+        elif strict:
             self.report.add("rp_filter", WARN,
                             f"strict reverse-path filtering on {', '.join(strict)}, and the "
                             f"default route is not there: heartbeats from outside "
