@@ -260,6 +260,7 @@ cdef int V_BAD_HOST_LENGTH = L.BAD_HOST_LENGTH
 cdef int V_FIELD_OVERRUN = L.FIELD_OVERRUN
 cdef int V_LENGTH_MISMATCH = L.LENGTH_MISMATCH
 cdef int V_OVERSIZED = L.OVERSIZED
+cdef int V_DOCTOR_PROBE = L.DOCTOR_PROBE
 cdef uint8_t KIND_FREE = L.KIND_FREE
 cdef uint8_t KIND_MEMBER = L.KIND_MEMBER
 cdef Py_ssize_t AUTH_HEADER_LEN = L.AUTH_HEADER_LEN
@@ -292,6 +293,9 @@ cdef const unsigned char* CHANNEL_TAG = _CHANNEL_TAG
 cdef bytes _AUTH_MAGIC = L.AUTH_MAGIC
 cdef const unsigned char* AUTH_MAGIC = _AUTH_MAGIC
 cdef Py_ssize_t CHANNEL_TAG_LEN = len(L.CHANNEL_FRAME_TAG)
+cdef bytes _DOCTOR_TAG = L.DOCTOR_PROBE_TAG
+cdef const unsigned char* DOCTOR_TAG = _DOCTOR_TAG
+cdef Py_ssize_t DOCTOR_TAG_LEN = len(L.DOCTOR_PROBE_TAG)
 
 
 cdef inline int32_t _get32(const unsigned char* p) noexcept nogil:
@@ -336,6 +340,8 @@ cdef int _scan(const unsigned char* p, Py_ssize_t n, Offsets* out) noexcept nogi
     if n < MARKER_TAG_LEN or memcmp(p, BEGIN, MARKER_TAG_LEN) != 0:
         if n >= CHANNEL_TAG_LEN and memcmp(p, CHANNEL_TAG, CHANNEL_TAG_LEN) == 0:
             return V_CHANNEL_FRAME
+        if n >= DOCTOR_TAG_LEN and memcmp(p, DOCTOR_TAG, DOCTOR_TAG_LEN) == 0:
+            return V_DOCTOR_PROBE
         return V_NOT_MEMBERSHIP
     if n < MARKER_LEN:
         return V_TRUNCATED
@@ -922,6 +928,15 @@ def _key_hash(buf):
     return h
 
 
+cdef inline bint _from_host(mcm_mmsghdr* v, int i, const unsigned char* p) noexcept nogil:
+    """Whether batch slot ``i`` came from the address its packet ``p`` (one
+    that matched a stored packet, so well formed) advertises as its host."""
+    cdef unsigned char addr[16]
+    cdef int port = 0
+    cdef int length = mcm_source(v, i, addr, &port)
+    return length != 0 and length == p[OFF_HOST_LEN] and memcmp(addr, p + OFF_HOST, length) == 0
+
+
 cdef class MemberIndex:
     """Recognises packets already seen, alive field aside, and keeps entries in
     the order they were last heard so that expiry pops from the front.
@@ -1231,7 +1246,9 @@ cdef class MemberIndex:
         return -errno. A datagram counts as heard when the system call that
         read it returned. With ``sources`` each datagram's sender is kept, for
         ``source()`` (the unicast socket's admission needs it; without, the
-        kernel copies no addresses, about 8% of the receive loop)."""
+        kernel copies no addresses, about 8% of the receive loop), and a
+        known member's datagram from another address than its advertised
+        host is returned too, for the caller to admit or refuse."""
         cdef Py_buffer view
         cdef ssize_t n
         cdef int32_t s
@@ -1284,6 +1301,13 @@ cdef class MemberIndex:
                     if OFF_PORT <= n <= MAX_PACKET_LEN:
                         m = _packet_part(q, n)
                         s = self._find(q, m, _hash_tail(q + OFF_PORT, m - OFF_PORT))
+                    if s >= 0 and sources and not _from_host(self.batch_msgs, i, q):
+                        # A known member's bytes from another address than
+                        # the one it advertises: whether that sender may
+                        # speak for it is the caller's to decide.
+                        memcpy(view.buf, q, n)
+                        self.returned = i
+                        break
                     if s >= 0:
                         action = self._admit(s, q, n)
                         if action == ADMIT:

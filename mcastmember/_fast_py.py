@@ -66,6 +66,9 @@ def _scan(mv, n):
         tag = L.CHANNEL_FRAME_TAG
         if n >= len(tag) and mv[:len(tag)] == tag:
             return L.CHANNEL_FRAME, None
+        tag = L.DOCTOR_PROBE_TAG
+        if n >= len(tag) and mv[:len(tag)] == tag:
+            return L.DOCTOR_PROBE, None
         return L.NOT_MEMBERSHIP, None
     if n < L.MARKER_LEN:
         return L.TRUNCATED, None
@@ -196,6 +199,27 @@ def _packet_end(mv, n):
         return -1
     body_len = _INT32.unpack_from(mv, L.OFF_BODY_LEN)[0]
     return -1 if body_len < 0 else L.BODY_START + body_len + L.MARKER_LEN
+
+
+def _source_address(source):
+    """The address bytes of a ``recvfrom`` sender (4 for IPv4, an
+    IPv4-mapped one included; 16 for IPv6), or None."""
+    if not isinstance(source, tuple) or len(source) < 2:
+        return None
+    try:
+        address = ipaddress.ip_address(source[0].split("%")[0])
+    except ValueError:
+        return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
+        address = address.ipv4_mapped
+    return address.packed
+
+
+def _from_host(source, mv):
+    """Whether ``source`` is the host that the packet in ``mv`` (one that
+    matched a stored packet, so well formed) advertises."""
+    host = mv[L.OFF_HOST:L.OFF_HOST + mv[L.OFF_HOST_LEN]]
+    return _source_address(source) == host
 
 
 def _packet_part(mv, n):
@@ -541,7 +565,9 @@ class MemberIndex:
         datagrams (-1: no limit); -ESHUTDOWN at once when the socket was shut
         down for reading (it would read 0 bytes forever); other failures
         return -errno. With ``sources`` the sender is kept, for ``source()``
-        (recvfrom_into, which costs an address tuple per datagram)."""
+        (recvfrom_into, which costs an address tuple per datagram), and a
+        known member's datagram from another address than its advertised
+        host is returned too, for the caller to admit or refuse."""
         self._writable()
         mv = memoryview(buf).cast("B")
         if mv.nbytes < L.RECV_BUFFER_LEN:
@@ -588,6 +614,9 @@ class MemberIndex:
             if L.OFF_PORT <= n <= L.MAX_PACKET_LEN and mv[:L.MARKER_TAG_LEN] == tag:
                 m = _packet_part(mv, n)
                 slot = slot_of.get(bytes(mv[:L.OFF_ALIVE]) + bytes(mv[L.OFF_PORT:m]))
+            if slot is not None and sources and not _from_host(source, mv):
+                self._source = source    # a member's bytes from elsewhere: the caller decides
+                return n
             if slot is not None:
                 action = self._admit(slot, mv, n)
                 if action == _ADMIT:
@@ -614,15 +643,8 @@ class MemberIndex:
         """``(address bytes, port)`` of the sender of the datagram ``pump``
         last returned, or None (as the compiled ``source``)."""
         source = self._source
-        if not isinstance(source, tuple) or len(source) < 2:
-            return None
-        try:
-            address = ipaddress.ip_address(source[0].split("%")[0])
-        except ValueError:
-            return None
-        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
-            address = address.ipv4_mapped
-        return (address.packed, source[1])
+        address = _source_address(source)
+        return None if address is None else (address, source[1])
 
     def dropped(self):
         """{verdict: count} of the datagrams ``pump`` dropped as malformed or foreign."""

@@ -12,6 +12,7 @@ from . import _layout as L
 from . import net
 from .config import ServiceConfig
 from .engine import RECEIVE, SEND, UNICAST, MembershipEngine
+from .member import find_by_address, find_by_unique_id
 
 # Datagrams one pump call may handle before it returns, and pump calls per
 # wake-up: a busy group cannot hold the engine (and its lock) for long.
@@ -78,6 +79,27 @@ class MembershipFront:
         with self._table_lock:
             return self._engine.members()
 
+    def by_unique_id(self, unique_id):
+        """The member with this 16-byte unique id, or None."""
+        return find_by_unique_id(self.members(), unique_id)
+
+    def by_address(self, host, port):
+        """The member at ``host`` (address text or raw bytes) and member
+        ``port``, or None."""
+        return find_by_address(self.members(), host, port)
+
+    def __len__(self):
+        return len(self.members())
+
+    def __bool__(self):        # a front is a front, members or none
+        return True
+
+    def __iter__(self):
+        return iter(self.members())
+
+    def __contains__(self, member):
+        return member in self.members()
+
     def set_payload(self, payload):
         """Advertise new payload bytes (str: UTF-8); sent at once."""
         with self._table_lock:
@@ -90,8 +112,8 @@ class MembershipFront:
             self._engine.set_domain(domain)
             self._send_if_running()
             events = self._engine.events()
-        if events:      # members of the old domain removed under filter_domain
-            self._publish(events)
+            if events:      # members of the old domain removed under filter_domain
+                self._publish(events)   # under the lock, in order with the driver's
 
     def set_keys(self, keys, auth=None):
         """Authenticate with other keys (or mode) from now on, without a
@@ -151,16 +173,9 @@ class MembershipFront:
     def _send_fd(self, fd):       # a test breaks the first sender this way
         self._send_fds[0] = fd
 
-    def _roles(self):
-        cfg = self.config
-        roles = [RECEIVE, SEND] if cfg.multicast else []
-        if cfg.unicast and cfg.heartbeats:
-            roles.append(UNICAST)
-        return roles
-
     def _open_sockets(self):
         try:
-            for role in self._roles():
+            for role in self._engine.sockets():
                 socks_name, fds_name, opener = self._SOCKETS[role]
                 socks = opener(self)
                 setattr(self, socks_name, socks)

@@ -54,6 +54,30 @@ SHUTDOWN_COMMAND = b"BABY-ALEX"
 # with this tag and are ignored by membership (never counted as malformed).
 CHANNEL_FRAME_TAG = b"FLT2002"
 
+# mcast-demo doctor's probes (doctor.py) start with this tag: neither a member
+# packet (TRIBES-B) nor a channel frame (FLT2002), so Tomcat drops them without
+# a word (WIRE.md §1); we count them apart ("doctor_probes"), never as
+# malformed (which is warned about): a doctor must disturb no running member.
+#
+#   offset  width  field
+#   0       8      tag b"MCDOCTOR"
+#   8       1      version 1
+#   9       1      kind: L (loop), M (multicast), U (unicast), R (reply to a U)
+#   10      8      the sending doctor's random id
+#   18      4      sequence (uint32)
+#   22      8      sent at (int64, the sender's monotonic ns; a reply echoes it)
+#   30      16     U only: what the sender heard from the receiver so far, four
+#                  uint32: multicast probes heard and their sequence span,
+#                  unicast probes heard and their span
+#   30      24*N   M only: the same for each doctor it heard, by that doctor's id
+#                  (8 bytes, then the four uint32): a host whose unicast is
+#                  dropped one way still learns what its own probes did
+DOCTOR_PROBE_TAG = b"MCDOCTOR"
+DOCTOR_PROBE_VERSION = 1
+DOCTOR_PROBE_HEAD = "!8sBc8sIq"
+DOCTOR_PROBE_REPORT = "!IIII"
+DOCTOR_PROBE_ENTRY = "!8sIIII"
+
 # Tomcat caps member packets at 65535 (McastServiceImpl.MAX_PACKET_SIZE);
 # IPv4 cannot carry a UDP datagram larger than 65507 bytes.
 MAX_PACKET_LEN = 65507
@@ -74,6 +98,7 @@ BAD_HOST_LENGTH = 7     # host length other than 4 or 16
 FIELD_OVERRUN = 8       # a field's length runs past the end of the body
 LENGTH_MISMATCH = 9     # fields end before the body does (trailing bytes)
 OVERSIZED = 10          # datagram larger than MAX_PACKET_LEN
+DOCTOR_PROBE = 11       # an mcast-demo doctor probe (MCDOCTOR...), not membership
 
 REASONS = {
     OK: "ok",
@@ -87,6 +112,7 @@ REASONS = {
     FIELD_OVERRUN: "field_overrun",
     LENGTH_MISMATCH: "length_mismatch",
     OVERSIZED: "oversized",
+    DOCTOR_PROBE: "doctor_probe",
 }
 
 REASON_TEXT = {
@@ -101,6 +127,7 @@ REASON_TEXT = {
     FIELD_OVERRUN: "a field's length runs past the end of the body",
     LENGTH_MISMATCH: "the fields end before the body length says",
     OVERSIZED: "datagram larger than 65507 bytes",
+    DOCTOR_PROBE: "an mcast-demo doctor probe (MCDOCTOR), not a membership packet",
 }
 
 # Kinds of entries the compiled member index can hold.

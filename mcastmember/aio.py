@@ -13,14 +13,23 @@ socket directly, so no transport keeps a reference to the buffer we rewrite.
                 print(event.kind, event.member)
 """
 
+from __future__ import annotations
+
 import asyncio
 import logging
 import weakref
+from typing import TYPE_CHECKING
 
 from ._front import MembershipFront
+from .config import DEFAULT_GROUP, DEFAULT_PORT, takes_settings
 from .events import EventsLost
 from .probe import probe_stats_idle
 from .table import ADDED, MemberEvent
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from .config import Settings
 
 log = logging.getLogger("mcastmember")
 
@@ -99,14 +108,15 @@ class EventStream:
         self.close()
 
 
+@takes_settings
 class AsyncMembership(MembershipFront):
     """Join a group from asyncio; the same settings as ``McastService``.
 
     ``event_queue_size`` bounds each subscriber's queue of events.
     """
 
-    def __init__(self, address="228.0.0.4", port=45564, *, event_queue_size=DEFAULT_EVENT_QUEUE,
-                 **settings):
+    def __init__(self, address: str | None = DEFAULT_GROUP, port: int = DEFAULT_PORT, *,
+                 event_queue_size: int = DEFAULT_EVENT_QUEUE, **settings: Unpack[Settings]) -> None:
         super().__init__(address, port, settings)
         if int(event_queue_size) != event_queue_size or event_queue_size < 1:
             raise ValueError("event_queue_size must be a positive whole number")
@@ -116,6 +126,8 @@ class AsyncMembership(MembershipFront):
         # ``async for``) unsubscribes itself when it is collected.
         self._streams = weakref.WeakSet()
         self._waiters = []
+        self._listeners = []
+        self._listener_errors = 0
         self._timer = self._again = None
         self._timer_at = None
         self._reader_fds = ()
@@ -188,6 +200,25 @@ class AsyncMembership(MembershipFront):
             stream._close()
         return stream
 
+    def add_listener(self, callback, replay=False):
+        """Call ``callback(event)`` for every MemberEvent, on the event loop
+        (as McastService's listeners; it must not block). With ``replay`` it
+        first gets an "added" event for every current member, at once."""
+        if replay:
+            for member in self._engine.members():
+                self._call(callback, MemberEvent(ADDED, member))
+        self._listeners = self._listeners + [callback]
+
+    def remove_listener(self, callback):
+        self._listeners = [c for c in self._listeners if c != callback]
+
+    def _call(self, callback, event):
+        try:
+            callback(event)
+        except Exception:       # a failing listener never stops the driver
+            self._listener_errors += 1
+            log.exception("membership listener %r failed on %r", callback, event)
+
     def _unsubscribe(self, stream):
         self._streams.discard(stream)
 
@@ -212,8 +243,8 @@ class AsyncMembership(MembershipFront):
 
     def _front_counts(self):
         return {"events_dropped": sum(s.dropped for s in self._streams),
-                "listener_errors": 0,
-                "subscribers": len(self._streams),
+                "listener_errors": self._listener_errors,
+                "subscribers": len(self._streams) + len(self._listeners),
                 **(self._probe_server.stats() if self._probe_server else probe_stats_idle())}
 
     # -- waiting ----------------------------------------------------------------------
@@ -269,6 +300,9 @@ class AsyncMembership(MembershipFront):
                 self._rearm()
 
     def _publish(self, events):
+        for callback in self._listeners:
+            for event in events:
+                self._call(callback, event)
         for stream in list(self._streams):
             for event in events:
                 stream._offer(event)

@@ -1,21 +1,28 @@
-"""mcast-demo: join a group and watch its membership, or decode a packet.
+"""mcast-demo: join a group and watch its membership, watch one without
+joining it, or decode packets.
 
     mcast-demo join GROUP [--interface ADDR] [--ttl N] [--json] [--key-file PATH] ...
     mcast-demo join [GROUP] --peers HOST[:PORT],... --dns NAME --no-multicast ...
-    mcast-demo decode HEX [--json]
+    mcast-demo watch GROUP [--interface ADDR] [--json] ...
+    mcast-demo doctor [GROUP] [join's settings] [--pair] [--wait SECONDS] [--json]
+    mcast-demo decode HEX|FILE|- [--json]
     mcast-demo keygen [--id N]
 
 Exit status: 0 after a clean leave or decode, 2 for bad arguments or a
-malformed packet, 1 when the network refused (cannot join the group).
+malformed packet, 1 when the network refused (cannot join the group); the
+doctor: 0 when no check failed, 1 when one did, 2 for bad arguments.
 """
 
 import argparse
 import json
 import os
+import select
 import signal
+import socket
 import sys
-import threading
 import time
+
+from ._view import choose, host_port, member_address, show_bytes
 
 
 class _Parser(argparse.ArgumentParser):
@@ -28,36 +35,75 @@ class _Parser(argparse.ArgumentParser):
 def _build_parser():
     parser = _Parser(prog="mcast-demo",
                      description="Tomcat Tribes-compatible multicast membership demo.")
-    commands = parser.add_subparsers(dest="command", metavar="{join,decode,keygen}")
+    commands = parser.add_subparsers(dest="command", metavar="{join,watch,doctor,decode,keygen}")
     commands.required = True
 
     join = commands.add_parser("join", help="heartbeat as a member and show the membership")
     join.prog = "mcast-demo join"
-    join.add_argument("group", nargs="?",
+    _add_member_settings(join)
+    _add_output(join)
+    _add_metrics(join)
+
+    doctor = commands.add_parser(
+        "doctor", help="check why members don't see each other, and say what to change",
+        description="Check this host and network for a membership with join's settings "
+                    "(paste your join command line): one line per check, pass, warn or "
+                    "fail, with the fix for each warn and fail. Exit 0 when no check "
+                    "failed, 1 when one did, 2 for bad arguments.",
+        epilog=DOCTOR_EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    doctor.prog = "mcast-demo doctor"
+    _add_member_settings(doctor)
+    doctor.add_argument("--wait", type=float, default=5.0, metavar="SECONDS",
+                        help="how long to listen for members (and, with --pair, to probe "
+                             "the peers) (5)")
+    doctor.add_argument("--pair", action="store_true",
+                        help="run on every host at once with --peers naming the others: "
+                             "probes each by multicast and unicast, reports loss and rtt")
+    doctor.add_argument("--json", action="store_true",
+                        help="one JSON object on stdout (see README \"When members don't "
+                             "see each other\")")
+
+    watch = commands.add_parser("watch", help="show a group's membership without joining it "
+                                              "(nothing sent)")
+    watch.prog = "mcast-demo watch"
+    watch.add_argument("group", help="multicast group, e.g. 228.0.0.4 or ff02::4")
+    _add_listening(watch)
+    _add_table(watch)
+    _add_output(watch)
+    _add_detector(watch)
+    _add_auth(watch, verb="check")
+    _add_metrics(watch)
+
+    decode = commands.add_parser("decode", help="show the fields of packets given in hex")
+    decode.prog = "mcast-demo decode"
+    decode.add_argument("hex", metavar="HEX|FILE|-",
+                        help="a packet as hexadecimal, or a capture file (- for stdin) of "
+                             "one hex packet per line, blank lines and # comments skipped")
+    decode.add_argument("--json", action="store_true", help="print the fields as JSON")
+
+    keygen = commands.add_parser("keygen", help="print a new random key as a key file line")
+    keygen.prog = "mcast-demo keygen"
+    keygen.add_argument("--id", type=int, default=1, help="the key id, 1-255 (1)")
+    return parser
+
+
+def _add_member_settings(parser):
+    """A member's settings, as join takes them (doctor takes the same, so
+    that an operator can paste the command line of a member)."""
+    parser.add_argument("group", nargs="?",
                       help="multicast group, e.g. 228.0.0.4 or ff02::4 (left out only with --no-multicast)")
-    join.add_argument("--port", type=int, default=45564,
-                      help="membership port, of the group and of unicast peers (45564)")
-    join.add_argument("--interface", metavar="NAME|ADDR[,...]",
-                      help="card to send and receive on: a name (eth0), an index or an "
-                           "address; several, comma-separated, to heartbeat on each (default: "
-                           "the kernel's choice for IPv4); with peers, where unicast binds")
-    join.add_argument("--ttl", type=int, help="multicast TTL (default: the OS default, 1)")
-    join.add_argument("--host", metavar="ADDR",
+    _add_listening(parser)
+    parser.add_argument("--ttl", type=int, help="multicast TTL (default: the OS default, 1)")
+    parser.add_argument("--host", metavar="ADDR",
                       help="address to advertise (default: the interface address)")
-    join.add_argument("--member-port", type=int, default=4000, help="advertised member port (4000)")
-    join.add_argument("--domain", default="",
+    parser.add_argument("--member-port", type=int, default=4000, help="advertised member port (4000)")
+    parser.add_argument("--domain", default="",
                       help="domain: ISO-8859-1 text, or {b1,b2,...} as in Tomcat")
-    join.add_argument("--payload", default="", help="payload (UTF-8 text)")
-    join.add_argument("--frequency", type=int, default=500, metavar="MS",
+    parser.add_argument("--payload", default="", help="payload (UTF-8 text)")
+    parser.add_argument("--frequency", type=int, default=500, metavar="MS",
                       help="heartbeat period in ms (500)")
-    join.add_argument("--drop-time", type=int, default=3000, metavar="MS",
-                      help="silence in ms after which a member is dropped (3000)")
-    join.add_argument("--max-members", type=int, default=1024, help="member table bound (1024)")
-    join.add_argument("--duration", type=float, metavar="SECONDS",
-                      help="leave after this many seconds (default: until Ctrl-C or SIGTERM)")
-    join.add_argument("--json", action="store_true",
-                      help="one JSON object per event per line on stdout, nothing else")
-    unicast = join.add_argument_group("without multicast (see README)")
+    _add_table(parser)
+    unicast = parser.add_argument_group("without multicast (see README)")
     unicast.add_argument("--peers", metavar="HOST[:PORT],...", action="append", default=[],
                          help="peers to send heartbeats to by unicast (repeatable)")
     unicast.add_argument("--dns", metavar="NAME",
@@ -74,33 +120,64 @@ def _build_parser():
                          help="send and hear heartbeats by unicast only")
     unicast.add_argument("--accept-unknown", action="store_true",
                          help="let members join by unicast from addresses that are not peers")
-    join.add_argument("--verify", action="store_true",
+    parser.add_argument("--verify", action="store_true",
                       help="probe a member's port before removing it at its drop time "
                            "(a second opinion on lossy networks; turns the TCP listener on)")
-    join.add_argument("--detector", choices=("fixed", "phi"), default="fixed",
-                      help="expire members at the drop time (fixed), or by phi accrual on "
-                           "each member's own heartbeat intervals (phi)")
-    join.add_argument("--phi-threshold", type=float, metavar="PHI",
-                      help="with --detector phi: the phi past which a member is removed (8)")
-    join.add_argument("--tomcat", action="store_true",
+    _add_detector(parser)
+    parser.add_argument("--tomcat", action="store_true",
                       help="join a Tomcat cluster as a listed member: answer Tribes' channel "
                            "on the member port and sort after every Tomcat (see README)")
-    join.add_argument("--key-file", metavar="PATH",
-                      help="authenticate heartbeats with the keys in PATH (one '<id> <64 hex "
-                           "digits>' per line, the first signs; see README \"Security\")")
-    join.add_argument("--auth", choices=("off", "permissive", "enforce"),
-                      help="with --key-file: drop what is not authentic (enforce, the default) "
-                           "or accept and mark it (permissive)")
+    _add_auth(parser)
 
-    decode = commands.add_parser("decode", help="show the fields of a packet given in hex")
-    decode.prog = "mcast-demo decode"
-    decode.add_argument("hex", help="the packet as hexadecimal")
-    decode.add_argument("--json", action="store_true", help="print the fields as JSON")
 
-    keygen = commands.add_parser("keygen", help="print a new random key as a key file line")
-    keygen.prog = "mcast-demo keygen"
-    keygen.add_argument("--id", type=int, default=1, help="the key id, 1-255 (1)")
-    return parser
+def _add_listening(command):
+    command.add_argument("--port", type=int, default=45564,
+                         help="membership port, of the group and of unicast peers (45564)")
+    command.add_argument("--interface", metavar="NAME|ADDR[,...]",
+                         help="card to send and receive on: a name (eth0), an index or an "
+                              "address; several, comma-separated, to heartbeat on each "
+                              "(default: the kernel's choice for IPv4); with peers, where "
+                              "unicast binds")
+
+
+def _add_table(command):
+    command.add_argument("--drop-time", type=int, default=3000, metavar="MS",
+                         help="silence in ms after which a member is dropped (3000)")
+    command.add_argument("--max-members", type=int, default=1024,
+                         help="member table bound (1024)")
+
+
+def _add_output(command):
+    command.add_argument("--duration", type=float, metavar="SECONDS",
+                         help="stop after this many seconds (default: until Ctrl-C or SIGTERM)")
+    command.add_argument("--json", action="store_true",
+                         help="one JSON object per event per line on stdout, nothing else")
+
+
+def _add_detector(command):
+    command.add_argument("--detector", choices=("fixed", "phi"), default="fixed",
+                         help="expire members at the drop time (fixed), or by phi accrual on "
+                              "each member's own heartbeat intervals (phi)")
+    command.add_argument("--phi-threshold", type=float, metavar="PHI",
+                         help="with --detector phi: the phi past which a member is removed (8)")
+
+
+def _add_auth(command, verb="authenticate"):
+    command.add_argument("--key-file", metavar="PATH",
+                         help=f"{verb} heartbeats with the keys in PATH (one '<id> <64 hex "
+                              "digits>' per line, the first signs; see README \"Security\")")
+    command.add_argument("--auth", choices=("off", "permissive", "enforce"),
+                         help="with --key-file: drop what is not authentic (enforce, the "
+                              "default) or accept and mark it (permissive)")
+
+
+def _add_metrics(command):
+    command.add_argument("--metrics-port", type=int, metavar="PORT",
+                         help="serve Prometheus metrics on this TCP port (needs "
+                              "prometheus_client: pip install 'mcastmember[prometheus]')")
+    command.add_argument("--metrics-address", metavar="ADDR",
+                         help="address the metrics are served on (default: the interface "
+                              "address, else 127.0.0.1)")
 
 
 def main(argv=None):
@@ -110,7 +187,9 @@ def main(argv=None):
             return _decode(args)
         if args.command == "keygen":
             return _keygen(args)
-        return _join(args)
+        if args.command == "doctor":
+            return _doctor(args)
+        return _run(args)
     except BrokenPipeError:
         _silence_stdout()
         return 0
@@ -129,56 +208,126 @@ def _silence_stdout():
 
 # -- decode ---------------------------------------------------------------------
 def _decode(args):
+    source = args.hex
+    packet = _hex_bytes(source)
+    if packet is not None:
+        return 0 if _show_packet(packet, args.json) else 2
+    if source == "-":
+        lines, name = sys.stdin, "stdin"
+    else:
+        try:
+            lines, name = open(source, encoding="utf-8", errors="replace"), source
+        except OSError as error:
+            print(f"mcast-demo decode: error: {source!r} is not hexadecimal, and not a file "
+                  f"we can read ({error.strerror or error})", file=sys.stderr)
+            return 2
+    with lines:
+        return _decode_capture(lines, name, args.json)
+
+
+def _hex_bytes(text):
+    """The bytes of ``text`` as hexadecimal (spaces and colons between
+    digits allowed), or None when it is not."""
+    try:
+        return bytes.fromhex("".join(text.split()).replace(":", ""))
+    except ValueError:
+        return None
+
+
+def _decode_capture(lines, name, json_lines):
+    """A capture: one hex packet per line, blank lines and # comments
+    skipped. Each packet is shown; each bad line is named on stderr, and
+    makes the exit status 2."""
+    shown = bad = 0
+    for number, line in enumerate(lines, 1):
+        text = line.split("#", 1)[0].strip()
+        if not text:
+            continue
+        packet = _hex_bytes(text)
+        if not json_lines:
+            if shown + bad:
+                print()
+            print(f"-- {name} line {number}")
+        if packet is None:
+            print(f"mcast-demo decode: {name} line {number}: not hexadecimal", file=sys.stderr)
+            bad += 1
+            continue
+        if _show_packet(packet, json_lines, f"{name} line {number}: ", {"line": number}):
+            shown += 1
+        else:
+            bad += 1
+    if shown + bad == 0:
+        print(f"mcast-demo decode: error: no packet in {name}", file=sys.stderr)
+        return 2
+    return 2 if bad else 0
+
+
+def _show_packet(data, json_lines, where="", extra=None):
+    """Print a packet's fields; False (and why, on stderr) when it is malformed."""
     from .errors import MalformedPacket
     from .packet import decode
 
-    text = "".join(args.hex.split()).replace(":", "")
-    try:
-        data = bytes.fromhex(text)
-    except ValueError:
-        print("mcast-demo decode: error: not hexadecimal", file=sys.stderr)
-        return 2
     try:
         member = decode(data)
     except MalformedPacket as error:
-        print(f"mcast-demo decode: {error}", file=sys.stderr)
-        return 2
-    fields = member.to_dict()
+        print(f"mcast-demo decode: {where}{error}", file=sys.stderr)
+        return False
+    fields = dict(extra or {})
+    fields.update(member.to_dict())
     fields.update(secure_port=member.secure_port, udp_port=member.udp_port,
                   command_hex=member.command.hex(), shutdown=member.is_shutdown)
-    if args.json:
+    if json_lines:
         print(json.dumps(fields))
-        return 0
-    print(f"member      {fields['host']}:{member.port}")
+        return True
+    print(f"member      {member_address(member)}")
     print(f"unique id   {fields['unique_id']}")
     print(f"alive       {member.alive_ms} ms")
     print(f"secure port {member.secure_port}")
     print(f"udp port    {member.udp_port}")
     for name in ("domain", "payload", "command"):
         value = getattr(member, name)
-        print(f"{name:<11} {_show_bytes(value)}")
+        print(f"{name:<11} {show_bytes(value)}")
     if member.is_shutdown:
         print("this is a shutdown packet: the member is leaving")
-    return 0
+    return True
 
 
-def _show_auth(member, prefix=""):
-    """yes/no for a member judged by its trailer; "" when we do not authenticate."""
-    if member.authenticated is None:
-        return ""
-    return prefix + ("yes" if member.authenticated else "no")
+# -- doctor -------------------------------------------------------------------------
+DOCTOR_EXAMPLE = """\
+example (one line per check; a fix for each warn and fail):
+
+  $ mcast-demo doctor 228.0.0.4 --interface eth0 --domain shop --drop-time 2500
+  PASS interface  eth0 is up, multicast, with 10.0.0.5 (10.0.0.5 is eth0's only IPv4 address)
+  ...
+  WARN domain     1 member in another domain: 10.0.0.7:4000 in 'shop2'; this host is in
+                  'shop'  fix: use one domain on every node: --domain shop2 here, or 'shop' there
+  WARN drop_time  drop time 2500 ms is under 3 periods of 10.0.0.7:4000 (1001 ms): members
+                  will be dropped and added again  fix: --drop-time 6000 on every node (6 periods)
+
+between hosts, on each at once, naming the others (like omping):
+
+  $ mcast-demo doctor 228.0.0.4 --interface eth0 --pair --peers 10.0.0.6,10.0.0.7
+"""
 
 
-def _show_bytes(value):
-    if not value:
-        return "(empty)"
+def _doctor(args):
+    from . import doctor
+    from .errors import ConfigurationError
+
     try:
-        text = value.decode("ascii")
-        if text.isprintable():
-            return f"{text!r} ({len(value)} B)"
-    except UnicodeDecodeError:
-        pass
-    return f"{value.hex()} ({len(value)} B)"
+        if not 0 <= args.wait < float("inf"):
+            raise ConfigurationError("--wait must be a positive number of seconds")
+        settings = _settings(args)
+        report = doctor.Doctor(args.group, args.port, settings, wait=args.wait,
+                               pair=args.pair).run()
+    except ConfigurationError as error:
+        print(f"mcast-demo doctor: error: {error}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(report.to_dict()))
+    else:
+        print("\n".join(report.lines()))
+    return 0 if report.ok else 1
 
 
 # -- keygen -------------------------------------------------------------------------
@@ -193,177 +342,162 @@ def _keygen(args):
     return 0
 
 
-# -- join -------------------------------------------------------------------------
-def _join(args):
+# -- join and watch -------------------------------------------------------------------
+def _settings(args):
+    """McastService's settings from join's, watch's or doctor's arguments
+    (ConfigurationError for a combination that cannot work)."""
+    from .errors import ConfigurationError
+
+    if getattr(args, "duration", None) is not None and not args.duration >= 0:
+        raise ConfigurationError("--duration must be a positive number of seconds")
+    if args.auth not in (None, "off") and args.key_file is None:
+        raise ConfigurationError(f"--auth {args.auth} needs --key-file")
+    if getattr(args, "metrics_address", None) is not None and args.metrics_port is None:
+        raise ConfigurationError("--metrics-address needs --metrics-port")
+    if getattr(args, "metrics_port", None) is not None and not 1 <= args.metrics_port <= 65535:
+        raise ConfigurationError(f"--metrics-port {args.metrics_port} is out of range (1-65535)")
+    interface = args.interface
+    if interface is not None and "," in interface:
+        interface = [part.strip() for part in interface.split(",") if part.strip()]
+    settings = dict(interface=interface, drop_time=args.drop_time,
+                    max_members=args.max_members, detector=args.detector,
+                    phi_threshold=args.phi_threshold, keys=args.key_file, auth=args.auth)
+    if args.command == "watch":
+        settings.update(listen_only=True)
+        return settings
+    multicast = not args.no_multicast
+    if multicast and args.group is None:
+        raise ConfigurationError("give the multicast GROUP, or --no-multicast with "
+                                 "--peers or --dns")
+    if not multicast and args.group is not None:
+        raise ConfigurationError(f"--no-multicast: leave out the group ({args.group})")
+    peers = [spec for specs in args.peers for spec in specs.split(",") if spec.strip()]
+    settings.update(
+        ttl=args.ttl, host=args.host, member_port=args.member_port, domain=args.domain,
+        payload=args.payload, frequency=args.frequency, tomcat=args.tomcat,
+        multicast=multicast, peers=peers, dns=args.dns, dns_srv=args.dns_srv,
+        dns_interval=args.dns_interval, dns_servers=args.dns_server,
+        dns_members=args.dns_members, accept_unknown=args.accept_unknown, verify=args.verify)
+    return settings
+
+
+def _serve_metrics(service, args):
+    """The metrics server of ``--metrics-port``, bound before we join (so a
+    taken port stops us before a heartbeat goes out); ConfigurationError."""
+    from .errors import ConfigurationError
+
+    try:
+        import prometheus_client  # noqa: F401
+    except ImportError:
+        raise ConfigurationError("--metrics-port needs prometheus_client: "
+                                 "pip install 'mcastmember[prometheus]'") from None
+    from .metrics import serve
+
+    cfg = service.config
+    address = args.metrics_address
+    if address is None:     # never every address of the host unless asked
+        address = cfg.listen_address if cfg.interface else "127.0.0.1"
+    try:
+        return serve(service, args.metrics_port, address)
+    except OSError as error:
+        raise ConfigurationError(f"cannot serve metrics on "
+                                 f"{host_port(address, args.metrics_port)}: "
+                                 f"{error.strerror or error}") from None
+
+
+def _run(args):
     from .errors import ConfigurationError
     from .service import McastService
 
+    prog = f"mcast-demo {args.command}"
+    metrics = None
     try:
-        if args.duration is not None and not args.duration >= 0:
-            raise ConfigurationError("--duration must be a positive number of seconds")
-        multicast = not args.no_multicast
-        if multicast and args.group is None:
-            raise ConfigurationError("give the multicast GROUP, or --no-multicast with "
-                                     "--peers or --dns")
-        if not multicast and args.group is not None:
-            raise ConfigurationError(f"--no-multicast: leave out the group ({args.group})")
-        peers = [spec for specs in args.peers for spec in specs.split(",") if spec.strip()]
-        interface = args.interface
-        if interface is not None and "," in interface:
-            interface = [part.strip() for part in interface.split(",") if part.strip()]
-        if args.auth not in (None, "off") and args.key_file is None:
-            raise ConfigurationError(f"--auth {args.auth} needs --key-file")
-        service = McastService(
-            args.group, args.port, interface=interface, ttl=args.ttl, host=args.host,
-            member_port=args.member_port, domain=args.domain, payload=args.payload,
-            frequency=args.frequency, drop_time=args.drop_time, max_members=args.max_members,
-            tomcat=args.tomcat, multicast=multicast, peers=peers, dns=args.dns,
-            dns_srv=args.dns_srv, dns_interval=args.dns_interval, dns_servers=args.dns_server,
-            dns_members=args.dns_members, accept_unknown=args.accept_unknown,
-            verify=args.verify, detector=args.detector, phi_threshold=args.phi_threshold,
-            keys=args.key_file, auth=args.auth)
+        service = McastService(args.group, args.port, **_settings(args))
+        if args.metrics_port is not None:
+            metrics = _serve_metrics(service, args)
     except ConfigurationError as error:
-        print(f"mcast-demo join: error: {error}", file=sys.stderr)
+        print(f"{prog}: error: {error}", file=sys.stderr)
         return 2
 
-    view = _JsonView() if args.json else (_TableView(service) if sys.stdout.isatty()
-                                          else _LineView())
-    leave = threading.Event()
+    view = choose(service, args.json)
+    with _Stop() as stop:
+        def on_event(event):    # on the dispatcher thread: a closed pipe ends the demo
+            try:
+                view.on_event(event)
+            except BrokenPipeError:
+                _silence_stdout()
+                stop.set()
 
-    def on_event(event):    # on the dispatcher thread: a closed pipe ends the demo
+        service.add_listener(on_event)
         try:
-            view.on_event(event)
-        except BrokenPipeError:
-            _silence_stdout()
-            leave.set()
-
-    service.add_listener(on_event)
-
-    def _on_signal(signum, frame):
-        leave.set()
-
-    previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        try:
-            service.start()
-        except OSError as error:
-            print(f"mcast-demo join: cannot join {service.config.describe()}: {error}",
-                  file=sys.stderr)
-            return 1
-        view.started(service)
-        deadline = None if args.duration is None else time.monotonic() + args.duration
-        while not leave.is_set():
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                break
-            leave.wait(min(remaining, view.refresh) if remaining is not None else view.refresh)
-            view.tick(service)
-        service.stop()
-        view.stopped(service)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        if service.running:
+            try:
+                service.start()
+            except OSError as error:
+                verb = "listen to" if args.command == "watch" else "join"
+                print(f"{prog}: cannot {verb} {service.config.describe()}: {error}",
+                      file=sys.stderr)
+                return 1
+            view.started(service, metrics)
+            deadline = None if args.duration is None else time.monotonic() + args.duration
+            while True:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    break
+                if stop.wait(view.refresh if remaining is None else min(remaining, view.refresh)):
+                    break
+                view.tick(service)
             service.stop()
+            view.stopped(service)
+        finally:
+            if service.running:
+                service.stop()
+            if metrics is not None:
+                metrics.close()
+            view.close()
     return 0
 
 
-class _JsonView:
-    """One JSON object per event per line; nothing else on stdout."""
-    refresh = 1.0
+class _Stop:
+    """What ends join and watch: SIGINT, SIGTERM, or a closed stdout (seen
+    by the dispatcher thread). The signal handler takes no lock: it runs in
+    the main thread, maybe while that holds one (an Event's, inside its
+    wait()), and would wait for itself. The main thread waits on a socket
+    that signal.set_wakeup_fd writes to instead."""
 
     def __init__(self):
-        self._lock = threading.Lock()
+        self._r, self._w = socket.socketpair()
+        self._r.setblocking(False)
+        self._w.setblocking(False)
+        self.requested = False
 
-    def on_event(self, event):
-        if event.member is None:     # EventsLost: we fell behind
-            line = json.dumps({"event": event.kind, "count": event.count})
-        else:
-            line = json.dumps(event.to_dict())
-        with self._lock:
-            sys.stdout.write(line + "\n")
-            sys.stdout.flush()
+    def __enter__(self):
+        self._handlers = {sig: signal.signal(sig, self._on_signal)
+                          for sig in (signal.SIGINT, signal.SIGTERM)}
+        self._wakeup = signal.set_wakeup_fd(self._w.fileno())
+        return self
 
-    def started(self, service):
-        pass
+    def __exit__(self, *exc):
+        signal.set_wakeup_fd(self._wakeup)
+        for sig, handler in self._handlers.items():
+            signal.signal(sig, handler)
+        self._r.close()
+        self._w.close()
 
-    def tick(self, service):
-        pass
+    def _on_signal(self, signum, frame):
+        self.requested = True
 
-    def stopped(self, service):
-        pass
+    def set(self):
+        self.requested = True
+        try:
+            self._w.send(b"\0")
+        except OSError:
+            pass        # full: a wake-up is pending already
 
-
-class _LineView(_JsonView):
-    """A line per event, for logs and pipes."""
-
-    def _say(self, text):
-        with self._lock:
-            sys.stdout.write(time.strftime("%H:%M:%S ") + text + "\n")
-            sys.stdout.flush()
-
-    def on_event(self, event):
-        m = event.member
-        if m is None:
-            self._say(f"{event.count} events lost: the listener fell behind")
-            return
-        reason = f" ({event.reason})" if event.reason else ""
-        self._say(f"{event.kind}{reason}: {m.address}:{m.port} id={m.unique_id.hex()} "
-                  f"domain={_show_bytes(m.domain)} payload={_show_bytes(m.payload)}"
-                  f"{_show_auth(m, ' authenticated=')}")
-
-    def started(self, service):
-        me = service.local_member
-        cfg = service.config
-        self._say(f"joined {cfg.describe()} as {me.address}:{me.port} "
-                  f"id={me.unique_id.hex()} ({service.stats()['implementation']} codec, "
-                  f"auth {cfg.auth})")
-
-    def stopped(self, service):
-        self._say("left the group (shutdown packet sent)")
-
-
-class _TableView(_LineView):
-    """A table that redraws on a terminal."""
-
-    def __init__(self, service):
-        super().__init__()
-        self.refresh = min(1.0, service.config.frequency / 1000.0)
-        self._last = "(nothing yet)"
-
-    def on_event(self, event):
-        m = event.member
-        if m is None:
-            self._last = f"{time.strftime('%H:%M:%S')} {event.count} events lost"
-            return
-        reason = f" ({event.reason})" if event.reason else ""
-        self._last = f"{time.strftime('%H:%M:%S')} {event.kind}{reason} {m.address}:{m.port}"
-
-    def started(self, service):
-        self.tick(service)
-
-    def tick(self, service):
-        cfg = service.config
-        me = service.local_member
-        members = service.members()
-        stats = service.stats()
-        lines = [f"mcast-demo  {cfg.describe()}  me {me.address}:{me.port} "
-                 f"id {me.unique_id.hex()[:12]}  ({stats['implementation']} codec, auth {cfg.auth})",
-                 f"{len(members)} other member(s); Ctrl-C leaves", "",
-                 f"{'host:port':<24} {'unique id':<14} {'alive':>10} {'auth':<4}  "
-                 "domain / payload"]
-        for m in members:
-            lines.append(f"{m.address + ':' + str(m.port):<24} {m.unique_id.hex()[:12]:<14} "
-                         f"{m.alive_ms / 1000:>9.1f}s {_show_auth(m) or '-':<4}  "
-                         f"{_show_bytes(m.domain)} / {_show_bytes(m.payload)}")
-        lines += ["", f"last change: {self._last}",
-                  f"received {stats['received']}  malformed "
-                  f"{sum(v for k, v in stats.items() if k.startswith('malformed.'))}  "
-                  f"sent {stats['sent']}  not authentic "
-                  f"{sum(v for k, v in stats.items() if k.startswith('auth.'))}"]
-        with self._lock:
-            sys.stdout.write("\x1b[H\x1b[2J" + "\n".join(lines) + "\n")
-            sys.stdout.flush()
+    def wait(self, timeout):
+        """Wait up to ``timeout`` seconds; True once asked to stop."""
+        if not self.requested and select.select([self._r], [], [], timeout)[0]:
+            self.requested = True           # a signal's byte, or set()'s
+        return self.requested
 
 
 if __name__ == "__main__":

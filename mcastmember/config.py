@@ -1,9 +1,13 @@
 """Settings shared by the threaded service, the asyncio front and the CLI:
 checked once, with Tomcat's defaults, and turned into our own member."""
 
+from __future__ import annotations
+
+import inspect
 import ipaddress
 import logging
 import os
+from typing import Literal, Sequence, TypedDict, Union
 
 from . import _layout as L
 from . import _codec
@@ -11,7 +15,7 @@ from . import auth
 from . import net
 from .errors import ConfigurationError
 from .member import Member, domain_from_text
-from .peers import PeerSet, is_address, packed, parse_peer
+from .peers import PeerSet, cloud_unique_id, is_address, packed, parse_peer
 
 log = logging.getLogger("mcastmember")
 
@@ -75,49 +79,126 @@ def _whole(value, name, low, high=None):
     return value
 
 
+Card = Union[str, int]
+
+
+class Settings(TypedDict, total=False):
+    """The settings of ``ServiceConfig`` (and of both fronts) with their
+    types, for type checkers and IDEs (``**settings: Unpack[Settings]``).
+    Names and defaults are ServiceConfig's signature; a test keeps the two
+    the same."""
+
+    interface: Card | Sequence[Card] | None
+    ttl: int | None
+    loopback: bool
+    frequency: int
+    drop_time: int
+    host: str | bytes | None
+    member_port: int
+    secure_port: int
+    udp_port: int
+    domain: bytes | str
+    payload: bytes | str
+    max_members: int
+    filter_domain: bool
+    unique_id: bytes | None
+    alive_cap_ms: int | None
+    tcp_listener: bool | None
+    tomcat: bool
+    multicast: bool
+    peers: str | Sequence[str]
+    dns: str | None
+    dns_srv: bool
+    dns_interval: int
+    dns_servers: str | Sequence[str] | None
+    dns_members: bool
+    accept_unknown: bool
+    verify: bool
+    verify_timeout: int
+    detector: Literal["fixed", "phi"]
+    phi_threshold: float | None
+    phi_min_std: int | None
+    phi_pause: int | None
+    keys: auth.KeyRing | str | os.PathLike[str] | Sequence[tuple[int, bytes]] | None
+    auth: Literal["off", "permissive", "enforce"] | None
+    listen_only: bool
+
+
+def takes_settings(front):
+    """Class decorator of a front whose ``__init__`` passes ``**settings`` to
+    ServiceConfig: ``help()`` and ``inspect.signature`` then show every
+    setting with its default, and the docstring lists them (one
+    definition: ServiceConfig's)."""
+    own = inspect.signature(front.__init__)
+    settings = [p for p in inspect.signature(ServiceConfig.__init__).parameters.values()
+                if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    params = [p for p in own.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    front.__init__.__signature__ = own.replace(parameters=params + settings)
+    doc = ServiceConfig.__doc__
+    front.__doc__ = (front.__doc__ or "").rstrip() + "\n\n    " + doc[doc.index("Settings"):]
+    return front
+
+
 class ServiceConfig:
-    """Every setting of a membership service, checked.
+    """Every setting of a membership service, checked (ConfigurationError,
+    one sentence, for a bad one). Times are in milliseconds, as in Tomcat's
+    ``server.xml``; Tomcat's defaults throughout.
 
-    Times are in milliseconds, as in Tomcat's ``server.xml``. ``interface`` is
-    the IPv4 address to send and receive on (None: the kernel's default
-    route); ``host`` the address we advertise (default: the interface).
-    ``alive_cap_ms`` keeps the alive time we advertise at or below it (past
-    it the value wraps round to 0, so that it still changes with every
-    heartbeat: Tomcat copies a member's payload only when its alive time
-    changed); None leaves it uncapped. ``tcp_listener`` serves Tribes' TCP
-    channel on the member port, so that Tomcat lists us and every message it
-    sends us is answered at once (see probe.py, channel.py); with it the
-    alive time is advertised below zero (-1 to -alive_cap_ms-1, default cap
-    two heartbeats), so that every Tomcat sorts us after every Tomcat node
-    and never asks us first for its sessions. ``tomcat=True`` is the short
-    way to join a Tomcat cluster: it turns the TCP listener on.
+    Settings (keyword-only):
 
-    Bytes settings (``domain``, ``payload``, ``unique_id``) take bytes-like
-    values (``domain`` and ``payload`` text too), never an int; switches
-    (``loopback``, ``filter_domain``, ``tcp_listener``, ``tomcat``) take True or
-    False only; times and counts take whole numbers, a float such as 500.0
-    included when it has no fractional part.
+    - ``interface``: the card to send and receive on: a name ("eth0"), an
+      index, an IPv4 or IPv6 address, or a list of them (heartbeats on each).
+      None: the kernel's choice (a multicast route), never all cards.
+    - ``ttl``: multicast TTL / hop limit (None: the OS default, 1).
+    - ``loopback``: hear members on this host (IP_MULTICAST_LOOP).
+    - ``frequency``: heartbeat period (500).
+    - ``drop_time``: silence after which a member is removed (3000; longer
+      than ``frequency``).
+    - ``host``: the address we advertise (text, or 4/16 raw bytes; default:
+      the interface's).
+    - ``member_port``, ``secure_port``, ``udp_port``: advertised ports
+      (4000, -1, -1; -1 is unused).
+    - ``domain``, ``payload``: advertised bytes (text: Tomcat's domain form,
+      ``{216,123,12,3}`` or ISO-8859-1; a payload str is UTF-8).
+    - ``unique_id``: 16 bytes of identity (default: random).
+    - ``max_members``: table bound (1024): strangers past it are refused.
+    - ``filter_domain``: keep only members of our domain.
+    - ``alive_cap_ms``: the alive time we advertise wraps round past it
+      (Tomcat copies a member's payload only when its alive time changed);
+      None: uncapped, or two heartbeats with the TCP listener.
+    - ``tcp_listener``: serve Tribes' TCP channel on the member port,
+      answering every message at once, and advertise a negative alive time
+      so that every Tomcat sorts us after its own nodes (see probe.py).
+    - ``tomcat``: join a Tomcat cluster as a listed member (turns the TCP
+      listener on).
+    - ``multicast``: heartbeats on the group (True); False: unicast only.
+    - ``peers``: unicast peers, "10.0.0.5", "10.0.0.5:45564",
+      "[fd00::5]:45564" or host names (a str: comma-separated).
+    - ``dns``: a name whose A/AAAA records are peers (``dns_srv``: SRV
+      records, port from each), asked of ``dns_servers`` (default: the
+      system's) every ``dns_interval`` (5000, at least 100).
+    - ``dns_members``: the DNS answer's addresses are the members, nothing
+      sent by UDP (Tomcat's cloud membership; needs ``dns``, no multicast).
+    - ``accept_unknown``: let a unicast sender that is not a peer join.
+    - ``verify``: a second opinion before an expiry: a member past its drop
+      time becomes a suspect and is probed (a TCP connect to its member port,
+      within ``verify_timeout``, 300); it stays while its port answers.
+      Turns the TCP listener on, so that peers can probe us too.
+    - ``detector``: "fixed" (drop time) or "phi" (phi-accrual on each
+      member's arrival intervals: ``phi_threshold`` 8, ``phi_min_std`` 100,
+      ``phi_pause`` two periods).
+    - ``keys``: authenticated heartbeats (see auth.py): an ``auth.KeyRing``,
+      ``(key id, 32-byte secret)`` pairs (the first signs) or a key file's
+      path. ``auth``: "off", "permissive" or "enforce" (the default with
+      keys).
 
-    Without multicast (see the README, "Without multicast"): ``peers`` is a
-    static list of peers (``"10.0.0.5"``, ``"10.0.0.5:45564"``,
-    ``"[fd00::5]:45564"``, host names; a str is a comma-separated list),
-    ``dns`` a name whose A and AAAA records (SRV with ``dns_srv``) are peers,
-    asked of ``dns_servers`` (default: the system's) every ``dns_interval``
-    ms. Every heartbeat then also goes by unicast to every peer, from and to
-    the membership ``port``; ``multicast=False`` sends and hears only that.
-    A unicast datagram from an address that is not a peer is refused unless
-    ``accept_unknown``. ``dns_members`` mirrors Tomcat's cloud membership:
-    the DNS answer's addresses are the members, nothing is sent by UDP.
+    - ``listen_only``: hear the group without joining it (``mcast-demo
+      watch``): no heartbeat, no goodbye, no TCP listener, no socket to send
+      from. Needs multicast, and neither ``tomcat``, ``verify`` nor
+      ``tcp_listener`` (each sends).
 
-    ``verify`` asks for a second opinion before an expiry: a member past its
-    drop time becomes a suspect and is probed (a TCP connect to its member
-    port, within ``verify_timeout`` ms); it stays while its port answers.
-    It turns the TCP listener on, so that peers can probe us too.
-
-    ``keys`` turns on authenticated heartbeats (see auth.py and README
-    "Security"): an ``auth.KeyRing``, a list of ``(key id, 32-byte secret)``
-    pairs (the first signs), or the path of a key file. ``auth`` is "off",
-    "permissive" or "enforce" (the default once keys are set; "off" without).
+    Bytes settings take bytes-like values, never an int; switches take True
+    or False only; times and counts take whole numbers (500.0 included).
     """
 
     def __init__(self, address=DEFAULT_GROUP, port=DEFAULT_PORT, *, interface=None, ttl=None,
@@ -129,8 +210,9 @@ class ServiceConfig:
                  dns_interval=DEFAULT_DNS_INTERVAL_MS, dns_servers=None, dns_members=False,
                  accept_unknown=False, verify=False, verify_timeout=DEFAULT_VERIFY_TIMEOUT_MS,
                  detector="fixed", phi_threshold=None, phi_min_std=None, phi_pause=None,
-                 keys=None, auth=None):
+                 keys=None, auth=None, listen_only=False):
         self.multicast = _flag(multicast, "multicast")
+        self.listen_only = _flag(listen_only, "listen_only")
         self.address = net.check_group(address) if self.multicast else None
         self.port = net.check_port(port)
         self._choose_interfaces(interface)
@@ -166,6 +248,8 @@ class ServiceConfig:
         self.payload = _as_payload(payload)
         self._discovery(peers, dns, dns_srv, dns_interval, dns_servers, dns_members,
                         accept_unknown)
+        if self.listen_only:
+            self._check_listen_only()
         if host is None:
             if self.interface is None and not self.multicast:
                 raise ConfigurationError(
@@ -175,8 +259,8 @@ class ServiceConfig:
         self.host = net.host_bytes(host)
         if unique_id is None and self.dns_members:
             # Tomcat's cloud membership names every member by the MD5 of its
-            # address text: so must we, for both sides to agree on us.
-            unique_id = _address_digest(self.unicast_address.split("%")[0])
+            # address as Java writes it: so must we, for both sides to agree on us.
+            unique_id = cloud_unique_id(packed(self.unicast_address))
         unique_id = (_random_unique_id() if unique_id is None
                      else _bytes_like(unique_id, "unique_id"))
         if len(unique_id) != L.UNIQUE_ID_LEN:
@@ -185,6 +269,16 @@ class ServiceConfig:
         self.key_ring, self.auth = _as_auth(keys, auth)
         self.local_member()   # refuse settings that cannot be encoded, now
         self.encode()
+
+    def _check_listen_only(self):
+        sending = [name for name, on in (("tomcat", self.tomcat), ("verify", self.verify),
+                                         ("tcp_listener", self.tcp_listener)) if on]
+        if sending:
+            raise ConfigurationError(f"listen_only sends nothing: it cannot have "
+                                     f"{' or '.join(sending)}")
+        if not self.multicast or self.unicast:
+            raise ConfigurationError("listen_only hears a multicast group only: no peers or "
+                                     "dns (unicast peers send only to the members they list)")
 
     def _choose_interfaces(self, interface):
         """``interface``: a card's name, index or address, or a list of them.
@@ -379,10 +473,6 @@ def _choose(spec, family):
             raise
         return interfaces.choose(spec, 6)
 
-
-def _address_digest(text):
-    import hashlib
-    return hashlib.md5(text.encode("ascii")).digest()
 
 def _as_auth(keys, mode):
     """(KeyRing or None, mode name) from the ``keys`` and ``auth`` settings."""

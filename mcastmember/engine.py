@@ -32,8 +32,6 @@ change the table); other threads may call ``set_payload``/``set_domain``
 and send what ``outgoing`` returns.
 """
 
-import hashlib
-import ipaddress
 import logging
 import math
 import os
@@ -42,8 +40,10 @@ import socket
 from . import _codec
 from . import _layout as L
 from ._ratelimit import RateLimitedLog
+from .events import MemberEvent, Reason
 from .member import Member
-from .table import ADDED, REMOVED, SUSPECT, MemberEvent, Membership
+from .peers import PeerSet, cloud_unique_id
+from .table import ADDED, REMOVED, SUSPECT, Membership
 
 log = logging.getLogger("mcastmember")
 
@@ -73,10 +73,14 @@ EXPIRY_SLACK_S = 0.001
 # turn rather than open a socket each.
 MAX_PROBES = 16
 
-# Reason of the removals ``stop()`` emits for the members still present.
-STOPPED = "stopped"
-# Reason of a dns_members member's removal: its address left the DNS answer.
-UNLISTED = "unlisted"
+# Reasons of the removals ``stop()`` emits for the members still present,
+# and of a dns_members member's whose address left the DNS answer.
+STOPPED, UNLISTED = Reason.STOPPED, Reason.UNLISTED
+# Every counter the engine adds to the table's (stats()).
+ENGINE_COUNTERS = ("sent", "send_errors", "receive_errors", "socket_reopened", "pauses",
+                   "internal_errors", "removed." + STOPPED, "removed." + UNLISTED,
+                   "unicast_sent", "unicast_send_errors",
+                   "verify.kept", "verify.failed", "verify.timed_out")
 # Sockets the engine may ask the driver to reopen: multicast's two, and the
 # one unicast heartbeats are sent from and heard on.
 SEND = "send"
@@ -100,6 +104,10 @@ class MembershipEngine:
                                 codec=self._codec, phi=config.phi)
         if config.auth != "off":
             self.table.set_keys(config.auth_mode, config.key_ring)
+        # Listen-only (config.listen_only) hears the group and sends nothing:
+        # no heartbeat, no goodbye; the heartbeat grid still paces the wake-ups
+        # (the pause guard and the report ride on them).
+        self._sends = config.heartbeats and not config.listen_only
         self._period = config.frequency / 1000.0
         self._drop = config.drop_time / 1000.0
         self._pause_after = max(self._drop / 2, PAUSE_FLOOR_S)
@@ -109,18 +117,14 @@ class MembershipEngine:
                         SAFE_BEATS_PER_DROP, config.frequency)
         self._now = -math.inf
         self._log = RateLimitedLog(log, MALFORMED_REPORT_S, clock=lambda: self._now)
-        self._counts = {"send_errors": 0, "receive_errors": 0, "socket_reopened": 0,
-                        "pauses": 0, "internal_errors": 0, "removed." + STOPPED: 0}
+        # Every key from the start, whatever is configured: one shape.
+        self._counts = dict.fromkeys(ENGINE_COUNTERS, 0)
         self._peers = config.peer_set() if config.unicast else None
         self.targets = None
         self._listed = {}          # dns_members: address bytes -> Member
         if self._peers is not None:
-            self._counts.update({"unicast_sent": 0, "unicast_send_errors": 0,
-                                 "removed." + UNLISTED: 0})
             self._new_targets()
         self._probes = {}          # verify: identity -> _Probe of a suspect
-        if config.verify:
-            self._counts.update({"verify.kept": 0, "verify.failed": 0, "verify.timed_out": 0})
         self._running = False
         self._packet = None
         self._sent_earlier = 0    # by packets since replaced (each counts its own sends)
@@ -156,7 +160,7 @@ class MembershipEngine:
 
     def stop(self, now):
         """Stop at ``now``: return the goodbye packet (send it once, like a
-        heartbeat), or None when not running. Every member still present is
+        heartbeat), or None when not running or listen-only. Every member still present is
         removed with reason "stopped" (see ``events()``), so a listener's view
         ends empty and a restart starts from nothing: no member is ever
         "added" twice in a row."""
@@ -171,7 +175,7 @@ class MembershipEngine:
         self._probes = {}
         self._counts["removed." + STOPPED] += len(remaining)
         self._events.extend(MemberEvent(REMOVED, member, STOPPED) for member in remaining)
-        return self._make_packet(L.SHUTDOWN_COMMAND)
+        return self._make_packet(L.SHUTDOWN_COMMAND) if self._sends else None
 
     def _discard_read_ahead(self):
         """Datagrams pump read before the stop but has not handled (the
@@ -188,7 +192,9 @@ class MembershipEngine:
     def next_deadline(self):
         """When the driver must call ``on_timer``/``outgoing`` next at the
         latest (monotonic seconds), or None when stopped. The driver sleeps
-        until then unless the receive socket becomes readable."""
+        until then unless the receive socket becomes readable. ``math.inf``:
+        nothing is due until a report (dns_members with its lookup in flight
+        sends no heartbeats and has no table to expire)."""
         if not self._running:
             return None
         if self.config.heartbeats:
@@ -247,7 +253,7 @@ class MembershipEngine:
         changed packet at once), or None. Call ``packet.send(fd)`` and pass
         its result to ``on_send_result``. After a stall it is one late beat,
         then the grid again: never a burst of missed beats. A change does not
-        move the grid."""
+        move the grid. Listen-only: always None."""
         if not self._running or not self.config.heartbeats:
             return None
         self._now = now
@@ -259,7 +265,7 @@ class MembershipEngine:
             # The next grid point after now (at least the one after this beat).
             self._beat = max(self._beat + 1,
                              math.floor((now - self._origin) / self._period) + 1)
-        return self._packet
+        return self._packet if self._sends else None
 
     def on_send_result(self, result, now):
         """``result`` of ``packet.send``: bytes sent, or -errno. A failure is
@@ -341,6 +347,15 @@ class MembershipEngine:
         self.table.set_keys(self.config.auth_mode, self.config.key_ring)
         if self._packet is not None:
             self._sign(self._packet)
+
+    def sockets(self):
+        """The sockets the driver opens, by role: RECEIVE and SEND for
+        multicast (listen-only: RECEIVE alone), UNICAST for peers."""
+        cfg = self.config
+        roles = ([RECEIVE, SEND] if self._sends else [RECEIVE]) if cfg.multicast else []
+        if cfg.unicast and cfg.heartbeats:
+            roles.append(UNICAST)
+        return roles
 
     # -- receiving ---------------------------------------------------------------------
     def reading(self, now):
@@ -467,17 +482,16 @@ class MembershipEngine:
 
     def _list_members(self, now):
         """dns_members: the members are the DNS answer's addresses (Tomcat's
-        cloud membership: unique id the MD5 of the address text, the port our
-        own member port, alive time -1)."""
+        cloud membership: unique id the MD5 of the address as Java writes it,
+        the port our own member port, alive time -1)."""
         listed = {address for address, _ in self._peers.peers}
         for address in [a for a in self._listed if a not in listed]:
             member = self._listed.pop(address)
             self._counts["removed." + UNLISTED] += 1
             self._events.append(MemberEvent(REMOVED, member, UNLISTED))
         for address in sorted(listed - self._listed.keys()):
-            text = str(ipaddress.ip_address(address))
-            member = Member(address, self.config.member_port,
-                            hashlib.md5(text.encode("ascii")).digest(), alive_ms=-1)
+            member = Member(address, self.config.member_port, cloud_unique_id(address),
+                            alive_ms=-1)
             self._listed[address] = member
             self._events.append(MemberEvent(ADDED, member))
 
@@ -529,16 +543,14 @@ class MembershipEngine:
         """Our own member as we advertise it (with the alive time last sent)."""
         member = self.config.local_member()
         if self._packet is not None:
-            member.alive_ms = self._packet.alive_ms
+            member = member.with_alive(self._packet.alive_ms)
         return member
 
     def stats(self):
         """The table's counters and ours: the same keys whatever the driver."""
         stats = self.table.stats()
         stats.update(self._counts)
-        if self._peers is not None:
-            stats.update(self._peers.stats())
-            stats.setdefault("refused_unlisted", 0)
+        stats.update(self._peers.stats() if self._peers is not None else PeerSet.idle_stats())
         if self._listed:
             stats["members"] += len(self._listed)
         stats["sent"] = self._sent_earlier + (self._packet.sent if self._packet else 0)
@@ -549,7 +561,7 @@ class MembershipEngine:
     # -- the report -----------------------------------------------------------------------------
     def _malformed(self):
         stats = self.table.stats()
-        return {k[len("malformed."):]: v for k, v in stats.items() if k.startswith("malformed.")}
+        return {k[len("malformed."):]: v for k, v in stats.items() if k.startswith("malformed.") and v}
 
     def _malformed_total(self):
         return sum(self._malformed().values())

@@ -1,9 +1,102 @@
-"""Delivering events to a reader that may fall behind: the ``EventsLost``
-marker both fronts put where events were dropped, and the bounded queue
-between the threaded service's driver and its dispatcher."""
+"""Membership events and their delivery: ``MemberEvent`` with its kinds
+and reasons, the ``EventsLost`` marker both fronts put where events were
+dropped, and the bounded queue between the threaded service's driver and
+its dispatcher."""
 
 import collections
+import datetime
+import enum
 import threading
+import time
+
+
+class _Text(str, enum.Enum):
+    """Members equal the strings they stand for ("added" == EventKind.ADDED)
+    and print as them, on every Python version."""
+
+    __str__ = str.__str__
+    __format__ = str.__format__
+
+
+class EventKind(_Text):
+    """What happened to a member."""
+
+    ADDED = "added"
+    UPDATED = "updated"      # its domain, payload, ports or command changed
+    REMOVED = "removed"
+    # Past its drop time and being asked directly (verify=True): still a
+    # member until the answer.
+    SUSPECT = "suspect"
+
+
+class Reason(_Text):
+    """Why a member was removed."""
+
+    SHUTDOWN = "shutdown"    # it said goodbye
+    EXPIRED = "expired"      # silent past its drop time (and its probe failed, with verify)
+    FILTERED = "filtered"    # it moved to another domain (filter_domain)
+    STOPPED = "stopped"      # we stopped: every member leaves our table
+    UNLISTED = "unlisted"    # its address left DNS (dns_members)
+
+
+class MemberEvent:
+    """A change in membership: ``kind`` (an EventKind: "added", "updated",
+    "removed", "suspect"), the ``member`` as of the change, ``reason`` (a
+    Reason for removals, else None), ``previous`` (the member before an
+    update, else None) and ``time`` (wall-clock seconds since the epoch of
+    the decision). Immutable; equal and hashed by kind, member, reason and
+    previous (not time)."""
+
+    __slots__ = ("kind", "member", "reason", "previous", "time")
+
+    def __init__(self, kind, member, reason=None, previous=None, time=None):
+        init = object.__setattr__
+        init(self, "kind", EventKind(kind))
+        init(self, "member", member)
+        init(self, "reason", None if reason is None else Reason(reason))
+        init(self, "previous", previous)
+        init(self, "time", _now() if time is None else time)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("MemberEvent is immutable")
+
+    def __delattr__(self, name):
+        raise AttributeError("MemberEvent is immutable")
+
+    def __reduce__(self):
+        return (MemberEvent, (self.kind, self.member, self.reason, self.previous, self.time))
+
+    def _key(self):
+        return (self.kind, self.member, self.reason, self.previous)
+
+    def __eq__(self, other):
+        if not isinstance(other, MemberEvent):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self):
+        return hash(self._key())
+
+    def __repr__(self):
+        reason = f", {self.reason}" if self.reason else ""
+        return f"MemberEvent({self.kind}{reason}, {self.member!r})"
+
+    def to_dict(self):
+        """The CLI's ``--json`` line: event, reason, member, previous (for
+        updates, else null) and time (ISO-8601, UTC, milliseconds)."""
+        return {"event": str(self.kind), "reason": None if self.reason is None else str(self.reason),
+                "member": self.member.to_dict(),
+                "previous": None if self.previous is None else self.previous.to_dict(),
+                "time": iso_time(self.time)}
+
+
+_now = time.time
+
+
+def iso_time(seconds):
+    """``seconds`` since the epoch as ISO-8601 in UTC with milliseconds."""
+    stamp = datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc)
+    return stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class EventsLost:
@@ -48,6 +141,13 @@ class EventQueue:
                     self.dropped += 1
                 else:
                     self._items.append(event)
+            self._cond.notify()
+
+    def put_marker(self, item):
+        """``item`` in order with the events, past the bound: a marker the
+        reader acts on (a listener's registration), never dropped."""
+        with self._cond:
+            self._items.append(item)
             self._cond.notify()
 
     def close(self):

@@ -1,6 +1,7 @@
 """The Member value type: one heartbeat's fields, with Tribes identity."""
 
 import ipaddress
+import time
 
 from . import _layout as L
 
@@ -11,25 +12,60 @@ class Member:
     Identity (``==`` and ``hash``) is Tribes' own: the raw host bytes, the
     member port and the 16-byte unique id. Nothing else: a member whose payload
     changed is the same member; one that restarted (a new unique id) is not.
+    Immutable (hence hashable): ``replace()`` makes a changed copy.
+
+    ``first_seen`` and ``last_heard`` are ``time.monotonic()`` readings: when
+    the table first heard this member and when it last heard it (as of the
+    snapshot or event that carries it); None for a member not from a table
+    (decoded, or our own). ``silent_for`` is the seconds since ``last_heard``.
     """
 
     __slots__ = ("host", "port", "secure_port", "udp_port", "unique_id",
-                 "domain", "payload", "command", "alive_ms", "authenticated")
+                 "domain", "payload", "command", "alive_ms", "authenticated",
+                 "first_seen", "last_heard")
 
     def __init__(self, host, port, unique_id, *, secure_port=-1, udp_port=-1,
-                 domain=b"", payload=b"", command=b"", alive_ms=0, authenticated=None):
-        self.host = bytes(host)
-        self.port = port
-        self.unique_id = bytes(unique_id)
-        self.secure_port = secure_port
-        self.udp_port = udp_port
-        self.domain = bytes(domain)
-        self.payload = bytes(payload)
-        self.command = bytes(command)
-        self.alive_ms = alive_ms
+                 domain=b"", payload=b"", command=b"", alive_ms=0, authenticated=None,
+                 first_seen=None, last_heard=None):
+        init = object.__setattr__
+        init(self, "host", bytes(host))
+        init(self, "port", port)
+        init(self, "unique_id", bytes(unique_id))
+        init(self, "secure_port", secure_port)
+        init(self, "udp_port", udp_port)
+        init(self, "domain", bytes(domain))
+        init(self, "payload", bytes(payload))
+        init(self, "command", bytes(command))
+        init(self, "alive_ms", alive_ms)
         # Whether its latest packet carried a valid trailer (see auth.py):
         # None when we do not authenticate.
-        self.authenticated = authenticated
+        init(self, "authenticated", authenticated)
+        init(self, "first_seen", first_seen)
+        init(self, "last_heard", last_heard)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"Member is immutable: use member.replace({name}=...)")
+
+    def __delattr__(self, name):
+        raise AttributeError("Member is immutable")
+
+    def __reduce__(self):
+        return (_rebuild, tuple(getattr(self, name) for name in Member.__slots__))
+
+    def replace(self, **changes):
+        """A copy with the given fields changed (``identity`` fields too:
+        that makes another member)."""
+        unknown = set(changes) - set(Member.__slots__)
+        if unknown:
+            raise TypeError(f"Member has no field {', '.join(sorted(unknown))}")
+        copy = object.__new__(Member)
+        for name in Member.__slots__:
+            object.__setattr__(copy, name, changes[name] if name in changes
+                               else getattr(self, name))
+        for name in ("host", "unique_id", "domain", "payload", "command"):
+            if name in changes:
+                object.__setattr__(copy, name, bytes(changes[name]))
+        return copy
 
     @classmethod
     def from_fields(cls, fields):
@@ -59,17 +95,18 @@ class Member:
 
     def with_alive(self, alive_ms):
         """A copy with another alive time (snapshots carry the latest one)."""
-        copy = Member.__new__(Member)
-        for name in Member.__slots__:
-            setattr(copy, name, getattr(self, name))
-        copy.alive_ms = alive_ms
-        return copy
+        return self.replace(alive_ms=alive_ms)
 
     def with_authenticated(self, authenticated):
         """A copy with another ``authenticated``."""
-        copy = self.with_alive(self.alive_ms)
-        copy.authenticated = authenticated
-        return copy
+        return self.replace(authenticated=authenticated)
+
+    @property
+    def silent_for(self):
+        """Seconds since this member was last heard (as of now), or None."""
+        if self.last_heard is None:
+            return None
+        return max(0.0, time.monotonic() - self.last_heard)
 
     def same_state(self, other):
         """True when nothing but the alive time differs."""
@@ -100,6 +137,32 @@ class Member:
             address = self.host.hex()
         return (f"Member({address}:{self.port}, id={self.unique_id.hex()[:8]}..., "
                 f"domain={self.domain!r}, payload={len(self.payload)} B, alive={self.alive_ms} ms)")
+
+
+def find_by_unique_id(members, unique_id):
+    """The first of ``members`` with this 16-byte unique id, or None."""
+    unique_id = bytes(unique_id)
+    return next((m for m in members if m.unique_id == unique_id), None)
+
+
+def find_by_address(members, host, port):
+    """The first of ``members`` at ``host`` (address text or raw bytes) and
+    member ``port``, or None; ValueError for text that is not an address."""
+    if isinstance(host, (bytes, bytearray, memoryview)):
+        host = bytes(host)
+    else:
+        try:
+            host = ipaddress.ip_address(str(host).split("%")[0]).packed
+        except ValueError:
+            raise ValueError(f"{host!r} is not an IP address") from None
+    return next((m for m in members if m.host == host and m.port == port), None)
+
+
+def _rebuild(*fields):
+    member = object.__new__(Member)
+    for name, value in zip(Member.__slots__, fields):
+        object.__setattr__(member, name, value)
+    return member
 
 
 def domain_from_text(text):

@@ -10,7 +10,9 @@ the set that sends nothing is not a member, and a member whose address left
 DNS stays while it heartbeats.
 """
 
+import hashlib
 import ipaddress
+import struct
 
 from .errors import ConfigurationError
 
@@ -63,6 +65,10 @@ def is_address(host):
         return True
     except ValueError:
         return False
+
+
+# Why a lookup gave no answer (resolver.DnsFailure.reason), counted by each.
+LOOKUP_FAILURES = ("nxdomain", "servfail", "timeout", "no_answer", "error")
 
 
 class Lookup:
@@ -126,6 +132,18 @@ def packed(host):
     return address.packed
 
 
+def cloud_unique_id(address):
+    """Tomcat's cloud membership's unique id for the member at ``address``
+    (its 4 or 16 raw bytes): the MD5 of the address as Java writes it
+    (InetAddress.getHostAddress(): IPv6 as all eight groups in hex, never
+    "::", so fd00:250::2 is "fd00:250:0:0:0:0:0:2")."""
+    if len(address) == 4:
+        text = ".".join(str(part) for part in address)
+    else:
+        text = ":".join(f"{group:x}" for group in struct.unpack("!8H", address))
+    return hashlib.md5(text.encode("ascii")).digest()
+
+
 class PeerSet:
     """Every address unicast heartbeats go to: the static list's addresses,
     its host names and the ``dns`` name, each resolved every ``interval``
@@ -183,10 +201,16 @@ class PeerSet:
         lookup.on_failure(reason, now)
 
     def stats(self):
-        answers = sum(lookup.answers for lookup in self.lookups)
-        stats = {"peers": len(self.peers), "lookups_answered": answers}
+        stats = self.idle_stats()
+        stats["peers"] = len(self.peers)
+        stats["lookups_answered"] = sum(lookup.answers for lookup in self.lookups)
         for lookup in self.lookups:
             for reason, count in lookup.failures.items():
-                key = f"lookups_failed.{reason}"
-                stats[key] = stats.get(key, 0) + count
+                stats[f"lookups_failed.{reason}"] += count
         return stats
+
+    @staticmethod
+    def idle_stats():
+        """The counters with nothing counted (also: no peers configured)."""
+        return {"peers": 0, "lookups_answered": 0,
+                **{f"lookups_failed.{reason}": 0 for reason in LOOKUP_FAILURES}}

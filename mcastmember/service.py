@@ -8,6 +8,8 @@ listener never holds up the I/O thread. Every decision about time is the
 engine's (``engine.py``); this module only waits and moves bytes.
 """
 
+from __future__ import annotations
+
 import logging
 import math
 import queue
@@ -17,10 +19,18 @@ import struct
 import threading
 import time
 import weakref
+from typing import TYPE_CHECKING
 
 from ._front import MembershipFront
-from .events import EventQueue
+from .config import DEFAULT_GROUP, DEFAULT_PORT, takes_settings
+from .events import EventQueue, MemberEvent
 from .probe import ProbeListener, connect_probe, probe_stats_idle
+from .table import ADDED
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from .config import Settings
 
 log = logging.getLogger("mcastmember")
 
@@ -36,6 +46,7 @@ CRASH_BACKOFF_S = 0.05
 _STOPPED, _STARTING, _RUNNING, _STOPPING = "stopped", "starting", "running", "stopping"
 
 
+@takes_settings
 class McastService(MembershipFront):
     """Join a multicast group as a member and keep a live table of the others.
 
@@ -46,8 +57,8 @@ class McastService(MembershipFront):
     listeners get an ``EventsLost`` marker where events were dropped.
     """
 
-    def __init__(self, address="228.0.0.4", port=45564, *, event_queue_size=EVENT_QUEUE_BOUND,
-                 **settings):
+    def __init__(self, address: str | None = DEFAULT_GROUP, port: int = DEFAULT_PORT, *,
+                 event_queue_size: int = EVENT_QUEUE_BOUND, **settings: Unpack[Settings]) -> None:
         super().__init__(address, port, settings)
         if int(event_queue_size) != event_queue_size or event_queue_size < 1:
             raise ValueError("event_queue_size must be a positive whole number")
@@ -56,6 +67,9 @@ class McastService(MembershipFront):
         self._state = threading.Condition()   # the lifecycle phase, start/stop one at a time
         self._phase = _STOPPED
         self._listeners = []
+        # wait_for: a change (events published, a phase) bumps the generation.
+        self._changed = threading.Condition()
+        self._generation = 0
         self._io = self._dispatcher = None
         self._events = None
         self._wake_r = self._wake_w = None
@@ -111,8 +125,11 @@ class McastService(MembershipFront):
         self._io = threading.Thread(target=self._io_loop, name="mcastmember-io", daemon=True)
         self._dispatcher.start()
         self._io.start()
-        log.info("joined %s as %s:%d", cfg.describe(), cfg.local_member().address,
-                 cfg.member_port)
+        if cfg.listen_only:
+            log.info("listening to %s (listen-only: nothing sent)", cfg.describe())
+        else:
+            log.info("joined %s as %s:%d", cfg.describe(), cfg.local_member().address,
+                     cfg.member_port)
 
     def stop(self):
         """Send the shutdown packet, stop the threads and close the sockets.
@@ -165,6 +182,7 @@ class McastService(MembershipFront):
         with self._state:
             self._phase = phase
             self._state.notify_all()
+        self._notify_changed()      # waiters see a stop
 
     def __enter__(self):
         return self.start()
@@ -178,19 +196,54 @@ class McastService(MembershipFront):
         super()._become_inert()
         self._lock = self._table_lock = threading.Lock()
         self._state = threading.Condition()
+        self._changed = threading.Condition()
         self._probe = None    # the parent's listener thread does not exist here
         self._events = EventQueue(self._queue_size)
 
     # -- what the application sees --------------------------------------------
-    def add_listener(self, callback):
-        """Call ``callback(event)`` for every MemberEvent (and EventsLost), on
-        the dispatcher thread."""
+    def add_listener(self, callback, replay=False):
+        """Call ``callback(event)`` for every MemberEvent, on the dispatcher
+        thread; where events were dropped (the listeners fell more than
+        ``event_queue_size`` behind) it gets one ``EventsLost`` instead.
+        With ``replay`` it first gets an "added" event for every current
+        member, then every change after them: none missed, none twice."""
         with self._lock:
-            self._listeners = self._listeners + [callback]
+            if replay and self._events is not None and self._phase != _STOPPED:
+                # The dispatcher registers it when it reaches this point of
+                # the queue: what follows in the queue happened after the
+                # snapshot, under the same lock. What the table decided but
+                # the driver has not published yet goes first.
+                pending = self._engine.events()
+                if pending:
+                    self._publish(pending)
+                self._events.put_marker(_Replay(callback, self._engine.members()))
+            else:
+                self._listeners = self._listeners + [callback]
 
     def remove_listener(self, callback):
         with self._lock:
             self._listeners = [c for c in self._listeners if c != callback]
+
+    def wait_for(self, predicate, timeout=None):
+        """Wait until ``predicate(members)`` is true (checked now and after
+        every change, on this thread); return the members then. TimeoutError
+        after ``timeout`` seconds; RuntimeError when not running or stopped
+        meanwhile."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self._changed:
+                generation = self._generation
+            members = self.members()
+            if predicate(members):
+                return members
+            with self._changed:
+                while self._generation == generation:
+                    if self._phase not in (_RUNNING, _STARTING):
+                        raise RuntimeError("McastService is not running")
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        raise TimeoutError(f"predicate not true within {timeout} s")
+                    self._changed.wait(remaining)
 
     def _front_counts(self):
         return {"events_dropped": self._events.dropped if self._events else 0,
@@ -242,7 +295,14 @@ class McastService(MembershipFront):
                     for fd in set(fds) - watched:
                         poller.register(fd, select.POLLIN)
                     watched = set(fds)
-                    timeout = 0 if more else max(0, math.ceil((deadline - now) * 1000))
+                    if more:
+                        timeout = 0
+                    elif deadline == math.inf:
+                        # Nothing due until a report (dns_members, its lookup in
+                        # flight): the lookup thread wakes us with the answer.
+                        timeout = -1
+                    else:
+                        timeout = max(0, math.ceil((deadline - now) * 1000))
                     ready = poller.poll(timeout)
                     if self._stopping:
                         break
@@ -331,6 +391,12 @@ class McastService(MembershipFront):
     # -- events ------------------------------------------------------------------
     def _publish(self, events):
         self._events.put_many(events)
+        self._notify_changed()
+
+    def _notify_changed(self):
+        with self._changed:
+            self._generation += 1
+            self._changed.notify_all()
 
     def _dispatch_loop(self, events, previous):
         if previous is not None and previous is not threading.current_thread():
@@ -339,9 +405,31 @@ class McastService(MembershipFront):
             event = events.get()
             if event is None:
                 return
+            if isinstance(event, _Replay):
+                self._replay(event)
+                continue
             for callback in self._listeners:
-                try:
-                    callback(event)
-                except BaseException:   # SystemExit too: a listener never ends the dispatcher
-                    self._counts["listener_errors"] += 1
-                    log.exception("membership listener %r failed on %r", callback, event)
+                self._call(callback, event)
+
+    def _call(self, callback, event):
+        try:
+            callback(event)
+        except BaseException:   # SystemExit too: a listener never ends the dispatcher
+            self._counts["listener_errors"] += 1
+            log.exception("membership listener %r failed on %r", callback, event)
+
+    def _replay(self, replay):
+        for member in replay.members:
+            self._call(replay.callback, MemberEvent(ADDED, member))
+        with self._lock:
+            self._listeners = self._listeners + [replay.callback]
+
+
+class _Replay:
+    """In the event queue: register ``callback`` here, after an "added"
+    for each of ``members`` (the table as of this point of the queue)."""
+
+    __slots__ = ("callback", "members")
+
+    def __init__(self, callback, members):
+        self.callback, self.members = callback, members

@@ -12,18 +12,25 @@ from collections import Counter
 from . import _layout as L
 from . import _codec
 from . import auth
-from .member import Member
+from .events import EventKind, MemberEvent, Reason
+from .member import Member, find_by_address, find_by_unique_id
 
-ADDED = "added"
-UPDATED = "updated"
-REMOVED = "removed"
-# A member past its drop time that is being asked directly before it is
-# removed (``verify``): it stays a member until the answer.
-SUSPECT = "suspect"
-SHUTDOWN = "shutdown"
-EXPIRED = "expired"
+ADDED, UPDATED, REMOVED, SUSPECT = (EventKind.ADDED, EventKind.UPDATED, EventKind.REMOVED,
+                                   EventKind.SUSPECT)
+SHUTDOWN, EXPIRED, FILTERED = Reason.SHUTDOWN, Reason.EXPIRED, Reason.FILTERED
 
 _NO_EVENTS = ()
+
+# Every counter the table keeps (stats()), present from the start at 0.
+TABLE_COUNTERS = (
+    ("received", "fast_path", "slow_path", "members", "added", "updated", "refreshed_slow",
+     "refused", "refused_unlisted", "local", "filtered", "shutdown_unknown", "suspected",
+     "suspects_heard", "pauses", "channel_frames", "doctor_probes")
+    + tuple("removed." + reason for reason in (SHUTDOWN, EXPIRED, FILTERED))
+    + tuple("malformed." + reason for verdict, reason in L.REASONS.items()
+            if verdict not in (L.OK, L.CHANNEL_FRAME, L.DOCTOR_PROBE))
+    + tuple("auth." + reason for verdict, reason in L.AUTH_REASONS.items()
+            if verdict != L.AUTH_OK))
 # A first packet from a sender is believed only when its sequence (the
 # sender's wall clock) is at most this old: a capture replayed later to a
 # table that never heard its sender (restarted) is refused. Generous, as
@@ -33,30 +40,6 @@ REPLAY_WINDOW_S = 60.0
 
 def _wall_us():
     return time.time_ns() // 1000
-
-
-class MemberEvent:
-    """A change in membership: ``kind`` is "added", "updated" or "removed";
-    ``reason`` is None, or "shutdown" / "expired" for removals."""
-
-    __slots__ = ("kind", "member", "reason")
-
-    def __init__(self, kind, member, reason=None):
-        self.kind = kind
-        self.member = member
-        self.reason = reason
-
-    def __eq__(self, other):
-        if not isinstance(other, MemberEvent):
-            return NotImplemented
-        return (self.kind, self.member, self.reason) == (other.kind, other.member, other.reason)
-
-    def __repr__(self):
-        reason = f", {self.reason}" if self.reason else ""
-        return f"MemberEvent({self.kind}{reason}, {self.member!r})"
-
-    def to_dict(self):
-        return {"event": self.kind, "reason": self.reason, "member": self.member.to_dict()}
 
 
 class Membership:
@@ -99,7 +82,7 @@ class Membership:
         self._slot_of = {}     # identity -> slot, for members
         self._ignored = {}     # identity -> slot, for local and other-domain senders
         self._ignored_slots = {}   # slot -> identity
-        self._counts = Counter()
+        self._counts = Counter(dict.fromkeys(TABLE_COUNTERS, 0))   # every key from the start
         # Suspects (identity -> Member): past their drop time, out of the
         # index, still members until ``confirm`` (or a heartbeat, a goodbye).
         self._suspects = {}
@@ -126,7 +109,7 @@ class Membership:
 
     def set_domain(self, domain):
         """Filter on ``domain`` from now on (None: keep every domain) and
-        return the events: members of another domain are removed ("filtered"),
+        return the events: members of another domain are removed (FILTERED),
         and senders filtered out before are forgotten, so that their next
         heartbeat is judged again (the fast path would keep the old verdict).
         While ``pump`` runs on another thread the index cannot be changed:
@@ -147,7 +130,7 @@ class Membership:
             if self._domain is not None:
                 for slot in [slot for slot, member in self._members.items()
                              if member.domain != self._domain]:
-                    events.append(self._drop(slot, "filtered"))
+                    events.append(self._drop(slot, FILTERED))
         except RuntimeError:
             # pump started on another thread between our check and now: each
             # step above is whole or not begun, the rest follows next time.
@@ -198,9 +181,10 @@ class Membership:
         events = self._apply_domain() if self._reclassify else _NO_EVENTS
         if self._keys_pending:
             self._apply_keys()
-        verdict = self._index.lookup(buf, n, now)
-        if verdict >= 0 or verdict == L.INDEX_DROPPED:
-            return events
+        if unlisted is None:     # a stranger's copy of a member's bytes refreshes nobody
+            verdict = self._index.lookup(buf, n, now)
+            if verdict >= 0 or verdict == L.INDEX_DROPPED:
+                return events
         return events + self._receive_slow(buf, n, now, unlisted)
 
     def pump(self, fd, buf, deadline, budget=-1, sources=False):
@@ -262,12 +246,13 @@ class Membership:
             judged = self._authenticate(buf, datagram, identity, slot)
             if judged is None:
                 return _NO_EVENTS
-            member.authenticated, sequence = judged
+            authenticated, sequence = judged
+            member = member.with_authenticated(authenticated)
         if self._domain is not None and member.domain != self._domain:
             self._counts["filtered"] += 1
             self._ignore(identity, buf, n, now, L.KIND_FILTERED, member.is_shutdown)
             if slot is not None:     # a member moved to another domain
-                return (self._drop(slot, "filtered"),)
+                return (self._drop(slot, FILTERED),)
             return _NO_EVENTS
         if member.is_shutdown:
             if slot is None:
@@ -280,16 +265,17 @@ class Membership:
             return (self._drop(slot, SHUTDOWN),)
         if slot is None:
             return self._add(member, buf, n, now, sequence)
-        previous = self._members[slot]
+        previous = self._as_of(slot, self._members[slot])     # before the index forgets it
         self._index.replace(slot, buf, n, now)
         if self._auth_mode != L.AUTH_OFF:
             self._index.set_auth(slot, member.authenticated, sequence)
+        member = member.replace(first_seen=previous.first_seen, last_heard=now)
         self._members[slot] = member
         if previous.same_state(member):
             self._counts["refreshed_slow"] += 1
             return _NO_EVENTS
         self._counts["updated"] += 1
-        return (MemberEvent(UPDATED, member),)
+        return (MemberEvent(UPDATED, member, previous=previous),)
 
     def _authenticate(self, buf, n, identity, slot):
         """(True, its sequence) for an authentic and fresh datagram, (False,
@@ -317,6 +303,8 @@ class Membership:
     def _drop_counter(verdict):
         if verdict == L.CHANNEL_FRAME:
             return "channel_frames"
+        if verdict == L.DOCTOR_PROBE:
+            return "doctor_probes"
         return "malformed." + L.REASONS[verdict]
 
     def _add(self, member, buf, n, now, sequence=0):
@@ -326,19 +314,23 @@ class Membership:
         slot = self._index.add(buf, n, now, L.KIND_MEMBER)
         if self._auth_mode != L.AUTH_OFF:
             self._index.set_auth(slot, member.authenticated, sequence)
+        suspect = self._suspects.pop(member.identity, None)
+        first_seen = now if suspect is None else suspect.first_seen
+        member = member.replace(first_seen=first_seen, last_heard=now)
         self._members[slot] = member
         self._slot_of[member.identity] = slot
-        suspect = self._suspects.pop(member.identity, None)
         if suspect is not None:
             # Heard again: it never left. Only a change is news.
             self._counts["suspects_heard"] += 1
-            return _NO_EVENTS if suspect.same_state(member) else (MemberEvent(UPDATED, member),)
+            if suspect.same_state(member):
+                return _NO_EVENTS
+            return (MemberEvent(UPDATED, member, previous=suspect),)
         self._counts["added"] += 1
         return (MemberEvent(ADDED, member),)
 
     def _drop(self, slot, reason):
         self._index.remove(slot)     # first: it refuses (RuntimeError) while pump runs
-        member = self._members.pop(slot).with_alive(self._index.alive(slot))
+        member = self._as_of(slot, self._members.pop(slot))
         del self._slot_of[member.identity]
         self._remember_sequence(slot, member.identity)
         self._counts["removed." + reason] += 1
@@ -387,8 +379,7 @@ class Membership:
                 continue
             del self._slot_of[member.identity]
             self._remember_sequence(slot, member.identity)
-            # A freed slot keeps its last alive time until it is reused.
-            member = member.with_alive(self._index.alive(slot))
+            member = self._as_of(slot, member)
             if suspect:
                 self._suspects[member.identity] = member
                 self._counts["suspected"] += 1
@@ -412,7 +403,7 @@ class Membership:
 
     def sweep(self, now):
         """``expire(now)`` for drivers that call it periodically (the threaded
-        and asyncio fronts, every 50 ms). A gap of more than half the drop
+        and asyncio fronts do not). A gap of more than half the drop
         time since the previous sweep means this process was frozen (SIGSTOP,
         a suspended VM, a starved thread), so what looks like silence from the
         peers is our own deafness: they get one drop time from now to be heard
@@ -453,7 +444,8 @@ class Membership:
         """Snapshot of the members, oldest first (largest alive time, as Tomcat
         orders them), each carrying the alive time of its latest heartbeat."""
         index = self._index
-        snapshot = [m.with_alive(index.alive(slot)) for slot, m in self._members.items()]
+        snapshot = [m.replace(alive_ms=index.alive(slot), last_heard=index.heard(slot))
+                    for slot, m in self._members.items()]
         snapshot += self._suspects.values()
         snapshot.sort(key=lambda m: (-m.alive_ms, m.identity))
         return snapshot
@@ -466,7 +458,7 @@ class Membership:
         bad_trailer, unknown_key, bad_mac, replay): dropped under enforce
         (replays in any mode), admitted as unauthenticated when permissive."""
         prefix = "auth."
-        return {k[len(prefix):]: v for k, v in self.stats().items() if k.startswith(prefix)}
+        return {k[len(prefix):]: v for k, v in self.stats().items() if k.startswith(prefix) and v}
 
     def __contains__(self, member):
         identity = Member.identity.fget(member)
@@ -477,7 +469,26 @@ class Membership:
         slot = self._slot_of.get(member.identity)
         if slot is None:
             return None
-        return self._members[slot].with_alive(self._index.alive(slot))
+        return self._as_of(slot, self._members[slot])
+
+    def _as_of(self, slot, member):
+        """``member`` (stored in ``slot``) with its latest alive time and
+        when it was last heard: what snapshots and events carry. A freed
+        slot keeps both until it is reused."""
+        index = self._index
+        return member.replace(alive_ms=index.alive(slot), last_heard=index.heard(slot))
+
+    def by_unique_id(self, unique_id):
+        """The member with this 16-byte unique id, or None."""
+        return find_by_unique_id(self.members(), unique_id)
+
+    def by_address(self, host, port):
+        """The member at ``host`` (address text or raw bytes) and member
+        ``port``, or None."""
+        return find_by_address(self.members(), host, port)
+
+    def __iter__(self):
+        return iter(self.members())
 
     def last_heard(self, member):
         slot = self._slot_of.get(member.identity)

@@ -25,6 +25,15 @@ IMPLEMENTATIONS = [pytest.param(_fast_py, id="python"),
                                                          reason="compiled extension not built"))]
 
 
+def pytest_collection_modifyitems(items):
+    # Marked so that a second pass with the other default implementation
+    # (CI's pure-Python pass) can leave out what it would only repeat:
+    # -m "not both_codecs" (see .ci/run).
+    for item in items:
+        if "codec" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.both_codecs)
+
+
 @pytest.fixture(params=IMPLEMENTATIONS)
 def codec(request):
     """Each codec test runs against the pure-Python twin and the compiled module."""
@@ -56,3 +65,20 @@ def classpath(tmp_path_factory):
     if path is None:
         pytest.skip(reason)
     return path
+
+
+@pytest.fixture(params=["asyncio", "threads"])
+def running_front(request, group_port):
+    """A factory of started members of one kind of front (fronts.FRONTS) on
+    the test's group port; all are closed afterwards."""
+    from fronts import FRONTS
+    made = []
+
+    def make(member_port, **settings):
+        node = FRONTS[request.param](group_port, member_port, **settings)
+        made.append(node)
+        node.start()
+        return node
+    yield make
+    for node in made:
+        node.close()

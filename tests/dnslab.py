@@ -4,10 +4,12 @@ rewrites. A and AAAA records live in a hosts file (re-read on SIGHUP, as an
 operator's change would be); SRV records are options of dnsmasq's own, read
 at start, so changing them restarts it. Nothing is mocked at the DNS layer."""
 
+import contextlib
 import os
 import pathlib
 import shutil
 import signal
+import socket
 import subprocess
 import time
 
@@ -81,3 +83,24 @@ class DnsServer:
                 self.proc.kill()
                 self.proc.wait(5)
         self.proc = None
+
+
+@contextlib.contextmanager
+def system_resolver(netns, server, own_address):
+    """Point the system resolver of processes run by ``ip netns exec NETNS``
+    at ``server`` (a JVM has no setting for its DNS server: it asks through
+    the C library, which reads /etc/resolv.conf). ip netns exec mounts
+    /etc/netns/NETNS/resolv.conf and hosts over /etc's in a mount namespace
+    of the process's own, so the machine's files are never touched. The hosts
+    file names this machine's host name with ``own_address``, as a Kubernetes
+    pod's /etc/hosts names the pod with its IP: Tomcat's cloud membership
+    finds itself in the DNS answer by InetAddress.getLocalHost()."""
+    folder = pathlib.Path("/etc/netns") / netns
+    folder.mkdir(parents=True)
+    try:
+        (folder / "resolv.conf").write_text(f"nameserver {server}\noptions timeout:1\n")
+        (folder / "hosts").write_text(f"127.0.0.1 localhost\n::1 localhost\n"
+                                      f"{own_address} {socket.gethostname()}\n")
+        yield
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

@@ -5,7 +5,8 @@ bridge that lives in its own "switch" namespace, so nothing is added to or
 sent on the machine's own network. Needs root and iproute2; ``Lan.available()``
 says why not otherwise.
 
-``Lan(n, ipv6=True)`` also gives each card fd00:250::N/64; IPv6 addresses
+``prefix`` starts every namespace's name (a suite's own keeps it apart
+from others running at once). ``Lan(n, ipv6=True)`` also gives each card fd00:250::N/64; IPv6 addresses
 (link-local ones too) skip duplicate address detection, so they are usable
 at once. ``Lan(n, bridges=[[0, 1], [0],
 [1]])`` makes several bridges: host i has one card per bridge listed, named
@@ -34,10 +35,10 @@ def _ip(*args):
 
 
 class Lan:
-    def __init__(self, hosts=3, ipv6=False, bridges=None):
+    def __init__(self, hosts=3, ipv6=False, bridges=None, prefix="mcm"):
         self.tag = uuid.uuid4().hex[:6]
-        self.switch = f"mcm{self.tag}sw"
-        self.hosts = [f"mcm{self.tag}h{i}" for i in range(1, hosts + 1)]
+        self.switch = f"{prefix}{self.tag}sw"
+        self.hosts = [f"{prefix}{self.tag}h{i}" for i in range(1, hosts + 1)]
         self.bridges = [list(b) for b in bridges] if bridges else [[0]] * hosts
         self.ipv6 = ipv6
         self.created = []
@@ -126,6 +127,49 @@ class Lan:
     def run(self, index, argv, **kw):
         return subprocess.Popen(["ip", "netns", "exec", self.hosts[index], *argv], **kw)
 
+    def block_multicast(self, index, blocked=True):
+        """Host ``index`` as on a network where multicast does not pass (most
+        clouds, Kubernetes): no multicast route in its tables (the kernel's
+        ff00::/8 deleted; IPv4 has none here) and its switch ports flood no
+        multicast to it. The switch is what really stops it: a socket with
+        IP_MULTICAST_IF sends without any route. ``blocked=False`` lets it
+        through again, with a 224.0.0.0/4 and an ff00::/8 route on its first card."""
+        host, card = self.hosts[index], self.card(index, self.bridges[index][0])
+        for bridge in self.bridges[index]:
+            _ip("-n", self.switch, "link", "set", "dev", self.port_name(index, bridge),
+                "type", "bridge_slave", "mcast_flood", "off" if blocked else "on")
+        if blocked:
+            for route in self.multicast_routes(index):
+                family, *words = route.split()
+                _ip("-n", host, family, "route", "del", *words)
+        else:
+            _ip("-n", host, "route", "replace", "224.0.0.0/4", "dev", card)
+            _ip("-n", host, "-6", "route", "replace", "multicast", "ff00::/8", "dev", card,
+                "table", "local")
+
+    def multicast_routes(self, index):
+        """Host ``index``'s routes to multicast destinations, IPv4 and IPv6,
+        every table (``ip route show`` lines, each with its table)."""
+        import ipaddress
+        found = []
+        for family, space in (("-4", "224.0.0.0/4"), ("-6", "ff00::/8")):
+            out = subprocess.run(["ip", "-n", self.hosts[index], family, "route", "show",
+                                  "table", "all"], check=True, capture_output=True, text=True,
+                                 timeout=30).stdout
+            for line in out.splitlines():
+                words = line.split()
+                kind = words[0] if words[0] in ("unicast", "local", "broadcast", "multicast",
+                                                "anycast") else None
+                destination = words[1] if kind else words[0]
+                if destination == "default":
+                    destination = "::/0" if family == "-6" else "0.0.0.0/0"
+                network = ipaddress.ip_network(destination, strict=False)
+                if network.overlaps(ipaddress.ip_network(space)):
+                    if "table" not in words:
+                        line += " table main"
+                    found.append(f"{family} {line}")
+        return found
+
     def filter(self, index, rules):
         """Host ``index``'s input filter becomes ``rules`` (nftables rule
         lines, see ``loss_rules``), in place of any it had."""
@@ -209,7 +253,8 @@ class JsonProcess:
             self._new.put(item)
 
     def _read_err(self):
-        self.stderr = self.proc.stderr.read()
+        for line in self.proc.stderr:      # line by line: readable while it runs
+            self.stderr += line
 
     def wait_for(self, predicate, timeout=5.0):
         deadline = time.monotonic() + timeout
@@ -225,6 +270,17 @@ class JsonProcess:
                 self._new.get(timeout=min(left, 0.05))
             except queue.Empty:
                 pass
+
+    def stats(self, timeout=5.0):
+        """The ``stats()`` of a ``service_command`` process, now (it prints
+        them on SIGUSR1)."""
+        import signal
+        self.wait_for(lambda i: i["event"] == "ready", timeout)
+        earlier = {id(item) for _, item in self.lines if item["event"] == "stats"}
+        self.proc.send_signal(signal.SIGUSR1)
+        _, item = self.wait_for(lambda i: i["event"] == "stats" and id(i) not in earlier,
+                                timeout)
+        return item["stats"]
 
     def stop(self, sig=None):
         import signal
@@ -243,6 +299,37 @@ def demo_command():
     return [demo] if demo else [sys.executable, "-m", "mcastmember.cli"]
 
 
+SERVICE_SCRIPT = r"""
+import json, signal, sys, threading
+lock, asked, leave = threading.Lock(), threading.Event(), threading.Event()
+def out(item):
+    with lock:
+        sys.stdout.write(json.dumps(item) + "\n")
+        sys.stdout.flush()
+signal.signal(signal.SIGUSR1, lambda *_: asked.set())
+signal.signal(signal.SIGTERM, lambda *_: leave.set())
+out({"event": "ready"})      # SIGUSR1 is safe from now on (its default action ends us)
+from mcastmember import McastService
+service = McastService(**json.loads(sys.argv[1]))
+service.add_listener(lambda e: out(e.to_dict() if e.member is not None
+                                   else {"event": e.kind, "count": e.count}))
+with service:
+    while not leave.is_set():
+        if asked.wait(0.02):
+            asked.clear()
+            out({"event": "stats", "stats": service.stats()})
+"""
+
+
+def service_command(settings):
+    """Run ``McastService(**settings)`` as a process: its events as
+    ``mcast-demo join --json`` prints them, its stats on SIGUSR1 (see
+    JsonProcess.stats), a goodbye on SIGTERM. Isolated (-I), so that the
+    installed mcastmember runs, not the source tree in the current directory
+    (which has no compiled extension)."""
+    return [sys.executable, "-I", "-c", SERVICE_SCRIPT, json.dumps(settings)]
+
+
 def event(kind, host, reason=None):
     """A predicate for JsonProcess.wait_for: that event about member ``host``."""
     def match(item):
@@ -253,6 +340,14 @@ def event(kind, host, reason=None):
 
 def added(proc, host):
     return [i for _, i in proc.lines if i["event"] == "added" and i["member"]["host"] == host]
+
+
+def wait_added(proc, host, times, timeout=5.0):
+    """Until ``proc`` saw member ``host`` added ``times`` times (back after a restart)."""
+    deadline = time.monotonic() + timeout
+    while len(added(proc, host)) < times:
+        assert time.monotonic() < deadline, (proc.index, host, times, proc.lines)
+        time.sleep(0.02)
 
 
 def wait_all_see_all(lan, procs, timeout=5.0, address=None):

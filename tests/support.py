@@ -1,5 +1,7 @@
 """Test vectors and helpers shared by the tests (importable: tests/ is on the path)."""
 
+import re
+import shlex
 import socket
 import time
 
@@ -108,3 +110,18 @@ def wait_until(condition, timeout=5.0):
     while not condition():
         assert time.monotonic() < deadline, "condition not met in time"
         time.sleep(0.01)
+
+
+def fix_flag(fix, flag):
+    """The value a check's ``fix`` text gives ``flag``: ("--drop-time 1200 on
+    every node", "--drop-time") -> "1200"."""
+    lexer = shlex.shlex(fix[fix.index(flag) + len(flag):], posix=True)
+    lexer.whitespace_split = True          # one word, quotes removed; the rest unread
+    return lexer.get_token().rstrip(",;")
+
+
+def fix_command(fix, start):
+    """The command a check's ``fix`` text names, from the words ``start`` to
+    the next comma, semicolon or parenthesis: ("ip route add 224.0.0.0/4 dev
+    eth0 (this host's ...)", "ip route") -> "ip route add 224.0.0.0/4 dev eth0"."""
+    return re.search(rf"\b{re.escape(start)} [^,;(]*", fix).group().strip()

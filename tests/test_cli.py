@@ -27,8 +27,9 @@ def start_join(group_port, member_port, tmp_path, *extra):
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
 
 
-def read_event(proc, timeout=5.0):
-    """The next JSON line from a demo's stdout (the test fails on anything else)."""
+def read_event(proc, timeout=15.0):
+    """The next JSON line from a demo's stdout (the test fails on anything else).
+    The bound is generous: a loaded machine starts Python processes slowly."""
     import selectors
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ)
@@ -176,3 +177,50 @@ def test_bad_arguments_get_one_line_and_exit_2(tmp_path, args, message):
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert "Traceback" not in result.stderr
+
+
+CAPTURE = f"""# two heartbeats and a goodbye, as a capture tool printed them
+
+{V1.hex()}
+  {V1.hex(':')}   # colons between bytes, a comment after
+{V3.hex()}
+"""
+
+
+def test_decode_reads_a_capture_file(tmp_path):
+    (tmp_path / "capture.txt").write_text(CAPTURE)
+    result = run(["decode", "capture.txt", "--json"], tmp_path)
+    assert (result.returncode, result.stderr) == (0, "")
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [(f["line"], f["shutdown"]) for f in lines] == [(3, False), (4, False), (5, True)]
+    assert lines[0] == dict(json.loads(run(["decode", V1.hex(), "--json"], tmp_path).stdout),
+                            line=3)
+    human = run(["decode", "capture.txt"], tmp_path)
+    assert human.returncode == 0
+    assert human.stdout.count("member      127.0.0.1:4000") == 3
+    assert human.stdout.startswith("-- capture.txt line 3\nmember      127.0.0.1:4000\n")
+    assert "\n\n-- capture.txt line 5\n" in human.stdout
+
+
+def test_decode_reads_stdin_and_names_each_bad_line(tmp_path):
+    capture = f"{V1.hex()}\nnot hex at all\n\n{V1[:-1].hex()}\n{V3.hex()}\n"
+    result = run(["decode", "-", "--json"], tmp_path, input=capture)
+    assert result.returncode == 2                       # a bad line or more
+    assert [json.loads(line)["line"] for line in result.stdout.splitlines()] == [1, 5]
+    assert result.stderr.splitlines() == [
+        "mcast-demo decode: stdin line 2: not hexadecimal",
+        "mcast-demo decode: stdin line 4: malformed membership packet (truncated): "
+        "truncated: shorter than its header or body length says"]
+
+
+@pytest.mark.parametrize("content, message", [
+    ("# nothing but a comment\n\n", "mcast-demo decode: error: no packet in capture.txt"),
+    (None, "mcast-demo decode: error: 'capture.txt' is not hexadecimal, and not a file we "
+           "can read (No such file or directory)"),
+])
+def test_decode_of_an_empty_or_missing_capture_is_one_line_and_exit_2(tmp_path, content,
+                                                                       message):
+    if content is not None:
+        (tmp_path / "capture.txt").write_text(content)
+    result = run(["decode", "capture.txt"], tmp_path)
+    assert (result.returncode, result.stderr, result.stdout) == (2, message + "\n", "")

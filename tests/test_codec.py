@@ -59,6 +59,7 @@ MALFORMED = {
     "empty": (b"", L.NOT_MEMBERSHIP),
     "random": (b"hello world", L.NOT_MEMBERSHIP),
     "channel frame": (b"FLT2002" + bytes(20) + b"TLF2003", L.CHANNEL_FRAME),
+    "doctor probe": (b"MCDOCTOR\x01L" + bytes(28), L.DOCTOR_PROBE),
     "begin tag only": (b"TRIBES-B", L.TRUNCATED),
     "begin marker only": (b"TRIBES-B\x01\x00", L.TRUNCATED),
     "old 8-byte markers": (b"TRIBES-B" + V2[14:], L.BAD_VERSION),

@@ -88,4 +88,5 @@ def test_failures_keep_the_last_good_answer():
         peers.on_failure(lookup, reason, at)
         assert peers.peers == {(bytes([10, 0, 0, 5]), 45564)}
     assert peers.stats() == {"peers": 1, "lookups_answered": 2, "lookups_failed.timeout": 1,
-                             "lookups_failed.servfail": 1, "lookups_failed.nxdomain": 1}
+                             "lookups_failed.servfail": 1, "lookups_failed.nxdomain": 1,
+                             "lookups_failed.no_answer": 0, "lookups_failed.error": 0}

@@ -185,6 +185,21 @@ def test_dns_members_are_the_answer_named_as_tomcat_names_them(make):
     assert engine.members() == []
 
 
+def test_dns_members_name_ipv6_members_by_java_s_text_of_their_address(make):
+    # Tomcat digests InetAddress.getHostAddress(), which writes every one of
+    # the eight groups and never "::" (found against Tomcat's own jar,
+    # tests/test_cloud_interop.py): so must we, or each side names the other
+    # differently.
+    engine = make(interface="::1", dns="tomcat.test", dns_members=True, member_port=4100)
+    assert engine.config.unique_id == md5("0:0:0:0:0:0:0:1")
+    engine.start(0.0)
+    (lookup,) = engine.lookups_due(0.0)
+    engine.on_lookup(lookup, {("fd00:250::2", PORT), ("fd00:0:0:0:1:a0:0:bc", PORT),
+                              ("::1", PORT)}, 0.1)
+    assert sorted((e.kind, e.member.unique_id) for e in engine.events()) == sorted([
+        ("added", md5("fd00:250:0:0:0:0:0:2")), ("added", md5("fd00:0:0:0:1:a0:0:bc"))])
+
+
 @pytest.mark.parametrize("settings, message", [
     (dict(), "nobody to send to: give peers= or dns="),
     (dict(peers=["127.0.0.2"], interface=None), "set interface= \\(or host=\\)"),

@@ -157,22 +157,33 @@ def _fan_out_with_an_unroutable_peer_inside(codec):
 
 def test_source_names_the_sender_of_the_datagram_pump_returned(codec):
     receiver = _receiver("127.0.0.1")
-    sender = _sender("127.0.0.2")
+    sender, elsewhere = _sender("127.0.0.2"), _sender("127.0.0.3")
+    two = b"\x7f\x00\x00\x02"
     try:
         index = codec.MemberIndex(4)
         assert index.source() is None
-        sender.sendto(heartbeat(codec), receiver.getsockname())
+        sender.sendto(heartbeat(codec, host=two), receiver.getsockname())
         buf = bytearray(L.RECV_BUFFER_LEN)
-        assert index.pump(receiver.fileno(), buf, math.inf, sources=True) == len(heartbeat(codec))
-        assert index.source() == (b"\x7f\x00\x00\x02", sender.getsockname()[1])
-        # Known now: the next copy stays inside pump, which returns no sender.
-        index.add(heartbeat(codec), -1, 0.0, L.KIND_MEMBER)
-        sender.sendto(heartbeat(codec, alive=5), receiver.getsockname())
+        assert index.pump(receiver.fileno(), buf, math.inf, sources=True) == \
+            len(heartbeat(codec, host=two))
+        assert index.source() == (two, sender.getsockname()[1])
+        # Known now: the next copy from its own host stays inside pump,
+        # which returns no sender...
+        index.add(heartbeat(codec, host=two), -1, 0.0, L.KIND_MEMBER)
+        sender.sendto(heartbeat(codec, alive=5, host=two), receiver.getsockname())
         assert index.pump(receiver.fileno(), buf, math.inf, sources=True) == -errno.EAGAIN
         assert index.source() is None
+        assert index.hits == 1
+        # ... and one from another address comes back, with that sender, unheard.
+        elsewhere.sendto(heartbeat(codec, alive=6, host=two), receiver.getsockname())
+        assert index.pump(receiver.fileno(), buf, math.inf, sources=True) == \
+            len(heartbeat(codec, host=two))
+        assert index.source() == (b"\x7f\x00\x00\x03", elsewhere.getsockname()[1])
+        assert index.hits == 1
     finally:
         receiver.close()
         sender.close()
+        elsewhere.close()
 
 
 def test_without_sources_pump_keeps_no_sender(codec):

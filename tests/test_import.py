@@ -21,6 +21,15 @@ def test_import_does_not_load_construct_or_the_service():
     assert "mcastmember.service" not in out
 
 
+def test_import_does_not_load_prometheus_client_or_the_metrics():
+    """mcastmember.metrics (the optional Prometheus collector) is imported
+    only by who asks for it, mcast-demo only with --metrics-port."""
+    out = _python("import sys, mcastmember, mcastmember.cli; mcastmember.McastService; "
+                  "mcastmember.AsyncMembership; print(sorted(m for m in ('prometheus_client', "
+                  "'mcastmember.metrics') if m in sys.modules))")
+    assert out == "[]"
+
+
 def test_no_extensions_forces_pure_python():
     assert _python("import mcastmember; print(mcastmember.implementation())",
                    MCASTMEMBER_NO_EXTENSIONS="1") == "python"

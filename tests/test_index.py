@@ -170,13 +170,14 @@ def test_pump_counts_and_skips_malformed_datagrams(codec, pair):
     tx, rx = pair
     index = codec.MemberIndex(2)
     good = heartbeat(codec)
-    for junk in (b"tiny", good[:-1], b"FLT2002" + bytes(20), good[:8] + b"\x02\x00" + good[10:]):
+    for junk in (b"tiny", good[:-1], b"FLT2002" + bytes(20), good[:8] + b"\x02\x00" + good[10:],
+                 b"MCDOCTOR\x01M" + bytes(28)):
         tx.send(junk)
     tx.send(good)
     buf = bytearray(65536)
     assert index.pump(rx.fileno(), buf, math.inf) == len(good)     # only the good one
     assert index.dropped() == {L.NOT_MEMBERSHIP: 1, L.CHANNEL_FRAME: 1, L.TRUNCATED: 1,
-                               L.BAD_VERSION: 1}
+                               L.BAD_VERSION: 1, L.DOCTOR_PROBE: 1}
 
 
 def test_datagrams_after_a_stranger_are_handled_by_the_next_pump(codec, pair):

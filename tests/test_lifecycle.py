@@ -37,7 +37,7 @@ def front(request, group_port):
 
 
 def malformed(stats):
-    return {k: v for k, v in stats.items() if k.startswith("malformed.")}
+    return {k: v for k, v in stats.items() if k.startswith("malformed.") and v}
 
 
 # -- item 3: stop() must not shut the socket down to wake the receiver -------------
@@ -255,13 +255,19 @@ def test_an_overflowing_queue_gives_listeners_an_events_lost_marker(group_port):
 
         def accounted():       # delivered, or counted as lost: every one of the six
             return sum(e.count if isinstance(e, EventsLost) else 1 for e in seen)
-        # The table holds six a moment before the last events are published.
-        wait_until(lambda: seen and isinstance(seen[-1], EventsLost) and accounted() == 6)
-        *delivered, lost = seen
+        # The table holds six a moment before the last events are published,
+        # and the driver may publish them in more than one step: a marker
+        # where each gap is, every event either delivered or counted.
+        wait_until(lambda: accounted() == 6)
+        delivered = [e for e in seen if not isinstance(e, EventsLost)]
+        markers = [e for e in seen if isinstance(e, EventsLost)]
         assert [e.kind for e in delivered] == ["added"] * len(delivered)
-        assert len(delivered) in (2, 3)        # the queue's 2, and the one being delivered
-        assert len(delivered) + lost.count == 6
-        assert member.stats()["events_dropped"] == lost.count
+        assert len({e.member.port for e in delivered}) == len(delivered)
+        assert markers and not isinstance(seen[0], EventsLost)
+        assert all(not isinstance(a, EventsLost) or not isinstance(b, EventsLost)
+                   for a, b in zip(seen, seen[1:]))      # one marker per gap
+        assert 2 <= len(delivered) < 6                   # the queue held 2 at least; some dropped
+        assert member.stats()["events_dropped"] == sum(e.count for e in markers)
 
 
 # -- item 16: listeners and loops that fail ---------------------------------------------------

@@ -84,7 +84,9 @@ out({"event": "stats", "reason": None, "member": {"host": address}, "stats": sta
 
 
 def service_argv(lan, index, seconds, drop_ms):
-    return [sys.executable, "-c", SERVICE_SCRIPT, lan.address(index), str(seconds), str(drop_ms)]
+    # -I: the installed mcastmember (compiled when built), not the source tree in the cwd
+    return [sys.executable, "-I", "-c", SERVICE_SCRIPT, lan.address(index), str(seconds),
+            str(drop_ms)]
 
 
 def test_interface_down_and_up_the_service_recovers_without_flapping(lan):

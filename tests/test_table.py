@@ -122,6 +122,18 @@ def test_malformed_and_foreign_datagrams_are_counted_by_reason(table, codec):
     assert stats["received"] == 5 and stats["members"] == 0
 
 
+def test_doctor_probes_are_counted_apart_never_as_malformed(table, codec):
+    # mcast-demo doctor's probes (doctor.py) share the group: dropped, counted
+    # by name, and kept out of malformed.* (which the engine warns about).
+    feed(table, b"MCDOCTOR" + bytes(30), 0.0)
+    feed(table, b"MCDOCTOR", 0.0)
+    feed(table, b"MCDOCTO", 0.0)
+    stats = table.stats()
+    assert stats["doctor_probes"] == 2
+    assert stats["malformed.not_membership"] == 1
+    assert stats["received"] == 3 and stats["members"] == 0
+
+
 def test_domain_filter_compares_bytes(codec):
     table = Membership(drop_time=3.0, domain=b"prod", codec=codec)
     assert feed(table, hb(codec, uid=1, domain=b"test"), 0.0) == ()

@@ -19,7 +19,7 @@ import pytest
 
 from interop import tomcat_cluster as tc
 
-pytestmark = pytest.mark.network
+pytestmark = [pytest.mark.network, pytest.mark.end_to_end]
 
 STACKS = [tc.Stack("delta", 6), tc.Stack("backup", 6)]
 # Small, with tight bounds: a stalled cluster fails in seconds, not minutes.

@@ -11,7 +11,6 @@ from mcastmember import _codec
 from mcastmember.config import ServiceConfig
 from mcastmember.engine import MAX_PROBES, MembershipEngine
 
-from fronts import FRONTS
 from support import GROUP, LOOPBACK, heartbeat, wait_until
 
 DROP = 3.0
@@ -145,18 +144,9 @@ def test_without_verify_the_drop_time_removes(make):
 FAST = dict(frequency=100, drop_time=400)
 
 
-@pytest.fixture(params=sorted(FRONTS))
-def front(request, group_port):
-    made = []
-
-    def make(member_port, **settings):
-        node = FRONTS[request.param](group_port, member_port, **settings)
-        made.append(node)
-        node.start()
-        return node
-    yield make
-    for node in made:
-        node.close()
+@pytest.fixture
+def front(running_front):
+    return running_front
 
 
 def one_heartbeat(group_port, member_port, uid):

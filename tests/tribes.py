@@ -65,21 +65,35 @@ class TribesNode:
     GroupChannel + NioReceiver + TcpFailureDetector), on loopback, TTL 0, unless
     given a ``bind`` address (IPv6 too), ``ttl`` and the namespace to run in.
     ``bind_socket=False``: ``bind`` is only the host we advertise, not the
-    McastService's bind address (the JDK chooses the card)."""
+    McastService's bind address (the JDK chooses the card).
+
+    ``cloud_dns=NAME`` runs Tomcat's cloud membership instead of multicast
+    (modes "cloud" and "cloud-fd", see TribesNode.java): CloudMembershipService
+    with DNSMembershipProvider, which reads NAME from the environment variable
+    DNS_MEMBERSHIP_SERVICE_NAME (it reads no system property) and asks the
+    JVM's resolver, that is the namespace's /etc/resolv.conf, every
+    ``frequency`` ms; ``drop_time`` is its expirationTime. The JVM caches no
+    answer (sun.net.inetaddr.ttl=0; its default keeps one for 30 s), so each
+    poll reaches the DNS server."""
 
     def __init__(self, classpath, mode, group, port, member_port, *, domain="-", payload=b"",
                  frequency=500, drop_time=3000, bind="127.0.0.1", ttl=0, netns=None,
-                 bind_socket=True):
+                 bind_socket=True, cloud_dns=None):
         self.member_port = member_port
         # IPv4 on loopback; an IPv6 bind address needs Java's IPv6 stack.
         ipv4_stack = "true" if ":" not in bind else "false"
         inside = ["ip", "netns", "exec", netns] if netns else []
+        options, env = [], None
+        if cloud_dns is not None:
+            options = ["-Dsun.net.inetaddr.ttl=0"]
+            env = dict(os.environ, DNS_MEMBERSHIP_SERVICE_NAME=cloud_dns)
         self.proc = subprocess.Popen(
-            [*inside, "java", f"-Djava.net.preferIPv4Stack={ipv4_stack}", "-cp", classpath,
-             "TribesNode", mode, group, str(port), bind, str(member_port), domain,
-             payload.hex() or "-", str(frequency), str(drop_time), str(ttl),
+            [*inside, "java", f"-Djava.net.preferIPv4Stack={ipv4_stack}", *options,
+             "-cp", classpath, "TribesNode", mode, group, str(port), bind, str(member_port),
+             domain, payload.hex() or "-", str(frequency), str(drop_time), str(ttl),
              "bound" if bind_socket else "unbound"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=env)
         self.lines = queue.Queue()
         self.events = []
         self.stderr = []
@@ -110,12 +124,15 @@ class TribesNode:
             if line.startswith(prefix):
                 return line
 
-    def wait_event(self, kind, port, timeout=10.0):
-        """The first ADDED/GONE event about member ``port``: (time seen, Member)."""
+    def wait_event(self, kind, port, timeout=10.0, host=None, after=None):
+        """The first ADDED/GONE event about member ``port`` (and ``host``, if
+        given), seen after monotonic time ``after``: (time seen, Member)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             for seen, member in list(self.events):
-                if member.kind == kind and member.port == port:
+                if (member.kind == kind and member.port == port
+                        and (host is None or member.host == host)
+                        and (after is None or seen > after)):
                     return seen, member
             time.sleep(0.01)
         raise AssertionError(f"no {kind} for port {port} in {timeout}s; events: {self.events}")

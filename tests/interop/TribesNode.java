@@ -18,12 +18,21 @@
 //                         the answer is reported when it arrives:
 //                         SESSION <event type> <context> <timestamp> <ms>
 //
-// Usage: TribesNode plain|stack GROUP PORT BIND MEMBER_PORT DOMAIN PAYLOAD_HEX FREQUENCY DROP_TIME [TTL [unbound]]
+// Usage: TribesNode MODE GROUP PORT BIND MEMBER_PORT DOMAIN PAYLOAD_HEX FREQUENCY DROP_TIME [TTL [unbound]]
 //   TTL: the multicast TTL (hop limit), 0 (this host only) unless given;
 //   unbound: BIND is our host (and the receiver's address) but not the
 //   McastService's bind (mcastBindAddress): the JDK chooses the card;
+// MODE is one of
 //   plain: a bare McastService (membership only);
-//   stack: Tomcat's default cluster stack, GroupChannel + NioReceiver + TcpFailureDetector.
+//   stack: Tomcat's default cluster stack, GroupChannel + NioReceiver + TcpFailureDetector;
+//   cloud: GroupChannel + NioReceiver with Tomcat's CloudMembershipService and
+//     DNSMembershipProvider instead of multicast (GROUP, PORT, DOMAIN and TTL
+//     unused). The provider reads the name from the environment variable
+//     DNS_MEMBERSHIP_SERVICE_NAME and asks the JVM's resolver every FREQUENCY
+//     ms (the channel's heartbeat); a member gone from the answer expires
+//     after DROP_TIME ms (expirationTime). Events and "members" are the
+//     channel's view, what a Tomcat cluster sees;
+//   cloud-fd: cloud with a TcpFailureDetector, as SimpleTcpCluster adds it by default.
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.io.Serializable;
@@ -46,14 +55,15 @@ import org.apache.catalina.tribes.group.interceptors.TcpFailureDetector;
 import org.apache.catalina.tribes.io.ChannelData;
 import org.apache.catalina.tribes.io.XByteBuffer;
 import org.apache.catalina.tribes.membership.McastService;
+import org.apache.catalina.tribes.membership.cloud.CloudMembershipService;
 import org.apache.catalina.tribes.transport.nio.NioReceiver;
 
 public class TribesNode implements MembershipListener {
 
     static volatile long getAllSentAt;
 
-    static Member byPort(McastService service, int port) {
-        for (Member m : service.getMembers()) {
+    static Member byPort(Member[] members, int port) {
+        for (Member m : members) {
             if (m.getPort() == port) {
                 return m;
             }
@@ -129,17 +139,29 @@ public class TribesNode implements MembershipListener {
         GroupChannel channel = new GroupChannel();
         ScheduledExecutorService executor = Executors.newScheduledThreadPool(2);
         channel.setUtilityExecutor(executor);
-        McastService service;
+        boolean cloud = mode.startsWith("cloud");
+        MembershipService service;
         if (mode.equals("plain")) {
             service = new McastService();
             service.setChannel(channel);
         } else {
-            service = (McastService) channel.getMembershipService();
+            if (cloud) {
+                CloudMembershipService dns = new CloudMembershipService();
+                dns.setMembershipProviderClassName(
+                        "org.apache.catalina.tribes.membership.cloud.DNSMembershipProvider");
+                dns.setExpirationTime(dropTime);
+                channel.setMembershipService(dns);
+                // The provider polls DNS on the channel's heartbeat.
+                channel.setHeartbeatSleeptime(frequency);
+            }
+            service = channel.getMembershipService();
             NioReceiver receiver = (NioReceiver) channel.getChannelReceiver();
             receiver.setAddress(bind);
             receiver.setPort(memberPort);
             receiver.setAutoBind(1);
-            channel.addInterceptor(new TcpFailureDetector());
+            if (!mode.equals("cloud")) {
+                channel.addInterceptor(new TcpFailureDetector());
+            }
             channel.addMembershipListener(listener);
             channel.addChannelListener(new ChannelListener() {
                 @Override
@@ -156,16 +178,19 @@ public class TribesNode implements MembershipListener {
                 }
             });
         }
-        service.setAddress(group);
-        service.setPort(port);
-        if (!unbound) {
-            service.setBind(bind);
-        }
-        service.setFrequency(frequency);
-        service.setDropTime(dropTime);
-        service.setTtl(ttl);
-        if (!domain.equals("-")) {
-            service.setDomain(domain);
+        if (service instanceof McastService) {
+            McastService mcast = (McastService) service;
+            mcast.setAddress(group);
+            mcast.setPort(port);
+            if (!unbound) {
+                mcast.setBind(bind);
+            }
+            mcast.setFrequency(frequency);
+            mcast.setDropTime(dropTime);
+            mcast.setTtl(ttl);
+            if (!domain.equals("-")) {
+                mcast.setDomain(domain);
+            }
         }
         service.setPayload(payload);
         if (mode.equals("plain")) {
@@ -192,8 +217,11 @@ public class TribesNode implements MembershipListener {
         String line;
         while ((line = in.readLine()) != null) {
             line = line.trim();
+            // The cloud modes list what the channel's application sees (past
+            // the failure detector); the others what the membership service holds.
+            Member[] members = cloud ? channel.getMembers() : service.getMembers();
             if (line.equals("members")) {
-                for (Member m : service.getMembers()) {
+                for (Member m : members) {
                     say("MEMBER " + describe(m));
                 }
                 say("END");
@@ -210,7 +238,7 @@ public class TribesNode implements MembershipListener {
                 say("OK");
             } else if (line.startsWith("send ")) {
                 String[] words = line.split(" ");
-                Member to = byPort(service, Integer.parseInt(words[1]));
+                Member to = byPort(members, Integer.parseInt(words[1]));
                 long start = System.currentTimeMillis();
                 try {
                     channel.send(new Member[] { to }, "replicated data", Integer.parseInt(words[2]));
@@ -219,14 +247,14 @@ public class TribesNode implements MembershipListener {
                     say("FAILED " + (System.currentTimeMillis() - start) + " " + e.toString().replace('\n', ' '));
                 }
             } else if (line.startsWith("rpc ")) {
-                Member to = byPort(service, Integer.parseInt(line.substring(4)));
+                Member to = byPort(members, Integer.parseInt(line.substring(4)));
                 long start = System.currentTimeMillis();
                 Response[] replies = rpc.send(new Member[] { to }, "who runs this?", RpcChannel.FIRST_REPLY,
                         Channel.SEND_OPTIONS_DEFAULT, 10000);
                 say("RPC " + replies.length + " " + (System.currentTimeMillis() - start));
             } else if (line.startsWith("getall ")) {
                 String[] words = line.split(" ");
-                Member to = byPort(service, Integer.parseInt(words[1]));
+                Member to = byPort(members, Integer.parseInt(words[1]));
                 SessionMessage get = new SessionMessageImpl(words[2], SessionMessage.EVT_GET_ALL_SESSIONS,
                         null, "GET-ALL", "GET-ALL-" + words[2]);
                 getAllSentAt = System.currentTimeMillis();

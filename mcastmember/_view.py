@@ -1,0 +1,364 @@
+"""What mcast-demo join and watch show: JSON lines, a line per event (pipes
+and logs), or a live table on a terminal.
+
+The table is drawn in place: the first frame clears the screen, later ones
+move the cursor to the lines that changed and rewrite those only (no clear,
+no flicker), at most ``1 / FRAME_S`` times a second however busy the group.
+It fits the terminal (columns dropped, then cut, as it narrows; rows as it
+shortens) and follows a resize. Colours only on a terminal, never with
+NO_COLOR set or TERM=dumb."""
+
+import collections
+import json
+import math
+import os
+import shutil
+import sys
+import threading
+import time
+
+# At most one frame per FRAME_S (the refresh floor), and one at least every
+# AGE_S while nothing happens, for the "last heard" ages.
+FRAME_S = 0.1
+AGE_S = 0.5
+CHANGES_SHOWN = 5       # the last few changes, under the table
+HIGHLIGHT_S = 3.0       # a row added or updated this recently is coloured
+
+_SGR = {"added": "32", "updated": "33", "removed": "31", "suspect": "35", "lost": "31",
+        "header": "1"}
+_CSI = "\x1b["
+# Synchronized output (DEC mode 2026): a terminal that knows it shows the
+# frame whole; the others ignore it.
+_BEGIN, _END = _CSI + "?2026h", _CSI + "?2026l"
+
+
+def host_port(address, port):
+    """``10.0.0.5:4000``, ``[fe80::1]:4000``."""
+    return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+
+
+def member_address(member):
+    try:
+        return host_port(member.address, member.port)
+    except ValueError:          # a host of neither 4 nor 16 bytes
+        return f"{member.host.hex()}:{member.port}"
+
+
+def show_bytes(value):
+    if not value:
+        return "(empty)"
+    try:
+        text = value.decode("ascii")
+        if text.isprintable():
+            return f"{text!r} ({len(value)} B)"
+    except UnicodeDecodeError:
+        pass
+    return f"{value.hex()} ({len(value)} B)"
+
+
+def show_auth(member, prefix=""):
+    """yes/no for a member judged by its trailer; "" when we do not authenticate."""
+    if member.authenticated is None:
+        return ""
+    return prefix + ("yes" if member.authenticated else "no")
+
+
+def colour_wanted(stream):
+    """Colours on a terminal, unless NO_COLOR is set (no-color.org) or TERM=dumb."""
+    return (stream.isatty() and not os.environ.get("NO_COLOR")
+            and os.environ.get("TERM") != "dumb")
+
+
+def choose(service, json_lines, stream=None):
+    stream = stream or sys.stdout
+    if json_lines:
+        return JsonView(stream)
+    return TableView(service, stream) if stream.isatty() else LineView(stream)
+
+
+class JsonView:
+    """One JSON object per event per line; nothing else on stdout."""
+    refresh = 1.0
+
+    def __init__(self, stream):
+        self._out = stream
+        self._lock = threading.Lock()
+
+    def on_event(self, event):
+        if event.member is None:     # EventsLost: we fell behind
+            line = json.dumps({"event": event.kind, "count": event.count})
+        else:
+            line = json.dumps(event.to_dict())
+        with self._lock:
+            self._out.write(line + "\n")
+            self._out.flush()
+
+    def started(self, service, metrics=None):
+        pass
+
+    def tick(self, service):
+        pass
+
+    def stopped(self, service):
+        pass
+
+    def close(self):
+        pass
+
+
+class LineView(JsonView):
+    """A line per event, for logs and pipes."""
+
+    def _say(self, text):
+        with self._lock:
+            self._out.write(time.strftime("%H:%M:%S ") + text + "\n")
+            self._out.flush()
+
+    def on_event(self, event):
+        m = event.member
+        if m is None:
+            self._say(f"{event.count} events lost: the listener fell behind")
+            return
+        reason = f" ({event.reason})" if event.reason else ""
+        self._say(f"{event.kind}{reason}: {member_address(m)} id={m.unique_id.hex()} "
+                  f"domain={show_bytes(m.domain)} payload={show_bytes(m.payload)}"
+                  f"{show_auth(m, ' authenticated=')}")
+
+    def started(self, service, metrics=None):
+        cfg = service.config
+        codec = service.stats()["implementation"]
+        if cfg.listen_only:
+            text = f"watching {cfg.describe()} (listen-only: nothing sent)"
+        else:
+            me = service.local_member
+            text = f"joined {cfg.describe()} as {member_address(me)} id={me.unique_id.hex()}"
+        self._say(f"{text} ({codec} codec, auth {cfg.auth})")
+        if metrics is not None:
+            self._say(f"metrics on {metrics.url}")
+
+    def stopped(self, service):
+        self._say("stopped watching (nothing was sent)" if service.config.listen_only
+                  else "left the group (shutdown packet sent)")
+
+
+class TableView(LineView):
+    """The live table (see the module docstring)."""
+
+    refresh = FRAME_S / 2   # how often the caller ticks us; we draw at most every FRAME_S
+
+    def __init__(self, service, stream, clock=time.monotonic):
+        super().__init__(stream)
+        self._clock = clock
+        self._colour = colour_wanted(stream)
+        self._changes = collections.deque(maxlen=CHANGES_SHOWN)
+        self._recent = {}            # member identity -> (kind, when), for the row colour
+        self._dirty = True
+        self._drawn = None           # the lines on the screen (None: nothing drawn yet)
+        self._size = None
+        self._last_frame = -math.inf
+        self._metrics = None
+        utf8 = (getattr(stream, "encoding", None) or "").lower().replace("-", "") == "utf8"
+        self._ellipsis = "…" if utf8 else "~"
+
+    # -- events (the dispatcher's thread) -------------------------------------------------
+    def on_event(self, event):
+        now, stamp = self._clock(), time.strftime("%H:%M:%S")
+        m = event.member
+        with self._lock:
+            if m is None:
+                self._changes.append(("lost", f"{stamp} {event.count} events lost"))
+            else:
+                reason = f" ({event.reason})" if event.reason else ""
+                self._changes.append((event.kind, f"{stamp} {event.kind}{reason} "
+                                      f"{member_address(m)} id {m.unique_id.hex()[:12]}"))
+                self._recent[m.identity] = (event.kind, now)
+            self._dirty = True
+
+    # -- frames (the main thread) ------------------------------------------------------------
+    def started(self, service, metrics=None):
+        self._metrics = metrics
+        self._write(_CSI + "?25l")              # no cursor jumping about the table
+        self.tick(service)
+
+    def tick(self, service):
+        now = self._clock()
+        size = self._terminal_size()
+        if now - self._last_frame < FRAME_S:
+            return
+        if not self._dirty and size == self._size and now - self._last_frame < AGE_S:
+            return
+        with self._lock:
+            self._dirty = False
+            changes = list(self._changes)
+            recent = {k: kind for k, (kind, when) in self._recent.items()
+                      if now - when < HIGHLIGHT_S}
+            self._recent = {k: v for k, v in self._recent.items() if k in recent}
+        lines = self._frame(service, size, changes, recent)
+        self._draw(lines, size)
+        self._last_frame = now
+
+    def _terminal_size(self):
+        # The terminal's own size, as it is now: COLUMNS and LINES in the
+        # environment (shutil's first choice) do not follow a resize.
+        try:
+            return os.get_terminal_size(self._out.fileno())
+        except (AttributeError, ValueError, OSError):
+            return shutil.get_terminal_size()
+
+    def stopped(self, service):
+        rows = len(self._drawn or ())
+        self._write(_CSI + f"{rows + 1};1H" + _CSI + "J" + _CSI + "?25h")
+        super().stopped(service)
+
+    def close(self):
+        self._write(_CSI + "?25h")               # whatever happened, the cursor comes back
+
+    def _write(self, text):
+        with self._lock:
+            self._out.write(text)
+            self._out.flush()
+
+    def _draw(self, lines, size):
+        """Rewrite the lines that changed (all after a resize), in one write."""
+        parts = []
+        if self._drawn is None or size != self._size:
+            parts.append(_CSI + "H" + _CSI + "2J")
+            self._drawn = []
+        for row, line in enumerate(lines):
+            if row >= len(self._drawn) or self._drawn[row] != line:
+                parts.append(f"{_CSI}{row + 1};1H{line}{_CSI}K")
+        if len(lines) < len(self._drawn):
+            parts.append(f"{_CSI}{len(lines) + 1};1H{_CSI}J")
+        self._drawn, self._size = lines, size
+        if parts:
+            # The cursor waits under the table, where a ^C echoes (and is cleared).
+            parts.append(f"{_CSI}{len(lines) + 1};1H")
+            self._write(_BEGIN + "".join(parts) + _END)
+
+    def _paint(self, kind, text):
+        return f"{_CSI}{_SGR[kind]}m{text}{_CSI}0m" if self._colour and kind in _SGR else text
+
+    def _frame(self, service, size, changes, recent):
+        # One column short of the width: a character in the last column
+        # leaves some terminals waiting to wrap, and the line erase then eats it.
+        width, height = max(20, size.columns - 1), max(8, size.lines)
+        cfg = service.config
+        stats = service.stats()
+        members = sorted(service.members(), key=_order)
+        heard = _silence(service, members)
+        if cfg.listen_only:
+            title = f"mcast-demo watch  {cfg.describe()}  listen-only: nothing sent"
+        else:
+            me = service.local_member
+            title = (f"mcast-demo  {cfg.describe()}  me {member_address(me)} "
+                     f"id {me.unique_id.hex()[:12]}")
+        title += f"  ({stats['implementation']} codec, auth {cfg.auth})"
+        malformed = sum(v for k, v in stats.items() if k.startswith("malformed."))
+        failed = sum(v for k, v in stats.items() if k.startswith("auth."))
+        summary = (f"{len(members)} member(s)  received {stats['received']}  "
+                   f"sent {stats['sent']}  malformed {malformed}  not authentic {failed}  "
+                   f"refused {stats.get('refused', 0) + stats.get('refused_unlisted', 0)}")
+        if self._metrics is not None:
+            summary += f"  metrics {self._metrics.url}"
+        summary += "  Ctrl-C " + ("stops" if cfg.listen_only else "leaves")
+        header, rows = _table(members, heard, width, cfg.auth != "off")
+        tail = changes
+        # title, summary, a blank line and the header; a blank line and the label
+        room = height - 6 - len(tail)
+        if len(rows) > room and tail:          # fewer changes first, down to the last one
+            tail = tail[-max(1, len(tail) - (len(rows) - room)):]
+            room = height - 6 - len(tail)
+        if len(rows) > room:
+            kept = max(0, room - 1)
+            rows = rows[:kept] + [(None, f"... and {len(rows) - kept} more (a taller "
+                                         f"terminal shows them)")]
+        cut = self._cut
+        lines = [cut(title, width), cut(summary, width), "",
+                 self._paint("header", cut(header, width))]
+        lines += [self._paint(recent.get(m.identity) if m is not None else None, cut(text, width))
+                  for m, text in rows]
+        lines += ["", "recent changes:" if tail else "no change yet"]
+        lines += [self._paint(kind, cut(text, width)) for kind, text in tail]
+        return lines[:size.lines]         # a tiny terminal: what fits
+
+    def _cut(self, text, width):
+        return text if len(text) <= width else text[:width - 1] + self._ellipsis
+
+
+def _order(member):
+    """Rows by address, then port, then id: a row never moves as members come
+    and go or as their heartbeats arrive."""
+    return (len(member.host), member.host, member.port, member.unique_id)
+
+
+def _silence(service, members):
+    """Seconds since each member was last heard (None: not heard by us, as
+    a member listed by DNS, or gone meanwhile)."""
+    now = service.clock()
+    with service._table_lock:
+        heard = [service.table.last_heard(m) for m in members]
+    return [None if t is None else max(0.0, now - t) for t in heard]
+
+
+def _age(seconds):
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, seconds = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m{seconds:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours}h{minutes:02d}m"
+    days, hours = divmod(hours, 24)
+    return f"{days}d{hours:02d}h"
+
+
+def _uptime(member):
+    # Below zero: a member Tomcat must sort last (tcp_listener), not an age.
+    return _age(member.alive_ms / 1000) if member.alive_ms >= 0 else "-"
+
+
+# The columns, most wanted first: (title, width or None for the rest, value).
+# As the terminal narrows the last ones go first; the first is always shown.
+def _columns(auth):
+    columns = [("host:port", None, member_address),
+               ("last heard", 10, None),
+               ("uptime", 8, _uptime),
+               ("unique id", 12, lambda m: m.unique_id.hex()[:12])]
+    if auth:
+        columns.append(("auth", 4, lambda m: show_auth(m) or "-"))
+    columns.append(("domain / payload", 0, lambda m: f"{show_bytes(m.domain)} / "
+                                                    f"{show_bytes(m.payload)}"))
+    return columns
+
+
+MIN_REST = 16           # the domain / payload column is shown only this wide at least
+
+
+def _table(members, heard, width, auth):
+    """The header and one (member, text) per row, fitted to ``width``: the
+    least wanted columns go first; the last, when shown, takes what is left."""
+    columns = _columns(auth)
+    widths = [max([len("host:port")] + [len(member_address(m)) for m in members])]
+    widths += [w for _, w, _ in columns[1:]]
+    while len(widths) > 1:
+        rest = MIN_REST if widths[-1] == 0 else 0
+        if sum(widths) + 2 * (len(widths) - 1) + rest <= width:
+            break
+        widths.pop()
+    columns = columns[:len(widths)]
+
+    def row(values):
+        cells = []
+        for (title, _, _), text, w in zip(columns, values, widths):
+            if w:
+                text = text.rjust(w) if title in ("last heard", "uptime") else text.ljust(w)
+            cells.append(text)
+        return "  ".join(cells).rstrip()
+
+    def values(member, silence):
+        age = "-" if silence is None else _age(silence) + " ago"
+        return [member_address(member), age] + [value(member) for _, _, value in columns[2:]]
+
+    return (row([title for title, _, _ in columns]),
+            [(m, row(values(m, h))) for m, h in zip(members, heard)])

@@ -1,0 +1,199 @@
+"""Prometheus metrics of a membership front (optional: ``pip install
+'mcastmember[prometheus]'``; ``import mcastmember`` never imports this).
+
+A custom collector reads the front's ``stats()`` when Prometheus scrapes, so
+the metrics cost nothing per heartbeat::
+
+    from prometheus_client import REGISTRY
+    from mcastmember.metrics import MembershipCollector
+    REGISTRY.register(MembershipCollector(service))
+
+or serve them on a port of their own (what ``mcast-demo join --metrics-port``
+does)::
+
+    from mcastmember.metrics import serve
+    server = serve(service, 9464, "127.0.0.1")    # http://127.0.0.1:9464/metrics
+    ...
+    server.close()
+
+Every series carries the ``group`` label: what the front joined, in the words
+of ``config.describe()`` (``228.0.0.4:45564``), unless ``group=`` says
+otherwise.
+"""
+
+import asyncio
+import socket
+import socketserver
+import threading
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
+
+from prometheus_client import CollectorRegistry, make_wsgi_app
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from . import _layout as L
+from .net import socket_address
+
+# How long a scrape waits for the asyncio front's loop to read its stats.
+LOOP_TIMEOUT_S = 5.0
+
+# The reasons a series exists for from the first scrape (zero until counted),
+# so a rate() over them never starts from a missing series. Others that
+# stats() counts (a reason added later) appear when they are first counted.
+_MALFORMED = sorted(v for k, v in L.REASONS.items() if k not in (L.OK, L.CHANNEL_FRAME))
+_AUTH = sorted(v for k, v in L.AUTH_REASONS.items() if k != L.AUTH_OK)
+_REMOVED = ["expired", "shutdown", "stopped"]
+
+
+class MembershipCollector(Collector):
+    """The metrics of ``front`` (a McastService or an AsyncMembership),
+    read from its ``stats()`` at every scrape. Safe to scrape from any
+    thread: the asyncio front's stats are read on its loop."""
+
+    def __init__(self, front, *, group=None, namespace="mcastmember"):
+        self._front = front
+        self._group = front.config.describe() if group is None else str(group)
+        self._ns = namespace
+
+    def describe(self):
+        # The names, without reading stats: registering checks them only.
+        return self._families({})
+
+    def collect(self):
+        return self._families(self._stats())
+
+    def _stats(self):
+        from .aio import AsyncMembership
+        front = self._front
+        loop = front._loop if isinstance(front, AsyncMembership) else None
+        if loop is None or not loop.is_running() or _running_loop() is loop:
+            return front.stats()
+
+        async def read():
+            return front.stats()
+        return asyncio.run_coroutine_threadsafe(read(), loop).result(LOOP_TIMEOUT_S)
+
+    def _families(self, stats):
+        group, ns = self._group, self._ns
+
+        def gauge(name, doc, value):
+            family = GaugeMetricFamily(f"{ns}_{name}", doc, labels=["group"])
+            if stats:
+                family.add_metric([group], value)
+            return family
+
+        def counter(name, doc, label=None, values=None):
+            family = CounterMetricFamily(f"{ns}_{name}", doc,
+                                         labels=["group"] + ([label] if label else []))
+            if stats:
+                for key, value in (values.items() if label else [((), values)]):
+                    family.add_metric([group] + ([key] if label else []), value)
+            return family
+
+        def by(prefix, known):
+            counts = dict.fromkeys(known, 0)
+            counts.update({k[len(prefix):]: v for k, v in stats.items() if k.startswith(prefix)})
+            return counts
+
+        get = stats.get
+        sent = {"multicast": get("sent", 0)}
+        send_errors = {"multicast": get("send_errors", 0)}
+        if "unicast_sent" in stats:
+            sent["unicast"] = stats["unicast_sent"]
+            send_errors["unicast"] = get("unicast_send_errors", 0)
+        return [
+            gauge("members", "Members in the table (suspects included).", get("members", 0)),
+            gauge("healthy", "1 while the driver's loop has caught no unexpected error.",
+                  1 if get("healthy", True) else 0),
+            counter("heartbeats_sent", "Heartbeats sent: multicast, one per card; "
+                    "unicast, one per peer.", "transport", sent),
+            counter("datagrams_received", "Datagrams received on the membership "
+                    "sockets, valid or not.", values=get("received", 0)),
+            counter("fast_path", "Heartbeats of known members recognised without "
+                    "parsing.", values=get("fast_path", 0)),
+            counter("malformed", "Datagrams dropped as malformed, by verdict.", "verdict",
+                    by("malformed.", _MALFORMED)),
+            counter("channel_frames", "Tribes channel frames on the membership port, "
+                    "dropped.", values=get("channel_frames", 0)),
+            counter("refused", "New members refused: the table was full (full), or a "
+                    "unicast sender that is not a peer (unlisted).", "reason",
+                    {"full": get("refused", 0), "unlisted": get("refused_unlisted", 0)}),
+            counter("auth_failures", "Datagrams that failed authentication, by reason "
+                    "(dropped under enforce, admitted unauthenticated when permissive).",
+                    "reason", by("auth.", _AUTH)),
+            counter("added", "Members added.", values=get("added", 0)),
+            counter("updated", "Members whose packet changed.", values=get("updated", 0)),
+            counter("removed", "Members removed, by reason.", "reason",
+                    by("removed.", _REMOVED)),
+            counter("send_errors", "Heartbeats the kernel refused to send.", "transport",
+                    send_errors),
+            counter("receive_errors", "Failed receives on the membership sockets.",
+                    values=get("receive_errors", 0)),
+        ]
+
+
+def _running_loop():
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+class MetricsServer:
+    """An HTTP server of one front's metrics on ``address``:``port``
+    (``/metrics``, or any path), on a daemon thread; ``close()`` stops it.
+    ``port`` 0 takes a free port (see ``.port``). OSError when the port is
+    taken or the address is not ours."""
+
+    def __init__(self, front, port, address="127.0.0.1", *, group=None):
+        registry = CollectorRegistry(auto_describe=True)
+        registry.register(MembershipCollector(front, group=group))
+        self._httpd = _Server(address, port, make_wsgi_app(registry))
+        self.address = address
+        self.port = self._httpd.server_port
+        self._thread = threading.Thread(target=self._httpd.serve_forever,
+                                        name="mcastmember-metrics", daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self):
+        host = f"[{self.address}]" if ":" in self.address else self.address
+        return f"http://{host}:{self.port}/metrics"
+
+    def close(self):
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def serve(front, port, address="127.0.0.1", *, group=None):
+    """Serve ``front``'s metrics over HTTP (see MetricsServer); returns the
+    running server."""
+    return MetricsServer(front, port, address, group=group)
+
+
+class _Server(socketserver.ThreadingMixIn, WSGIServer):
+    daemon_threads = True       # a slow scraper never holds up close()
+
+    def __init__(self, address, port, app):
+        self.address_family = socket.AF_INET6 if ":" in address else socket.AF_INET
+        # A link-local IPv6 address's card (fe80::1%2) goes in the bind tuple.
+        super().__init__(socket_address(address, port), _QuietHandler)
+        self.set_app(app)
+
+    def server_bind(self):
+        # Not HTTPServer's: it asks DNS for our own name, for nothing.
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = self.server_address[:2]
+        self.setup_environ()
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format, *args):
+        pass        # a scrape is not news: no line on stderr per request

@@ -1,0 +1,164 @@
+"""Prometheus metrics (issue 15, item 6): scraped over HTTP on 127.0.0.1 from
+both fronts, the counters move as a second member heartbeats on loopback."""
+
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
+
+import pytest
+
+from mcastmember import McastService
+
+from fronts import FAST, FRONTS
+from support import GROUP, LOOPBACK, fake_members, wait_until
+from test_cli import read_event, run, start_join
+
+prometheus_client = pytest.importorskip("prometheus_client")
+from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+
+from mcastmember.metrics import serve  # noqa: E402
+
+pytestmark = pytest.mark.network
+
+
+def scrape(url):
+    """{(sample name, frozenset of labels but the group): value}, and the groups seen."""
+    with urllib.request.urlopen(url, timeout=5) as answer:
+        text = answer.read().decode()
+    samples, groups = {}, set()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = dict(sample.labels)
+            groups.add(labels.pop("group"))
+            samples[(sample.name, frozenset(labels.items()))] = sample.value
+    return samples, groups
+
+
+def value(samples, name, **labels):
+    return samples[(name, frozenset(labels.items()))]
+
+
+@pytest.mark.parametrize("kind", sorted(FRONTS))
+def test_a_scrape_sees_the_counters_move(kind, group_port):
+    front = FRONTS[kind](group_port, 4001, max_members=1)
+    other = McastService(GROUP, group_port, member_port=4002, **LOOPBACK, **FAST)
+    front.start()
+    server = serve(front.front, 0)
+    try:
+        assert server.url == f"http://127.0.0.1:{server.port}/metrics"
+        first, groups = scrape(server.url)
+        assert groups == {f"{GROUP}:{group_port}"}
+        assert value(first, "mcastmember_members") == 0
+        assert value(first, "mcastmember_added_total") == 0
+        assert value(first, "mcastmember_healthy") == 1
+        other.start()
+        front.events.wait_for(lambda e: e.kind == "added" and e.member.port == 4002)
+        fake_members(group_port, 1, junk_first=3)          # the table is full: refused
+        wait_until(lambda: value(scrape(server.url)[0], "mcastmember_refused_total",
+                                 reason="full") == 1)
+        second, _ = scrape(server.url)
+        assert value(second, "mcastmember_members") == 1
+        assert value(second, "mcastmember_added_total") == 1
+        assert value(second, "mcastmember_malformed_total", verdict="not_membership") == 3
+        assert value(second, "mcastmember_malformed_total", verdict="truncated") == 0
+        assert value(second, "mcastmember_refused_total", reason="unlisted") == 0
+        assert value(second, "mcastmember_auth_failures_total", reason="bad_mac") == 0
+        assert value(second, "mcastmember_datagrams_received_total") >= 1 + 1 + 3 + 1
+        for name, labels in (("mcastmember_fast_path_total", {}),    # the other's next beats
+                             ("mcastmember_heartbeats_sent_total", {"transport": "multicast"})):
+            wait_until(lambda: value(scrape(server.url)[0], name, **labels)
+                       > value(second, name, **labels))
+        other.stop()
+        front.events.wait_for(lambda e: e.kind == "removed" and e.member.port == 4002)
+        third, _ = scrape(server.url)
+        assert value(third, "mcastmember_members") == 0
+        assert value(third, "mcastmember_removed_total", reason="shutdown") == 1
+        assert value(third, "mcastmember_removed_total", reason="expired") == 0
+        assert value(third, "mcastmember_send_errors_total", transport="multicast") == 0
+        assert value(third, "mcastmember_receive_errors_total") == 0
+        # Every series from the start (stats() has one shape): no peers, 0.
+        assert value(third, "mcastmember_heartbeats_sent_total", transport="unicast") == 0
+    finally:
+        server.close()
+        other.stop()
+        front.close()
+
+
+def free_tcp_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_mcast_demo_serves_its_metrics_on_the_interface_address(group_port, tmp_path):
+    port = free_tcp_port()
+    demo = start_join(group_port, 4000, tmp_path, "--metrics-port", str(port))
+    member = McastService(GROUP, group_port, member_port=4001, **LOOPBACK, **FAST)
+    url = f"http://127.0.0.1:{port}/metrics"
+    try:
+        wait_until(lambda: _answers(url))
+        assert value(scrape(url)[0], "mcastmember_members") == 0
+        member.start()
+        read_event(demo)
+        samples, groups = scrape(url)
+        assert groups == {f"{GROUP}:{group_port}"}
+        assert value(samples, "mcastmember_members") == 1
+        assert value(samples, "mcastmember_added_total") == 1
+        with socket.socket() as other:       # bound to 127.0.0.1 alone, not every address
+            assert other.connect_ex(("127.0.0.2", port)) != 0
+        demo.send_signal(signal.SIGTERM)
+        assert demo.wait(5) == 0
+        assert not _answers(url)              # closed with the demo
+    finally:
+        member.stop()
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait()
+        demo.stdout.close()
+        demo.stderr.close()
+
+
+def _answers(url):
+    try:
+        scrape(url)
+        return True
+    except OSError:
+        return False
+
+
+JOIN = ["join", GROUP, "--interface", "127.0.0.1", "--ttl", "0", "--duration", "5"]
+
+
+def test_a_taken_metrics_port_is_one_line_and_exit_2(group_port, tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run(JOIN + ["--port", str(group_port), "--metrics-port", str(port)], tmp_path)
+    assert result.returncode == 2
+    assert result.stderr == (f"mcast-demo join: error: cannot serve metrics on "
+                             f"127.0.0.1:{port}: Address already in use\n")
+    assert result.stdout == ""            # stopped before joining
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--metrics-address", "127.0.0.1"], "--metrics-address needs --metrics-port"),
+    (["--metrics-port", "0"], "--metrics-port 0 is out of range (1-65535)"),
+    (["--metrics-port", "70000"], "--metrics-port 70000 is out of range (1-65535)"),
+])
+def test_bad_metrics_arguments_are_one_line_and_exit_2(tmp_path, args, message):
+    result = run(JOIN + args, tmp_path)
+    assert (result.returncode, result.stderr) == (2, f"mcast-demo join: error: {message}\n")
+
+
+def test_without_prometheus_client_the_metrics_port_says_what_to_install(tmp_path):
+    code = ("import sys; sys.modules['prometheus_client'] = None; "   # import fails
+            "from mcastmember.cli import main; sys.exit(main(sys.argv[1:]))")
+    result = subprocess.run([sys.executable, "-c", code, "watch", GROUP, "--interface",
+                             "127.0.0.1", "--metrics-port", "9464"], capture_output=True,
+                            text=True, cwd=tmp_path, timeout=30)
+    assert result.returncode == 2
+    assert result.stderr == ("mcast-demo watch: error: --metrics-port needs prometheus_client: "
+                             "pip install 'mcastmember[prometheus]'\n")
