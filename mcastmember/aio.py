@@ -349,7 +349,9 @@ class AsyncMembership(MembershipFront):
                 asyncio.open_connection(member.address, member.port), timeout)
             writer.close()
             answered = True
-        except (OSError, asyncio.TimeoutError):
+        except asyncio.TimeoutError:
+            answered = None                 # no answer within the bound
+        except OSError:
             answered = False
         if self.running and not self._inert:
             self._engine.on_probe(member, answered, self.clock())

@@ -408,8 +408,10 @@ class MembershipEngine:
 
     def on_probe(self, member, answered, now):
         """The probe of ``member`` ended: ``answered`` True when its port
-        accepted the connection. Kept for another drop time (and probed
-        again then, unless heard), or removed ("expired")."""
+        accepted the connection, False when refused, None when nothing
+        answered within the timeout (counted as ``verify.timed_out``, as when
+        the engine's own bound runs out first). Kept for another drop time
+        (and probed again then, unless heard), or removed ("expired")."""
         self._now = now
         probe = self._probes.get(member.identity)
         if probe is None or not probe.in_flight:
@@ -418,7 +420,7 @@ class MembershipEngine:
             self._counts["verify.kept"] += 1
             probe.in_flight, probe.at = False, now + self._drop
             return
-        self._counts["verify.failed"] += 1
+        self._counts["verify.failed" if answered is False else "verify.timed_out"] += 1
         self._confirm(member.identity)
 
     def _judge_probes(self, now):

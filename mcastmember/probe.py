@@ -272,10 +272,13 @@ class ProbeListener(_ListenerBase):
 
 def connect_probe(member, timeout):
     """A suspect's second opinion (verify): True when ``member``'s port
-    accepts a TCP connection within ``timeout`` seconds. A crashed member's
-    host refuses at once; a lost link or a frozen host says nothing."""
+    accepts a TCP connection within ``timeout`` seconds, False when it is
+    refused (a crashed member's host refuses at once) and None when nothing
+    answered within the bound (a lost link or a frozen host says nothing)."""
     try:
         with socket.create_connection((member.address, member.port), timeout):
             return True
+    except socket.timeout:
+        return None
     except OSError:
         return False

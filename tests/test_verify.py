@@ -83,6 +83,47 @@ def test_a_probe_without_an_answer_within_the_bound_removes_it(make):
     engine.on_probe(engine.local_member, True, 3.4)          # a late answer changes nothing
 
 
+def test_a_probe_whose_own_timeout_ends_first_counts_as_timed_out(make):
+    # The front's connect has the same bound as the engine's and may give up
+    # first (the threaded front's usually does): no answer is a time-out,
+    # not a refusal, whichever clock ran out.
+    engine = make()
+    engine.start(0.0)
+    hear(engine, 0.0, port=4002, uid=uid(2))
+    engine.on_timer(3.01)
+    ((member, _),) = engine.probes_due(3.01)
+    engine.on_probe(member, None, 3.30)
+    assert kinds(engine)[-1] == ("removed", "expired", 4002)
+    stats = engine.stats()
+    assert (stats["verify.timed_out"], stats["verify.failed"]) == (1, 0)
+
+
+def test_the_probe_tells_a_refusal_from_no_answer():
+    from mcastmember.probe import connect_probe
+
+    class Target:
+        def __init__(self, address, port):
+            self.address, self.port = address, port
+
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))                   # bound, never listening: refuses
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(0)                               # a full backlog: SYNs go unanswered
+    fillers = []
+    try:
+        for _ in range(8):
+            filler = socket.socket()
+            filler.setblocking(False)
+            filler.connect_ex(silent.getsockname())
+            fillers.append(filler)
+        assert connect_probe(Target(*closed.getsockname()), 0.3) is False
+        assert connect_probe(Target(*silent.getsockname()), 0.3) is None
+    finally:
+        for sock in [closed, silent, *fillers]:
+            sock.close()
+
+
 def test_a_suspect_heard_again_is_a_member_with_no_news(make):
     engine = make()
     engine.start(0.0)
