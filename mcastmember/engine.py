@@ -32,10 +32,13 @@ change the table); other threads may call ``set_payload``/``set_domain``
 and send what ``outgoing`` returns.
 """
 
+from __future__ import annotations
+
 import logging
 import math
 import os
 import socket
+from typing import TYPE_CHECKING, cast
 
 from . import _codec
 from . import _layout as L
@@ -44,6 +47,29 @@ from .events import MemberEvent, Reason
 from .member import Member
 from .peers import PeerSet, cloud_unique_id
 from .table import ADDED, REMOVED, SUSPECT, Membership
+
+if TYPE_CHECKING:
+    import os as _os
+    from collections.abc import Sequence
+    from collections.abc import Set as AbstractSet
+    from types import ModuleType
+    from typing import Final, Literal
+
+    from typing_extensions import TypeAlias
+
+    from ._fast import HeartbeatPacket, Targets
+    from .auth import KeyRing
+    from .config import ServiceConfig
+    from .peers import Lookup
+
+    # A socket the engine may ask the driver to reopen (SEND, RECEIVE, UNICAST).
+    SocketRole: TypeAlias = Literal["send", "receive", "unicast"]
+    # What ``stats()`` returns: counters (int), "implementation" (str) and
+    # "healthy" (bool), the same keys on both fronts.
+    Stats: TypeAlias = "dict[str, int | bool | str]"
+    # The ``keys`` and ``auth`` settings (see ServiceConfig), as ``set_keys`` takes them.
+    Keys: TypeAlias = "KeyRing | str | _os.PathLike[str] | Sequence[tuple[int, bytes]] | None"
+    AuthMode: TypeAlias = 'Literal["off", "permissive", "enforce"]'
 
 log = logging.getLogger("mcastmember")
 
@@ -83,9 +109,9 @@ ENGINE_COUNTERS = ("sent", "send_errors", "receive_errors", "socket_reopened", "
                    "verify.kept", "verify.failed", "verify.timed_out")
 # Sockets the engine may ask the driver to reopen: multicast's two, and the
 # one unicast heartbeats are sent from and heard on.
-SEND = "send"
-RECEIVE = "receive"
-UNICAST = "unicast"
+SEND: Final = "send"
+RECEIVE: Final = "receive"
+UNICAST: Final = "unicast"
 
 
 class MembershipEngine:
@@ -95,9 +121,9 @@ class MembershipEngine:
     the implementation (default: the one ``mcastmember`` loaded).
     """
 
-    def __init__(self, config, *, codec=None):
+    def __init__(self, config: ServiceConfig, *, codec: ModuleType | None = None) -> None:
         self.config = config
-        self._codec = codec or _codec.impl
+        self._codec: ModuleType = codec or _codec.impl
         self.table = Membership(drop_time=config.drop_time / 1000.0,
                                 max_members=config.max_members, local=config.local_member(),
                                 domain=config.domain if config.filter_domain else None,
@@ -120,23 +146,23 @@ class MembershipEngine:
         # Every key from the start, whatever is configured: one shape.
         self._counts = dict.fromkeys(ENGINE_COUNTERS, 0)
         self._peers = config.peer_set() if config.unicast else None
-        self.targets = None
-        self._listed = {}          # dns_members: address bytes -> Member
+        self.targets: Targets | None = None
+        self._listed: dict[bytes, Member] = {}          # dns_members: address bytes -> Member
         if self._peers is not None:
             self._new_targets()
-        self._probes = {}          # verify: identity -> _Probe of a suspect
+        self._probes: dict[bytes, _Probe] = {}          # verify: identity -> _Probe of a suspect
         self._running = False
-        self._packet = None
+        self._packet: HeartbeatPacket | None = None
         self._sent_earlier = 0    # by packets since replaced (each counts its own sends)
-        self._events = []
+        self._events: list[MemberEvent] = []
         self.healthy = True
 
     # -- lifecycle -------------------------------------------------------------
     @property
-    def running(self):
+    def running(self) -> bool:
         return self._running
 
-    def start(self, now):
+    def start(self, now: float) -> None:
         """Begin at ``now``: the first heartbeat is due at once, the grid
         runs from here. Raises RuntimeError when already running."""
         if self._running:
@@ -146,19 +172,19 @@ class MembershipEngine:
         self._origin_ns = int(now * 1e9)    # the packet stamps alive times from it
         self._beat = 0                       # the next beat is due at origin + beat * period
         self._change = False                 # our packet changed: send it at once
-        self._armed = None                   # the deadline the driver was last given
+        self._armed: float | None = None     # the deadline the driver was last given
         self._grace_until = -math.inf
         self._next_report = now + MALFORMED_REPORT_S
         self._malformed_reported = self._malformed_total()
         self._auth_reported = sum(self.table.auth_failures().values())
-        self._failures = {SEND: 0, RECEIVE: 0, UNICAST: 0}
+        self._failures: dict[SocketRole, int] = {SEND: 0, RECEIVE: 0, UNICAST: 0}
         self._read_after = -math.inf
-        self._reopen = []
+        self._reopen: list[SocketRole] = []
         self.healthy = True
         self._new_packet()
         self._running = True
 
-    def stop(self, now):
+    def stop(self, now: float) -> HeartbeatPacket | None:
         """Stop at ``now``: return the goodbye packet (send it once, like a
         heartbeat), or None when not running or listen-only. Every member still present is
         removed with reason "stopped" (see ``events()``), so a listener's view
@@ -177,7 +203,7 @@ class MembershipEngine:
         self._events.extend(MemberEvent(REMOVED, member, STOPPED) for member in remaining)
         return self._make_packet(L.SHUTDOWN_COMMAND) if self._sends else None
 
-    def _discard_read_ahead(self):
+    def _discard_read_ahead(self) -> None:
         """Datagrams pump read before the stop but has not handled (the
         compiled pump reads 32 at a time) must not be replayed after a
         restart. Each call below takes one from that batch, never the socket
@@ -189,7 +215,7 @@ class MembershipEngine:
                 table.pump(-1, scratch, -math.inf, 1)
 
     # -- time --------------------------------------------------------------------
-    def next_deadline(self):
+    def next_deadline(self) -> float | None:
         """When the driver must call ``on_timer``/``outgoing`` next at the
         latest (monotonic seconds), or None when stopped. The driver sleeps
         until then unless the receive socket becomes readable. ``math.inf``:
@@ -214,7 +240,7 @@ class MembershipEngine:
         self._armed = max(deadline, self._now)
         return deadline
 
-    def on_timer(self, now):
+    def on_timer(self, now: float) -> None:
         """Do what is due at ``now``: the pause guard, expiry, the report.
         Call it after every wake-up (early calls are cheap and harmless)."""
         if not self._running:
@@ -233,7 +259,7 @@ class MembershipEngine:
             self._report_malformed()
             self._report_auth()
 
-    def _observe(self, now):
+    def _observe(self, now: float) -> None:
         self._now = now
         armed, self._armed = self._armed, None
         if armed is not None and now - armed > self._pause_after:
@@ -245,10 +271,10 @@ class MembershipEngine:
                      now - armed, self._drop)
 
     # -- sending -------------------------------------------------------------------
-    def _next_beat(self):
+    def _next_beat(self) -> float:
         return self._origin + self._beat * self._period
 
-    def outgoing(self, now):
+    def outgoing(self, now: float) -> HeartbeatPacket | None:
         """The packet to send at ``now`` (a heartbeat on the grid, or our
         changed packet at once), or None. Call ``packet.send(fd)`` and pass
         its result to ``on_send_result``. After a stall it is one late beat,
@@ -267,7 +293,7 @@ class MembershipEngine:
                              math.floor((now - self._origin) / self._period) + 1)
         return self._packet if self._sends else None
 
-    def on_send_result(self, result, now):
+    def on_send_result(self, result: int, now: float) -> None:
         """``result`` of ``packet.send``: bytes sent, or -errno. A failure is
         counted and logged (rate-limited), never queued: a later heartbeat
         replaces a lost one."""
@@ -279,7 +305,7 @@ class MembershipEngine:
         self._log.log(logging.WARNING, "send", "heartbeat not sent: %s", os.strerror(-result))
         self._count_failure(SEND)
 
-    def on_unicast_result(self, result, now):
+    def on_unicast_result(self, result: int, now: float) -> None:
         """``result`` of ``packet.send_to(fd, engine.targets)``. A failure for
         one peer (no route to it, say) is counted and logged, rate-limited;
         it is not the socket's fault, so it never asks for a reopen."""
@@ -291,13 +317,13 @@ class MembershipEngine:
         self._log.log(logging.WARNING, "unicast", "a unicast heartbeat was not sent: %s",
                       os.strerror(-result))
 
-    def set_payload(self, payload):
+    def set_payload(self, payload: bytes | str) -> None:
         """Advertise new payload bytes (str: UTF-8); ``outgoing`` returns the
         new packet at once, the grid unchanged."""
         self.config.set_payload(payload)
         self._changed()
 
-    def set_domain(self, domain):
+    def set_domain(self, domain: bytes | str) -> None:
         """Advertise a new domain; sent at once as ``set_payload``. Under
         ``filter_domain`` the table filters on it from now on, the fast path
         included: members of the old domain are removed ("filtered")."""
@@ -307,28 +333,28 @@ class MembershipEngine:
         self._events.extend(self.table.set_domain(cfg.domain if cfg.filter_domain else None))
         self._changed()
 
-    def set_member_port(self, port):
+    def set_member_port(self, port: int) -> None:
         """The member port we advertise (a TCP listener picked it)."""
         self.config.member_port = port
         self.table.set_local(self.config.local_member())
         self._changed()
 
-    def _changed(self):
+    def _changed(self) -> None:
         if self._running:
             self._new_packet()
             self._change = True
 
-    def _new_packet(self):
+    def _new_packet(self) -> None:
         if self._packet is not None:
             self._sent_earlier += self._packet.sent
         self._packet = self._make_packet(b"")
 
-    def _make_packet(self, command):
+    def _make_packet(self, command: bytes) -> HeartbeatPacket:
         packet = self.config.heartbeat_packet(self._origin_ns, command, self._codec)
         self._sign(packet)
         return packet
 
-    def _sign(self, packet):
+    def _sign(self, packet: HeartbeatPacket) -> None:
         """Sign ``packet`` with the ring's signing key (unsigned when off), its
         sequences above every one we sent before."""
         ring = self.config.key_ring
@@ -336,9 +362,10 @@ class MembershipEngine:
         if self.config.auth == "off":
             packet.set_key(0)
         else:
+            assert ring is not None     # auth is on: there is a key ring
             packet.set_key(ring.signing_id, ring.keys[ring.signing_id], after)
 
-    def set_keys(self, keys, auth=None):
+    def set_keys(self, keys: Keys, auth: AuthMode | None = None) -> None:
         """Other keys and mode (see ServiceConfig ``keys``/``auth``), at once:
         the next heartbeat is signed with the new signing key; members stay
         (rotate by adding the new key everywhere, then signing with it, then
@@ -348,22 +375,23 @@ class MembershipEngine:
         if self._packet is not None:
             self._sign(self._packet)
 
-    def sockets(self):
+    def sockets(self) -> list[SocketRole]:
         """The sockets the driver opens, by role: RECEIVE and SEND for
         multicast (listen-only: RECEIVE alone), UNICAST for peers."""
         cfg = self.config
-        roles = ([RECEIVE, SEND] if self._sends else [RECEIVE]) if cfg.multicast else []
+        roles: list[SocketRole] = ([RECEIVE, SEND] if self._sends else [RECEIVE]) if cfg.multicast else []
         if cfg.unicast and cfg.heartbeats:
             roles.append(UNICAST)
         return roles
 
     # -- receiving ---------------------------------------------------------------------
-    def reading(self, now):
+    def reading(self, now: float) -> bool:
         """Whether the driver should read the receive socket at ``now`` (not
         while backing off after a failed receive)."""
         return self._running and now >= self._read_after
 
-    def receive(self, buf, n, now, source=None):
+    def receive(self, buf: bytearray, n: int, now: float,
+                source: tuple[bytes, int] | None = None) -> None:
         """A datagram ``table.pump`` handed back (``n`` bytes in ``buf``).
         ``source``: ``table.source()`` for a datagram from the unicast
         socket (None from multicast): one from an address that is not a
@@ -371,13 +399,13 @@ class MembershipEngine:
         self._failures[UNICAST if source is not None else RECEIVE] = 0
         unlisted = None
         if (source is not None and not self.config.accept_unknown
-                and source[0] not in self._peers.hosts):
+                and source[0] not in cast("PeerSet", self._peers).hosts):   # unicast: peers
             unlisted = source[0]
         events = self.table.receive(buf, n, now, unlisted)
         if events:
             self._events.extend(events)
 
-    def on_receive_error(self, error, now, which=RECEIVE):
+    def on_receive_error(self, error: int, now: float, which: SocketRole = RECEIVE) -> None:
         """A receive from ``which`` socket failed with errno ``error`` (not
         EAGAIN/EINTR)."""
         self._now = now
@@ -387,7 +415,7 @@ class MembershipEngine:
         self._count_failure(which)
 
     # -- the second opinion (verify) ----------------------------------------------------------
-    def probes_due(self, now):
+    def probes_due(self, now: float) -> list[tuple[Member, float]]:
         """The suspects to probe now, as ``(member, timeout seconds)``: try a
         TCP connect to ``member.address``:``member.port`` within the timeout
         and report with ``on_probe``. At most MAX_PROBES at once."""
@@ -395,7 +423,7 @@ class MembershipEngine:
             return []
         self._now = now
         in_flight = sum(probe.in_flight for probe in self._probes.values())
-        due = []
+        due: list[tuple[Member, float]] = []
         timeout = self.config.verify_timeout / 1000.0
         for probe in self._probes.values():
             if in_flight >= MAX_PROBES:
@@ -406,7 +434,7 @@ class MembershipEngine:
                 due.append((probe.member, timeout))
         return due
 
-    def on_probe(self, member, answered, now):
+    def on_probe(self, member: Member, answered: bool | None, now: float) -> None:
         """The probe of ``member`` ended: ``answered`` True when its port
         accepted the connection, False when refused, None when nothing
         answered within the timeout (counted as ``verify.timed_out``, as when
@@ -423,7 +451,7 @@ class MembershipEngine:
         self._counts["verify.failed" if answered is False else "verify.timed_out"] += 1
         self._confirm(member.identity)
 
-    def _judge_probes(self, now):
+    def _judge_probes(self, now: float) -> None:
         for identity, probe in list(self._probes.items()):
             if not self.table.is_suspect(identity):
                 del self._probes[identity]          # heard again, or said goodbye
@@ -431,14 +459,14 @@ class MembershipEngine:
                 self._counts["verify.timed_out"] += 1
                 self._confirm(identity)
 
-    def _confirm(self, identity):
+    def _confirm(self, identity: bytes) -> None:
         probe = self._probes.pop(identity)
         event = self.table.confirm(probe.member)
         if event is not None:
             self._events.append(event)
 
     # -- discovery ---------------------------------------------------------------------------
-    def lookups_due(self, now):
+    def lookups_due(self, now: float) -> list[Lookup]:
         """The name lookups (``peers.Lookup``) to start now: run each with
         ``resolver.lookup`` away from the receive path (a worker thread, an
         executor) and report with ``on_lookup``. None in flight twice."""
@@ -447,15 +475,18 @@ class MembershipEngine:
         self._now = now
         return self._peers.due(now)
 
-    def on_lookup(self, lookup, answer, now):
+    def on_lookup(self, lookup: Lookup, answer: AbstractSet[tuple[str, int]] | BaseException,
+                  now: float) -> None:
         """``lookup`` ended: ``answer`` is its set of ``(address text, port)``,
-        or the ``resolver.DnsFailure`` it raised. A failure keeps the last
+        or the ``resolver.DnsFailure`` it raised (any other exception counts
+        as reason "error"). A failure keeps the last
         good answer (counted, logged rate-limited): a DNS outage costs no
         member and no peer."""
         self._now = now
         if not self._running:
             return
-        if isinstance(answer, Exception):
+        assert self._peers is not None      # lookups are the peers'
+        if isinstance(answer, BaseException):
             reason = getattr(answer, "reason", "error")
             self._peers.on_failure(lookup, reason, now)
             self._log.log(logging.WARNING, "lookup-" + lookup.name,
@@ -467,8 +498,9 @@ class MembershipEngine:
             if self.config.dns_members:
                 self._list_members(now)
 
-    def _new_targets(self):
+    def _new_targets(self) -> None:
         """The fan-out for the current peers, in the unicast socket's family."""
+        assert self._peers is not None      # called with peers only
         own = self.config.unicast_address
         family = socket.AF_INET6 if ":" in own else socket.AF_INET
         peers = sorted(self._peers.peers)
@@ -482,10 +514,11 @@ class MembershipEngine:
                           "the IPv4 address %s: skipped", len(peers) - len(reachable), own)
         self.targets = self._codec.Targets(reachable, family)
 
-    def _list_members(self, now):
+    def _list_members(self, now: float) -> None:
         """dns_members: the members are the DNS answer's addresses (Tomcat's
         cloud membership: unique id the MD5 of the address as Java writes it,
         the port our own member port, alive time -1)."""
+        assert self._peers is not None      # dns_members: the peers are DNS's
         listed = {address for address, _ in self._peers.peers}
         for address in [a for a in self._listed if a not in listed]:
             member = self._listed.pop(address)
@@ -497,27 +530,27 @@ class MembershipEngine:
             self._listed[address] = member
             self._events.append(MemberEvent(ADDED, member))
 
-    def members(self):
+    def members(self) -> list[Member]:
         """The members, oldest first (as Tomcat orders them)."""
         if not self._listed:
             return self.table.members()
         return self.table.members() + [m for _, m in sorted(self._listed.items())]
 
     # -- recovery ------------------------------------------------------------------------
-    def _count_failure(self, which):
+    def _count_failure(self, which: SocketRole) -> None:
         self._failures[which] += 1
         if self._failures[which] >= RECOVERY_ERRORS:
             self._failures[which] = 0
             if which not in self._reopen:
                 self._reopen.append(which)
 
-    def reopen_due(self):
+    def reopen_due(self) -> list[SocketRole]:
         """The sockets (SEND, RECEIVE) to open afresh after repeated errors;
         asking clears the request. Report with ``on_reopened``."""
         due, self._reopen = self._reopen, []
         return due
 
-    def on_reopened(self, which, error=None):
+    def on_reopened(self, which: SocketRole, error: OSError | None = None) -> None:
         """The driver reopened ``which`` (or failed to, with ``error``: the
         next run of errors asks again)."""
         if error is not None:
@@ -527,7 +560,7 @@ class MembershipEngine:
         self._counts["socket_reopened"] += 1
         log.warning("%s socket reopened after repeated errors", which)
 
-    def on_internal_error(self, now):
+    def on_internal_error(self, now: float) -> None:
         """The driver's loop caught an unexpected exception (it logs it and
         carries on): counted, and ``healthy`` is False until the next start."""
         self._now = now
@@ -535,20 +568,20 @@ class MembershipEngine:
         self.healthy = False
 
     # -- what the application sees ------------------------------------------------------------
-    def events(self):
+    def events(self) -> list[MemberEvent]:
         """The MemberEvents since the last call, oldest first (the list is handed over)."""
         events, self._events = self._events, []
         return events
 
     @property
-    def local_member(self):
+    def local_member(self) -> Member:
         """Our own member as we advertise it (with the alive time last sent)."""
         member = self.config.local_member()
         if self._packet is not None:
             member = member.with_alive(self._packet.alive_ms)
         return member
 
-    def stats(self):
+    def stats(self) -> Stats:
         """The table's counters and ours: the same keys whatever the driver."""
         stats = self.table.stats()
         stats.update(self._counts)
@@ -556,19 +589,17 @@ class MembershipEngine:
         if self._listed:
             stats["members"] += len(self._listed)
         stats["sent"] = self._sent_earlier + (self._packet.sent if self._packet else 0)
-        stats["implementation"] = self._codec.IMPLEMENTATION
-        stats["healthy"] = self.healthy
-        return stats
+        return {**stats, "implementation": self._codec.IMPLEMENTATION, "healthy": self.healthy}
 
     # -- the report -----------------------------------------------------------------------------
-    def _malformed(self):
+    def _malformed(self) -> dict[str, int]:
         stats = self.table.stats()
         return {k[len("malformed."):]: v for k, v in stats.items() if k.startswith("malformed.") and v}
 
-    def _malformed_total(self):
+    def _malformed_total(self) -> int:
         return sum(self._malformed().values())
 
-    def _report_malformed(self):
+    def _report_malformed(self) -> None:
         """One warning per period at most about what was dropped, by reason:
         a flood of bad datagrams must not become a flood of log lines."""
         dropped = self._malformed()
@@ -579,7 +610,7 @@ class MembershipEngine:
                         ", ".join(f"{k} {v}" for k, v in sorted(dropped.items())))
             self._malformed_reported = total
 
-    def _report_auth(self):
+    def _report_auth(self) -> None:
         """As ``_report_malformed``, for datagrams that failed authentication."""
         failures = self.table.auth_failures()
         total = sum(failures.values())
@@ -598,5 +629,5 @@ class _Probe:
 
     __slots__ = ("member", "at", "in_flight")
 
-    def __init__(self, member, at):
+    def __init__(self, member: Member, at: float) -> None:
         self.member, self.at, self.in_flight = member, at, False

@@ -117,6 +117,21 @@ def test_dns_answers_change_the_targets_and_failures_keep_the_last(make, caplog)
     assert sum("cannot resolve members.test" in r.message for r in caplog.records) == 1
 
 
+def test_a_lookup_that_raised_a_base_exception_is_a_failure(make):
+    # The asyncio front hands on what its executor future holds, which may be
+    # any BaseException: the lookup must end (counted, due again), not stay
+    # in flight for ever on a TypeError.
+    engine = make(dns="members.test", dns_interval=1000)
+    engine.start(0.0)
+    (lookup,) = engine.lookups_due(0.0)
+    engine.on_lookup(lookup, {("127.0.0.2", PORT)}, 0.1)
+    (lookup,) = engine.lookups_due(1.1)
+    engine.on_lookup(lookup, SystemExit(1), 1.1)
+    assert engine.targets.peers == ((A, PORT),)
+    assert engine.stats()["lookups_failed.error"] == 1
+    assert engine.lookups_due(2.1) == [lookup]
+
+
 def test_static_host_names_are_looked_up_by_the_system_resolver(make):
     engine = make(peers=["node-1:5000", "127.0.0.2"])
     engine.start(0.0)
