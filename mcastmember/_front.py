@@ -2,11 +2,14 @@
 drive, the sockets they open, and the one step both take after every
 wake-up. Neither front decides anything about time: the engine does."""
 
+from __future__ import annotations
+
 import contextlib
 import errno
 import os
 import time
 import weakref
+from typing import TYPE_CHECKING
 
 from . import _layout as L
 from . import net
@@ -14,16 +17,31 @@ from .config import ServiceConfig
 from .engine import RECEIVE, SEND, UNICAST, MembershipEngine
 from .member import find_by_address, find_by_unique_id
 
+if TYPE_CHECKING:
+    import socket
+    from collections.abc import Callable, Iterable, Iterator, Sequence
+    from typing import ClassVar
+
+    import dns.resolver
+
+    from ._fast import HeartbeatPacket
+    from .config import Settings
+    from .engine import AuthMode, Keys, SocketRole, Stats
+    from .events import MemberEvent
+    from .member import Member
+    from .peers import Lookup
+    from .table import Membership
+
 # Datagrams one pump call may handle before it returns, and pump calls per
 # wake-up: a busy group cannot hold the engine (and its lock) for long.
 PUMP_BUDGET = 256
 PUMP_CALLS = 64
 _AGAIN = (-errno.EAGAIN, -errno.EINTR)
 
-_fronts = weakref.WeakSet()    # every front, so a forked child can disarm its copies
+_fronts: weakref.WeakSet[MembershipFront] = weakref.WeakSet()    # every front, so a forked child can disarm its copies
 
 
-def _after_fork_in_child():
+def _after_fork_in_child() -> None:
     for front in list(_fronts):
         front._become_inert()
 
@@ -38,16 +56,20 @@ class MembershipFront:
     or the event loop), publish events, and guard the engine with
     ``_table_lock`` where more than one thread calls it."""
 
-    _table_lock = contextlib.nullcontext()
+    _table_lock: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
     clock = staticmethod(time.monotonic)    # the only clock: engine times come from it
 
-    def __init__(self, address, port, settings):
+    def __init__(self, address: str | None, port: int, settings: Settings) -> None:
         self.config = ServiceConfig(address, port, **settings)
         self._engine = MembershipEngine(self.config)
-        self._recv_socks, self._send_socks, self._uni_socks = [], [], []
-        self._recv_fds, self._send_fds, self._uni_fds = [], [], []
-        self._more_fd = None       # the socket whose datagrams pump's batch still holds
-        self._dns_resolver = None
+        self._recv_socks: list[socket.socket] = []
+        self._send_socks: list[socket.socket] = []
+        self._uni_socks: list[socket.socket] = []
+        self._recv_fds: list[int] = []
+        self._send_fds: list[int] = []
+        self._uni_fds: list[int] = []
+        self._more_fd: int | None = None       # the socket whose datagrams pump's batch still holds
+        self._dns_resolver: dns.resolver.Resolver | None = None
         self._buf = bytearray(L.RECV_BUFFER_LEN)
         # A forked child's copy of a running front: it must neither say
         # goodbye for the parent nor touch the sockets it shares with it.
@@ -56,57 +78,57 @@ class MembershipFront:
 
     # -- what the application sees ---------------------------------------------
     @property
-    def running(self):
+    def running(self) -> bool:
         return self._engine.running
 
     @property
-    def table(self):
+    def table(self) -> Membership:
         """The membership table the engine keeps (``Membership``)."""
         return self._engine.table
 
     @table.setter
-    def table(self, table):    # before start(): another table (a benchmark's codec)
+    def table(self, table: Membership) -> None:    # before start(): another table (a benchmark's codec)
         self._engine.table = table
 
     @property
-    def local_member(self):
+    def local_member(self) -> Member:
         """Our own member as we advertise it (with the alive time last sent)."""
         with self._table_lock:
             return self._engine.local_member
 
-    def members(self):
+    def members(self) -> list[Member]:
         """Snapshot of the other members, oldest first (as Tomcat orders them)."""
         with self._table_lock:
             return self._engine.members()
 
-    def by_unique_id(self, unique_id):
+    def by_unique_id(self, unique_id: bytes) -> Member | None:
         """The member with this 16-byte unique id, or None."""
         return find_by_unique_id(self.members(), unique_id)
 
-    def by_address(self, host, port):
+    def by_address(self, host: str | bytes, port: int) -> Member | None:
         """The member at ``host`` (address text or raw bytes) and member
         ``port``, or None."""
         return find_by_address(self.members(), host, port)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.members())
 
-    def __bool__(self):        # a front is a front, members or none
+    def __bool__(self) -> bool:        # a front is a front, members or none
         return True
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Member]:
         return iter(self.members())
 
-    def __contains__(self, member):
+    def __contains__(self, member: object) -> bool:
         return member in self.members()
 
-    def set_payload(self, payload):
+    def set_payload(self, payload: bytes | str) -> None:
         """Advertise new payload bytes (str: UTF-8); sent at once."""
         with self._table_lock:
             self._engine.set_payload(payload)
             self._send_if_running()
 
-    def set_domain(self, domain):
+    def set_domain(self, domain: bytes | str) -> None:
         """Advertise a new domain (bytes, or Tomcat's text form); sent at once."""
         with self._table_lock:
             self._engine.set_domain(domain)
@@ -115,14 +137,14 @@ class MembershipFront:
             if events:      # members of the old domain removed under filter_domain
                 self._publish(events)   # under the lock, in order with the driver's
 
-    def set_keys(self, keys, auth=None):
+    def set_keys(self, keys: Keys, auth: AuthMode | None = None) -> None:
         """Authenticate with other keys (or mode) from now on, without a
         restart: ``keys`` and ``auth`` as in ServiceConfig (None: no keys).
         ConfigurationError for a bad key ring; nothing changes then."""
         with self._table_lock:
             self._engine.set_keys(keys, auth)
 
-    def stats(self):
+    def stats(self) -> Stats:
         """Counters of the table (received, fast_path, added, malformed.* ...)
         and of the engine and the front (sent, send_errors, socket_reopened,
         pauses, healthy, events_dropped ...): the same keys on both fronts."""
@@ -132,7 +154,7 @@ class MembershipFront:
         return stats
 
     # -- sockets -------------------------------------------------------------------
-    def _open_receivers(self):
+    def _open_receivers(self) -> list[socket.socket]:
         cfg = self.config
         # Non-blocking: the front waits for readiness (or a deadline) itself,
         # so nothing has to shut the socket down to wake a blocked read.
@@ -141,20 +163,22 @@ class MembershipFront:
             sock.setblocking(False)
         return socks
 
-    def _open_senders(self):
+    def _open_senders(self) -> list[socket.socket]:
         cfg = self.config
         socks = net.open_senders(cfg.address, cfg.port, cfg.links, cfg.ttl, cfg.loopback)
         for sock in socks:
             sock.setblocking(False)   # a heartbeat that cannot go now is replaced by the next
         return socks
 
-    def _open_unicast(self):
+    def _open_unicast(self) -> list[socket.socket]:
         cfg = self.config
         return [net.open_unicast(cfg.unicast_address, cfg.port)]
 
     # The sockets by role: (attribute of the sockets, of their fds, how to
     # open them). Multicast has one sender per card (one receiver, or one
     # per card for a link-scoped IPv6 group); unicast one socket for both.
+    _SOCKETS: ClassVar[dict[SocketRole, tuple[str, str,
+                                              Callable[[MembershipFront], list[socket.socket]]]]]
     _SOCKETS = {RECEIVE: ("_recv_socks", "_recv_fds", _open_receivers),
                 SEND: ("_send_socks", "_send_fds", _open_senders),
                 UNICAST: ("_uni_socks", "_uni_fds", _open_unicast)}
@@ -166,14 +190,14 @@ class MembershipFront:
     _uni_fd = property(lambda self: (self._uni_fds or [-1])[0])
 
     @property
-    def _send_fd(self):
+    def _send_fd(self) -> int:
         return (self._send_fds or [-1])[0]
 
     @_send_fd.setter
-    def _send_fd(self, fd):       # a test breaks the first sender this way
+    def _send_fd(self, fd: int) -> None:       # a test breaks the first sender this way
         self._send_fds[0] = fd
 
-    def _open_sockets(self):
+    def _open_sockets(self) -> None:
         try:
             for role in self._engine.sockets():
                 socks_name, fds_name, opener = self._SOCKETS[role]
@@ -184,7 +208,7 @@ class MembershipFront:
             self._close_sockets()
             raise
 
-    def _close_sockets(self):
+    def _close_sockets(self) -> None:
         for socks_name, fds_name, _ in self._SOCKETS.values():
             for sock in getattr(self, socks_name):
                 sock.close()
@@ -192,7 +216,7 @@ class MembershipFront:
             setattr(self, fds_name, [])
         self._more_fd = None
 
-    def _reopen(self, which):
+    def _reopen(self, which: SocketRole) -> None:
         socks_name, fds_name, opener = self._SOCKETS[which]
         try:
             fresh = opener(self)
@@ -209,13 +233,13 @@ class MembershipFront:
             sock.close()
         self._engine.on_reopened(which)
 
-    def _receive_fds(self, now):
+    def _receive_fds(self, now: float) -> tuple[int, ...]:
         """The sockets to read at ``now``: multicast's, unicast's, or both."""
         if not self._engine.reading(now):
             return ()
         return tuple(self._recv_fds + self._uni_fds)
 
-    def _socket_of(self, fd):
+    def _socket_of(self, fd: int) -> socket.socket | None:
         """The receiving socket whose descriptor is ``fd``."""
         for sock in self._recv_socks + self._uni_socks:
             if sock.fileno() == fd:
@@ -223,13 +247,13 @@ class MembershipFront:
         return None
 
     # -- the driver's steps ----------------------------------------------------------
-    def _start_engine(self):
+    def _start_engine(self) -> None:
         """After the sockets are open: start the engine and send the first heartbeat."""
         self._inert = False
         self._engine.start(self.clock())
         self._step(self.clock())
 
-    def _drain_ready(self, ready, deadline):
+    def _drain_ready(self, ready: Iterable[int], deadline: float) -> bool:
         """Drain the readable sockets among ``ready`` (and the one whose
         datagrams pump's batch still holds, first: pumping another socket
         would drop them). True when more may wait in pump's batch."""
@@ -242,7 +266,7 @@ class MembershipFront:
                 return True
         return False
 
-    def _drain(self, deadline, budget=PUMP_BUDGET, fd=None):
+    def _drain(self, deadline: float, budget: int = PUMP_BUDGET, fd: int | None = None) -> bool:
         """Read what the receive socket ``fd`` (default: multicast's) holds,
         until the engine's ``deadline`` at the latest. Known members' heartbeats stay inside pump (compiled:
         in C, the GIL released, and outside ``_table_lock``, as only the
@@ -268,7 +292,7 @@ class MembershipFront:
                 return False
         return bool(table.pending())
 
-    def _step(self, now):
+    def _step(self, now: float) -> None:
         """After every wake-up: what is due, what to send, what to reopen,
         what to tell the application."""
         engine = self._engine
@@ -286,12 +310,12 @@ class MembershipFront:
         if events:
             self._publish(events)
 
-    def _send_due(self, now):
+    def _send_due(self, now: float) -> None:
         packet = self._engine.outgoing(now)
         if packet is not None:
             self._send(packet, now)
 
-    def _send(self, packet, now):
+    def _send(self, packet: HeartbeatPacket, now: float) -> None:
         """One heartbeat (or goodbye) to the group and to every unicast peer."""
         engine = self._engine
         for fd in self._send_fds:           # one per card
@@ -299,13 +323,13 @@ class MembershipFront:
         for fd in self._uni_fds:
             engine.on_unicast_result(packet.send_to(fd, engine.targets), now)
 
-    def _send_if_running(self):
+    def _send_if_running(self) -> None:
         """A change is sent at once, by the caller's thread; the table is
         left to the driver's thread (it expires while nothing pumps)."""
         if self._engine.running and not self._inert:
             self._send_due(self.clock())
 
-    def _stop_engine(self):
+    def _stop_engine(self) -> None:
         """Stop the engine and say goodbye (unless we are a forked child's
         copy); deliver its last events."""
         goodbye = self._engine.stop(self.clock())
@@ -315,32 +339,32 @@ class MembershipFront:
         if events:
             self._publish(events)
 
-    def _become_inert(self):
+    def _become_inert(self) -> None:
         self._inert = True
 
     # -- for subclasses ----------------------------------------------------------------
-    def _publish(self, events):
+    def _publish(self, events: Sequence[MemberEvent]) -> None:
         raise NotImplementedError
 
-    def _watch_receiver(self, fd):
+    def _watch_receiver(self, fd: int | None) -> None:
         """Wait for readability of ``fd`` (None: of nothing) from now on."""
 
-    def _start_lookups(self, lookups):
+    def _start_lookups(self, lookups: list[Lookup]) -> None:
         """Run each ``peers.Lookup`` away from the receive path and report it
         with ``engine.on_lookup`` (a thread, or the loop's executor)."""
         raise NotImplementedError
 
-    def _start_probes(self, probes):
+    def _start_probes(self, probes: list[tuple[Member, float]]) -> None:
         """Probe each ``(member, timeout)`` away from the receive path and
         report with ``engine.on_probe``."""
         raise NotImplementedError
 
-    def _resolver(self):
+    def _resolver(self) -> dns.resolver.Resolver | None:
         """The DNS resolver lookups use (made once, on first use)."""
         if self._dns_resolver is None and self.config.dns is not None:
             from .resolver import make_resolver
             self._dns_resolver = make_resolver(self.config.dns_servers)
         return self._dns_resolver
 
-    def _front_counts(self):
+    def _front_counts(self) -> dict[str, int]:
         raise NotImplementedError

@@ -28,9 +28,18 @@ from .probe import ProbeListener, connect_probe, probe_stats_idle
 from .table import ADDED
 
 if TYPE_CHECKING:
-    from typing_extensions import Unpack
+    from collections.abc import Callable, Sequence
+
+    from typing_extensions import Self, TypeAlias, Unpack
 
     from .config import Settings
+    from .events import EventsLost
+    from .member import Member
+    from .peers import Lookup
+
+    # What McastService's listeners are called with: each event, or an
+    # EventsLost where the dispatcher fell behind (the return value is ignored).
+    Listener: TypeAlias = "Callable[[MemberEvent | EventsLost], object]"
 
 log = logging.getLogger("mcastmember")
 
@@ -66,22 +75,27 @@ class McastService(MembershipFront):
         self._lock = self._table_lock = threading.Lock()
         self._state = threading.Condition()   # the lifecycle phase, start/stop one at a time
         self._phase = _STOPPED
-        self._listeners = []
+        self._listeners: list[Listener] = []
         # wait_for: a change (events published, a phase) bumps the generation.
         self._changed = threading.Condition()
         self._generation = 0
+        self._io: threading.Thread | None
+        self._dispatcher: threading.Thread | None
         self._io = self._dispatcher = None
-        self._events = None
+        self._events: EventQueue | None = None
+        self._wake_r: socket.socket | None
+        self._wake_w: socket.socket | None
         self._wake_r = self._wake_w = None
-        self._probe = None
-        self._lookups = None       # the queue of the DNS worker thread, while running
+        self._probe: ProbeListener | None = None
+        # the queue of the DNS worker thread, while running
+        self._lookups: queue.SimpleQueue[Lookup | None] | None = None
         self._counts = {"listener_errors": 0}
         # Every dispatcher thread of ours that may still run a listener (one
         # that restarted us keeps running on the old one for a while).
-        self._dispatchers = weakref.WeakSet()
+        self._dispatchers: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
 
     # -- lifecycle -----------------------------------------------------------
-    def start(self):
+    def start(self) -> Self:
         """Open the sockets, send the first heartbeat at once and start the threads."""
         with self._state:
             if self._phase == _STOPPING and threading.current_thread() in self._dispatchers:
@@ -99,7 +113,7 @@ class McastService(MembershipFront):
         self._set_phase(_RUNNING)
         return self
 
-    def _start(self):
+    def _start(self) -> None:
         cfg = self.config
         if cfg.tcp_listener:
             self._start_probe_listener()
@@ -131,7 +145,7 @@ class McastService(MembershipFront):
             log.info("joined %s as %s:%d", cfg.describe(), cfg.local_member().address,
                      cfg.member_port)
 
-    def stop(self):
+    def stop(self) -> None:
         """Send the shutdown packet, stop the threads and close the sockets.
         Listeners get every event that happened before the stop, then a
         "removed" (reason "stopped") for each member still present. A
@@ -155,8 +169,11 @@ class McastService(MembershipFront):
         finally:
             self._set_phase(_STOPPED)
 
-    def _stop(self, me):
+    def _stop(self, me: threading.Thread) -> None:
         dispatcher, events = self._dispatcher, self._events
+        # Running: start() set every one of these.
+        assert dispatcher is not None and events is not None and self._io is not None
+        assert self._wake_r is not None and self._wake_w is not None
         if not self._inert:
             self._stopping = True
             self._wake()
@@ -178,19 +195,19 @@ class McastService(MembershipFront):
         self._io = None
         log.info("left %s", self.config.describe())
 
-    def _set_phase(self, phase):
+    def _set_phase(self, phase: str) -> None:
         with self._state:
             self._phase = phase
             self._state.notify_all()
         self._notify_changed()      # waiters see a stop
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self.start()
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def _become_inert(self):
+    def _become_inert(self) -> None:
         # In a forked child only the forking thread exists: locks held by the
         # parent's other threads would never be released here.
         super()._become_inert()
@@ -201,7 +218,7 @@ class McastService(MembershipFront):
         self._events = EventQueue(self._queue_size)
 
     # -- what the application sees --------------------------------------------
-    def add_listener(self, callback, replay=False):
+    def add_listener(self, callback: Listener, replay: bool = False) -> None:
         """Call ``callback(event)`` for every MemberEvent, on the dispatcher
         thread; where events were dropped (the listeners fell more than
         ``event_queue_size`` behind) it gets one ``EventsLost`` instead.
@@ -220,11 +237,12 @@ class McastService(MembershipFront):
             else:
                 self._listeners = self._listeners + [callback]
 
-    def remove_listener(self, callback):
+    def remove_listener(self, callback: Listener) -> None:
         with self._lock:
             self._listeners = [c for c in self._listeners if c != callback]
 
-    def wait_for(self, predicate, timeout=None):
+    def wait_for(self, predicate: Callable[[list[Member]], object],
+                 timeout: float | None = None) -> list[Member]:
         """Wait until ``predicate(members)`` is true (checked now and after
         every change, on this thread); return the members then. TimeoutError
         after ``timeout`` seconds; RuntimeError when not running or stopped
@@ -245,14 +263,14 @@ class McastService(MembershipFront):
                         raise TimeoutError(f"predicate not true within {timeout} s")
                     self._changed.wait(remaining)
 
-    def _front_counts(self):
+    def _front_counts(self) -> dict[str, int]:
         return {"events_dropped": self._events.dropped if self._events else 0,
                 "listener_errors": self._counts["listener_errors"],
                 "subscribers": len(self._listeners),
                 **(self._probe.stats() if self._probe else probe_stats_idle())}
 
     # -- the TCP listener for Tomcat ---------------------------------------------
-    def _start_probe_listener(self):
+    def _start_probe_listener(self) -> None:
         cfg = self.config
         listener = ProbeListener(cfg.listen_address, cfg.member_port, cfg.encode)
         listener.start()
@@ -261,22 +279,24 @@ class McastService(MembershipFront):
                 self._engine.set_member_port(listener.port)
         self._probe = listener
 
-    def _stop_probe_listener(self):
+    def _stop_probe_listener(self) -> None:
         if self._probe is not None:
             self._probe.stop()
             self._probe = None
 
     # -- the I/O thread ------------------------------------------------------------
-    def _wake(self):
+    def _wake(self) -> None:
+        assert self._wake_w is not None     # (closed after a stop: send fails, as it may)
         try:
             self._wake_w.send(b"\0")
         except OSError:
             pass    # full: a wake-up is already pending
 
-    def _io_loop(self):
+    def _io_loop(self) -> None:
+        assert self._wake_r is not None     # start() made it before this thread
         poller = select.poll()
         poller.register(self._wake_r, select.POLLIN)
-        watched = set()
+        watched: set[int] = set()
         more = False          # pump's batch holds datagrams: read again without waiting
         busy = False          # datagrams keep coming: let pump wait in the kernel
         last_read = -math.inf
@@ -286,6 +306,7 @@ class McastService(MembershipFront):
                 with lock:
                     now = clock()
                     deadline = engine.next_deadline()
+                    assert deadline is not None     # the engine runs while this loop does
                     fds = self._receive_fds(now)
                 if busy and len(fds) == 1 and not more:
                     more, busy = self._drain_busy(deadline, now, fds[0])
@@ -321,13 +342,14 @@ class McastService(MembershipFront):
                 busy = False
                 self._crashed()
 
-    def _drain_busy(self, deadline, now, fd):
+    def _drain_busy(self, deadline: float, now: float, fd: int) -> tuple[bool, bool]:
         """Datagrams keep coming: rather than poll for each (a return to
         Python per datagram), let pump block in recvmmsg, without the GIL,
         for a short slice at most (so stop() waits that long at worst).
         Returns (more, still busy): a slice that passed in silence ends it.
         (Sends on the unicast socket never block meanwhile: MSG_DONTWAIT.)"""
         sock = self._socket_of(fd)
+        assert sock is not None             # fd is one of our receiving sockets
         sock.setblocking(True)
         wait = max(0.001, min(BUSY_SLICE_S, deadline - now))
         micros = int(wait * 1_000_000)
@@ -341,7 +363,7 @@ class McastService(MembershipFront):
             sock.setblocking(False)
         return more, busy
 
-    def _crashed(self):
+    def _crashed(self) -> None:
         """An unexpected exception in the I/O loop: log it, flag it in
         stats() ("healthy": False), and carry on after a pause, so one bug
         cannot freeze the table while ``running`` stays True."""
@@ -351,7 +373,7 @@ class McastService(MembershipFront):
         time.sleep(CRASH_BACKOFF_S)
 
     # -- DNS and host-name lookups ------------------------------------------------
-    def _start_lookups(self, lookups):
+    def _start_lookups(self, lookups: list[Lookup]) -> None:
         if self._lookups is None:
             self._lookups = queue.SimpleQueue()
             threading.Thread(target=self._lookup_loop, args=(self._lookups,),
@@ -359,7 +381,7 @@ class McastService(MembershipFront):
         for lookup in lookups:
             self._lookups.put(lookup)
 
-    def _lookup_loop(self, lookups):
+    def _lookup_loop(self, lookups: queue.SimpleQueue[Lookup | None]) -> None:
         """The DNS worker: a query waits here, never in the I/O thread."""
         from .resolver import lookup as run
         while True:
@@ -375,30 +397,31 @@ class McastService(MembershipFront):
             self._wake()                   # new members to publish, new deadlines
 
     # -- the second opinion (verify) ---------------------------------------------
-    def _start_probes(self, probes):
+    def _start_probes(self, probes: list[tuple[Member, float]]) -> None:
         # A short thread each: at most MAX_PROBES at once (the engine's
         # bound), each over within its timeout.
         for member, timeout in probes:
             threading.Thread(target=self._verify, args=(member, timeout),
                              name="mcastmember-probe", daemon=True).start()
 
-    def _verify(self, member, timeout):
+    def _verify(self, member: Member, timeout: float) -> None:
         answered = connect_probe(member, timeout)
         with self._lock:
             self._engine.on_probe(member, answered, self.clock())
         self._wake()
 
     # -- events ------------------------------------------------------------------
-    def _publish(self, events):
+    def _publish(self, events: Sequence[MemberEvent]) -> None:
+        assert self._events is not None     # publishing is for a started service
         self._events.put_many(events)
         self._notify_changed()
 
-    def _notify_changed(self):
+    def _notify_changed(self) -> None:
         with self._changed:
             self._generation += 1
             self._changed.notify_all()
 
-    def _dispatch_loop(self, events, previous):
+    def _dispatch_loop(self, events: EventQueue, previous: threading.Thread | None) -> None:
         if previous is not None and previous is not threading.current_thread():
             previous.join()
         while True:
@@ -411,14 +434,14 @@ class McastService(MembershipFront):
             for callback in self._listeners:
                 self._call(callback, event)
 
-    def _call(self, callback, event):
+    def _call(self, callback: Listener, event: MemberEvent | EventsLost) -> None:
         try:
             callback(event)
         except BaseException:   # SystemExit too: a listener never ends the dispatcher
             self._counts["listener_errors"] += 1
             log.exception("membership listener %r failed on %r", callback, event)
 
-    def _replay(self, replay):
+    def _replay(self, replay: _Replay) -> None:
         for member in replay.members:
             self._call(replay.callback, MemberEvent(ADDED, member))
         with self._lock:
@@ -431,5 +454,5 @@ class _Replay:
 
     __slots__ = ("callback", "members")
 
-    def __init__(self, callback, members):
+    def __init__(self, callback: Listener, members: list[Member]) -> None:
         self.callback, self.members = callback, members
