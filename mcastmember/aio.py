@@ -16,20 +16,32 @@ socket directly, so no transport keeps a reference to the buffer we rewrite.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import weakref
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from ._front import MembershipFront
 from .config import DEFAULT_GROUP, DEFAULT_PORT, takes_settings
-from .events import EventsLost
+from .events import EventsLost, MemberEvent
 from .probe import probe_stats_idle
-from .table import ADDED, MemberEvent
+from .table import ADDED
 
 if TYPE_CHECKING:
-    from typing_extensions import Unpack
+    from collections.abc import Callable, Iterable, Sequence
+    from collections.abc import Set as AbstractSet
+
+    from typing_extensions import Self, TypeAlias, Unpack
 
     from .config import Settings
+    from .member import Member
+    from .peers import Lookup
+    from .probe_aio import AsyncProbeListener
+
+    # What AsyncMembership's listeners are called with (the return value is ignored).
+    AsyncListener: TypeAlias = "Callable[[MemberEvent], object]"
+    # A ``wait_for`` predicate: true for the members waited for.
+    Predicate: TypeAlias = "Callable[[list[Member]], object]"
 
 log = logging.getLogger("mcastmember")
 
@@ -43,16 +55,16 @@ class EventStream:
     iterator. It starts with the members present when it was created, as
     "added" events, and then carries every change, with no gap between."""
 
-    def __init__(self, owner, initial, size):
+    def __init__(self, owner: AsyncMembership, initial: Iterable[Member], size: int) -> None:
         self._owner = owner
-        self._queue = asyncio.Queue(size)
+        self._queue: asyncio.Queue[MemberEvent | None] = asyncio.Queue(size)
         self._lost = 0
         self._closed = False
         self.dropped = 0
         for member in initial:    # more members than room: an EventsLost, as later
             self._offer(MemberEvent(ADDED, member))
 
-    def _offer(self, event):
+    def _offer(self, event: MemberEvent) -> None:
         """Called by the membership on the loop: never blocks, never raises."""
         if self._closed:
             return
@@ -66,17 +78,17 @@ class EventStream:
             self._lost = 1
             self.dropped += 1
 
-    def _close(self):
+    def _close(self) -> None:
         self._closed = True
         try:
             self._queue.put_nowait(None)
         except asyncio.QueueFull:
             pass    # the reader sees _closed once it has drained the queue
 
-    def __aiter__(self):
+    def __aiter__(self) -> Self:
         return self
 
-    async def __anext__(self):
+    async def __anext__(self) -> MemberEvent | EventsLost:
         if self._queue.empty():
             if self._lost:
                 return self._take_lost()
@@ -89,22 +101,22 @@ class EventStream:
             raise StopAsyncIteration
         return event
 
-    def _take_lost(self):
+    def _take_lost(self) -> EventsLost:
         lost, self._lost = self._lost, 0
         return EventsLost(lost)
 
-    def close(self):
+    def close(self) -> None:
         """Stop receiving events (also done when the membership stops)."""
         self._owner._unsubscribe(self)
         self._close()
 
-    async def aclose(self):
+    async def aclose(self) -> None:
         self.close()
 
-    async def __aenter__(self):
+    async def __aenter__(self) -> Self:
         return self
 
-    async def __aexit__(self, *exc):
+    async def __aexit__(self, *exc: object) -> None:
         self.close()
 
 
@@ -121,21 +133,23 @@ class AsyncMembership(MembershipFront):
         if int(event_queue_size) != event_queue_size or event_queue_size < 1:
             raise ValueError("event_queue_size must be a positive whole number")
         self._queue_size = int(event_queue_size)
-        self._loop = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         # Weakly held: a stream the application dropped (a ``break`` out of
         # ``async for``) unsubscribes itself when it is collected.
-        self._streams = weakref.WeakSet()
-        self._waiters = []
-        self._listeners = []
+        self._streams: weakref.WeakSet[EventStream] = weakref.WeakSet()
+        self._waiters: list[tuple[Predicate, asyncio.Future[list[Member]]]] = []
+        self._listeners: list[AsyncListener] = []
         self._listener_errors = 0
+        self._timer: asyncio.TimerHandle | None
+        self._again: asyncio.Handle | None
         self._timer = self._again = None
-        self._timer_at = None
-        self._reader_fds = ()
-        self._probe_server = None
-        self._probe_tasks = set()
+        self._timer_at: float | None = None
+        self._reader_fds: tuple[int, ...] = ()
+        self._probe_server: AsyncProbeListener | None = None
+        self._probe_tasks: set[asyncio.Task[None]] = set()
 
     # -- lifecycle -----------------------------------------------------------
-    async def start(self):
+    async def start(self) -> Self:
         if self.running:
             raise RuntimeError("AsyncMembership is already running")
         self._loop = asyncio.get_running_loop()
@@ -150,7 +164,7 @@ class AsyncMembership(MembershipFront):
         self._rearm()
         return self
 
-    async def stop(self):
+    async def stop(self) -> None:
         """Send the shutdown packet, stop, and end every event stream. All of
         it happens before the first await, so a cancelled stop() still ends
         every ``async for``; only closing the TCP listener is awaited."""
@@ -177,14 +191,14 @@ class AsyncMembership(MembershipFront):
             self._probe_server = None    # the parent's: not ours to close
         await self._stop_probe_server()
 
-    async def __aenter__(self):
+    async def __aenter__(self) -> Self:
         return await self.start()
 
-    async def __aexit__(self, *exc):
+    async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
     # -- what the application sees ----------------------------------------------
-    def events(self, queue_size=None):
+    def events(self, queue_size: int | None = None) -> EventStream:
         """An event stream (async iterator; ``async with`` closes it) of
         MemberEvent: first the current members as "added", then every change.
         Ends when the membership stops. ``queue_size`` (default:
@@ -200,7 +214,7 @@ class AsyncMembership(MembershipFront):
             stream._close()
         return stream
 
-    def add_listener(self, callback, replay=False):
+    def add_listener(self, callback: AsyncListener, replay: bool = False) -> None:
         """Call ``callback(event)`` for every MemberEvent, on the event loop
         (as McastService's listeners; it must not block). With ``replay`` it
         first gets an "added" event for every current member, at once."""
@@ -209,20 +223,20 @@ class AsyncMembership(MembershipFront):
                 self._call(callback, MemberEvent(ADDED, member))
         self._listeners = self._listeners + [callback]
 
-    def remove_listener(self, callback):
+    def remove_listener(self, callback: AsyncListener) -> None:
         self._listeners = [c for c in self._listeners if c != callback]
 
-    def _call(self, callback, event):
+    def _call(self, callback: AsyncListener, event: MemberEvent) -> None:
         try:
             callback(event)
         except Exception:       # a failing listener never stops the driver
             self._listener_errors += 1
             log.exception("membership listener %r failed on %r", callback, event)
 
-    def _unsubscribe(self, stream):
+    def _unsubscribe(self, stream: EventStream) -> None:
         self._streams.discard(stream)
 
-    async def wait_for(self, predicate, timeout=None):
+    async def wait_for(self, predicate: Predicate, timeout: float | None = None) -> list[Member]:
         """Wait until ``predicate(members)`` is true; return the members then.
         Raises TimeoutError after ``timeout`` seconds."""
         members = self._engine.members()
@@ -230,6 +244,7 @@ class AsyncMembership(MembershipFront):
             return members
         if not self.running:
             raise RuntimeError("AsyncMembership is not running")
+        assert self._loop is not None       # set by start()
         future = self._loop.create_future()
         entry = (predicate, future)
         self._waiters.append(entry)
@@ -241,19 +256,20 @@ class AsyncMembership(MembershipFront):
             if entry in self._waiters:
                 self._waiters.remove(entry)
 
-    def _front_counts(self):
+    def _front_counts(self) -> dict[str, int]:
         return {"events_dropped": sum(s.dropped for s in self._streams),
                 "listener_errors": self._listener_errors,
                 "subscribers": len(self._streams) + len(self._listeners),
                 **(self._probe_server.stats() if self._probe_server else probe_stats_idle())}
 
     # -- waiting ----------------------------------------------------------------------
-    def _watch_receiver(self, fd):
+    def _watch_receiver(self, fd: int | None) -> None:
         self._watch_receivers(() if fd is None else (fd,))
 
-    def _watch_receivers(self, fds):
+    def _watch_receivers(self, fds: tuple[int, ...]) -> None:
         if fds == self._reader_fds:
             return
+        assert self._loop is not None       # readers are watched once started
         for fd in self._reader_fds:
             if fd not in fds:
                 self._loop.remove_reader(fd)
@@ -262,33 +278,36 @@ class AsyncMembership(MembershipFront):
                 self._loop.add_reader(fd, self._on_readable, fd)
         self._reader_fds = fds
 
-    def _rearm(self):
+    def _rearm(self) -> None:
         """Sleep until the engine's next deadline; read while it wants to."""
         engine, now = self._engine, self.clock()
         self._watch_receivers(self._receive_fds(now))
         deadline = engine.next_deadline()
+        assert self._loop is not None and deadline is not None     # called while running
         if deadline != self._timer_at:
             if self._timer is not None:
                 self._timer.cancel()
             self._timer = self._loop.call_later(max(0.0, deadline - now), self._on_timer)
             self._timer_at = deadline
 
-    def _on_timer(self):
+    def _on_timer(self) -> None:
         self._timer = self._timer_at = None
         self._wake(())
 
-    def _on_readable(self, fd=None):
+    def _on_readable(self, fd: int | None = None) -> None:
         self._again = None
         self._wake(() if fd is None else (fd,))
 
-    def _wake(self, readable):
+    def _wake(self, readable: tuple[int, ...]) -> None:
         if not self.running or self._inert:
             return      # a callback that outlived stop(): the socket is closed
         try:
-            more = (self._drain_ready(readable, self._engine.next_deadline())
+            # (running: the engine has a deadline)
+            more = (self._drain_ready(readable, cast(float, self._engine.next_deadline()))
                     if readable or self._more_fd is not None else False)
             self._step(self.clock())
             if more and self._again is None:
+                assert self._loop is not None
                 # Read in a batch but not handled yet: the socket may be
                 # empty, so readiness will not call us again for them.
                 self._again = self._loop.call_soon(self._on_readable)
@@ -299,7 +318,7 @@ class AsyncMembership(MembershipFront):
             if self.running:
                 self._rearm()
 
-    def _publish(self, events):
+    def _publish(self, events: Sequence[MemberEvent]) -> None:
         for callback in self._listeners:
             for event in events:
                 self._call(callback, event)
@@ -318,17 +337,18 @@ class AsyncMembership(MembershipFront):
                     future.set_exception(error)
 
     # -- DNS and host-name lookups ---------------------------------------------------------
-    def _start_lookups(self, lookups):
+    def _start_lookups(self, lookups: list[Lookup]) -> None:
         from .resolver import lookup as run
 
-        def query(lookup):       # on an executor thread: never blocks the loop
+        def query(lookup: Lookup) -> AbstractSet[tuple[str, int]]:       # on an executor thread: never blocks the loop
             return run(lookup, self._resolver())
 
+        assert self._loop is not None       # lookups start while running
         for lookup in lookups:
             future = self._loop.run_in_executor(None, query, lookup)
-            future.add_done_callback(lambda done, lookup=lookup: self._looked_up(lookup, done))
+            future.add_done_callback(functools.partial(self._looked_up, lookup))
 
-    def _looked_up(self, lookup, done):
+    def _looked_up(self, lookup: Lookup, done: asyncio.Future[AbstractSet[tuple[str, int]]]) -> None:
         if done.cancelled() or not self.running or self._inert:
             return
         error = done.exception()
@@ -337,13 +357,14 @@ class AsyncMembership(MembershipFront):
         self._wake(())           # publish what changed (dns_members), new deadlines
 
     # -- the second opinion (verify) ---------------------------------------------------
-    def _start_probes(self, probes):
+    def _start_probes(self, probes: list[tuple[Member, float]]) -> None:
+        assert self._loop is not None       # probes start while running
         for member, timeout in probes:
             task = self._loop.create_task(self._verify(member, timeout))
             self._probe_tasks.add(task)          # the loop holds tasks weakly
             task.add_done_callback(self._probe_tasks.discard)
 
-    async def _verify(self, member, timeout):
+    async def _verify(self, member: Member, timeout: float) -> None:
         try:
             _, writer = await asyncio.wait_for(
                 asyncio.open_connection(member.address, member.port), timeout)
@@ -358,7 +379,7 @@ class AsyncMembership(MembershipFront):
             self._wake(())
 
     # -- TCP listener for Tomcat ------------------------------------------------------
-    async def _start_probe_server(self):
+    async def _start_probe_server(self) -> None:
         cfg = self.config
         from .probe_aio import AsyncProbeListener
         listener = AsyncProbeListener(cfg.listen_address, cfg.member_port, cfg.encode)
@@ -367,7 +388,7 @@ class AsyncMembership(MembershipFront):
         if cfg.member_port == 0:
             self._engine.set_member_port(listener.port)
 
-    async def _stop_probe_server(self):
+    async def _stop_probe_server(self) -> None:
         server, self._probe_server = self._probe_server, None
         if server is not None:
             await server.stop()
