@@ -13,16 +13,25 @@ Tomcat's senders keep a connection (60 s), a cap on unsent acknowledgements
 per connection, and a cap and a timeout on replies in flight.
 """
 
+from __future__ import annotations
+
 import errno
 import logging
 import selectors
 import socket
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from ._ratelimit import RateLimitedLog
 from .channel import ChannelConnection, ChannelCounters, ChannelError
 from .net import socket_address
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .channel import Reply
+    from .member import Member
 
 log = logging.getLogger("mcastmember")
 
@@ -39,20 +48,20 @@ MAX_REPLIES_IN_FLIGHT = 32
 REPLY_TIMEOUT_S = 5.0
 
 
-def probe_stats_idle():
+def probe_stats_idle() -> dict[str, int]:
     """The listener's counters when there is no listener: every key, zero,
     so stats() has one shape whatever the settings."""
-    return dict.fromkeys(_ListenerBase("", 0, None).stats(), 0)
+    return dict.fromkeys(_ListenerBase("", 0, lambda: b"").stats(), 0)
 
 
-def _family(address):
+def _family(address: str) -> socket.AddressFamily:
     return socket.AF_INET6 if ":" in address else socket.AF_INET
 
 
 class _ListenerBase:
     """Counters and the reply bookkeeping both listeners share."""
 
-    def __init__(self, address, port, local_packet):
+    def __init__(self, address: str, port: int, local_packet: Callable[[], bytes]) -> None:
         self.address = address
         self.port = port
         self._local_packet = local_packet
@@ -62,21 +71,21 @@ class _ListenerBase:
         self.counters = ChannelCounters()
         self._rate_log = RateLimitedLog(log)
 
-    def stats(self):
+    def stats(self) -> dict[str, int]:
         stats = {"probe_connections": self.accepted, "probe_evicted": self.evicted,
                  "probe_replies_failed": self.replies_failed}
         stats.update(self.counters.as_stats())
         return stats
 
-    def _new_connection(self):
+    def _new_connection(self) -> ChannelConnection:
         return ChannelConnection(self._local_packet, self.counters)
 
-    def _reply_failed(self, reply, error):
+    def _reply_failed(self, reply: Reply, error: object) -> None:
         self.replies_failed += 1
         self._rate_log.log(logging.WARNING, "reply", "could not answer Tomcat at %s:%d (%s): %s",
                            reply.address, reply.port, reply.kind, error)
 
-    def _bind_error(self, error):
+    def _bind_error(self, error: OSError) -> OSError:
         return OSError(error.errno, f"cannot listen on {self.address} port {self.port} "
                                     f"for Tomcat: {error.strerror}")
 
@@ -84,27 +93,29 @@ class _ListenerBase:
 class _Inbound:
     __slots__ = ("sock", "channel", "unsent", "heard")
 
-    def __init__(self, sock, channel, now):
+    def __init__(self, sock: socket.socket, channel: ChannelConnection, now: float) -> None:
         self.sock, self.channel, self.unsent, self.heard = sock, channel, bytearray(), now
 
 
 class _Outbound:
     __slots__ = ("sock", "reply", "data", "deadline")
 
-    def __init__(self, sock, reply, deadline):
+    def __init__(self, sock: socket.socket, reply: Reply, deadline: float) -> None:
         self.sock, self.reply, self.data, self.deadline = sock, reply, memoryview(reply.frame), deadline
 
 
 class ProbeListener(_ListenerBase):
     """Serve ``(address, port)`` on one thread, for the threaded service."""
 
-    def __init__(self, address, port, local_packet):
+    def __init__(self, address: str, port: int, local_packet: Callable[[], bytes]) -> None:
         super().__init__(address, port, local_packet)
-        self._sock = None
-        self._thread = None
+        self._sock: socket.socket | None = None
+        self._thread: threading.Thread | None = None
+        self._wake_r: socket.socket | None
+        self._wake_w: socket.socket | None
         self._wake_r = self._wake_w = None
 
-    def start(self):
+    def start(self) -> None:
         sock = socket.socket(_family(self.address), socket.SOCK_STREAM)
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -120,9 +131,11 @@ class ProbeListener(_ListenerBase):
         self._thread = threading.Thread(target=self._run, name="mcastmember-probe", daemon=True)
         self._thread.start()
 
-    def stop(self):
+    def stop(self) -> None:
         if self._thread is None:
             return
+        # Started: start() made them all.
+        assert self._sock is not None and self._wake_r is not None and self._wake_w is not None
         try:
             self._wake_w.send(b"x")
         except OSError:
@@ -132,12 +145,13 @@ class ProbeListener(_ListenerBase):
         for sock in (self._sock, self._wake_r, self._wake_w):
             sock.close()
 
-    def _run(self):
+    def _run(self) -> None:
+        assert self._sock is not None and self._wake_r is not None     # start() made them
         self._sel = sel = selectors.DefaultSelector()
         sel.register(self._sock, selectors.EVENT_READ, "accept")
         sel.register(self._wake_r, selectors.EVENT_READ, "stop")
-        self._inbound = {}     # socket -> _Inbound
-        self._outbound = {}    # socket -> _Outbound
+        self._inbound: dict[socket.socket, _Inbound] = {}     # socket -> _Inbound
+        self._outbound: dict[socket.socket, _Outbound] = {}    # socket -> _Outbound
         try:
             while True:
                 for key, _ in sel.select(timeout=self._select_timeout()):
@@ -157,13 +171,13 @@ class ProbeListener(_ListenerBase):
                 self._close(sock)
             sel.close()
 
-    def _select_timeout(self):
+    def _select_timeout(self) -> float:
         if not self._outbound:
             return 1.0
         soonest = min(o.deadline for o in self._outbound.values())
         return max(0.0, min(1.0, soonest - time.monotonic()))
 
-    def _expire(self, now):
+    def _expire(self, now: float) -> None:
         for sock, conn in list(self._inbound.items()):
             if now - conn.heard > IDLE_TIMEOUT_S:
                 self._close(sock)
@@ -172,7 +186,8 @@ class ProbeListener(_ListenerBase):
                 self._reply_failed(out.reply, "timed out")
                 self._close(sock)
 
-    def _accept(self):
+    def _accept(self) -> None:
+        assert self._sock is not None       # the listener runs
         try:
             sock, _ = self._sock.accept()
         except OSError as error:   # the peer gave up, or no descriptors left
@@ -189,7 +204,7 @@ class ProbeListener(_ListenerBase):
         self._inbound[sock] = conn
         self._sel.register(sock, selectors.EVENT_READ, conn)
 
-    def _service_inbound(self, conn, events):
+    def _service_inbound(self, conn: _Inbound, events: int) -> None:
         if events & selectors.EVENT_READ:
             try:
                 data = conn.sock.recv(READ_SIZE)
@@ -211,7 +226,7 @@ class ProbeListener(_ListenerBase):
                 self._send_reply(reply)
         self._flush(conn)
 
-    def _flush(self, conn):
+    def _flush(self, conn: _Inbound) -> None:
         if conn.unsent:
             try:
                 sent = conn.sock.send(conn.unsent)
@@ -228,7 +243,7 @@ class ProbeListener(_ListenerBase):
         if self._sel.get_key(conn.sock).events != wanted:
             self._sel.modify(conn.sock, wanted, conn)
 
-    def _send_reply(self, reply):
+    def _send_reply(self, reply: Reply) -> None:
         if len(self._outbound) >= MAX_REPLIES_IN_FLIGHT:
             self._reply_failed(reply, "too many replies in flight")
             return
@@ -243,7 +258,7 @@ class ProbeListener(_ListenerBase):
         self._outbound[sock] = out
         self._sel.register(sock, selectors.EVENT_WRITE, out)
 
-    def _service_outbound(self, out):
+    def _service_outbound(self, out: _Outbound) -> None:
         code = out.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
         if code:
             self._reply_failed(out.reply, errno.errorcode.get(code, code))
@@ -260,7 +275,7 @@ class ProbeListener(_ListenerBase):
         if not out.data:
             self._close(out.sock)
 
-    def _close(self, sock):
+    def _close(self, sock: socket.socket) -> None:
         self._inbound.pop(sock, None)
         self._outbound.pop(sock, None)
         try:
@@ -270,7 +285,7 @@ class ProbeListener(_ListenerBase):
         sock.close()
 
 
-def connect_probe(member, timeout):
+def connect_probe(member: Member, timeout: float) -> bool | None:
     """A suspect's second opinion (verify): True when ``member``'s port
     accepts a TCP connection within ``timeout`` seconds, False when it is
     refused (a crashed member's host refuses at once) and None when nothing

@@ -1,25 +1,34 @@
 """The TCP listener for Tomcat on the running asyncio loop (AsyncMembership):
 the same answers and bounds as probe.ProbeListener, without a thread."""
 
+from __future__ import annotations
+
 import asyncio
 import socket
 import time
+from typing import TYPE_CHECKING
 
 from .channel import ChannelError
 from .probe import (IDLE_TIMEOUT_S, MAX_CONNECTIONS, MAX_REPLIES_IN_FLIGHT, MAX_UNSENT,
                     READ_SIZE, REPLY_TIMEOUT_S, SEND_BUFFER, _family, _ListenerBase)
 
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from .channel import Reply
+
 
 class AsyncProbeListener(_ListenerBase):
     """The same listener on the running asyncio loop, for AsyncMembership."""
 
-    def __init__(self, address, port, local_packet):
+    def __init__(self, address: str, port: int, local_packet: Callable[[], bytes]) -> None:
         super().__init__(address, port, local_packet)
-        self._server = None
-        self._writers = {}     # StreamWriter -> monotonic time of its last bytes
-        self._tasks = set()
+        self._server: asyncio.Server | None = None
+        # StreamWriter -> monotonic time of its last bytes
+        self._writers: dict[asyncio.StreamWriter, float] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
 
-    async def start(self):
+    async def start(self) -> None:
         try:
             self._server = await asyncio.start_server(self._serve, self.address, self.port,
                                                       family=_family(self.address),
@@ -28,7 +37,7 @@ class AsyncProbeListener(_ListenerBase):
             raise self._bind_error(error) from None
         self.port = self._server.sockets[0].getsockname()[1]
 
-    async def stop(self):
+    async def stop(self) -> None:
         """Close the server and every connection at once (on Python 3.12.1+
         ``wait_closed`` waits for open connections, which Tomcat keeps)."""
         if self._server is None:
@@ -43,18 +52,18 @@ class AsyncProbeListener(_ListenerBase):
             await asyncio.wait(self._tasks)
         await server.wait_closed()
 
-    def _spawn(self, coro):
+    def _spawn(self, coro: Awaitable[None]) -> None:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _serve(self, reader, writer):
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.accepted += 1
         if self._server is None:
             writer.transport.abort()
             return
         if len(self._writers) >= MAX_CONNECTIONS:
-            idlest = min(self._writers, key=self._writers.get)
+            idlest = min(self._writers, key=self._writers.__getitem__)
             self._writers.pop(idlest)
             idlest.transport.abort()
             self.evicted += 1
@@ -85,7 +94,7 @@ class AsyncProbeListener(_ListenerBase):
             self._writers.pop(writer, None)
             writer.transport.abort()
 
-    async def _deliver(self, reply):
+    async def _deliver(self, reply: Reply) -> None:
         try:
             _, writer = await asyncio.wait_for(asyncio.open_connection(reply.address, reply.port),
                                                REPLY_TIMEOUT_S)
