@@ -507,12 +507,13 @@ class MembershipEngine:
         reachable = [p for p in peers if family == socket.AF_INET6 or len(p[0]) == 4]
         # A link-local peer (fe80::/10) is reached through our card.
         index = self.config.links[0].index if self.config.links else 0
-        reachable = [(a, port, index) if a[0] == 0xFE and a[1] & 0xC0 == 0x80 else (a, port)
-                     for a, port in reachable]
+        targets: list[tuple[bytes, int] | tuple[bytes, int, int]] = [
+            (a, port, index) if a[0] == 0xFE and a[1] & 0xC0 == 0x80 else (a, port)
+            for a, port in reachable]
         if len(reachable) < len(peers):
             self._log.log(logging.WARNING, "family", "%d IPv6 peers cannot be reached from "
                           "the IPv4 address %s: skipped", len(peers) - len(reachable), own)
-        self.targets = self._codec.Targets(reachable, family)
+        self.targets = self._codec.Targets(targets, family)
 
     def _list_members(self, now: float) -> None:
         """dns_members: the members are the DNS answer's addresses (Tomcat's

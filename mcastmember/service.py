@@ -29,6 +29,7 @@ from .table import ADDED
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
+    from collections.abc import Set as AbstractSet
 
     from typing_extensions import Self, TypeAlias, Unpack
 
@@ -389,7 +390,7 @@ class McastService(MembershipFront):
             if query is None:
                 return
             try:
-                answer = run(query, self._resolver())
+                answer: AbstractSet[tuple[str, int]] | Exception = run(query, self._resolver())
             except Exception as error:     # DnsFailure, or a resolver's own bug
                 answer = error
             with self._lock:
