@@ -184,10 +184,22 @@ class MembershipFront:
                 UNICAST: ("_uni_socks", "_uni_fds", _open_unicast)}
 
     # The first socket of each role, under the names drivers and tests use.
-    _recv_sock = property(lambda self: (self._recv_socks or [None])[0])
-    _recv_fd = property(lambda self: (self._recv_fds or [-1])[0])
-    _uni_sock = property(lambda self: (self._uni_socks or [None])[0])
-    _uni_fd = property(lambda self: (self._uni_fds or [-1])[0])
+    # (Functions, not lambdas, so that the checkers know their types.)
+    @property
+    def _recv_sock(self) -> socket.socket | None:
+        return self._recv_socks[0] if self._recv_socks else None
+
+    @property
+    def _recv_fd(self) -> int:
+        return (self._recv_fds or [-1])[0]
+
+    @property
+    def _uni_sock(self) -> socket.socket | None:
+        return self._uni_socks[0] if self._uni_socks else None
+
+    @property
+    def _uni_fd(self) -> int:
+        return (self._uni_fds or [-1])[0]
 
     @property
     def _send_fd(self) -> int:
@@ -321,6 +333,7 @@ class MembershipFront:
         for fd in self._send_fds:           # one per card
             engine.on_send_result(packet.send(fd), now)
         for fd in self._uni_fds:
+            assert engine.targets is not None       # a unicast socket: the engine has peers
             engine.on_unicast_result(packet.send_to(fd, engine.targets), now)
 
     def _send_if_running(self) -> None:
