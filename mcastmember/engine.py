@@ -49,7 +49,6 @@ from .peers import PeerSet, cloud_unique_id
 from .table import ADDED, REMOVED, SUSPECT, Membership
 
 if TYPE_CHECKING:
-    import os as _os
     from collections.abc import Sequence
     from collections.abc import Set as AbstractSet
     from types import ModuleType
@@ -68,7 +67,7 @@ if TYPE_CHECKING:
     # "healthy" (bool), the same keys on both fronts.
     Stats: TypeAlias = "dict[str, int | bool | str]"
     # The ``keys`` and ``auth`` settings (see ServiceConfig), as ``set_keys`` takes them.
-    Keys: TypeAlias = "KeyRing | str | _os.PathLike[str] | Sequence[tuple[int, bytes]] | None"
+    Keys: TypeAlias = "KeyRing | str | os.PathLike[str] | Sequence[tuple[int, bytes]] | None"
     AuthMode: TypeAlias = 'Literal["off", "permissive", "enforce"]'
 
 log = logging.getLogger("mcastmember")
