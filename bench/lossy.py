@@ -15,7 +15,7 @@ all use Tomcat's defaults, heartbeats every 500 ms and a 3,000 ms drop time.
 The kernel here has no netem: every receiving host drops the given share of
 the heartbeats that arrive for it at random with nftables (its own draw, on
 its input hook: as on a real lossy LAN, one datagram reaches some members and
-not others). One mode also drops that share of the TCP segments of the member
+not others). Two modes also drop that share of the TCP segments of the member
 ports, both ways: a probe's handshake is lossy too. Delay and jitter are not
 modelled (no netem, and a user-space delay line would add a hop that neither
 implementation meets on a LAN); the loss already makes the arrival intervals
