@@ -368,6 +368,7 @@ class Targets:
             raise ValueError(f"family {family} is neither AF_INET nor AF_INET6")
         self.family = family
         self.peers = peers
+        self.count = len(peers)
         self._addresses = [self._address(peer) for peer in peers]
         self._start = 0
 
