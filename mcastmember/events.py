@@ -3,11 +3,23 @@ and reasons, the ``EventsLost`` marker both fronts put where events were
 dropped, and the bounded queue between the threaded service's driver and
 its dispatcher."""
 
+from __future__ import annotations
+
 import collections
 import datetime
 import enum
 import threading
 import time
+from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from .member import Member
+
+# What else an EventQueue carries in order with the events (the threaded
+# service's listener registrations).
+M = TypeVar("M")
 
 
 class _Text(str, enum.Enum):
@@ -15,7 +27,9 @@ class _Text(str, enum.Enum):
     and print as them, on every Python version."""
 
     __str__ = str.__str__
-    __format__ = str.__format__
+    # typeshed types str.__format__ unbound as taking one argument; it is
+    # the very method str itself uses.
+    __format__ = str.__format__  # type: ignore[assignment]
 
 
 class EventKind(_Text):
@@ -48,8 +62,14 @@ class MemberEvent:
     previous (not time)."""
 
     __slots__ = ("kind", "member", "reason", "previous", "time")
+    kind: EventKind
+    member: Member
+    reason: Reason | None
+    previous: Member | None
+    time: float
 
-    def __init__(self, kind, member, reason=None, previous=None, time=None):
+    def __init__(self, kind: EventKind | str, member: Member, reason: Reason | str | None = None,
+                 previous: Member | None = None, time: float | None = None) -> None:
         init = object.__setattr__
         init(self, "kind", EventKind(kind))
         init(self, "member", member)
@@ -57,31 +77,31 @@ class MemberEvent:
         init(self, "previous", previous)
         init(self, "time", _now() if time is None else time)
 
-    def __setattr__(self, name, value):
+    def __setattr__(self, name: str, value: object) -> NoReturn:
         raise AttributeError("MemberEvent is immutable")
 
-    def __delattr__(self, name):
+    def __delattr__(self, name: str) -> NoReturn:
         raise AttributeError("MemberEvent is immutable")
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[MemberEvent], tuple[Any, ...]]:
         return (MemberEvent, (self.kind, self.member, self.reason, self.previous, self.time))
 
-    def _key(self):
+    def _key(self) -> tuple[EventKind, Member, Reason | None, Member | None]:
         return (self.kind, self.member, self.reason, self.previous)
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         if not isinstance(other, MemberEvent):
             return NotImplemented
         return self._key() == other._key()
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash(self._key())
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         reason = f", {self.reason}" if self.reason else ""
         return f"MemberEvent({self.kind}{reason}, {self.member!r})"
 
-    def to_dict(self):
+    def to_dict(self) -> dict[str, Any]:
         """The CLI's ``--json`` line: event, reason, member, previous (for
         updates, else null) and time (ISO-8601, UTC, milliseconds)."""
         return {"event": str(self.kind), "reason": None if self.reason is None else str(self.reason),
@@ -93,7 +113,7 @@ class MemberEvent:
 _now = time.time
 
 
-def iso_time(seconds):
+def iso_time(seconds: float) -> str:
     """``seconds`` since the epoch as ISO-8601 in UTC with milliseconds."""
     stamp = datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc)
     return stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")
@@ -107,32 +127,32 @@ class EventsLost:
     member = None
     reason = None
 
-    def __init__(self, count):
+    def __init__(self, count: int) -> None:
         self.count = count
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         if not isinstance(other, EventsLost):
             return NotImplemented
         return self.count == other.count
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"EventsLost({self.count})"
 
 
-class EventQueue:
+class EventQueue(Generic[M]):
     """Bounded, and never blocks the producer: past ``size`` events are
     dropped and counted, and the reader gets one EventsLost where the gap is,
     once it has caught up. ``close()`` ends the reader after what is queued."""
 
-    def __init__(self, size):
+    def __init__(self, size: int) -> None:
         self._size = size
-        self._items = collections.deque()
+        self._items: collections.deque[MemberEvent | M] = collections.deque()
         self._lost = 0
         self._closed = False
         self._cond = threading.Condition()
         self.dropped = 0
 
-    def put_many(self, events):
+    def put_many(self, events: Iterable[MemberEvent]) -> None:
         with self._cond:
             for event in events:
                 # Keep the gap in one place: drop until it has been reported.
@@ -143,19 +163,19 @@ class EventQueue:
                     self._items.append(event)
             self._cond.notify()
 
-    def put_marker(self, item):
+    def put_marker(self, item: M) -> None:
         """``item`` in order with the events, past the bound: a marker the
         reader acts on (a listener's registration), never dropped."""
         with self._cond:
             self._items.append(item)
             self._cond.notify()
 
-    def close(self):
+    def close(self) -> None:
         with self._cond:
             self._closed = True
             self._cond.notify_all()
 
-    def get(self):
+    def get(self) -> MemberEvent | EventsLost | M | None:
         """The next event, an EventsLost, or None once closed and drained."""
         with self._cond:
             while not (self._items or self._lost or self._closed):

@@ -83,7 +83,7 @@ class McastService(MembershipFront):
         self._io: threading.Thread | None
         self._dispatcher: threading.Thread | None
         self._io = self._dispatcher = None
-        self._events: EventQueue | None = None
+        self._events: EventQueue[_Replay] | None = None
         self._wake_r: socket.socket | None
         self._wake_w: socket.socket | None
         self._wake_r = self._wake_w = None
@@ -422,7 +422,7 @@ class McastService(MembershipFront):
             self._generation += 1
             self._changed.notify_all()
 
-    def _dispatch_loop(self, events: EventQueue, previous: threading.Thread | None) -> None:
+    def _dispatch_loop(self, events: EventQueue[_Replay], previous: threading.Thread | None) -> None:
         if previous is not None and previous is not threading.current_thread():
             previous.join()
         while True:
