@@ -12,15 +12,23 @@ checking, the sequence clock and the replay guard. No I/O but reading the
 key file; the engine and the hot path build on it.
 """
 
+from __future__ import annotations
+
 import hmac
 import hashlib
 import logging
 import os
 import stat
 import struct
+from typing import TYPE_CHECKING
 
 from . import _layout as L
 from .errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from typing_extensions import Buffer
 
 log = logging.getLogger("mcastmember")
 
@@ -39,11 +47,11 @@ _HEADER = struct.Struct(">3sBBQ")
 class KeyRing:
     """Keys by id; the first one signs, every one verifies."""
 
-    def __init__(self, keys):
+    def __init__(self, keys: Iterable[tuple[int, bytes | bytearray]]) -> None:
         keys = list(keys)
         if not keys:
             raise ConfigurationError("a key ring needs at least one key")
-        self.keys = {}
+        self.keys: dict[int, bytes] = {}
         for key_id, secret in keys:
             if isinstance(key_id, bool) or not isinstance(key_id, int) \
                     or key_id not in L.AUTH_KEY_IDS:
@@ -56,7 +64,7 @@ class KeyRing:
         self.signing_id = keys[0][0]
 
     @classmethod
-    def from_file(cls, path):
+    def from_file(cls, path: str | os.PathLike[str]) -> KeyRing:
         """Read a key file: one key per line, ``<key id 1-255> <64 hex digits>``;
         blank lines and ``#`` comments allowed; the first key signs."""
         try:
@@ -69,7 +77,8 @@ class KeyRing:
             raise ConfigurationError(f"key file {path}: not a text file") from None
         if mode & (stat.S_IROTH | stat.S_IWOTH):
             log.warning("key file %s can be read by every user of this host: chmod 600 it", path)
-        keys, seen = [], {}
+        keys: list[tuple[int, bytes]] = []
+        seen: dict[int, int] = {}
         for number, line in enumerate(text.splitlines(), 1):
             line = line.split("#", 1)[0].strip()
             if not line:
@@ -97,29 +106,30 @@ class KeyRing:
         return cls(keys)
 
 
-def new_key_line(key_id=1):
+def new_key_line(key_id: int = 1) -> str:
     """A fresh random key as a key file line (for ``mcast-demo keygen``)."""
     return f"{key_id} {os.urandom(L.AUTH_KEY_LEN).hex()}"
 
 
-def _mac(secret, packet, header):
+def _mac(secret: bytes, packet: Buffer, header: bytes) -> bytes:
     digest = hmac.new(secret, packet, hashlib.sha256)
     digest.update(header)
     return digest.digest()[:L.AUTH_MAC_LEN]
 
 
-def trailer(packet, ring, sequence):
+def trailer(packet: Buffer, ring: KeyRing, sequence: int) -> bytes:
     """The trailer that authenticates ``packet`` (a whole Tribes packet)."""
     header = _HEADER.pack(L.AUTH_MAGIC, L.AUTH_VERSION, ring.signing_id, sequence)
     return header + _mac(ring.keys[ring.signing_id], packet, header)
 
 
-def packet_length(datagram):
+def packet_length(datagram: Buffer) -> int:
     """Where a well-formed Tribes packet ends (begin marker to end marker)."""
-    return L.BODY_START + struct.unpack_from(">i", datagram, L.OFF_BODY_LEN)[0] + L.MARKER_LEN
+    body_length: int = struct.unpack_from(">i", datagram, L.OFF_BODY_LEN)[0]
+    return L.BODY_START + body_length + L.MARKER_LEN
 
 
-def check(datagram, ring):
+def check(datagram: memoryview | bytes, ring: KeyRing) -> tuple[int, int, int]:
     """``(verdict, key id, sequence)`` of a well-formed datagram's trailer."""
     end = packet_length(datagram)
     extra = len(datagram) - end
@@ -146,10 +156,10 @@ class SequenceClock:
     restart (the wall clock has moved on) or when the clock steps back while
     we run (we keep counting from where we were)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.last = 0
 
-    def next(self, wall_us):
+    def next(self, wall_us: float) -> int:
         self.last = max(self.last + 1, int(wall_us))
         return self.last
 
@@ -166,12 +176,12 @@ class ReplayGuard:
     a shutdown must not bring the member back). ``max_senders`` bounds the
     memory (only key holders get here); the oldest entry makes room."""
 
-    def __init__(self, window_us, max_senders=4096):
+    def __init__(self, window_us: float, max_senders: int = 4096) -> None:
         self.window_us = int(window_us)
         self.max_senders = int(max_senders)
-        self._last = {}
+        self._last: dict[bytes, int] = {}
 
-    def fresh(self, identity, sequence, wall_us):
+    def fresh(self, identity: bytes, sequence: int, wall_us: int) -> bool:
         last = self._last.get(identity)
         if last is None:
             if sequence < wall_us - self.window_us:
@@ -183,7 +193,7 @@ class ReplayGuard:
         self._last[identity] = sequence
         return True
 
-    def advance(self, identity, sequence):
+    def advance(self, identity: bytes, sequence: int) -> None:
         """``sequence`` was accepted from a sender elsewhere (the index's
         fast path): nothing up to it is fresh from now on."""
         if sequence <= 0:

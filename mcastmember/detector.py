@@ -17,7 +17,13 @@ mean + pause + y * std, with y solving the threshold once: so the index
 compares a time, never computes a logarithm per member.
 """
 
+from __future__ import annotations
+
 import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._fast import MemberIndex
 
 # Akka's defaults (akka.cluster.failure-detector), ms where a time.
 DEFAULT_THRESHOLD = 8.0
@@ -25,12 +31,12 @@ DEFAULT_WINDOW = 1000
 DEFAULT_MIN_STD_MS = 100
 
 
-def _logistic_cdf(y):
+def _logistic_cdf(y: float) -> float:
     """Akka's approximation of the standard normal distribution."""
     return 1.0 / (1.0 + math.exp(-y * (1.5976 + 0.070566 * y * y)))
 
 
-def phi(silence, mean, std):
+def phi(silence: float, mean: float, std: float) -> float:
     """phi of a ``silence`` (seconds) for a member whose intervals have this
     ``mean`` and ``std`` (acceptable pause included in ``mean``)."""
     y = (silence - mean) / std
@@ -38,7 +44,7 @@ def phi(silence, mean, std):
     return -math.log10(tail) if tail > 0 else math.inf
 
 
-def threshold_y(threshold):
+def threshold_y(threshold: float) -> float:
     """The y (standard deviations past the mean) at which phi reaches
     ``threshold``: the logistic's exponent is cubic in y, increasing, so
     bisection finds it."""
@@ -60,13 +66,14 @@ class PhiAccrual:
     added to every member's mean (Akka's acceptable-heartbeat-pause),
     ``first_mean`` the interval a new member is assumed to keep."""
 
-    def __init__(self, threshold=DEFAULT_THRESHOLD, min_std=DEFAULT_MIN_STD_MS / 1000.0,
-                 pause=0.0, first_mean=0.5, window=DEFAULT_WINDOW):
+    def __init__(self, threshold: float = DEFAULT_THRESHOLD,
+                 min_std: float = DEFAULT_MIN_STD_MS / 1000.0, pause: float = 0.0,
+                 first_mean: float = 0.5, window: int = DEFAULT_WINDOW) -> None:
         self.threshold = float(threshold)
         self.y = threshold_y(self.threshold)
         self.min_std, self.pause = float(min_std), float(pause)
         self.first_mean, self.window = float(first_mean), int(window)
 
-    def arm(self, index):
+    def arm(self, index: MemberIndex) -> None:
         """Turn on arrival statistics in a member index."""
         index.set_phi(self.y, self.pause, self.min_std, self.first_mean, self.window)

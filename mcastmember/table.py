@@ -6,8 +6,11 @@ else (a new member, a changed one, a shutdown, our own packets, other
 domains, malformed datagrams) takes the slow path here, which parses.
 """
 
+from __future__ import annotations
+
 import time
 from collections import Counter
+from typing import TYPE_CHECKING
 
 from . import _layout as L
 from . import _codec
@@ -15,11 +18,22 @@ from . import auth
 from .events import EventKind, MemberEvent, Reason
 from .member import Member, find_by_address, find_by_unique_id
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from types import ModuleType
+
+    from typing_extensions import Buffer
+
+    from ._fast import MemberIndex
+    from .detector import PhiAccrual
+
+    Events = tuple[MemberEvent, ...]
+
 ADDED, UPDATED, REMOVED, SUSPECT = (EventKind.ADDED, EventKind.UPDATED, EventKind.REMOVED,
                                    EventKind.SUSPECT)
 SHUTDOWN, EXPIRED, FILTERED = Reason.SHUTDOWN, Reason.EXPIRED, Reason.FILTERED
 
-_NO_EVENTS = ()
+_NO_EVENTS: tuple[MemberEvent, ...] = ()
 
 # Every counter the table keeps (stats()), present from the start at 0.
 TABLE_COUNTERS = (
@@ -38,7 +52,7 @@ TABLE_COUNTERS = (
 REPLAY_WINDOW_S = 60.0
 
 
-def _wall_us():
+def _wall_us() -> int:
     return time.time_ns() // 1000
 
 
@@ -59,55 +73,59 @@ class Membership:
     (microseconds, default the system's) judges a first packet's sequence.
     """
 
-    def __init__(self, *, drop_time=3.0, max_members=1024, local=None, domain=None,
-                 codec=None, phi=None, wall_clock=None):
+    def __init__(self, *, drop_time: float = 3.0, max_members: int = 1024,
+                 local: Member | Buffer | None = None, domain: Buffer | None = None,
+                 codec: ModuleType | None = None, phi: PhiAccrual | None = None,
+                 wall_clock: Callable[[], int] | None = None) -> None:
         if not drop_time > 0:
             raise ValueError("drop_time must be positive")
         if int(max_members) != max_members or max_members < 1:
             raise ValueError("max_members must be a positive whole number")
         self.drop_time = float(drop_time)
         self.max_members = int(max_members)
-        self._codec = codec or _codec.impl
+        self._codec: ModuleType = codec or _codec.impl
         self._local = self._identity_of(local)
         self._domain = None if domain is None else bytes(domain)
         # Room for members plus as many ignored senders (our own packets,
         # other domains), so that recognising those stays on the fast path.
-        self._index = self._codec.MemberIndex(2 * self.max_members + 1)
+        self._index: MemberIndex = self._codec.MemberIndex(2 * self.max_members + 1)
         # phi: a detector.PhiAccrual, to expire members by their own
         # heartbeat intervals instead of the one drop time.
         self._phi = phi
         if phi is not None:
             phi.arm(self._index)
-        self._members = {}     # slot -> Member (as last parsed)
-        self._slot_of = {}     # identity -> slot, for members
-        self._ignored = {}     # identity -> slot, for local and other-domain senders
-        self._ignored_slots = {}   # slot -> identity
+        self._members: dict[int, Member] = {}     # slot -> Member (as last parsed)
+        self._slot_of: dict[bytes, int] = {}     # identity -> slot, for members
+        # identity -> slot, for local and other-domain senders
+        self._ignored: dict[bytes, int] = {}
+        self._ignored_slots: dict[int, bytes] = {}   # slot -> identity
         self._counts = Counter(dict.fromkeys(TABLE_COUNTERS, 0))   # every key from the start
         # Suspects (identity -> Member): past their drop time, out of the
         # index, still members until ``confirm`` (or a heartbeat, a goodbye).
-        self._suspects = {}
+        self._suspects: dict[bytes, Member] = {}
         self._reclassify = False   # set_domain() waiting for pump to return
-        self._last_sweep = None
+        self._last_sweep: float | None = None
         self._grace_until = float("-inf")
         self._auth_mode = L.AUTH_OFF
-        self._ring = None
-        self._guard = None         # auth.ReplayGuard once authentication was on
+        self._ring: auth.KeyRing | None = None
+        # auth.ReplayGuard once authentication was on
+        self._guard: auth.ReplayGuard | None = None
         self._keys_pending = False  # set_keys() waiting for pump to return
         self._wall_clock = wall_clock or _wall_us
 
     @staticmethod
-    def _identity_of(local):
+    def _identity_of(local: Member | Buffer | None) -> bytes | None:
         if local is None:
             return None
         if isinstance(local, Member):
             return local.identity
         return bytes(local)
 
-    def set_local(self, local):
+    def set_local(self, local: Member | Buffer | None) -> None:
         """Our own member changed (restart with a new unique id, new port)."""
         self._local = self._identity_of(local)
 
-    def set_domain(self, domain):
+    def set_domain(self, domain: Buffer | None) -> Events:
         """Filter on ``domain`` from now on (None: keep every domain) and
         return the events: members of another domain are removed (FILTERED),
         and senders filtered out before are forgotten, so that their next
@@ -119,10 +137,11 @@ class Membership:
         self._reclassify = True
         return self._apply_domain()
 
-    def _apply_domain(self):
+    def _apply_domain(self) -> Events:
         if not self._reclassify or self.pumping:
             return _NO_EVENTS
-        index, events = self._index, []
+        index = self._index
+        events: list[MemberEvent] = []
         try:
             for slot in [s for s in self._ignored_slots if index.kind(s) == L.KIND_FILTERED]:
                 index.remove(slot)
@@ -138,7 +157,7 @@ class Membership:
         self._reclassify = False
         return tuple(events)
 
-    def set_keys(self, mode, ring=None):
+    def set_keys(self, mode: int, ring: auth.KeyRing | None = None) -> None:
         """Authenticate from now on: ``mode`` is _layout.AUTH_OFF,
         AUTH_PERMISSIVE or AUTH_ENFORCE, ``ring`` an auth.KeyRing (needed
         unless off). Members stay: the replay guard and each member's last
@@ -156,7 +175,7 @@ class Membership:
         self._keys_pending = True
         self._apply_keys()
 
-    def _apply_keys(self):
+    def _apply_keys(self) -> None:
         if not self._keys_pending or self.pumping:
             return
         try:
@@ -169,7 +188,7 @@ class Membership:
         self._keys_pending = False
 
     # -- receiving -----------------------------------------------------------
-    def receive(self, buf, n, now, unlisted=None):
+    def receive(self, buf: Buffer, n: int, now: float, unlisted: bytes | None = None) -> Events:
         """Take the first ``n`` bytes of ``buf`` as one datagram heard at ``now``.
 
         ``unlisted``: the sender's address bytes when it is not a peer we
@@ -187,7 +206,8 @@ class Membership:
                 return events
         return events + self._receive_slow(buf, n, now, unlisted)
 
-    def pump(self, fd, buf, deadline, budget=-1, sources=False):
+    def pump(self, fd: int, buf: Buffer, deadline: float, budget: int = -1,
+             sources: bool = False) -> int:
         """Receive from socket ``fd`` into ``buf`` and refresh known members'
         heartbeats without parsing (compiled: without the GIL, no objects),
         until a datagram needs ``receive``: then return its length. Negative
@@ -197,20 +217,21 @@ class Membership:
         return self._index.pump(fd, buf, deadline, budget, sources)
 
     @property
-    def pumping(self):
+    def pumping(self) -> bool:
         """True while ``pump`` runs (on another thread): the table cannot change then."""
         return self._index.busy
 
-    def pending(self):
+    def pending(self) -> int:
         """Datagrams ``pump`` has read but not handled yet (call it again)."""
         return self._index.pending()
 
-    def source(self):
+    def source(self) -> tuple[bytes, int] | None:
         """``(address bytes, port)`` of the sender of the datagram ``pump``
         last returned, or None (see MemberIndex.source)."""
         return self._index.source()
 
-    def _receive_slow(self, buf, n, now, unlisted=None):
+    def _receive_slow(self, buf: Buffer, n: int, now: float,
+                      unlisted: bytes | None = None) -> Events:
         self._counts["slow_path"] += 1
         codec = self._codec
         verdict = codec.check(buf, n)
@@ -277,12 +298,16 @@ class Membership:
         self._counts["updated"] += 1
         return (MemberEvent(UPDATED, member, previous=previous),)
 
-    def _authenticate(self, buf, n, identity, slot):
+    def _authenticate(self, buf: Buffer, n: int, identity: bytes,
+                      slot: int | None) -> tuple[bool, int] | None:
         """(True, its sequence) for an authentic and fresh datagram, (False,
         0) for one admitted unauthenticated (permissive), None when dropped."""
-        verdict, _, sequence = auth.check(memoryview(buf)[:n], self._ring)
+        ring = self._ring
+        assert ring is not None               # authentication is on (set_keys)
+        verdict, _, sequence = auth.check(memoryview(buf)[:n], ring)
         if verdict == L.AUTH_OK:
             guard = self._guard
+            assert guard is not None          # made by set_keys, before any judging
             if slot is not None:     # what the fast path accepted since
                 guard.advance(identity, self._index.sequence(slot))
             if not guard.fresh(identity, sequence, self._wall_clock()):
@@ -294,20 +319,21 @@ class Membership:
             return None
         return False, 0
 
-    def _remember_sequence(self, slot, identity):
+    def _remember_sequence(self, slot: int, identity: bytes) -> None:
         """A member leaves the index: the replay guard keeps its last sequence."""
         if self._guard is not None:
             self._guard.advance(identity, self._index.sequence(slot))
 
     @staticmethod
-    def _drop_counter(verdict):
+    def _drop_counter(verdict: int) -> str:
         if verdict == L.CHANNEL_FRAME:
             return "channel_frames"
         if verdict == L.DOCTOR_PROBE:
             return "doctor_probes"
         return "malformed." + L.REASONS[verdict]
 
-    def _add(self, member, buf, n, now, sequence=0):
+    def _add(self, member: Member, buf: Buffer, n: int, now: float,
+             sequence: int = 0) -> Events:
         if len(self._members) >= self.max_members:   # reached when filtering by domain
             self._counts["refused"] += 1
             return _NO_EVENTS
@@ -328,7 +354,7 @@ class Membership:
         self._counts["added"] += 1
         return (MemberEvent(ADDED, member),)
 
-    def _drop(self, slot, reason):
+    def _drop(self, slot: int, reason: Reason) -> MemberEvent:
         self._index.remove(slot)     # first: it refuses (RuntimeError) while pump runs
         member = self._as_of(slot, self._members.pop(slot))
         del self._slot_of[member.identity]
@@ -336,7 +362,8 @@ class Membership:
         self._counts["removed." + reason] += 1
         return MemberEvent(REMOVED, member, reason)
 
-    def _ignore(self, identity, buf, n, now, kind, leaving):
+    def _ignore(self, identity: bytes, buf: Buffer, n: int, now: float, kind: int,
+                leaving: bool) -> None:
         """Remember a sender we ignore so its next heartbeats are recognised
         without parsing; forget it when it leaves."""
         slot = self._ignored.get(identity)
@@ -353,12 +380,12 @@ class Membership:
                 self._ignored[identity] = slot
                 self._ignored_slots[slot] = identity
 
-    def _forget_ignored(self, slot):
+    def _forget_ignored(self, slot: int) -> None:
         identity = self._ignored_slots.pop(slot)
         del self._ignored[identity]
 
     # -- expiry --------------------------------------------------------------
-    def expire(self, now, suspect=False):
+    def expire(self, now: float, suspect: bool = False) -> Events:
         """Remove members not heard since ``now - drop_time``; O(expired).
         With ``suspect`` they become suspects instead ("suspect" events):
         still members, until ``confirm`` removes them or they are heard."""
@@ -371,7 +398,7 @@ class Membership:
             slots = self._index.expire(now - self.drop_time)
         if not slots:
             return events
-        events = list(events)
+        out = list(events)
         for slot in slots:
             member = self._members.pop(slot, None)
             if member is None:
@@ -383,13 +410,13 @@ class Membership:
             if suspect:
                 self._suspects[member.identity] = member
                 self._counts["suspected"] += 1
-                events.append(MemberEvent(SUSPECT, member))
+                out.append(MemberEvent(SUSPECT, member))
             else:
                 self._counts["removed." + EXPIRED] += 1
-                events.append(MemberEvent(REMOVED, member, EXPIRED))
-        return tuple(events)
+                out.append(MemberEvent(REMOVED, member, EXPIRED))
+        return tuple(out)
 
-    def confirm(self, member, reason=EXPIRED):
+    def confirm(self, member: Member, reason: Reason = EXPIRED) -> MemberEvent | None:
         """Remove the suspect ``member`` (its event), or None when it is no
         longer a suspect (heard again, or gone)."""
         suspect = self._suspects.pop(member.identity, None)
@@ -398,10 +425,10 @@ class Membership:
         self._counts["removed." + reason] += 1
         return MemberEvent(REMOVED, suspect, reason)
 
-    def is_suspect(self, identity):
+    def is_suspect(self, identity: bytes) -> bool:
         return identity in self._suspects
 
-    def sweep(self, now):
+    def sweep(self, now: float) -> Events:
         """``expire(now)`` for drivers that call it periodically (the threaded
         and asyncio fronts do not). A gap of more than half the drop
         time since the previous sweep means this process was frozen (SIGSTOP,
@@ -418,14 +445,14 @@ class Membership:
             return _NO_EVENTS
         return self.expire(now)
 
-    def next_expiry(self):
+    def next_expiry(self) -> float | None:
         """The earliest ``now`` at which ``expire`` could remove something, or None."""
         if self._phi is not None:
             return self._index.next_phi_expiry(self.drop_time)
         oldest = self._index.oldest_heard()
         return None if oldest is None else oldest + self.drop_time
 
-    def clear(self):
+    def clear(self) -> None:
         """Forget everyone (without events); used when the service stops. The
         datagrams ``pump`` read but did not hand back yet go too: nothing from
         before is replayed after a restart."""
@@ -440,7 +467,7 @@ class Membership:
         self._grace_until = float("-inf")
 
     # -- reading -------------------------------------------------------------
-    def members(self):
+    def members(self) -> list[Member]:
         """Snapshot of the members, oldest first (largest alive time, as Tomcat
         orders them), each carrying the alive time of its latest heartbeat."""
         index = self._index
@@ -450,51 +477,53 @@ class Membership:
         snapshot.sort(key=lambda m: (-m.alive_ms, m.identity))
         return snapshot
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._members) + len(self._suspects)
 
-    def auth_failures(self):
+    def auth_failures(self) -> dict[str, int]:
         """{reason: count} of datagrams whose trailer failed (no_trailer,
         bad_trailer, unknown_key, bad_mac, replay): dropped under enforce
         (replays in any mode), admitted as unauthenticated when permissive."""
         prefix = "auth."
         return {k[len(prefix):]: v for k, v in self.stats().items() if k.startswith(prefix) and v}
 
-    def __contains__(self, member):
-        identity = Member.identity.fget(member)
+    def __contains__(self, member: object) -> bool:
+        # Member.identity's getter, called as a function: anything without
+        # a member's fields raises AttributeError, as before.
+        identity = Member.identity.fget(member)  # type: ignore[attr-defined]
         return identity in self._slot_of or identity in self._suspects
 
-    def get(self, member):
+    def get(self, member: Member) -> Member | None:
         """The stored member with this identity (latest alive time), or None."""
         slot = self._slot_of.get(member.identity)
         if slot is None:
             return None
         return self._as_of(slot, self._members[slot])
 
-    def _as_of(self, slot, member):
+    def _as_of(self, slot: int, member: Member) -> Member:
         """``member`` (stored in ``slot``) with its latest alive time and
         when it was last heard: what snapshots and events carry. A freed
         slot keeps both until it is reused."""
         index = self._index
         return member.replace(alive_ms=index.alive(slot), last_heard=index.heard(slot))
 
-    def by_unique_id(self, unique_id):
+    def by_unique_id(self, unique_id: Buffer) -> Member | None:
         """The member with this 16-byte unique id, or None."""
         return find_by_unique_id(self.members(), unique_id)
 
-    def by_address(self, host, port):
+    def by_address(self, host: str | Buffer, port: int) -> Member | None:
         """The member at ``host`` (address text or raw bytes) and member
         ``port``, or None."""
         return find_by_address(self.members(), host, port)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Member]:
         return iter(self.members())
 
-    def last_heard(self, member):
+    def last_heard(self, member: Member) -> float | None:
         slot = self._slot_of.get(member.identity)
         return None if slot is None else self._index.heard(slot)
 
-    def stats(self):
+    def stats(self) -> dict[str, int]:
         """Counters: received, heartbeats recognised on the fast path, and the
         slow path's outcomes (added, updated, removed.*, malformed.*, ...)."""
         counts = Counter(self._counts)
@@ -511,7 +540,7 @@ class Membership:
         return dict(counts)
 
 
-def _packet_part(buf, n):
+def _packet_part(buf: Buffer, n: int) -> int:
     """``n``, or where the packet ends when exactly a trailer follows it
     (the bytes the index compares; see _fast.pyx)."""
     end = auth.packet_length(buf)
