@@ -5,6 +5,8 @@ available (or ``MCASTMEMBER_NO_EXTENSIONS=1``). It allocates freely; the
 compiled module is the one that keeps the heartbeat path allocation-free.
 """
 
+from __future__ import annotations
+
 import errno
 import hashlib
 import hmac
@@ -16,9 +18,20 @@ import stat
 import struct
 import time
 from collections import OrderedDict
+from typing import TYPE_CHECKING
 
 from . import _layout as L
 from .errors import MalformedPacket
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from typing_extensions import Buffer
+
+    from ._fast import Peer
+
+    # A recvfrom sender: (host, port) for IPv4, (host, port, flow, scope) for IPv6.
+    Source = tuple[str, int] | tuple[str, int, int, int]
 
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
@@ -33,13 +46,18 @@ IMPLEMENTATION = "python"
 _POLL_SHUT = getattr(select, "POLLRDHUP", select.POLLHUP)
 
 
-def _read_shut(fd):
+def _errno(error: OSError) -> int:
+    """An OSError's errno (EIO for one raised without it)."""
+    return error.errno if error.errno is not None else errno.EIO
+
+
+def _read_shut(fd: int) -> bool:
     poller = select.poll()
     poller.register(fd, _POLL_SHUT)
     return any(events & _POLL_SHUT for _, events in poller.poll(0))
 
 
-def _socket_of(fd):
+def _socket_of(fd: int) -> socket.socket | int:
     """A socket object over ``fd`` (the caller detaches it, never closes it),
     or -errno as the system call would fail: EBADF, ENOTSOCK."""
     if fd < 0:
@@ -47,17 +65,17 @@ def _socket_of(fd):
     try:
         return socket.socket(fileno=fd)
     except OSError as error:
-        return -error.errno
+        return -_errno(error)
 
 
-def _length(buf, n):
+def _length(buf: memoryview, n: int) -> int:
     size = len(buf) if not isinstance(buf, memoryview) else buf.nbytes
     if n < 0 or n > size:
         return size
     return n
 
 
-def _scan(mv, n):
+def _scan(mv: memoryview, n: int) -> tuple[int, list[int] | None]:
     """Validate ``mv[:n]``; return (verdict, offsets) where offsets are the
     starts of host, command, domain, unique id and payload when well formed."""
     if n > L.MAX_PACKET_LEN:
@@ -88,7 +106,7 @@ def _scan(mv, n):
         return L.BAD_VERSION, None
     if body_len < L.BODY_FIXED_LEN:
         return L.FIELD_OVERRUN, None
-    host_len = struct.unpack_from(">b", mv, L.OFF_HOST_LEN)[0]
+    host_len: int = struct.unpack_from(">b", mv, L.OFF_HOST_LEN)[0]
     if host_len != L.HOST_LEN_IPV4 and host_len != L.HOST_LEN_IPV6:
         return L.BAD_HOST_LENGTH, None
     pos = L.OFF_HOST + host_len
@@ -119,26 +137,26 @@ def _scan(mv, n):
     return L.OK, starts
 
 
-def check(buf, n=-1):
+def check(buf: Buffer, n: int = -1) -> int:
     """Verdict for the first ``n`` bytes of ``buf`` (all of it by default):
     ``_layout.OK`` or the reason code it is malformed."""
     mv = memoryview(buf).cast("B")
     return _scan(mv, _length(mv, n))[0]
 
 
-def parse(buf, n=-1):
+def parse(buf: Buffer, n: int = -1) -> tuple[int, int, int, int, bytes, bytes, bytes, bytes, bytes]:
     """Fields of a well-formed packet as a tuple
     (alive, port, secure_port, udp_port, host, command, domain, unique_id, payload);
     raises MalformedPacket otherwise."""
     mv = memoryview(buf).cast("B")
     verdict, starts = _scan(mv, _length(mv, n))
-    if verdict:
+    if verdict or starts is None:
         raise MalformedPacket(verdict)
     host_at, command_at, domain_at, uid_at, payload_at = starts
     alive, = _INT64.unpack_from(mv, L.OFF_ALIVE)
     port, secure, udp = struct.unpack_from(">iii", mv, L.OFF_PORT)
 
-    def field(at):
+    def field(at: int) -> bytes:
         flen = _INT32.unpack_from(mv, at - 4)[0]
         return bytes(mv[at:at + flen])
 
@@ -147,24 +165,25 @@ def parse(buf, n=-1):
             bytes(mv[uid_at:uid_at + L.UNIQUE_ID_LEN]), field(payload_at))
 
 
-def identity(buf, n=-1):
+def identity(buf: Buffer, n: int = -1) -> bytes:
     """The identity bytes of a well-formed packet (host + port + unique id, as
     ``Member.identity``) without parsing the rest; MalformedPacket otherwise."""
     mv = memoryview(buf).cast("B")
     verdict, starts = _scan(mv, _length(mv, n))
-    if verdict:
+    if verdict or starts is None:
         raise MalformedPacket(verdict)
     host_at, _, _, uid_at, _ = starts
     return (bytes(mv[host_at:host_at + mv[L.OFF_HOST_LEN]]) + bytes(mv[L.OFF_PORT:L.OFF_PORT + 4])
             + bytes(mv[uid_at:uid_at + L.UNIQUE_ID_LEN]))
 
 
-def _int32(name, value):
+def _int32(name: str, value: int) -> None:
     if not -2**31 <= value < 2**31:
         raise ValueError(f"{name} {value} does not fit a signed 32-bit field")
 
 
-def encode(alive, port, secure_port, udp_port, host, command, domain, unique_id, payload):
+def encode(alive: int, port: int, secure_port: int, udp_port: int, host: Buffer,
+           command: Buffer, domain: Buffer, unique_id: Buffer, payload: Buffer) -> bytes:
     """The packet bytes for these fields; ValueError when a field cannot be encoded."""
     host, command, domain = bytes(host), bytes(command), bytes(domain)
     unique_id, payload = bytes(unique_id), bytes(payload)
@@ -193,15 +212,15 @@ def encode(alive, port, secure_port, udp_port, host, command, domain, unique_id,
 
 
 # -- the authentication trailer (auth.py is the reference) ----------------------
-def _packet_end(mv, n):
+def _packet_end(mv: Buffer, n: int) -> int:
     """See _fast.pyx: where the packet ends by its body length, or -1."""
     if n < L.BODY_START:
         return -1
-    body_len = _INT32.unpack_from(mv, L.OFF_BODY_LEN)[0]
+    body_len: int = _INT32.unpack_from(mv, L.OFF_BODY_LEN)[0]
     return -1 if body_len < 0 else L.BODY_START + body_len + L.MARKER_LEN
 
 
-def _source_address(source):
+def _source_address(source: object) -> bytes | None:
     """The address bytes of a ``recvfrom`` sender (4 for IPv4, an
     IPv4-mapped one included; 16 for IPv6), or None."""
     if not isinstance(source, tuple) or len(source) < 2:
@@ -215,24 +234,25 @@ def _source_address(source):
     return address.packed
 
 
-def _from_host(source, mv):
+def _from_host(source: object, mv: memoryview) -> bool:
     """Whether ``source`` is the host that the packet in ``mv`` (one that
     matched a stored packet, so well formed) advertises."""
     host = mv[L.OFF_HOST:L.OFF_HOST + mv[L.OFF_HOST_LEN]]
-    return _source_address(source) == host
+    # (a memoryview equals the bytes it holds)
+    return _source_address(source) == host  # type: ignore[comparison-overlap]
 
 
-def _packet_part(mv, n):
+def _packet_part(mv: memoryview, n: int) -> int:
     """See _fast.pyx: the bytes the index compares (the trailer left out)."""
     end = _packet_end(mv, n)
     return end if end >= 0 and n - end == L.AUTH_TRAILER_LEN else n
 
 
-def _mac(secret, message):
+def _mac(secret: bytes, message: Buffer) -> bytes:
     return hmac.new(secret, message, hashlib.sha256).digest()[:L.AUTH_MAC_LEN]
 
 
-def _verify(ring, mv, n):
+def _verify(ring: Mapping[int, bytes], mv: memoryview, n: int) -> tuple[int, int]:
     """See _fast.pyx: (verdict, sequence) for the well-formed datagram mv[:n]."""
     end = _packet_end(mv, n)
     if n == end:
@@ -248,7 +268,8 @@ def _verify(ring, mv, n):
     header_end = end + L.AUTH_HEADER_LEN
     if not hmac.compare_digest(_mac(secret, mv[:header_end]), mv[header_end:n]):
         return L.AUTH_BAD_MAC, 0
-    return L.AUTH_OK, _UINT64.unpack_from(mv, end + _SEQUENCE_AT)[0]
+    sequence: int = _UINT64.unpack_from(mv, end + _SEQUENCE_AT)[0]
+    return L.AUTH_OK, sequence
 
 
 class HeartbeatPacket:
@@ -257,9 +278,22 @@ class HeartbeatPacket:
     its bytes, ``buffer`` a read-only view of them, and only the alive time
     rewritten per send (0 while the origin lies in the future)."""
 
+    _data: bytearray
+    buffer: memoryview
+    origin_ns: int
+    alive_cap: int
+    below_zero: bool
+    sent: int
+    errors: int
+    _packet_len: int
+    key_id: int
+    sequence: int
+    _secret: bytes
+
     # Made whole in __new__, as the compiled one in __cinit__: there is no
     # half-made packet, and calling __init__ again changes nothing.
-    def __new__(cls, packet, origin_ns=None, alive_cap=-1, below_zero=False):
+    def __new__(cls, packet: Buffer, origin_ns: int | None = None, alive_cap: int = -1,
+                below_zero: bool = False) -> HeartbeatPacket:
         verdict = check(packet)
         if verdict != L.OK:
             raise MalformedPacket(verdict)
@@ -276,12 +310,12 @@ class HeartbeatPacket:
         self.sequence = 0
         return self
 
-    def stamp(self, alive_ms):
+    def stamp(self, alive_ms: int) -> None:
         _INT64.pack_into(self._data, L.OFF_ALIVE, alive_ms)
         if self.key_id:
             self._sign_now()
 
-    def set_key(self, key_id, secret=None, after=0):
+    def set_key(self, key_id: int, secret: Buffer | None = None, after: int = 0) -> None:
         """As ``_fast.HeartbeatPacket.set_key``: sign every stamp from now
         (the trailer after the packet), key id 0: unsigned again."""
         packet = bytes(self._data[:self._packet_len])
@@ -293,9 +327,12 @@ class HeartbeatPacket:
                 raise ValueError(f"key id {key_id} is not 1-255")
             if _packet_end(packet, len(packet)) != len(packet):
                 raise ValueError("the packet has bytes after its end marker: no room for a trailer")
+            if secret is None:           # as the compiled one: no buffer to read
+                raise TypeError("a key id needs its secret")
+            secret = bytes(secret)
             if len(secret) != L.AUTH_KEY_LEN:
                 raise ValueError(f"a key is {L.AUTH_KEY_LEN} bytes, not {len(secret)}")
-            self._secret = bytes(secret)
+            self._secret = secret
             self.key_id = key_id
             self.sequence = max(self.sequence, after)
             self._data = bytearray(packet + L.AUTH_MAGIC + bytes((L.AUTH_VERSION, key_id))
@@ -304,14 +341,14 @@ class HeartbeatPacket:
         if self.key_id:
             self._sign_now()
 
-    def _sign_now(self):
+    def _sign_now(self) -> None:
         data, end = self._data, self._packet_len
         self.sequence = max(self.sequence + 1, time.time_ns() // 1000)
         _UINT64.pack_into(data, end + _SEQUENCE_AT, self.sequence)
         header_end = end + L.AUTH_HEADER_LEN
         data[header_end:] = _mac(self._secret, data[:header_end])
 
-    def stamp_now(self):
+    def stamp_now(self) -> None:
         alive = max(0, (time.monotonic_ns() - self.origin_ns) // 1_000_000)
         if 0 <= self.alive_cap < alive:
             alive = alive % (self.alive_cap + 1)
@@ -321,7 +358,7 @@ class HeartbeatPacket:
         if self.key_id:
             self._sign_now()
 
-    def send(self, fd):
+    def send(self, fd: int) -> int:
         """Stamp the alive time and send the packet on the connected socket
         ``fd``. Returns the bytes sent or -errno; counts into ``sent`` and
         ``errors``."""
@@ -333,11 +370,11 @@ class HeartbeatPacket:
             n = os.write(fd, self._data)
         except OSError as error:
             self.errors += 1
-            return -error.errno
+            return -_errno(error)
         self.sent += 1
         return n
 
-    def send_to(self, fd, targets):
+    def send_to(self, fd: int, targets: Targets) -> int:
         """Stamp the alive time once and send the packet to every peer of
         ``targets`` from the unconnected socket ``fd``: as the compiled
         ``send_to`` (a peer the kernel refuses is skipped, EAGAIN ends the
@@ -352,8 +389,9 @@ class HeartbeatPacket:
         return sent
 
     @property
-    def alive_ms(self):
-        return _INT64.unpack_from(self._data, L.OFF_ALIVE)[0]
+    def alive_ms(self) -> int:
+        alive: int = _INT64.unpack_from(self._data, L.OFF_ALIVE)[0]
+        return alive
 
 
 _DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
@@ -362,17 +400,18 @@ _DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
 class Targets:
     """The twin of ``_fast.Targets``: peers as socket addresses, made once."""
 
-    def __init__(self, peers, family):
-        peers = tuple(tuple(peer) for peer in peers)
+    def __init__(self, peers: Sequence[Peer], family: int) -> None:
+        peers = tuple(tuple(peer) for peer in peers)  # type: ignore[misc]  # Peer-shaped
         if family not in (socket.AF_INET, socket.AF_INET6):
             raise ValueError(f"family {family} is neither AF_INET nor AF_INET6")
         self.family = family
         self.peers = peers
         self.count = len(peers)
-        self._addresses = [self._address(peer) for peer in peers]
+        self._addresses: list[tuple[str, int] | tuple[str, int, int, int]] = [
+            self._address(peer) for peer in peers]
         self._start = 0
 
-    def _address(self, peer):
+    def _address(self, peer: Peer) -> tuple[str, int] | tuple[str, int, int, int]:
         addr, port = bytes(peer[0]), peer[1]
         scope = peer[2] if len(peer) > 2 else 0
         if not 0 < port < 65536:
@@ -389,10 +428,10 @@ class Targets:
             return (socket.inet_ntop(socket.AF_INET6, addr), port, 0, scope)
         raise unreachable
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.peers)
 
-    def _fan_out(self, fd, data):
+    def _fan_out(self, fd: int, data: Buffer) -> tuple[int, int]:
         addresses, count = self._addresses, len(self._addresses)
         sent, failure, at = 0, 0, self._start
         sock = _socket_of(fd)
@@ -404,7 +443,7 @@ class Targets:
                     sock.sendto(data, _DONTWAIT, addresses[at])
                     sent += 1
                 except OSError as error:
-                    failure = -error.errno
+                    failure = -_errno(error)
                     if error.errno == errno.EAGAIN:
                         break
                 at = (at + 1) % count
@@ -427,26 +466,27 @@ class MemberIndex:
     changes the index raises RuntimeError, as in the compiled module.
     """
 
-    def __init__(self, capacity):
+    def __init__(self, capacity: int) -> None:
         if capacity < 1:
             raise ValueError("capacity must be at least 1")
         self.capacity = capacity
         self.hits = 0
         self.busy = False
-        self._phi = None              # set_phi()'s arguments, once it is called
-        self._dropped = {}            # verdict -> datagrams pump dropped
+        # set_phi()'s arguments (y, pause, min_std, first_mean, window), once it is called
+        self._phi: tuple[float, float, float, float, int] | None = None
+        self._dropped: dict[int, int] = {}    # verdict -> datagrams pump dropped
         self._auth_mode = L.AUTH_OFF  # see set_keys
-        self._ring = None
-        self._auth_failures = {}      # auth verdict -> count
+        self._ring: dict[int, bytes] | None = None
+        self._auth_failures: dict[int, int] = {}      # auth verdict -> count
         self._seqs = [0] * capacity
-        self._authed = [None] * capacity
+        self._authed: list[bool | None] = [None] * capacity
         self._reset()
 
-    def _reset(self):
+    def _reset(self) -> None:
         capacity = self.capacity
         self._free = list(range(capacity - 1, -1, -1))
-        self._key_of = [None] * capacity
-        self._slot_of = {}
+        self._key_of: list[bytes | None] = [None] * capacity
+        self._slot_of: dict[bytes, int] = {}
         self._heard = [0.0] * capacity
         # Arrival statistics per slot, kept when set_phi() turned them on.
         self._count = [0] * capacity
@@ -454,21 +494,22 @@ class MemberIndex:
         self._var = [0.0] * capacity
         self._alive = [0] * capacity
         self._kind = [L.KIND_FREE] * capacity
-        self._order = OrderedDict()   # slot -> None, least recently heard first
-        self._source = None           # sender of the datagram pump last returned
+        # slot -> None, least recently heard first
+        self._order: OrderedDict[int, None] = OrderedDict()
+        self._source: object = None   # sender of the datagram pump last returned
 
-    def _writable(self):
+    def _writable(self) -> None:
         if self.busy:
             raise RuntimeError("MemberIndex is in use by pump() (on another thread)")
 
     @staticmethod
-    def _key(mv, n):
+    def _key(mv: memoryview, n: int) -> bytes:
         return bytes(mv[:L.OFF_ALIVE]) + bytes(mv[L.OFF_PORT:n])
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._order)
 
-    def lookup(self, buf, n, now):
+    def lookup(self, buf: Buffer, n: int, now: float) -> int:
         """If ``buf[:n]`` equals a stored packet but for the alive time, mark it
         heard at ``now`` and return its kind; otherwise return -1."""
         if self.busy:            # _writable(), inline: this is the twin's receive path
@@ -491,11 +532,13 @@ class MemberIndex:
         self.hits += 1
         return self._kind[slot]
 
-    def _admit(self, slot, mv, n):
+    def _admit(self, slot: int, mv: memoryview, n: int) -> int:
         """See _fast.pyx: ADMIT, DROP or SLOW for a datagram that matched ``slot``."""
         if self._auth_mode == L.AUTH_OFF or self._kind[slot] != L.KIND_MEMBER:
             return _ADMIT
-        verdict, sequence = _verify(self._ring, mv.cast("B"), n)
+        ring = self._ring
+        assert ring is not None          # not AUTH_OFF: set_keys made one
+        verdict, sequence = _verify(ring, mv.cast("B"), n)
         if verdict == L.AUTH_OK and sequence <= self._seqs[slot]:
             verdict = L.AUTH_REPLAY
         failures = self._auth_failures
@@ -512,12 +555,12 @@ class MemberIndex:
             failures[verdict] = failures.get(verdict, 0) + 1
         return _ADMIT
 
-    def set_keys(self, mode, keys=None):
+    def set_keys(self, mode: int, keys: Mapping[int, bytes] | None = None) -> None:
         """As ``_fast.MemberIndex.set_keys``: judge members' trailers from now on."""
         self._writable()
         if mode not in L.AUTH_MODES.values():
             raise ValueError(f"unknown authentication mode {mode}")
-        ring = None
+        ring: dict[int, bytes] | None = None
         if mode != L.AUTH_OFF:
             if not keys:
                 raise ValueError("authentication needs at least one key")
@@ -530,31 +573,33 @@ class MemberIndex:
                 ring[key_id] = bytes(secret)
         self._ring, self._auth_mode = ring, mode
 
-    def set_auth(self, slot, authenticated, sequence):
+    def set_auth(self, slot: int, authenticated: bool | None, sequence: int) -> None:
         """What the slow path decided for the member in ``slot`` (see _fast.pyx)."""
         self._writable()
         self._check_slot(slot)
         self._authed[slot] = None if authenticated is None else bool(authenticated)
         self._seqs[slot] = sequence
 
-    def sequence(self, slot):
+    def sequence(self, slot: int) -> int:
         """The last sequence accepted for ``slot`` (kept after it is freed, until reused)."""
         if not 0 <= slot < self.capacity:
             raise KeyError(slot)
         return self._seqs[slot]
 
-    def auth_failures(self):
+    def auth_failures(self) -> dict[int, int]:
         """{auth verdict: count} of members' datagrams whose trailer failed here."""
         return dict(sorted(self._auth_failures.items()))
 
-    def _touch(self, slot, mv, now):
-        if self._phi is not None and self._count[slot]:
-            self._arrival(slot, now - self._heard[slot])
+    def _touch(self, slot: int, mv: memoryview, now: float) -> None:
+        phi = self._phi
+        if phi is not None and self._count[slot]:
+            self._arrival(slot, now - self._heard[slot], phi[4])
         self._heard[slot] = now
         self._alive[slot] = _INT64.unpack_from(mv, L.OFF_ALIVE)[0]
         self._order.move_to_end(slot)
 
-    def pump(self, fd, buf, deadline, budget=-1, sources=False):
+    def pump(self, fd: int, buf: Buffer, deadline: float, budget: int = -1,
+             sources: bool = False) -> int:
         """Receive datagrams from ``fd`` into ``buf`` and recognise known ones
         until a well-formed unknown one needs the slow path: then return its
         length (its bytes are in ``buf``). ``buf`` must hold
@@ -581,7 +626,8 @@ class MemberIndex:
         finally:
             self.busy = False
 
-    def _pump(self, fd, buf, mv, deadline, budget, sources):
+    def _pump(self, fd: int, buf: Buffer, mv: memoryview, deadline: float, budget: int,
+              sources: bool) -> int:
         # The twin's hottest loop: names bound locally, no method calls per
         # datagram beyond the read, the clock and one dict look-up.
         sock = _socket_of(fd)
@@ -592,8 +638,9 @@ class MemberIndex:
         finally:
             sock.detach()
 
-    def _pump_socket(self, sock, fd, buf, mv, deadline, budget, sources):
-        receive = sock.recvfrom_into if sources else sock.recv_into
+    def _pump_socket(self, sock: socket.socket, fd: int, buf: Buffer, mv: memoryview,
+                     deadline: float, budget: int, sources: bool) -> int:
+        receive_from, receive = sock.recvfrom_into, sock.recv_into
         clock, source = time.monotonic, None
         slot_of, dropped, tag = self._slot_of, self._dropped, _BEGIN_TAG
         while True:
@@ -601,11 +648,11 @@ class MemberIndex:
                 return -errno.EAGAIN
             try:
                 if sources:
-                    n, source = receive(buf)
+                    n, source = receive_from(buf)
                 else:
                     n = receive(buf)
             except OSError as error:
-                return -error.errno
+                return -_errno(error)
             if n == 0 and _read_shut(fd):
                 return -errno.ESHUTDOWN
             if budget > 0:
@@ -635,24 +682,27 @@ class MemberIndex:
             if now >= deadline:
                 return -errno.EAGAIN
 
-    def pending(self):
+    def pending(self) -> int:
         """Datagrams already read but not yet handled: always 0 here (one read
         per datagram; the compiled module reads in batches)."""
         return 0
 
-    def source(self):
+    def source(self) -> tuple[bytes, int] | None:
         """``(address bytes, port)`` of the sender of the datagram ``pump``
         last returned, or None (as the compiled ``source``)."""
         source = self._source
         address = _source_address(source)
-        return None if address is None else (address, source[1])
+        if address is None or not isinstance(source, tuple):
+            return None
+        port: int = source[1]
+        return address, port
 
-    def dropped(self):
+    def dropped(self) -> dict[int, int]:
         """{verdict: count} of the datagrams ``pump`` dropped as malformed or foreign."""
         return dict(sorted(self._dropped.items()))
 
     @staticmethod
-    def _packet_key(buf, n):
+    def _packet_key(buf: Buffer, n: int) -> tuple[memoryview, bytes]:
         """The key of the well-formed packet ``buf[:n]`` (n = -1: all of it),
         checked before anything in the index is changed."""
         mv = memoryview(buf).cast("B")
@@ -665,7 +715,7 @@ class MemberIndex:
             raise MalformedPacket(verdict)
         return mv, MemberIndex._key(mv, n)
 
-    def add(self, buf, n, now, kind):
+    def add(self, buf: Buffer, n: int, now: float, kind: int) -> int:
         """Store the well-formed packet ``buf[:n]`` (n = -1: all of ``buf``);
         return its slot, or -1 when full. MalformedPacket when it is not one
         packet, ValueError when ``n`` is past the end of ``buf``."""
@@ -687,43 +737,43 @@ class MemberIndex:
             self._count[slot], self._mean[slot], self._var[slot] = 1, first, (first / 4) ** 2
         return slot
 
-    def _check_slot(self, slot):
+    def _check_slot(self, slot: int) -> None:
         if not 0 <= slot < self.capacity or self._kind[slot] == L.KIND_FREE:
             raise KeyError(slot)
 
-    def replace(self, slot, buf, n, now):
+    def replace(self, slot: int, buf: Buffer, n: int, now: float) -> None:
         """The member in ``slot`` sent a different packet: store it instead
         (checked as ``add`` does, before the old one is let go)."""
         self._writable()
         self._check_slot(slot)
         mv, key = self._packet_key(buf, n)
-        del self._slot_of[self._key_of[slot]]
+        del self._slot_of[self._key_of[slot]]  # type: ignore[arg-type]  # a used slot has a key
         self._key_of[slot] = key
         self._slot_of[key] = slot
         self._touch(slot, mv, now)
 
-    def remove(self, slot):
+    def remove(self, slot: int) -> None:
         self._writable()
         if not 0 <= slot < self.capacity or self._kind[slot] == L.KIND_FREE:
             return
-        del self._slot_of[self._key_of[slot]]
+        del self._slot_of[self._key_of[slot]]  # type: ignore[arg-type]  # a used slot has a key
         del self._order[slot]
         self._key_of[slot] = None
         self._kind[slot] = L.KIND_FREE
         self._free.append(slot)
 
-    def clear(self):
+    def clear(self) -> None:
         """Forget every entry (there is no batch here to drop; the counters stay)."""
         self._writable()
         self._reset()
 
-    def expire(self, deadline):
+    def expire(self, deadline: float) -> Sequence[int]:
         """Remove every entry last heard before ``deadline``, oldest first, and
         return their slots (an empty tuple when none); ValueError for NaN."""
         self._writable()
         if deadline != deadline:
             raise ValueError("expire deadline is NaN")
-        expired = []
+        expired: list[int] = []
         for slot in self._order:
             if self._heard[slot] >= deadline:
                 break
@@ -733,17 +783,17 @@ class MemberIndex:
         return expired if expired else ()
 
     # -- adaptive expiry (phi accrual) ------------------------------------------------
-    def set_phi(self, y, pause, min_std, first_mean, window):
+    def set_phi(self, y: float, pause: float, min_std: float, first_mean: float,
+                window: int) -> None:
         """Arrival statistics per member, as the compiled ``set_phi``."""
         if window < 1:
             raise ValueError("window must be at least 1")
         self._phi = (float(y), float(pause), float(min_std), float(first_mean), int(window))
 
-    def _arrival(self, slot, interval):
-        # A running mean and variance over the last PHI_WINDOW intervals
+    def _arrival(self, slot: int, interval: float, window: int) -> None:
         # A running mean and variance over the last ``window`` intervals
-    # (exact until then, exponentially weighted after): no history kept.
-        n = min(self._count[slot] + 1, self._phi[4])
+        # (exact until then, exponentially weighted after): no history kept.
+        n = min(self._count[slot] + 1, window)
         mean = self._mean[slot]
         delta = interval - mean
         mean += delta / n
@@ -751,18 +801,19 @@ class MemberIndex:
         self._mean[slot] = mean
         self._count[slot] = n
 
-    def phi_deadline(self, slot):
+    def phi_deadline(self, slot: int) -> float:
         """When the member in ``slot`` is due under phi (monotonic seconds)."""
+        assert self._phi is not None, "set_phi() first"
         y, pause, min_std = self._phi[:3]
-        std = max(self._var[slot] ** 0.5, min_std)
+        std: float = max(self._var[slot] ** 0.5, min_std)
         return self._heard[slot] + self._mean[slot] + pause + y * std
 
-    def _due(self, slot, fallback):
+    def _due(self, slot: int, fallback: float) -> float:
         if self._kind[slot] == L.KIND_MEMBER:
             return self.phi_deadline(slot)
         return self._heard[slot] + fallback
 
-    def expire_phi(self, now, fallback):
+    def expire_phi(self, now: float, fallback: float) -> Sequence[int]:
         """Remove the members due under phi at ``now``, and the other
         entries (our own packets, other domains) silent for ``fallback``
         seconds; return their slots. O(entries)."""
@@ -774,34 +825,34 @@ class MemberIndex:
             self.remove(slot)
         return expired if expired else ()
 
-    def next_phi_expiry(self, fallback):
+    def next_phi_expiry(self, fallback: float) -> float | None:
         """The earliest time ``expire_phi`` could remove something, or None."""
         return min((self._due(slot, fallback) for slot in self._order), default=None)
 
-    def oldest_heard(self):
+    def oldest_heard(self) -> float | None:
         """When the least recently heard entry was heard, or None when empty."""
         for slot in self._order:
             return self._heard[slot]
         return None
 
     # A freed slot keeps its last values until it is reused.
-    def heard(self, slot):
+    def heard(self, slot: int) -> float:
         if not 0 <= slot < self.capacity:
             raise KeyError(slot)
         return self._heard[slot]
 
-    def alive(self, slot):
+    def alive(self, slot: int) -> int:
         if not 0 <= slot < self.capacity:
             raise KeyError(slot)
         return self._alive[slot]
 
-    def kind(self, slot):
+    def kind(self, slot: int) -> int:
         if not 0 <= slot < self.capacity:
             raise KeyError(slot)
         return self._kind[slot]
 
 
-def _key_hash(buf):
+def _key_hash(buf: Buffer) -> int:
     """The hash the index files ``buf`` under: Python's own, seeded per process."""
     mv = memoryview(buf).cast("B")
     if mv.nbytes < L.OFF_PORT:
@@ -810,7 +861,7 @@ def _key_hash(buf):
 
 
 # -- for bench/heartbeat.py: the per-heartbeat work without the socket call.
-def _bench_stamp(packet, rounds):
+def _bench_stamp(packet: HeartbeatPacket, rounds: int) -> float:
     """ns per ``stamp_now`` as ``send`` does it."""
     stamp = packet.stamp_now
     t0 = time.perf_counter_ns()
@@ -819,7 +870,7 @@ def _bench_stamp(packet, rounds):
     return (time.perf_counter_ns() - t0) / rounds
 
 
-def _bench_recognise(index, buf, n, rounds):
+def _bench_recognise(index: MemberIndex, buf: Buffer, n: int, rounds: int) -> float:
     """ns per known-member heartbeat as ``pump`` handles it after ``recv``
     (the slot's last sequence reset each round, as in _fast.pyx)."""
     lookup, clock, seqs = index.lookup, time.monotonic, index._seqs
