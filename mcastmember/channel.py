@@ -21,15 +21,23 @@ every message we answer) is kept, the rest of a large frame is skipped as it
 streams past, and a stream that is not Tribes framing ends the connection.
 """
 
+from __future__ import annotations
+
 import os
 import struct
 import time
+from typing import TYPE_CHECKING, Literal
 
 from . import _layout as L
 from . import _codec
 from . import javaser
 from .errors import MalformedPacket
 from .member import Member
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from typing_extensions import Buffer
 
 # What is kept of one frame's ChannelData: ids, the sender's member packet and
 # the start of the message (RPC requests and state requests are a few hundred
@@ -46,7 +54,7 @@ class ChannelError(Exception):
     """The stream is not Tribes framing: the connection is closed."""
 
 
-def frame(payload):
+def frame(payload: bytes) -> bytes:
     """A Tribes frame around ``payload``."""
     return L.CHANNEL_START + struct.pack(">i", len(payload)) + payload + L.CHANNEL_END
 
@@ -61,17 +69,19 @@ class ChannelData:
 
     __slots__ = ("options", "timestamp", "unique_id", "sender", "message", "complete")
 
-    def __init__(self, options, timestamp, unique_id, sender, message, complete=True):
+    # timestamp and unique_id are None when a frame's kept head ends before them.
+    def __init__(self, options: int, timestamp: int | None, unique_id: bytes | None,
+                 sender: bytes, message: bytes, complete: bool = True) -> None:
         self.options, self.timestamp, self.unique_id = options, timestamp, unique_id
         self.sender, self.message, self.complete = sender, message, complete
 
     @classmethod
-    def parse(cls, head, complete=True):
+    def parse(cls, head: bytes, complete: bool = True) -> ChannelData:
         """Read the fields from the start of a frame's ChannelData; the
         options are always there, the rest as far as ``head`` goes."""
         if len(head) < 4:
             raise ChannelError("frame too short for its options")
-        options = struct.unpack_from(">i", head, 0)[0]
+        options: int = struct.unpack_from(">i", head, 0)[0]
         fields = _Fields(head, 4)
         timestamp = fields.int64()
         unique_id = fields.block()
@@ -80,12 +90,14 @@ class ChannelData:
         return cls(options, timestamp, unique_id, sender or b"", message or b"",
                    complete and message is not None)
 
-    def encode(self):
+    def encode(self) -> bytes:
+        # Only whole messages are encoded (ours): every field is there.
+        assert self.timestamp is not None and self.unique_id is not None
         return (struct.pack(">iqi", self.options, self.timestamp, len(self.unique_id))
                 + self.unique_id + struct.pack(">i", len(self.sender)) + self.sender
                 + struct.pack(">i", len(self.message)) + self.message)
 
-    def wants_ack(self):
+    def wants_ack(self) -> bool:
         return bool(self.options & L.SEND_OPTIONS_USE_ACK)
 
 
@@ -93,19 +105,20 @@ class _Fields:
     """Reads int32-prefixed blocks from a possibly cut ChannelData; a field
     that runs past what was kept reads as None, past the frame as an error."""
 
-    def __init__(self, data, pos):
+    def __init__(self, data: bytes, pos: int) -> None:
         self.data, self.pos = data, pos
 
-    def int64(self):
+    def int64(self) -> int | None:
         if self.pos + 8 > len(self.data):
             return None
         self.pos += 8
-        return struct.unpack_from(">q", self.data, self.pos - 8)[0]
+        value: int = struct.unpack_from(">q", self.data, self.pos - 8)[0]
+        return value
 
-    def block(self, strict=True):
+    def block(self, strict: bool = True) -> bytes | None:
         if self.pos + 4 > len(self.data):
             return None
-        n = struct.unpack_from(">i", self.data, self.pos)[0]
+        n: int = struct.unpack_from(">i", self.data, self.pos)[0]
         if n < 0:
             raise ChannelError("negative field length")
         start, end = self.pos + 4, self.pos + 4 + n
@@ -121,15 +134,15 @@ class FrameReader:
     """Splits a byte stream into frames, keeping at most FRAME_HEAD_LIMIT
     bytes of each: ``feed(data)`` returns ``[(head, complete), ...]``."""
 
-    def __init__(self, head_limit=FRAME_HEAD_LIMIT):
+    def __init__(self, head_limit: int = FRAME_HEAD_LIMIT) -> None:
         self._limit = head_limit
         self._buf = bytearray()    # header bytes, then the kept head of the body
-        self._length = None        # the body length, once the header is read
+        self._length: int | None = None    # the body length, once the header is read
         self._skip = 0             # body bytes still to pass over unkept
         self._tail = b""           # end-marker bytes seen so far
 
-    def feed(self, data):
-        frames = []
+    def feed(self, data: Buffer) -> list[tuple[bytes, bool]]:
+        frames: list[tuple[bytes, bool]] = []
         view = memoryview(data)
         while view:
             if self._length is None:
@@ -154,7 +167,7 @@ class FrameReader:
                     self._length, self._tail = None, b""
         return frames
 
-    def _read_header(self, view):
+    def _read_header(self, view: memoryview) -> memoryview:
         need = L.CHANNEL_HEADER_LEN - len(self._buf)
         self._buf += view[:need]
         view = view[need:]
@@ -162,7 +175,7 @@ class FrameReader:
         if not L.CHANNEL_START.startswith(start):
             raise ChannelError("not a Tribes frame")
         if len(self._buf) == L.CHANNEL_HEADER_LEN:
-            length = struct.unpack_from(">i", self._buf, len(L.CHANNEL_START))[0]
+            length: int = struct.unpack_from(">i", self._buf, len(L.CHANNEL_START))[0]
             if not _CHANNEL_DATA_MIN <= length <= MAX_FRAME_LEN:
                 raise ChannelError(f"frame length {length} out of range")
             self._length = length
@@ -177,11 +190,12 @@ class Reply:
 
     __slots__ = ("address", "port", "frame", "kind")
 
-    def __init__(self, address, port, frame_bytes, kind):
+    def __init__(self, address: str, port: int, frame_bytes: bytes,
+                 kind: Literal["rpc", "state"]) -> None:
         self.address, self.port, self.frame, self.kind = address, port, frame_bytes, kind
 
 
-def _sender_address(sender):
+def _sender_address(sender: bytes) -> tuple[str, int] | None:
     """(address text, member port) of a membership packet, or None."""
     try:
         fields = _codec.parse(sender)
@@ -196,10 +210,10 @@ class ChannelCounters:
 
     __slots__ = ("frames", "acks", "rpc_replies", "state_replies", "malformed")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.frames = self.acks = self.rpc_replies = self.state_replies = self.malformed = 0
 
-    def as_stats(self):
+    def as_stats(self) -> dict[str, int]:
         return {f"probe_{name}": getattr(self, name) for name in self.__slots__}
 
 
@@ -209,18 +223,19 @@ class ChannelConnection:
     Tribes framing. ``local_packet()`` gives our current membership packet,
     which our replies carry as their sender."""
 
-    def __init__(self, local_packet, counters):
+    def __init__(self, local_packet: Callable[[], bytes], counters: ChannelCounters) -> None:
         self._reader = FrameReader()
         self._local_packet = local_packet
         self._counters = counters
 
-    def receive(self, data):
+    def receive(self, data: Buffer) -> tuple[bytes, list[Reply]]:
         try:
             frames = self._reader.feed(data)
         except ChannelError:
             self._counters.malformed += 1
             raise
-        back, replies = [], []
+        back: list[bytes] = []
+        replies: list[Reply] = []
         for head, complete in frames:
             try:
                 message = ChannelData.parse(head, complete)
@@ -236,17 +251,19 @@ class ChannelConnection:
                 replies.append(reply)
         return b"".join(back), replies
 
-    def _answer(self, message):
+    def _answer(self, message: ChannelData) -> Reply | None:
         if (not message.complete or message.options & L.SEND_OPTIONS_BYTE_MESSAGE
                 or not message.message.startswith(L.JAVA_STREAM_MAGIC)):
             return None
         request = javaser.rpc_request(message.message)
+        kind: Literal["rpc", "state"]
         if request is not None:
             answer, kind = javaser.no_rpc_reply(request), "rpc"
         else:
-            answer, kind = javaser.session_state_reply(message.message), "state"
-            if answer is None:
+            state = javaser.session_state_reply(message.message)
+            if state is None:
                 return None
+            answer, kind = state, "state"
         where = _sender_address(message.sender)
         if where is None:
             return None

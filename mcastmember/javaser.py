@@ -20,6 +20,8 @@ from the request's own descriptors and ids, or patched in place.
 (Format: the Java Object Serialization Specification, chapter 6.)
 """
 
+from __future__ import annotations
+
 import struct
 
 from . import _layout as L
@@ -37,11 +39,11 @@ class _Unrecognised(Exception):
 class _Reader:
     __slots__ = ("data", "pos")
 
-    def __init__(self, data, pos=0):
+    def __init__(self, data: bytes, pos: int = 0) -> None:
         self.data = data
         self.pos = pos
 
-    def take(self, n):
+    def take(self, n: int) -> bytes:
         end = self.pos + n
         if n < 0 or end > len(self.data):
             raise _Unrecognised("truncated")
@@ -49,24 +51,26 @@ class _Reader:
         self.pos = end
         return chunk
 
-    def byte(self):
+    def byte(self) -> int:
         return self.take(1)[0]
 
-    def unpack(self, fmt):
-        return struct.unpack(fmt, self.take(struct.calcsize(fmt)))[0]
+    def unpack(self, fmt: str) -> int:
+        """One integer of ``fmt`` (every format read here is one integer)."""
+        value: int = struct.unpack(fmt, self.take(struct.calcsize(fmt)))[0]
+        return value
 
-    def utf(self):
+    def utf(self) -> bytes:
         return self.take(self.unpack(">H"))
 
 
 class _ClassDesc:
     __slots__ = ("name", "suid", "flags", "fields")
 
-    def __init__(self, name, suid, flags, fields):
+    def __init__(self, name: str, suid: int, flags: int, fields: list[tuple[bytes, str]]) -> None:
         self.name, self.suid, self.flags, self.fields = name, suid, flags, fields
 
 
-def _string_object(r):
+def _string_object(r: _Reader) -> None:
     """Skip a string in a field's type or a String value (or a null / a back
     reference): the only objects the messages we answer carry before the
     values we read."""
@@ -81,9 +85,9 @@ def _string_object(r):
         raise _Unrecognised(f"object of kind 0x{tag:02x}")
 
 
-def _class_chain(r):
+def _class_chain(r: _Reader) -> list[_ClassDesc]:
     """Read a new class descriptor and its superclasses: [class, super, ...]."""
-    chain = []
+    chain: list[_ClassDesc] = []
     tag = r.byte()
     while tag == L.TC_CLASSDESC:
         if len(chain) >= MAX_CLASS_DEPTH:
@@ -91,7 +95,7 @@ def _class_chain(r):
         name = r.utf().decode("utf-8", "replace")
         suid = r.unpack(">q")
         flags = r.byte()
-        fields = []
+        fields: list[tuple[bytes, str]] = []
         for _ in range(r.unpack(">H")):
             code = r.take(1)
             field = r.utf().decode("utf-8", "replace")
@@ -109,7 +113,7 @@ def _class_chain(r):
     return chain
 
 
-def _object(data):
+def _object(data: bytes) -> tuple[_Reader, list[_ClassDesc]]:
     """(reader positioned at the object's values, class chain) of a stream
     holding one new object."""
     if data[:4] != L.JAVA_STREAM_MAGIC:
@@ -126,7 +130,7 @@ class RpcRequest:
 
     __slots__ = ("rpc_message_suid", "uuid", "rpc_id")
 
-    def __init__(self, rpc_message_suid, uuid, rpc_id):
+    def __init__(self, rpc_message_suid: int, uuid: bytes, rpc_id: bytes) -> None:
         self.rpc_message_suid, self.uuid, self.rpc_id = rpc_message_suid, uuid, rpc_id
 
 
@@ -136,11 +140,11 @@ class _BlockData(_Reader):
 
     __slots__ = ("stream",)
 
-    def __init__(self, stream):
+    def __init__(self, stream: _Reader) -> None:
         super().__init__(b"")
         self.stream = stream
 
-    def take(self, n):
+    def take(self, n: int) -> bytes:
         while self.pos + n > len(self.data) and n <= MAX_RPC_ID_LEN + 8:
             tag = self.stream.byte()
             if tag == L.TC_BLOCKDATA:
@@ -152,7 +156,7 @@ class _BlockData(_Reader):
         return super().take(n)
 
 
-def rpc_request(data):
+def rpc_request(data: bytes) -> RpcRequest | None:
     """The ids of an RPC request (an RpcMessage that is not a reply), or None."""
     try:
         r, chain = _object(data)
@@ -164,7 +168,7 @@ def rpc_request(data):
         block = _BlockData(r)
         if block.byte() != 0:     # reply == true: a response to someone's request
             return None
-        ids = []
+        ids: list[bytes] = []
         for _ in range(2):        # the uuid, then the rpc id
             n = block.unpack(">i")
             if not 0 <= n <= MAX_RPC_ID_LEN:
@@ -175,13 +179,13 @@ def rpc_request(data):
         return None
 
 
-def _class_descriptor(name, suid, flags, super_written):
+def _class_descriptor(name: str, suid: int, flags: int, super_written: bytes) -> bytes:
     encoded = name.encode("utf-8")
     return (bytes((L.TC_CLASSDESC,)) + struct.pack(">H", len(encoded)) + encoded
             + struct.pack(">qBH", suid, flags, 0) + bytes((L.TC_ENDBLOCKDATA,)) + super_written)
 
 
-def no_rpc_reply(request):
+def no_rpc_reply(request: RpcRequest) -> bytes:
     """The serialized ``RpcMessage.NoRpcChannelReply`` answering ``request``:
     its writeExternal writes the uuid and the rpc id, each int32-prefixed."""
     flags = L.SC_EXTERNALIZABLE | L.SC_BLOCK_DATA
@@ -198,7 +202,7 @@ def no_rpc_reply(request):
             + bytes((L.TC_ENDBLOCKDATA,)))
 
 
-def _session_event_offset(data):
+def _session_event_offset(data: bytes) -> int | None:
     """Where the event type of a serialized SessionMessageImpl is, or None.
     The whole stream is walked, so a truncated or extended one is refused."""
     r, chain = _object(data)
@@ -220,7 +224,7 @@ def _session_event_offset(data):
     return offset if r.pos == len(data) else None
 
 
-def session_state_reply(data):
+def session_state_reply(data: bytes) -> bytes | None:
     """For a DeltaManager's "send me all sessions" request, the same message
     with its event type changed to "transfer complete"; otherwise None.
 

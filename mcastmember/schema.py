@@ -9,6 +9,14 @@ Never ``compile()`` this on network input: compiled construct parsers accept
 truncated packets silently.
 """
 
+# construct ships no type information and its field singletons look like
+# functions to pyright, which then rejects the "name" / field DSL.
+# pyright: reportOperatorIssue=false
+
+from __future__ import annotations
+
+from typing import Any
+
 from construct import (Bytes, Const, Int8sb, Int32sb, Int64sb, Prefixed, GreedyBytes,
                        Struct, Terminated, this)
 
@@ -35,14 +43,16 @@ PACKET = Struct(
 )
 
 
-def parse(data):
+def parse(data: bytes) -> Any:
     """Parse with construct; raises construct.ConstructError when malformed.
     Trailing bytes after the end marker are ignored, as Tomcat does."""
     return PACKET.parse(data)
 
 
-def build(alive, port, secure_port, udp_port, host, command, domain, unique_id, payload):
-    return PACKET.build(dict(body=dict(
+def build(alive: int, port: int, secure_port: int, udp_port: int, host: bytes, command: bytes,
+          domain: bytes, unique_id: bytes, payload: bytes) -> bytes:
+    data: bytes = PACKET.build(dict(body=dict(
         alive=alive, port=port, secure_port=secure_port, udp_port=udp_port,
         host_length=len(host), host=host, command=command, domain=domain,
         unique_id=unique_id, payload=payload)))
+    return data
