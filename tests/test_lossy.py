@@ -1,9 +1,11 @@
 """The second opinion on a lossy network (issue 14), in network namespaces
 with nftables dropping packets on a host's input hook: a member whose
 heartbeats are lost on the way but whose port answers is kept under verify
-and removed without it; a SIGKILLed member is removed under both. The
-engine-level bound on probes and the kept and refused cases on loopback are
-in test_verify.py. bench/lossy.py is the long version. Needs root and nftables; skipped with the reason otherwise."""
+and removed without it; a SIGKILLed member is removed under both; a flood of
+suspects whose ports never answer (and a few whose port accepts and hangs)
+is probed MAX_PROBES at a time, with no more sockets than that, while a
+live member is never suspected. The engine-level bound on probes and the
+kept and refused cases on loopback are in test_verify.py. bench/lossy.py is the long version. Needs root and nftables; skipped with the reason otherwise."""
 
 import asyncio
 import os
