@@ -365,18 +365,22 @@ class AsyncMembership(MembershipFront):
             task.add_done_callback(self._probe_tasks.discard)
 
     async def _verify(self, member: Member, timeout: float) -> None:
+        answered: bool | None = None        # no answer within the bound
         try:
             _, writer = await asyncio.wait_for(
                 asyncio.open_connection(member.address, member.port), timeout)
             writer.close()
             answered = True
         except asyncio.TimeoutError:
-            answered = None                 # no answer within the bound
+            pass
         except OSError:
             answered = False
-        if self.running and not self._inert:
-            self._engine.on_probe(member, answered, self.clock())
-            self._wake(())
+        finally:
+            # Reported whatever happens: until then the probe holds one of
+            # the engine's MAX_PROBES slots.
+            if self.running and not self._inert:
+                self._engine.on_probe(member, answered, self.clock())
+                self._wake(())
 
     # -- TCP listener for Tomcat ------------------------------------------------------
     async def _start_probe_server(self) -> None:

@@ -95,7 +95,8 @@ SAFE_BEATS_PER_DROP = 3
 EXPIRY_SLACK_S = 0.001
 
 # Suspects probed at once, at most (verify): a flood of suspects waits its
-# turn rather than open a socket each.
+# turn rather than open a socket each. A probe counts until the front reports
+# it, even after the engine timed it out: until then its socket may be open.
 MAX_PROBES = 16
 
 # Reasons of the removals ``stop()`` emits for the members still present,
@@ -150,6 +151,8 @@ class MembershipEngine:
         if self._peers is not None:
             self._new_targets()
         self._probes: dict[bytes, _Probe] = {}          # verify: identity -> _Probe of a suspect
+        # verify: identities probed, not reported by the front yet
+        self._unreported: set[bytes] = set()
         self._running = False
         self._packet: HeartbeatPacket | None = None
         self._sent_earlier = 0    # by packets since replaced (each counts its own sends)
@@ -198,6 +201,7 @@ class MembershipEngine:
         self.table.clear()
         self._listed = {}
         self._probes = {}
+        self._unreported = set()    # a restart starts counting afresh
         self._counts["removed." + STOPPED] += len(remaining)
         self._events.extend(MemberEvent(REMOVED, member, STOPPED) for member in remaining)
         return self._make_packet(L.SHUTDOWN_COMMAND) if self._sends else None
@@ -231,8 +235,13 @@ class MembershipEngine:
         expiry = self.table.next_expiry()
         if expiry is not None:
             deadline = min(deadline, max(expiry, self._grace_until) + EXPIRY_SLACK_S)
-        for probe in self._probes.values():
-            deadline = min(deadline, probe.at)
+        # A suspect waiting for a free slot is due when a report frees one
+        # (the front wakes us then), not now: else we would spin meanwhile.
+        unreported = self._unreported
+        free = len(unreported) < MAX_PROBES
+        for identity, probe in self._probes.items():
+            if probe.in_flight or (free and identity not in unreported):
+                deadline = min(deadline, probe.at)
         if self._read_after > self._now:
             deadline = min(deadline, self._read_after)
         # A deadline already past is due now: waking at once is not lateness.
@@ -417,19 +426,22 @@ class MembershipEngine:
     def probes_due(self, now: float) -> list[tuple[Member, float]]:
         """The suspects to probe now, as ``(member, timeout seconds)``: try a
         TCP connect to ``member.address``:``member.port`` within the timeout
-        and report with ``on_probe``. At most MAX_PROBES at once."""
+        and report with ``on_probe``, always (a probe counts against
+        MAX_PROBES until then, even once the engine timed it out)."""
         if not self._probes:
             return []
         self._now = now
-        in_flight = sum(probe.in_flight for probe in self._probes.values())
+        unreported = self._unreported
         due: list[tuple[Member, float]] = []
         timeout = self.config.verify_timeout / 1000.0
-        for probe in self._probes.values():
-            if in_flight >= MAX_PROBES:
+        for identity, probe in self._probes.items():
+            if len(unreported) >= MAX_PROBES:
                 break
-            if not probe.in_flight and now >= probe.at:
+            # A member suspected again while its last probe is unreported
+            # waits for that report: one probe per member at a time.
+            if not probe.in_flight and now >= probe.at and identity not in unreported:
                 probe.in_flight, probe.at = True, now + timeout
-                in_flight += 1
+                unreported.add(identity)
                 due.append((probe.member, timeout))
         return due
 
@@ -440,6 +452,9 @@ class MembershipEngine:
         the engine's own bound runs out first). Kept for another drop time
         (and probed again then, unless heard), or removed ("expired")."""
         self._now = now
+        if member.identity not in self._unreported:
+            return                      # not one of ours (handed out before a restart)
+        self._unreported.discard(member.identity)
         probe = self._probes.get(member.identity)
         if probe is None or not probe.in_flight:
             return                      # heard meanwhile, gone, or timed out already

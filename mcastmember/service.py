@@ -406,10 +406,15 @@ class McastService(MembershipFront):
                              name="mcastmember-probe", daemon=True).start()
 
     def _verify(self, member: Member, timeout: float) -> None:
-        answered = connect_probe(member, timeout)
-        with self._lock:
-            self._engine.on_probe(member, answered, self.clock())
-        self._wake()
+        answered: bool | None = None
+        try:
+            answered = connect_probe(member, timeout)
+        finally:
+            # Reported whatever happens: until then the probe holds one of
+            # the engine's MAX_PROBES slots.
+            with self._lock:
+                self._engine.on_probe(member, answered, self.clock())
+            self._wake()
 
     # -- events ------------------------------------------------------------------
     def _publish(self, events: Sequence[MemberEvent]) -> None:

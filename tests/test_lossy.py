@@ -1,17 +1,28 @@
 """The second opinion on a lossy network (issue 14), in network namespaces
 with nftables dropping packets on a host's input hook: a member whose
 heartbeats are lost on the way but whose port answers is kept under verify
-and removed without it; a SIGKILLed member is removed under both. The
-engine-level bound on probes and the kept and refused cases on loopback are
-in test_verify.py. bench/lossy.py is the long version. Needs root and nftables; skipped with the reason otherwise."""
+and removed without it; a SIGKILLed member is removed under both; a flood of
+suspects whose ports never answer (and a few whose port accepts and hangs)
+is probed MAX_PROBES at a time, with no more sockets than that, while a
+live member is never suspected. The engine-level bound on probes and the
+kept and refused cases on loopback are in test_verify.py. bench/lossy.py is the long version. Needs root and nftables; skipped with the reason otherwise."""
 
+import asyncio
+import os
 import signal
+import socket
+import subprocess
+import sys
+import threading
 import time
 
 import pytest
 
-from netlab import JsonProcess, Lan, demo_command, event, loss_rules, nft_available
-from support import GROUP
+from mcastmember.engine import MAX_PROBES
+
+from fronts import Asyncio, FRONTS, Threaded
+from netlab import JsonProcess, Lan, demo_command, event, loss_rules, nft_available, run_in_netns
+from support import GROUP, heartbeat, wait_until
 
 FREQUENCY, DROP = 0.1, 0.4
 PROBE_BOUND = 0.3                   # ServiceConfig's verify_timeout default
@@ -86,3 +97,175 @@ def test_a_killed_member_is_removed_with_and_without_verify(lan, cluster):
         assert about(proc, host) == ([("added", None), ("suspect", None),
                                       ("removed", "expired")] if proc is verified
                                      else [("added", None), ("removed", "expired")])
+
+
+# -- a flood of suspects whose ports never answer ------------------------------------------
+#
+# In-process, so that the watcher's own descriptors, probe threads and probe
+# tasks can be counted: the whole scenario runs on a thread that entered a
+# one-host namespace (setns is per thread, and the threads and the event loop
+# the fronts start from it inherit it), where nftables drops every SYN to the
+# silent members' ports. Heartbeats go over that namespace's loopback. The
+# fronts use the suite's implementation (CI runs it compiled, then with
+# MCASTMEMBER_NO_EXTENSIONS=1).
+
+SILENT, HANGING = 120, 4            # forged members: ports that never answer; that accept and hang
+SILENT_PORTS, HANGING_PORTS = range(31000, 31000 + SILENT), range(32000, 32000 + HANGING)
+FLOOD_DROP, FLOOD_BOUND = 1.0, 0.2  # drop time, verify_timeout (seconds)
+# Each probe of a silent member holds a slot for its bound, MAX_PROBES at a
+# time: the last of them is removed ceil(n / MAX_PROBES) bounds after the
+# first became a suspect, and the hanging ones (kept: their port accepts)
+# share the slots.
+ROUNDS = -(-(SILENT + HANGING) // MAX_PROBES)
+# Probes alive beyond MAX_PROBES: none of the asyncio front's (a task reports
+# as its last step, and the sampler runs on the loop, between steps); a
+# thread may still be alive for a few instructions after its report, while
+# the driver already started the probe that report made room for (it holds
+# no socket: its connect was closed before the report, so the descriptors
+# have no such allowance).
+ENDING = {"asyncio": 0, "threads": 2}
+# Per round: the front's report and the next hand-out (a thread or task
+# start, a wake-up of the driver) on a busy two-core machine.
+ROUND_SLACK = 0.1
+
+HANG_SCRIPT = r"""
+import socket, sys, time
+servers = [socket.create_server(("127.0.0.1", int(p)), backlog=64) for p in sys.argv[1:]]
+for server in servers:
+    server.setblocking(False)
+print("ready", flush=True)
+held = []
+while True:                         # accept, then never read, never close
+    for server in servers:
+        try:
+            held.append(server.accept()[0])
+        except BlockingIOError:
+            pass
+    time.sleep(0.01)
+"""
+
+
+class Sampler:
+    """The process's open descriptors and live probes (threads named
+    mcastmember-probe, or tasks running a probe), every few ms, in a thread."""
+
+    def __init__(self, node):
+        self.node = node
+        self.fds, self.probes = [], []
+        self._stop = threading.Event()
+        self._thread = None
+
+    def live_probes(self):
+        if isinstance(self.node, Asyncio):
+            async def count():
+                return sum(t.get_coro().__qualname__ == "AsyncMembership._verify"
+                           for t in asyncio.all_tasks())
+            return self.node._run(count())
+        return sum(t.name == "mcastmember-probe" for t in threading.enumerate())
+
+    @staticmethod
+    def descriptors():
+        return len(os.listdir("/proc/self/fd"))
+
+    def _run(self):
+        while not self._stop.wait(0.005):
+            self.fds.append(self.descriptors())
+            self.probes.append(self.live_probes())
+
+    def __enter__(self):
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
+def flood(lan, kind, group_port):
+    from mcastmember import _codec
+    node = FRONTS[kind](group_port, 4000, verify=True, verify_timeout=int(FLOOD_BOUND * 1000),
+                        frequency=100, drop_time=int(FLOOD_DROP * 1000))
+    real = Threaded(group_port, 4001, frequency=100, drop_time=int(FLOOD_DROP * 1000))
+    hang = lan.run(0, [sys.executable, "-I", "-c", HANG_SCRIPT, *map(str, HANGING_PORTS)],
+                   stdout=subprocess.PIPE, text=True)
+    sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        assert hang.stdout.readline() == "ready\n"
+        node.start()
+        real.start()
+        node.events.wait_for(lambda e: e.member is not None and e.member.port == 4001)
+        # Idle: no probe yet, every socket of the watcher and the real member open.
+        baseline_fds, baseline_probes = Sampler.descriptors(), Sampler(node).live_probes()
+        sender.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton("127.0.0.1"))
+        sender.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 0)
+        forged = {port: (i + 1).to_bytes(16, "big") for i, port in enumerate([*SILENT_PORTS, *HANGING_PORTS])}
+        with Sampler(node) as sampler:
+            # One heartbeat each (again to any not added yet: a burst may
+            # overflow the receive buffer), then silence.
+            deadline = time.monotonic() + 3
+            while True:
+                known = {m.port for m in node.members()}
+                missing = [port for port in forged if port not in known]
+                if not missing:
+                    break
+                assert time.monotonic() < deadline, f"never added: {missing}"
+                for port in missing:
+                    sender.sendto(heartbeat(_codec.impl, port=port, uid=forged[port]),
+                                  (GROUP, group_port))
+                time.sleep(0.05)
+            last_sent = time.monotonic()
+            bound = FLOOD_DROP + ROUNDS * (FLOOD_BOUND + ROUND_SLACK) + 0.5
+            wait_until(lambda: all(node.events.kinds(port)[-1:] == [("removed", "expired")]
+                                   for port in SILENT_PORTS), timeout=bound + 2)
+            done = time.monotonic()
+        removed = [e for e in node.events.events if e.kind == "removed"]
+        # (c) within the bound, each exactly once: added, suspect, removed.
+        assert done - last_sent <= bound, (done - last_sent, bound)
+        for port in SILENT_PORTS:
+            assert node.events.kinds(port) == [("added", None), ("suspect", None),
+                                               ("removed", "expired")], port
+        # (a) the real member, heartbeating throughout, was never suspected.
+        assert node.events.kinds(4001) == [("added", None)]
+        # (d) the ports that accept and hang keep their members.
+        assert sorted(m.port for m in node.members()) == [4001, *HANGING_PORTS]
+        assert {p: node.events.kinds(p)[:2] for p in HANGING_PORTS} == {
+            p: [("added", None), ("suspect", None)] for p in HANGING_PORTS}
+        stats = node.stats()
+        assert stats["verify.timed_out"] == SILENT and stats["verify.failed"] == 0
+        assert stats["verify.kept"] >= HANGING
+        assert stats["suspected"] == SILENT + HANGING
+        # (b) never more than MAX_PROBES sockets, nor probes, at once (and
+        # the flood did fill every slot).
+        assert max(sampler.fds) - baseline_fds == MAX_PROBES, (max(sampler.fds), baseline_fds)
+        assert MAX_PROBES <= max(sampler.probes) - baseline_probes <= MAX_PROBES + ENDING[kind]
+        # Once the hanging ports refuse, their members go at the next probe,
+        # and nothing is left behind: no probe, no socket, no suspect.
+        hang.kill()
+        hang.wait()
+        wait_until(lambda: all(node.events.kinds(p)[-1:] == [("removed", "expired")]
+                               for p in HANGING_PORTS), timeout=FLOOD_DROP + 2)
+        assert [m.port for m in node.members()] == [4001]
+        assert node.stats()["verify.failed"] == HANGING
+        wait_until(lambda: Sampler(node).live_probes() == baseline_probes, timeout=2)
+        assert Sampler.descriptors() == baseline_fds
+        assert removed == [e for e in removed if e.member.port in SILENT_PORTS]
+        return lan.counters(0)
+    finally:
+        sender.close()
+        hang.kill()
+        hang.wait()
+        real.close()
+        node.close()
+
+
+@pytest.mark.parametrize("kind", ["threads", "asyncio"])
+def test_a_flood_of_suspects_that_never_answer_is_probed_a_bounded_number_at_a_time(
+        kind, group_port):
+    with Lan(1) as lan:
+        # Every SYN to a silent member's port is dropped: each probe hangs
+        # until its bound. The counter says how many were sent.
+        lan.filter(0, [f"tcp dport {SILENT_PORTS[0]}-{SILENT_PORTS[-1]} tcp flags syn "
+                       "counter drop"])
+        (syns,) = run_in_netns(lan.hosts[0], flood, lan, kind, group_port, timeout=60)
+    assert syns == SILENT              # each silent member probed once, and only once

@@ -149,16 +149,88 @@ def test_a_suspects_goodbye_removes_it_at_once(make):
     assert engine.events() == [] and engine.probes_due(3.4) == []
 
 
-def test_a_flood_of_suspects_is_probed_a_bounded_number_at_a_time(make):
+def flooded(make, count=40):
     engine = make()
     engine.start(0.0)
-    for i in range(40):
+    for i in range(count):
         hear(engine, 0.0, port=5000 + i, uid=uid(i + 10))
     engine.on_timer(3.01)
-    assert len(engine.probes_due(3.01)) == MAX_PROBES
+    engine.events()
+    return engine
+
+
+def test_a_flood_of_suspects_is_probed_a_bounded_number_at_a_time(make):
+    engine = flooded(make)
+    first = engine.probes_due(3.01)
+    assert len(first) == MAX_PROBES
     assert engine.probes_due(3.02) == []
-    engine.on_timer(3.32)                                    # those time out...
-    assert len(engine.probes_due(3.32)) == MAX_PROBES        # ...and the next ones go
+    for member, _ in first:                                  # those end...
+        engine.on_probe(member, None, 3.30)
+    assert len(engine.probes_due(3.30)) == MAX_PROBES        # ...and the next ones go
+
+
+def test_a_probe_the_engine_timed_out_counts_until_the_front_reports_it(make):
+    # The front's connect may still hold its socket when the engine's own
+    # bound removes the suspect: a new probe starts only once it reports.
+    engine = flooded(make)
+    first = engine.probes_due(3.01)
+    engine.on_timer(3.32)                                    # all time out here
+    assert [e.kind for e in engine.events()] == ["removed"] * MAX_PROBES
+    assert engine.probes_due(3.32) == []
+    engine.on_probe(first[0][0], None, 3.33)                 # one report: one slot
+    assert [m.port for m, _ in engine.probes_due(3.33)] == [5000 + MAX_PROBES]
+    for member, _ in first[1:]:
+        engine.on_probe(member, True, 3.34)                  # a late answer changes nothing
+    assert engine.events() == []
+    assert len(engine.probes_due(3.34)) == MAX_PROBES - 1
+    stats = engine.stats()
+    assert (stats["verify.timed_out"], stats["verify.kept"], stats["members"]) == (
+        MAX_PROBES, 0, 40 - MAX_PROBES)
+
+
+def test_suspects_waiting_for_a_slot_do_not_wake_the_driver(make):
+    # Due, but no slot free: the report that frees one wakes the front, so
+    # the deadline is the probes' bound, not now (the driver would spin).
+    engine = flooded(make)
+    first = engine.probes_due(3.01)
+    engine.outgoing(3.02)
+    assert engine.next_deadline() == pytest.approx(3.31)
+    engine.on_timer(3.31)                                    # timed out, not reported
+    engine.outgoing(3.31)
+    assert engine.next_deadline() == pytest.approx(3.5)     # the next heartbeat
+    engine.on_probe(first[0][0], None, 3.32)
+    assert engine.next_deadline() == pytest.approx(3.01)    # a slot: due at once
+
+
+def test_a_suspect_heard_during_its_probe_holds_the_slot_until_the_report(make):
+    engine = make()
+    engine.start(0.0)
+    hear(engine, 0.0, port=4002, uid=uid(2))
+    for i in range(MAX_PROBES):
+        hear(engine, 0.5, port=5000 + i, uid=uid(i + 10))
+    engine.on_timer(3.01)
+    ((member, _),) = engine.probes_due(3.01)
+    hear(engine, 3.1, port=4002, uid=uid(2), alive=3100)     # back: no longer a suspect
+    engine.on_timer(3.51)
+    assert len(engine.probes_due(3.51)) == MAX_PROBES - 1    # its probe still runs
+    engine.on_probe(member, True, 3.52)
+    assert len(engine.probes_due(3.52)) == 1
+
+
+def test_a_restart_counts_afresh_and_ignores_reports_from_before(make):
+    engine = flooded(make)
+    before = engine.probes_due(3.01)
+    engine.stop(3.1)                                         # those probes may still run
+    engine.start(4.0)
+    for i in range(MAX_PROBES + 1):
+        hear(engine, 4.0, port=6000 + i, uid=uid(i + 100))
+    engine.on_timer(7.01)
+    engine.events()
+    assert len(engine.probes_due(7.01)) == MAX_PROBES
+    for member, _ in before:
+        engine.on_probe(member, False, 7.02)                 # not this run's: no slot, no event
+    assert engine.probes_due(7.02) == [] and engine.events() == []
+    assert engine.stats()["verify.failed"] == 0
 
 
 def test_stop_removes_suspects_too(make):
