@@ -50,3 +50,21 @@ def test_extension_really_loaded_when_required():
 def test_public_names_resolve():
     for name in mcastmember.__all__:
         assert getattr(mcastmember, name) is not None
+
+
+def test_all_lists_every_lazy_name_and_the_checkers_see_each():
+    """__all__ is spelled out (the checkers read it), as is each name's import
+    under TYPE_CHECKING: both must stay the names __getattr__ loads."""
+    import ast
+    assert mcastmember.__all__ == sorted(mcastmember._EXPORTS)
+    with open(mcastmember.__file__, encoding="utf-8") as source:
+        tree = ast.parse(source.read())
+    seen = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            for imp in node.body:
+                if isinstance(imp, ast.ImportFrom):
+                    for alias in imp.names:
+                        assert alias.asname == alias.name    # re-exported
+                        seen[alias.name] = imp.module
+    assert seen == mcastmember._EXPORTS
