@@ -68,3 +68,14 @@ def test_all_lists_every_lazy_name_and_the_checkers_see_each():
                         assert alias.asname == alias.name    # re-exported
                         seen[alias.name] = imp.module
     assert seen == mcastmember._EXPORTS
+
+
+def test_fronts_load_without_docstrings():
+    """python -OO strips docstrings: the fronts still load (takes_settings
+    appends ServiceConfig's list of settings only when there is one)."""
+    out = subprocess.run([sys.executable, "-OO", "-c",
+                          "import inspect, mcastmember; front = mcastmember.McastService; "
+                          "mcastmember.AsyncMembership; "
+                          "print(front.__doc__, 'ttl' in inspect.signature(front).parameters)"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "None True"
