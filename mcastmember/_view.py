@@ -23,8 +23,8 @@ import time
 # never load it): both checkers take this name for it.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
-    from typing import Any, TextIO
+    from collections.abc import Callable
+    from typing import TextIO
 
     from typing_extensions import TypeAlias
 
@@ -137,10 +137,10 @@ class LineView(JsonView):
             self._out.flush()
 
     def on_event(self, event: MemberEvent | EventsLost) -> None:
-        m = event.member
-        if m is None:
+        if event.member is None:
             self._say(f"{event.count} events lost: the listener fell behind")
             return
+        m = event.member
         reason = f" ({event.reason})" if event.reason else ""
         self._say(f"{event.kind}{reason}: {member_address(m)} id={m.unique_id.hex()} "
                   f"domain={show_bytes(m.domain)} payload={show_bytes(m.payload)}"
@@ -188,11 +188,11 @@ class TableView(LineView):
     # -- events (the dispatcher's thread) -------------------------------------------------
     def on_event(self, event: MemberEvent | EventsLost) -> None:
         now, stamp = self._clock(), time.strftime("%H:%M:%S")
-        m = event.member
         with self._lock:
-            if m is None:
+            if event.member is None:
                 self._changes.append(("lost", f"{stamp} {event.count} events lost"))
             else:
+                m = event.member
                 reason = f" ({event.reason})" if event.reason else ""
                 self._changes.append((event.kind, f"{stamp} {event.kind}{reason} "
                                       f"{member_address(m)} id {m.unique_id.hex()[:12]}"))
@@ -269,7 +269,7 @@ class TableView(LineView):
         # leaves some terminals waiting to wrap, and the line erase then eats it.
         width, height = max(20, size.columns - 1), max(8, size.lines)
         cfg = service.config
-        stats: Mapping[str, Any] = service.stats()      # counters, and the codec's name
+        stats = service.stats()
         members = sorted(service.members(), key=_order)
         heard = _silence(service, members)
         if cfg.listen_only:
@@ -279,11 +279,13 @@ class TableView(LineView):
             title = (f"mcast-demo  {cfg.describe()}  me {member_address(me)} "
                      f"id {me.unique_id.hex()[:12]}")
         title += f"  ({stats['implementation']} codec, auth {cfg.auth})"
-        malformed = sum(v for k, v in stats.items() if k.startswith("malformed."))
-        failed = sum(v for k, v in stats.items() if k.startswith("auth."))
+        # int(): a counter, of stats' values (counters, healthy and the codec's name)
+        malformed = sum(int(v) for k, v in stats.items() if k.startswith("malformed."))
+        failed = sum(int(v) for k, v in stats.items() if k.startswith("auth."))
+        refused = int(stats.get("refused", 0)) + int(stats.get("refused_unlisted", 0))
         summary = (f"{len(members)} member(s)  received {stats['received']}  "
                    f"sent {stats['sent']}  malformed {malformed}  not authentic {failed}  "
-                   f"refused {stats.get('refused', 0) + stats.get('refused_unlisted', 0)}")
+                   f"refused {refused}")
         if self._metrics is not None:
             summary += f"  metrics {self._metrics.url}"
         summary += "  Ctrl-C " + ("stops" if cfg.listen_only else "leaves")
