@@ -1,20 +1,28 @@
 """Logging that cannot be turned into a flood by what arrives on the network."""
 
+from __future__ import annotations
+
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import logging
+    from collections.abc import Callable
 
 
 class RateLimitedLog:
     """Logs a message under a key at most once per ``interval`` seconds,
     adding how many were held back since the last one."""
 
-    def __init__(self, logger, interval=10.0, clock=time.monotonic):
+    def __init__(self, logger: logging.Logger, interval: float = 10.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._logger = logger
         self._interval = interval
         self._clock = clock
-        self._last = {}
-        self._held = {}
+        self._last: dict[str, float] = {}
+        self._held: dict[str, int] = {}
 
-    def log(self, level, key, message, *args):
+    def log(self, level: int, key: str, message: str, *args: object) -> bool:
         now = self._clock()
         last = self._last.get(key)
         if last is not None and now - last < self._interval:

@@ -8,6 +8,8 @@ It fits the terminal (columns dropped, then cut, as it narrows; rows as it
 shortens) and follows a resize. Colours only on a terminal, never with
 NO_COLOR set or TERM=dumb."""
 
+from __future__ import annotations
+
 import collections
 import json
 import math
@@ -16,6 +18,24 @@ import shutil
 import sys
 import threading
 import time
+
+# typing.TYPE_CHECKING without importing typing (mcast-demo decode and keygen
+# never load it): both checkers take this name for it.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import TextIO
+
+    from typing_extensions import TypeAlias
+
+    from .events import EventsLost, MemberEvent
+    from .member import Member
+    from .metrics import MetricsServer
+    from .service import McastService
+
+    # A column of the table: title, width (None: the widest value; 0: what
+    # is left) and the text of a member's value (None: computed apart).
+    Column: TypeAlias = "tuple[str, int | None, Callable[[Member], str] | None]"
 
 # At most one frame per FRAME_S (the refresh floor), and one at least every
 # AGE_S while nothing happens, for the "last heard" ages.
@@ -32,19 +52,19 @@ _CSI = "\x1b["
 _BEGIN, _END = _CSI + "?2026h", _CSI + "?2026l"
 
 
-def host_port(address, port):
+def host_port(address: str, port: int) -> str:
     """``10.0.0.5:4000``, ``[fe80::1]:4000``."""
     return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
 
 
-def member_address(member):
+def member_address(member: Member) -> str:
     try:
         return host_port(member.address, member.port)
     except ValueError:          # a host of neither 4 nor 16 bytes
         return f"{member.host.hex()}:{member.port}"
 
 
-def show_bytes(value):
+def show_bytes(value: bytes) -> str:
     if not value:
         return "(empty)"
     try:
@@ -56,21 +76,23 @@ def show_bytes(value):
     return f"{value.hex()} ({len(value)} B)"
 
 
-def show_auth(member, prefix=""):
+def show_auth(member: Member, prefix: str = "") -> str:
     """yes/no for a member judged by its trailer; "" when we do not authenticate."""
     if member.authenticated is None:
         return ""
     return prefix + ("yes" if member.authenticated else "no")
 
 
-def colour_wanted(stream):
+def colour_wanted(stream: TextIO) -> bool:
     """Colours on a terminal, unless NO_COLOR is set (no-color.org) or TERM=dumb."""
     return (stream.isatty() and not os.environ.get("NO_COLOR")
             and os.environ.get("TERM") != "dumb")
 
 
-def choose(service, json_lines, stream=None):
+def choose(service: McastService, json_lines: bool,
+           stream: TextIO | None = None) -> JsonView:
     stream = stream or sys.stdout
+    assert stream is not None       # (typed so: no console, as under pythonw)
     if json_lines:
         return JsonView(stream)
     return TableView(service, stream) if stream.isatty() else LineView(stream)
@@ -80,11 +102,11 @@ class JsonView:
     """One JSON object per event per line; nothing else on stdout."""
     refresh = 1.0
 
-    def __init__(self, stream):
+    def __init__(self, stream: TextIO) -> None:
         self._out = stream
         self._lock = threading.Lock()
 
-    def on_event(self, event):
+    def on_event(self, event: MemberEvent | EventsLost) -> None:
         if event.member is None:     # EventsLost: we fell behind
             line = json.dumps({"event": event.kind, "count": event.count})
         else:
@@ -93,38 +115,38 @@ class JsonView:
             self._out.write(line + "\n")
             self._out.flush()
 
-    def started(self, service, metrics=None):
+    def started(self, service: McastService, metrics: MetricsServer | None = None) -> None:
         pass
 
-    def tick(self, service):
+    def tick(self, service: McastService) -> None:
         pass
 
-    def stopped(self, service):
+    def stopped(self, service: McastService) -> None:
         pass
 
-    def close(self):
+    def close(self) -> None:
         pass
 
 
 class LineView(JsonView):
     """A line per event, for logs and pipes."""
 
-    def _say(self, text):
+    def _say(self, text: str) -> None:
         with self._lock:
             self._out.write(time.strftime("%H:%M:%S ") + text + "\n")
             self._out.flush()
 
-    def on_event(self, event):
-        m = event.member
-        if m is None:
+    def on_event(self, event: MemberEvent | EventsLost) -> None:
+        if event.member is None:
             self._say(f"{event.count} events lost: the listener fell behind")
             return
+        m = event.member
         reason = f" ({event.reason})" if event.reason else ""
         self._say(f"{event.kind}{reason}: {member_address(m)} id={m.unique_id.hex()} "
                   f"domain={show_bytes(m.domain)} payload={show_bytes(m.payload)}"
                   f"{show_auth(m, ' authenticated=')}")
 
-    def started(self, service, metrics=None):
+    def started(self, service: McastService, metrics: MetricsServer | None = None) -> None:
         cfg = service.config
         codec = service.stats()["implementation"]
         if cfg.listen_only:
@@ -136,7 +158,7 @@ class LineView(JsonView):
         if metrics is not None:
             self._say(f"metrics on {metrics.url}")
 
-    def stopped(self, service):
+    def stopped(self, service: McastService) -> None:
         self._say("stopped watching (nothing was sent)" if service.config.listen_only
                   else "left the group (shutdown packet sent)")
 
@@ -146,28 +168,31 @@ class TableView(LineView):
 
     refresh = FRAME_S / 2   # how often the caller ticks us; we draw at most every FRAME_S
 
-    def __init__(self, service, stream, clock=time.monotonic):
+    def __init__(self, service: McastService, stream: TextIO,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__(stream)
         self._clock = clock
         self._colour = colour_wanted(stream)
-        self._changes = collections.deque(maxlen=CHANGES_SHOWN)
-        self._recent = {}            # member identity -> (kind, when), for the row colour
+        self._changes: collections.deque[tuple[str, str]] = collections.deque(
+            maxlen=CHANGES_SHOWN)
+        # member identity -> (kind, when), for the row colour
+        self._recent: dict[bytes, tuple[str, float]] = {}
         self._dirty = True
-        self._drawn = None           # the lines on the screen (None: nothing drawn yet)
-        self._size = None
+        self._drawn: list[str] | None = None  # the lines on the screen (None: nothing drawn yet)
+        self._size: os.terminal_size | None = None
         self._last_frame = -math.inf
-        self._metrics = None
+        self._metrics: MetricsServer | None = None
         utf8 = (getattr(stream, "encoding", None) or "").lower().replace("-", "") == "utf8"
         self._ellipsis = "…" if utf8 else "~"
 
     # -- events (the dispatcher's thread) -------------------------------------------------
-    def on_event(self, event):
+    def on_event(self, event: MemberEvent | EventsLost) -> None:
         now, stamp = self._clock(), time.strftime("%H:%M:%S")
-        m = event.member
         with self._lock:
-            if m is None:
+            if event.member is None:
                 self._changes.append(("lost", f"{stamp} {event.count} events lost"))
             else:
+                m = event.member
                 reason = f" ({event.reason})" if event.reason else ""
                 self._changes.append((event.kind, f"{stamp} {event.kind}{reason} "
                                       f"{member_address(m)} id {m.unique_id.hex()[:12]}"))
@@ -175,12 +200,12 @@ class TableView(LineView):
             self._dirty = True
 
     # -- frames (the main thread) ------------------------------------------------------------
-    def started(self, service, metrics=None):
+    def started(self, service: McastService, metrics: MetricsServer | None = None) -> None:
         self._metrics = metrics
         self._write(_CSI + "?25l")              # no cursor jumping about the table
         self.tick(service)
 
-    def tick(self, service):
+    def tick(self, service: McastService) -> None:
         now = self._clock()
         size = self._terminal_size()
         if now - self._last_frame < FRAME_S:
@@ -197,7 +222,7 @@ class TableView(LineView):
         self._draw(lines, size)
         self._last_frame = now
 
-    def _terminal_size(self):
+    def _terminal_size(self) -> os.terminal_size:
         # The terminal's own size, as it is now: COLUMNS and LINES in the
         # environment (shutil's first choice) do not follow a resize.
         try:
@@ -205,20 +230,20 @@ class TableView(LineView):
         except (AttributeError, ValueError, OSError):
             return shutil.get_terminal_size()
 
-    def stopped(self, service):
+    def stopped(self, service: McastService) -> None:
         rows = len(self._drawn or ())
         self._write(_CSI + f"{rows + 1};1H" + _CSI + "J" + _CSI + "?25h")
         super().stopped(service)
 
-    def close(self):
+    def close(self) -> None:
         self._write(_CSI + "?25h")               # whatever happened, the cursor comes back
 
-    def _write(self, text):
+    def _write(self, text: str) -> None:
         with self._lock:
             self._out.write(text)
             self._out.flush()
 
-    def _draw(self, lines, size):
+    def _draw(self, lines: list[str], size: os.terminal_size) -> None:
         """Rewrite the lines that changed (all after a resize), in one write."""
         parts = []
         if self._drawn is None or size != self._size:
@@ -235,10 +260,11 @@ class TableView(LineView):
             parts.append(f"{_CSI}{len(lines) + 1};1H")
             self._write(_BEGIN + "".join(parts) + _END)
 
-    def _paint(self, kind, text):
+    def _paint(self, kind: str | None, text: str) -> str:
         return f"{_CSI}{_SGR[kind]}m{text}{_CSI}0m" if self._colour and kind in _SGR else text
 
-    def _frame(self, service, size, changes, recent):
+    def _frame(self, service: McastService, size: os.terminal_size,
+               changes: list[tuple[str, str]], recent: dict[bytes, str]) -> list[str]:
         # One column short of the width: a character in the last column
         # leaves some terminals waiting to wrap, and the line erase then eats it.
         width, height = max(20, size.columns - 1), max(8, size.lines)
@@ -253,11 +279,13 @@ class TableView(LineView):
             title = (f"mcast-demo  {cfg.describe()}  me {member_address(me)} "
                      f"id {me.unique_id.hex()[:12]}")
         title += f"  ({stats['implementation']} codec, auth {cfg.auth})"
-        malformed = sum(v for k, v in stats.items() if k.startswith("malformed."))
-        failed = sum(v for k, v in stats.items() if k.startswith("auth."))
+        # int(): a counter, of stats' values (counters, healthy and the codec's name)
+        malformed = sum(int(v) for k, v in stats.items() if k.startswith("malformed."))
+        failed = sum(int(v) for k, v in stats.items() if k.startswith("auth."))
+        refused = int(stats.get("refused", 0)) + int(stats.get("refused_unlisted", 0))
         summary = (f"{len(members)} member(s)  received {stats['received']}  "
                    f"sent {stats['sent']}  malformed {malformed}  not authentic {failed}  "
-                   f"refused {stats.get('refused', 0) + stats.get('refused_unlisted', 0)}")
+                   f"refused {refused}")
         if self._metrics is not None:
             summary += f"  metrics {self._metrics.url}"
         summary += "  Ctrl-C " + ("stops" if cfg.listen_only else "leaves")
@@ -281,17 +309,17 @@ class TableView(LineView):
         lines += [self._paint(kind, cut(text, width)) for kind, text in tail]
         return lines[:size.lines]         # a tiny terminal: what fits
 
-    def _cut(self, text, width):
+    def _cut(self, text: str, width: int) -> str:
         return text if len(text) <= width else text[:width - 1] + self._ellipsis
 
 
-def _order(member):
+def _order(member: Member) -> tuple[int, bytes, int, bytes]:
     """Rows by address, then port, then id: a row never moves as members come
     and go or as their heartbeats arrive."""
     return (len(member.host), member.host, member.port, member.unique_id)
 
 
-def _silence(service, members):
+def _silence(service: McastService, members: list[Member]) -> list[float | None]:
     """Seconds since each member was last heard (None: not heard by us, as
     a member listed by DNS, or gone meanwhile)."""
     now = service.clock()
@@ -300,7 +328,7 @@ def _silence(service, members):
     return [None if t is None else max(0.0, now - t) for t in heard]
 
 
-def _age(seconds):
+def _age(seconds: float) -> str:
     if seconds < 60:
         return f"{seconds:.1f}s"
     minutes, seconds = divmod(int(seconds), 60)
@@ -313,15 +341,15 @@ def _age(seconds):
     return f"{days}d{hours:02d}h"
 
 
-def _uptime(member):
+def _uptime(member: Member) -> str:
     # Below zero: a member Tomcat must sort last (tcp_listener), not an age.
     return _age(member.alive_ms / 1000) if member.alive_ms >= 0 else "-"
 
 
 # The columns, most wanted first: (title, width or None for the rest, value).
 # As the terminal narrows the last ones go first; the first is always shown.
-def _columns(auth):
-    columns = [("host:port", None, member_address),
+def _columns(auth: bool) -> list[Column]:
+    columns: list[Column] = [("host:port", None, member_address),
                ("last heard", 10, None),
                ("uptime", 8, _uptime),
                ("unique id", 12, lambda m: m.unique_id.hex()[:12])]
@@ -335,12 +363,13 @@ def _columns(auth):
 MIN_REST = 16           # the domain / payload column is shown only this wide at least
 
 
-def _table(members, heard, width, auth):
+def _table(members: list[Member], heard: list[float | None], width: int,
+           auth: bool) -> tuple[str, list[tuple[Member | None, str]]]:
     """The header and one (member, text) per row, fitted to ``width``: the
     least wanted columns go first; the last, when shown, takes what is left."""
     columns = _columns(auth)
     widths = [max([len("host:port")] + [len(member_address(m)) for m in members])]
-    widths += [w for _, w, _ in columns[1:]]
+    widths += [w for _, w, _ in columns[1:] if w is not None]     # the first's only
     while len(widths) > 1:
         rest = MIN_REST if widths[-1] == 0 else 0
         if sum(widths) + 2 * (len(widths) - 1) + rest <= width:
@@ -348,7 +377,7 @@ def _table(members, heard, width, auth):
         widths.pop()
     columns = columns[:len(widths)]
 
-    def row(values):
+    def row(values: list[str]) -> str:
         cells = []
         for (title, _, _), text, w in zip(columns, values, widths):
             if w:
@@ -356,9 +385,10 @@ def _table(members, heard, width, auth):
             cells.append(text)
         return "  ".join(cells).rstrip()
 
-    def values(member, silence):
+    def values(member: Member, silence: float | None) -> list[str]:
         age = "-" if silence is None else _age(silence) + " ago"
-        return [member_address(member), age] + [value(member) for _, _, value in columns[2:]]
+        return [member_address(member), age] + [value(member) for _, _, value in columns[2:]
+                                                if value is not None]    # the second's only
 
     return (row([title for title, _, _ in columns]),
             [(m, row(values(m, h))) for m, h in zip(members, heard)])

@@ -13,6 +13,8 @@ malformed packet, 1 when the network refused (cannot join the group); the
 doctor: 0 when no check failed, 1 when one did, 2 for bad arguments.
 """
 
+from __future__ import annotations
+
 import argparse
 import json
 import os
@@ -24,15 +26,30 @@ import time
 
 from ._view import choose, host_port, member_address, show_bytes
 
+# typing.TYPE_CHECKING without importing typing (decode and keygen never
+# load it): both checkers take this name for it.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+    from types import FrameType
+    from typing import NoReturn
+
+    from typing_extensions import Self
+
+    from .config import Settings
+    from .events import EventsLost, MemberEvent
+    from .metrics import MetricsServer
+    from .service import McastService
+
 
 class _Parser(argparse.ArgumentParser):
     """argparse, but a bad argument is one clear line and exit status 2."""
 
-    def error(self, message):
+    def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def _build_parser():
+def _build_parser() -> _Parser:
     parser = _Parser(prog="mcast-demo",
                      description="Tomcat Tribes-compatible multicast membership demo.")
     commands = parser.add_subparsers(dest="command", metavar="{join,watch,doctor,decode,keygen}")
@@ -87,7 +104,7 @@ def _build_parser():
     return parser
 
 
-def _add_member_settings(parser):
+def _add_member_settings(parser: argparse.ArgumentParser) -> None:
     """A member's settings, as join takes them (doctor takes the same, so
     that an operator can paste the command line of a member)."""
     parser.add_argument("group", nargs="?",
@@ -130,7 +147,7 @@ def _add_member_settings(parser):
     _add_auth(parser)
 
 
-def _add_listening(command):
+def _add_listening(command: argparse.ArgumentParser) -> None:
     command.add_argument("--port", type=int, default=45564,
                          help="membership port, of the group and of unicast peers (45564)")
     command.add_argument("--interface", metavar="NAME|ADDR[,...]",
@@ -140,21 +157,21 @@ def _add_listening(command):
                               "unicast binds")
 
 
-def _add_table(command):
+def _add_table(command: argparse.ArgumentParser) -> None:
     command.add_argument("--drop-time", type=int, default=3000, metavar="MS",
                          help="silence in ms after which a member is dropped (3000)")
     command.add_argument("--max-members", type=int, default=1024,
                          help="member table bound (1024)")
 
 
-def _add_output(command):
+def _add_output(command: argparse.ArgumentParser) -> None:
     command.add_argument("--duration", type=float, metavar="SECONDS",
                          help="stop after this many seconds (default: until Ctrl-C or SIGTERM)")
     command.add_argument("--json", action="store_true",
                          help="one JSON object per event per line on stdout, nothing else")
 
 
-def _add_detector(command):
+def _add_detector(command: argparse.ArgumentParser) -> None:
     command.add_argument("--detector", choices=("fixed", "phi"), default="fixed",
                          help="expire members at the drop time (fixed), or by phi accrual on "
                               "each member's own heartbeat intervals (phi)")
@@ -162,7 +179,7 @@ def _add_detector(command):
                          help="with --detector phi: the phi past which a member is removed (8)")
 
 
-def _add_auth(command, verb="authenticate"):
+def _add_auth(command: argparse.ArgumentParser, verb: str = "authenticate") -> None:
     command.add_argument("--key-file", metavar="PATH",
                          help=f"{verb} heartbeats with the keys in PATH (one '<id> <64 hex "
                               "digits>' per line, the first signs; see README \"Security\")")
@@ -171,7 +188,7 @@ def _add_auth(command, verb="authenticate"):
                               "default) or accept and mark it (permissive)")
 
 
-def _add_metrics(command):
+def _add_metrics(command: argparse.ArgumentParser) -> None:
     command.add_argument("--metrics-port", type=int, metavar="PORT",
                          help="serve Prometheus metrics on this TCP port (needs "
                               "prometheus_client: pip install 'mcastmember[prometheus]')")
@@ -180,7 +197,7 @@ def _add_metrics(command):
                               "address, else 127.0.0.1)")
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
     try:
         if args.command == "decode":
@@ -195,7 +212,7 @@ def main(argv=None):
         return 0
 
 
-def _silence_stdout():
+def _silence_stdout() -> None:
     """The reader of our stdout went away (``| head -1``): send what is left
     to /dev/null, so neither a later write nor the flush at exit fails."""
     try:
@@ -207,7 +224,7 @@ def _silence_stdout():
 
 
 # -- decode ---------------------------------------------------------------------
-def _decode(args):
+def _decode(args: argparse.Namespace) -> int:
     source = args.hex
     packet = _hex_bytes(source)
     if packet is not None:
@@ -225,7 +242,7 @@ def _decode(args):
         return _decode_capture(lines, name, args.json)
 
 
-def _hex_bytes(text):
+def _hex_bytes(text: str) -> bytes | None:
     """The bytes of ``text`` as hexadecimal (spaces and colons between
     digits allowed), or None when it is not."""
     try:
@@ -234,7 +251,7 @@ def _hex_bytes(text):
         return None
 
 
-def _decode_capture(lines, name, json_lines):
+def _decode_capture(lines: Iterable[str], name: str, json_lines: bool) -> int:
     """A capture: one hex packet per line, blank lines and # comments
     skipped. Each packet is shown; each bad line is named on stderr, and
     makes the exit status 2."""
@@ -262,7 +279,8 @@ def _decode_capture(lines, name, json_lines):
     return 2 if bad else 0
 
 
-def _show_packet(data, json_lines, where="", extra=None):
+def _show_packet(data: bytes, json_lines: bool, where: str = "",
+                 extra: dict[str, object] | None = None) -> bool:
     """Print a packet's fields; False (and why, on stderr) when it is malformed."""
     from .errors import MalformedPacket
     from .packet import decode
@@ -310,7 +328,7 @@ between hosts, on each at once, naming the others (like omping):
 """
 
 
-def _doctor(args):
+def _doctor(args: argparse.Namespace) -> int:
     from . import doctor
     from .errors import ConfigurationError
 
@@ -331,7 +349,7 @@ def _doctor(args):
 
 
 # -- keygen -------------------------------------------------------------------------
-def _keygen(args):
+def _keygen(args: argparse.Namespace) -> int:
     from . import _layout as L
     from .auth import new_key_line
 
@@ -343,7 +361,7 @@ def _keygen(args):
 
 
 # -- join and watch -------------------------------------------------------------------
-def _settings(args):
+def _settings(args: argparse.Namespace) -> Settings:
     """McastService's settings from join's, watch's or doctor's arguments
     (ConfigurationError for a combination that cannot work)."""
     from .errors import ConfigurationError
@@ -359,11 +377,13 @@ def _settings(args):
     interface = args.interface
     if interface is not None and "," in interface:
         interface = [part.strip() for part in interface.split(",") if part.strip()]
-    settings = dict(interface=interface, drop_time=args.drop_time,
-                    max_members=args.max_members, detector=args.detector,
-                    phi_threshold=args.phi_threshold, keys=args.key_file, auth=args.auth)
+    # Dict displays, not dict(...): the checkers take those for a Settings.
+    settings: Settings = {"interface": interface, "drop_time": args.drop_time,
+                          "max_members": args.max_members, "detector": args.detector,
+                          "phi_threshold": args.phi_threshold, "keys": args.key_file,
+                          "auth": args.auth}
     if args.command == "watch":
-        settings.update(listen_only=True)
+        settings.update({"listen_only": True})
         return settings
     multicast = not args.no_multicast
     if multicast and args.group is None:
@@ -372,16 +392,17 @@ def _settings(args):
     if not multicast and args.group is not None:
         raise ConfigurationError(f"--no-multicast: leave out the group ({args.group})")
     peers = [spec for specs in args.peers for spec in specs.split(",") if spec.strip()]
-    settings.update(
-        ttl=args.ttl, host=args.host, member_port=args.member_port, domain=args.domain,
-        payload=args.payload, frequency=args.frequency, tomcat=args.tomcat,
-        multicast=multicast, peers=peers, dns=args.dns, dns_srv=args.dns_srv,
-        dns_interval=args.dns_interval, dns_servers=args.dns_server,
-        dns_members=args.dns_members, accept_unknown=args.accept_unknown, verify=args.verify)
+    settings.update({
+        "ttl": args.ttl, "host": args.host, "member_port": args.member_port,
+        "domain": args.domain, "payload": args.payload, "frequency": args.frequency,
+        "tomcat": args.tomcat, "multicast": multicast, "peers": peers, "dns": args.dns,
+        "dns_srv": args.dns_srv, "dns_interval": args.dns_interval,
+        "dns_servers": args.dns_server, "dns_members": args.dns_members,
+        "accept_unknown": args.accept_unknown, "verify": args.verify})
     return settings
 
 
-def _serve_metrics(service, args):
+def _serve_metrics(service: McastService, args: argparse.Namespace) -> MetricsServer:
     """The metrics server of ``--metrics-port``, bound before we join (so a
     taken port stops us before a heartbeat goes out); ConfigurationError."""
     from .errors import ConfigurationError
@@ -405,7 +426,7 @@ def _serve_metrics(service, args):
                                  f"{error.strerror or error}") from None
 
 
-def _run(args):
+def _run(args: argparse.Namespace) -> int:
     from .errors import ConfigurationError
     from .service import McastService
 
@@ -421,7 +442,7 @@ def _run(args):
 
     view = choose(service, args.json)
     with _Stop() as stop:
-        def on_event(event):    # on the dispatcher thread: a closed pipe ends the demo
+        def on_event(event: MemberEvent | EventsLost) -> None:    # on the dispatcher thread: a closed pipe ends the demo
             try:
                 view.on_event(event)
             except BrokenPipeError:
@@ -464,36 +485,36 @@ class _Stop:
     wait()), and would wait for itself. The main thread waits on a socket
     that signal.set_wakeup_fd writes to instead."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._r, self._w = socket.socketpair()
         self._r.setblocking(False)
         self._w.setblocking(False)
         self.requested = False
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         self._handlers = {sig: signal.signal(sig, self._on_signal)
                           for sig in (signal.SIGINT, signal.SIGTERM)}
         self._wakeup = signal.set_wakeup_fd(self._w.fileno())
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         signal.set_wakeup_fd(self._wakeup)
         for sig, handler in self._handlers.items():
             signal.signal(sig, handler)
         self._r.close()
         self._w.close()
 
-    def _on_signal(self, signum, frame):
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self.requested = True
 
-    def set(self):
+    def set(self) -> None:
         self.requested = True
         try:
             self._w.send(b"\0")
         except OSError:
             pass        # full: a wake-up is pending already
 
-    def wait(self, timeout):
+    def wait(self, timeout: float | None) -> bool:
         """Wait up to ``timeout`` seconds; True once asked to stop."""
         if not self.requested and select.select([self._r], [], [], timeout)[0]:
             self.requested = True           # a signal's byte, or set()'s

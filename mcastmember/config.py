@@ -7,7 +7,7 @@ import inspect
 import ipaddress
 import logging
 import os
-from typing import Literal, Sequence, TypedDict, Union
+from typing import TYPE_CHECKING, Literal, Sequence, TypedDict, Union, cast
 
 from . import _layout as L
 from . import _codec
@@ -16,6 +16,18 @@ from . import net
 from .errors import ConfigurationError
 from .member import Member, domain_from_text
 from .peers import PeerSet, cloud_unique_id, is_address, packed, parse_peer
+
+if TYPE_CHECKING:
+    from types import ModuleType
+    from typing import TypeVar
+
+    from typing_extensions import Buffer
+
+    from ._fast import HeartbeatPacket
+    from .detector import PhiAccrual
+    from .interfaces import Choice
+
+    _Front = TypeVar("_Front")
 
 log = logging.getLogger("mcastmember")
 
@@ -32,7 +44,7 @@ MIN_DNS_INTERVAL_MS = 100
 DEFAULT_VERIFY_TIMEOUT_MS = 300
 
 
-def _bytes_like(value, name):
+def _bytes_like(value: Buffer, name: str) -> bytes:
     """The bytes of a bytes-like value (bytes, bytearray, memoryview...). An
     int is refused, not taken as a length: bytes(16) is sixteen zero bytes."""
     if isinstance(value, bytes):
@@ -44,7 +56,7 @@ def _bytes_like(value, name):
         raise ConfigurationError(f"{name} must be bytes or text, not {value!r}") from None
 
 
-def _as_domain(domain):
+def _as_domain(domain: str | Buffer) -> bytes:
     if isinstance(domain, str):
         try:
             return domain_from_text(domain)
@@ -53,20 +65,20 @@ def _as_domain(domain):
     return _bytes_like(domain, "domain")
 
 
-def _as_payload(payload):
+def _as_payload(payload: str | Buffer) -> bytes:
     if isinstance(payload, str):
         return payload.encode("utf-8")
     return _bytes_like(payload, "payload")
 
 
-def _flag(value, name):
+def _flag(value: object, name: str) -> bool:
     """True or False only: bool("no") is True, so a string must not pass."""
     if not isinstance(value, bool):
         raise ConfigurationError(f"{name} must be True or False, not {value!r}")
     return value
 
 
-def _whole(value, name, low, high=None):
+def _whole(value: object, name: str, low: int, high: int | None = None) -> int:
     # A float with nothing after the point (500.0, as a config file or a
     # division gives it) is that whole number; 500.5, inf and nan are refused.
     if isinstance(value, float) and value.is_integer():
@@ -80,6 +92,11 @@ def _whole(value, name, low, high=None):
 
 
 Card = Union[str, int]
+# The other settings with a type of their own, as Settings has them.
+Interfaces = Union[Card, list[Card], tuple[Card, ...], None]
+Keys = Union[auth.KeyRing, str, os.PathLike[str], Sequence[tuple[int, bytes]], None]
+AuthMode = Literal["off", "permissive", "enforce"]
+Detector = Literal["fixed", "phi"]
 
 
 class Settings(TypedDict, total=False):
@@ -88,7 +105,7 @@ class Settings(TypedDict, total=False):
     Names and defaults are ServiceConfig's signature; a test keeps the two
     the same."""
 
-    interface: Card | Sequence[Card] | None
+    interface: Interfaces
     ttl: int | None
     loopback: bool
     frequency: int
@@ -115,16 +132,16 @@ class Settings(TypedDict, total=False):
     accept_unknown: bool
     verify: bool
     verify_timeout: int
-    detector: Literal["fixed", "phi"]
+    detector: Detector
     phi_threshold: float | None
     phi_min_std: int | None
     phi_pause: int | None
-    keys: auth.KeyRing | str | os.PathLike[str] | Sequence[tuple[int, bytes]] | None
-    auth: Literal["off", "permissive", "enforce"] | None
+    keys: Keys
+    auth: AuthMode | None
     listen_only: bool
 
 
-def takes_settings(front):
+def takes_settings(front: type[_Front]) -> type[_Front]:
     """Class decorator of a front whose ``__init__`` passes ``**settings`` to
     ServiceConfig: ``help()`` and ``inspect.signature`` then show every
     setting with its default, and the docstring lists them (one
@@ -133,9 +150,11 @@ def takes_settings(front):
     settings = [p for p in inspect.signature(ServiceConfig.__init__).parameters.values()
                 if p.kind is inspect.Parameter.KEYWORD_ONLY]
     params = [p for p in own.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
-    front.__init__.__signature__ = own.replace(parameters=params + settings)
+    # setattr: __signature__ is no attribute of a function's type, for the checkers.
+    setattr(front.__init__, "__signature__", own.replace(parameters=params + settings))
     doc = ServiceConfig.__doc__
-    front.__doc__ = (front.__doc__ or "").rstrip() + "\n\n    " + doc[doc.index("Settings"):]
+    if doc is not None:     # python -OO strips docstrings
+        front.__doc__ = (front.__doc__ or "").rstrip() + "\n\n    " + doc[doc.index("Settings"):]
     return front
 
 
@@ -201,19 +220,29 @@ class ServiceConfig:
     or False only; times and counts take whole numbers (500.0 included).
     """
 
-    def __init__(self, address=DEFAULT_GROUP, port=DEFAULT_PORT, *, interface=None, ttl=None,
-                 loopback=True, frequency=DEFAULT_FREQUENCY_MS, drop_time=DEFAULT_DROP_TIME_MS,
-                 host=None, member_port=DEFAULT_MEMBER_PORT, secure_port=-1, udp_port=-1,
-                 domain=b"", payload=b"", max_members=DEFAULT_MAX_MEMBERS,
-                 filter_domain=False, unique_id=None, alive_cap_ms=None, tcp_listener=None,
-                 tomcat=False, multicast=True, peers=(), dns=None, dns_srv=False,
-                 dns_interval=DEFAULT_DNS_INTERVAL_MS, dns_servers=None, dns_members=False,
-                 accept_unknown=False, verify=False, verify_timeout=DEFAULT_VERIFY_TIMEOUT_MS,
-                 detector="fixed", phi_threshold=None, phi_min_std=None, phi_pause=None,
-                 keys=None, auth=None, listen_only=False):
+    def __init__(self, address: str | None = DEFAULT_GROUP, port: int = DEFAULT_PORT, *,
+                 interface: Interfaces = None, ttl: int | None = None,
+                 loopback: bool = True, frequency: int = DEFAULT_FREQUENCY_MS,
+                 drop_time: int = DEFAULT_DROP_TIME_MS,
+                 host: str | bytes | None = None, member_port: int = DEFAULT_MEMBER_PORT,
+                 secure_port: int = -1, udp_port: int = -1,
+                 domain: bytes | str = b"", payload: bytes | str = b"",
+                 max_members: int = DEFAULT_MAX_MEMBERS,
+                 filter_domain: bool = False, unique_id: bytes | None = None,
+                 alive_cap_ms: int | None = None, tcp_listener: bool | None = None,
+                 tomcat: bool = False, multicast: bool = True, peers: str | Sequence[str] = (),
+                 dns: str | None = None, dns_srv: bool = False,
+                 dns_interval: int = DEFAULT_DNS_INTERVAL_MS,
+                 dns_servers: str | Sequence[str] | None = None, dns_members: bool = False,
+                 accept_unknown: bool = False, verify: bool = False,
+                 verify_timeout: int = DEFAULT_VERIFY_TIMEOUT_MS,
+                 detector: Detector = "fixed", phi_threshold: float | None = None,
+                 phi_min_std: int | None = None, phi_pause: int | None = None,
+                 keys: Keys = None, auth: AuthMode | None = None,
+                 listen_only: bool = False) -> None:
         self.multicast = _flag(multicast, "multicast")
         self.listen_only = _flag(listen_only, "listen_only")
-        self.address = net.check_group(address) if self.multicast else None
+        self.address: str | None = net.check_group(address) if self.multicast else None
         self.port = net.check_port(port)
         self._choose_interfaces(interface)
         self.ttl = None if ttl is None else _whole(ttl, "ttl", 0, 255)
@@ -255,7 +284,9 @@ class ServiceConfig:
                 raise ConfigurationError(
                     "without multicast, set interface= (or host=): the address to bind "
                     "unicast heartbeats to and advertise, such as the pod's IP")
-            host = self.interface or net.default_source_address(self.address, self.port)
+            # Multicast here (else interface is set): the group is set.
+            host = self.interface or net.default_source_address(cast(str, self.address),
+                                                                self.port)
         self.host = net.host_bytes(host)
         if unique_id is None and self.dns_members:
             # Tomcat's cloud membership names every member by the MD5 of its
@@ -270,7 +301,7 @@ class ServiceConfig:
         self.local_member()   # refuse settings that cannot be encoded, now
         self.encode()
 
-    def _check_listen_only(self):
+    def _check_listen_only(self) -> None:
         sending = [name for name, on in (("tomcat", self.tomcat), ("verify", self.verify),
                                          ("tcp_listener", self.tcp_listener)) if on]
         if sending:
@@ -280,7 +311,7 @@ class ServiceConfig:
             raise ConfigurationError("listen_only hears a multicast group only: no peers or "
                                      "dns (unicast peers send only to the members they list)")
 
-    def _choose_interfaces(self, interface):
+    def _choose_interfaces(self, interface: Interfaces) -> None:
         """``interface``: a card's name, index or address, or a list of them.
         ``links`` is what the sockets use (address and index of each card);
         ``interface`` the first card's address, where we bind and what we
@@ -289,7 +320,7 @@ class ServiceConfig:
             [] if interface is None else [interface])
         if isinstance(interface, (list, tuple)) and not specs:
             raise ConfigurationError("interface must name at least one card (or be None)")
-        family = net.family_of(self.address) if self.multicast else None
+        family = net.family_of(cast(str, self.address)) if self.multicast else None  # set then
         choices = [_choose(spec, family) for spec in specs]
         names = [choice.interface.name for choice in choices]
         if len(set(names)) < len(names):
@@ -301,13 +332,14 @@ class ServiceConfig:
             if choice.reason and "given" not in choice.reason:
                 log.info("interface %s: %s", choice.interface.name, choice.reason)
         self.links = [net.Link(str(c.address).split("%")[0], c.interface.index) for c in choices]
-        self.interface = self.links[0].address if self.links else None
+        self.interface: str | None = self.links[0].address if self.links else None
         self.interface_names = names
-        if self.multicast and not self.links and net.link_scoped(self.address):
+        if self.multicast and not self.links and net.link_scoped(cast(str, self.address)):
             raise ConfigurationError(f"the IPv6 group {self.address} exists on one link only: "
                                      f"name the card with interface= (e.g. \"eth0\")")
 
-    def _detector(self, detector, threshold, min_std, pause):
+    def _detector(self, detector: Detector, threshold: float | None, min_std: int | None,
+                  pause: int | None) -> None:
         if detector not in ("fixed", "phi"):
             raise ConfigurationError(f"detector must be 'fixed' or 'phi', not {detector!r}")
         self.detector = detector
@@ -315,7 +347,7 @@ class ServiceConfig:
             if (threshold, min_std, pause) != (None, None, None):
                 raise ConfigurationError("phi_threshold, phi_min_std and phi_pause need "
                                          "detector='phi'")
-            self.phi = None
+            self.phi: PhiAccrual | None = None
             return
         from . import detector as phi
         if threshold is None:
@@ -332,8 +364,9 @@ class ServiceConfig:
         self.phi = phi.PhiAccrual(threshold, min_std / 1000.0, pause / 1000.0,
                                   first_mean=self.frequency / 1000.0)
 
-    def _discovery(self, peers, dns, dns_srv, dns_interval, dns_servers, dns_members,
-                   accept_unknown):
+    def _discovery(self, peers: str | Sequence[str], dns: str | None, dns_srv: bool,
+                   dns_interval: int, dns_servers: str | Sequence[str] | None,
+                   dns_members: bool, accept_unknown: bool) -> None:
         if isinstance(peers, str):
             peers = [part for part in peers.split(",") if part.strip()]
         try:
@@ -374,22 +407,22 @@ class ServiceConfig:
                 "with multicast=False there is nobody to send to: give peers= or dns=")
 
     @property
-    def heartbeats(self):
+    def heartbeats(self) -> bool:
         """Whether we send and hear heartbeats (not with dns_members)."""
         return not self.dns_members
 
     @property
-    def unicast_address(self):
+    def unicast_address(self) -> str:
         """The address unicast heartbeats are sent from and heard on (and, with
         dns_members, our address in DNS): where the TCP listener binds too."""
         return self.listen_address
 
-    def peer_set(self):
+    def peer_set(self) -> PeerSet:
         """Where unicast heartbeats go (peers.PeerSet), ourselves left out."""
         return PeerSet(self.peers, port=self.port, own=(packed(self.unicast_address), self.port),
                        interval=self.dns_interval / 1000.0, dns=self.dns, srv=self.dns_srv)
 
-    def describe(self):
+    def describe(self) -> str:
         """What we join, in words: the group, the peers, or both."""
         parts = [f"{self.address}:{self.port}"] if self.multicast else []
         if self.dns_members:
@@ -400,35 +433,37 @@ class ServiceConfig:
         return " and ".join(parts)
 
     @property
-    def auth_mode(self):
+    def auth_mode(self) -> int:
         """``auth`` as the number the table and the index take (_layout.AUTH_*)."""
         return L.AUTH_MODES[self.auth]
 
-    def set_keys(self, keys, auth=None):
+    def set_keys(self, keys: Keys, auth: AuthMode | None = None) -> None:
         """Other keys (None: none) and mode, checked as at construction."""
         self.key_ring, self.auth = _as_auth(keys, auth)
 
-    def local_member(self, command=b""):
+    def local_member(self, command: bytes = b"") -> Member:
         return Member(self.host, self.member_port, self.unique_id, secure_port=self.secure_port,
                       udp_port=self.udp_port, domain=self.domain, payload=self.payload,
                       command=command)
 
-    def encode(self, command=b""):
+    def encode(self, command: bytes = b"") -> bytes:
         """Our packet, alive time 0 (the sender stamps it)."""
         try:
             return _codec.encode(*self.local_member(command).fields())
         except ValueError as error:
             raise ConfigurationError(str(error)) from None
 
-    def heartbeat_packet(self, origin_ns, command=b"", codec=None):
+    def heartbeat_packet(self, origin_ns: int, command: bytes = b"",
+                         codec: ModuleType | None = None) -> HeartbeatPacket:
         """Our packet, ready to be stamped and sent (``origin_ns``: when we
         started), in ``codec``'s implementation (default: the one loaded)."""
         cap = -1 if self.alive_cap_ms is None else self.alive_cap_ms
-        return (codec or _codec.impl).HeartbeatPacket(self.encode(command), origin_ns, cap,
-                                                      self.alive_below_zero)
+        packet: HeartbeatPacket = (codec or _codec.impl).HeartbeatPacket(
+            self.encode(command), origin_ns, cap, self.alive_below_zero)
+        return packet
 
     @property
-    def listen_address(self):
+    def listen_address(self) -> str:
         """Where the TCP listener binds: the interface, else the address we
         advertise (where Tomcat connects); never every address of the host.
         A link-local IPv6 address carries its card (``fe80::1%2``): the OS
@@ -441,7 +476,7 @@ class ServiceConfig:
             return f"{link.address}%{link.index}"
         return self.interface
 
-    def set_payload(self, payload):
+    def set_payload(self, payload: bytes | str) -> None:
         payload = _as_payload(payload)
         old, self.payload = self.payload, payload
         try:
@@ -450,7 +485,7 @@ class ServiceConfig:
             self.payload = old
             raise
 
-    def set_domain(self, domain):
+    def set_domain(self, domain: bytes | str) -> None:
         domain = _as_domain(domain)
         old, self.domain = self.domain, domain
         try:
@@ -460,7 +495,7 @@ class ServiceConfig:
             raise
 
 
-def _choose(spec, family):
+def _choose(spec: Card, family: int | None) -> Choice:
     """The card ``spec`` names and its address of ``family`` (4 or 6; None:
     IPv4, else IPv6)."""
     from . import interfaces
@@ -474,7 +509,7 @@ def _choose(spec, family):
         return interfaces.choose(spec, 6)
 
 
-def _as_auth(keys, mode):
+def _as_auth(keys: Keys, mode: AuthMode | None) -> tuple[auth.KeyRing | None, AuthMode]:
     """(KeyRing or None, mode name) from the ``keys`` and ``auth`` settings."""
     if keys is None:
         ring = None
@@ -499,7 +534,7 @@ def _as_auth(keys, mode):
     return ring, mode
 
 
-def _random_unique_id():
+def _random_unique_id() -> bytes:
     """16 random bytes with RFC 4122 version-4 bits, as Tomcat makes them."""
     raw = bytearray(os.urandom(L.UNIQUE_ID_LEN))
     raw[6] = (raw[6] & 0x0F) | 0x40

@@ -11,13 +11,23 @@ The list comes from the C library's ``getifaddrs`` (Linux and the BSDs,
 macOS included), read with ctypes: no dependency, no subprocess.
 """
 
+from __future__ import annotations
+
 import ctypes
 import ctypes.util
 import ipaddress
 import socket
 import sys
+from typing import TYPE_CHECKING
 
 from .errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from typing_extensions import TypeAlias
+
+    IPAddress: TypeAlias = "ipaddress.IPv4Address | ipaddress.IPv6Address"
 
 IFF_UP = 0x1
 IFF_LOOPBACK = 0x8
@@ -30,28 +40,28 @@ class Interface:
 
     __slots__ = ("name", "index", "flags", "addresses")
 
-    def __init__(self, name, index, flags, addresses):
+    def __init__(self, name: str, index: int, flags: int, addresses: list[IPAddress]) -> None:
         self.name, self.index, self.flags, self.addresses = name, index, flags, addresses
 
     @property
-    def up(self):
+    def up(self) -> bool:
         return bool(self.flags & IFF_UP)
 
     @property
-    def multicast(self):
+    def multicast(self) -> bool:
         return bool(self.flags & IFF_MULTICAST)
 
     @property
-    def loopback(self):
+    def loopback(self) -> bool:
         return bool(self.flags & IFF_LOOPBACK)
 
-    def describe(self):
+    def describe(self) -> str:
         state = "up" if self.up else "down"
         extra = "" if self.multicast or self.loopback else ", no multicast"
         addresses = ", ".join(str(a) for a in self.addresses) or "no address"
         return f"{self.name} (index {self.index}, {state}{extra}): {addresses}"
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Interface({self.describe()})"
 
 
@@ -65,14 +75,14 @@ _IfAddrs._fields_ = [("ifa_next", ctypes.POINTER(_IfAddrs)), ("ifa_name", ctypes
                      ("ifa_data", ctypes.c_void_p)]
 
 
-def _family_of(raw):
+def _family_of(raw: bytes) -> int:
     """sa_family of a struct sockaddr: a u16 on Linux, the second byte on the BSDs."""
     if sys.platform.startswith("linux"):
         return int.from_bytes(raw[0:2], sys.byteorder)
     return raw[1]
 
 
-def _address_of(pointer):
+def _address_of(pointer: int | None) -> IPAddress | None:
     if not pointer:
         return None
     raw = ctypes.string_at(pointer, 28)
@@ -88,13 +98,13 @@ def _address_of(pointer):
     return None
 
 
-def list_interfaces():
+def list_interfaces() -> list[Interface]:
     """Every interface of this host, in index order."""
     libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
     head = ctypes.POINTER(_IfAddrs)()
     if libc.getifaddrs(ctypes.byref(head)) != 0:
         raise OSError(ctypes.get_errno(), "getifaddrs failed")
-    found = {}
+    found: dict[str, Interface] = {}
     try:
         entry = head
         while entry:
@@ -113,7 +123,7 @@ def list_interfaces():
     return sorted(found.values(), key=lambda card: card.index)
 
 
-def _preference(address):
+def _preference(address: IPAddress) -> tuple[bool, bool, bool]:
     """Lower is better: a global address before a link-local one."""
     return (address.is_link_local, address.is_loopback, address.version == 6 and address.is_private)
 
@@ -124,11 +134,12 @@ class Choice:
 
     __slots__ = ("interface", "address", "reason")
 
-    def __init__(self, interface, address, reason):
+    def __init__(self, interface: Interface, address: IPAddress, reason: str) -> None:
         self.interface, self.address, self.reason = interface, address, reason
 
 
-def choose(spec, family=4, interfaces=None):
+def choose(spec: str | int, family: int = 4,
+           interfaces: Sequence[Interface] | None = None) -> Choice:
     """Find the interface ``spec`` names (a name, an index, or an address)
     and the address of IP ``family`` (4 or 6) to use on it."""
     cards = list_interfaces() if interfaces is None else interfaces
@@ -158,7 +169,8 @@ def choose(spec, family=4, interfaces=None):
     return Choice(card, picked, reason)
 
 
-def _find(spec, cards):
+def _find(spec: str | int,
+          cards: Sequence[Interface]) -> tuple[Interface | None, IPAddress | None]:
     """(interface, the address given or None) for a name, index or address."""
     if isinstance(spec, bool):
         return None, None
@@ -181,7 +193,8 @@ def _find(spec, cards):
     return None, None
 
 
-def _loopback(spec, cards):
+def _loopback(spec: str | int,
+              cards: Sequence[Interface]) -> tuple[Interface | None, IPAddress | None]:
     """127.0.0.2 and the rest of 127.0.0.0/8 belong to the loopback card
     without being listed on it (tests give each node its own)."""
     try:
@@ -193,5 +206,5 @@ def _loopback(spec, cards):
     return next(((c, address) for c in cards if c.loopback), (None, None))
 
 
-def _unscoped(text):
+def _unscoped(text: str) -> IPAddress:
     return ipaddress.ip_address(text.split("%")[0])

@@ -21,10 +21,13 @@ of ``config.describe()`` (``228.0.0.4:45564``), unless ``group=`` says
 otherwise.
 """
 
+from __future__ import annotations
+
 import asyncio
 import socket
 import socketserver
 import threading
+from typing import TYPE_CHECKING, cast
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
@@ -33,6 +36,15 @@ from prometheus_client.registry import Collector
 
 from . import _layout as L
 from .net import socket_address
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
+    from _typeshed.wsgi import WSGIApplication
+    from prometheus_client.metrics_core import Metric
+    from typing_extensions import Self
+
+    from ._front import MembershipFront
 
 # How long a scrape waits for the asyncio front's loop to read its stats.
 LOOP_TIMEOUT_S = 5.0
@@ -50,47 +62,54 @@ class MembershipCollector(Collector):
     read from its ``stats()`` at every scrape. Safe to scrape from any
     thread: the asyncio front's stats are read on its loop."""
 
-    def __init__(self, front, *, group=None, namespace="mcastmember"):
+    def __init__(self, front: MembershipFront, *, group: str | None = None,
+                 namespace: str = "mcastmember") -> None:
         self._front = front
         self._group = front.config.describe() if group is None else str(group)
         self._ns = namespace
 
-    def describe(self):
+    def describe(self) -> list[Metric]:
         # The names, without reading stats: registering checks them only.
         return self._families({})
 
-    def collect(self):
-        return self._families(self._stats())
+    def collect(self) -> list[Metric]:
+        # The counters it reads are ints (bools for healthy); the one text,
+        # "implementation", is not read.
+        return self._families(cast("Mapping[str, int]", self._stats()))
 
-    def _stats(self):
+    def _stats(self) -> Mapping[str, int | bool | str]:
         from .aio import AsyncMembership
         front = self._front
         loop = front._loop if isinstance(front, AsyncMembership) else None
         if loop is None or not loop.is_running() or _running_loop() is loop:
             return front.stats()
 
-        async def read():
+        async def read() -> Mapping[str, int | bool | str]:
             return front.stats()
         return asyncio.run_coroutine_threadsafe(read(), loop).result(LOOP_TIMEOUT_S)
 
-    def _families(self, stats):
+    def _families(self, stats: Mapping[str, int]) -> list[Metric]:
         group, ns = self._group, self._ns
 
-        def gauge(name, doc, value):
+        def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
             family = GaugeMetricFamily(f"{ns}_{name}", doc, labels=["group"])
             if stats:
                 family.add_metric([group], value)
             return family
 
-        def counter(name, doc, label=None, values=None):
+        def counter(name: str, doc: str, label: str | None = None,
+                    values: float | Mapping[str, float] = 0) -> CounterMetricFamily:
             family = CounterMetricFamily(f"{ns}_{name}", doc,
                                          labels=["group"] + ([label] if label else []))
             if stats:
-                for key, value in (values.items() if label else [((), values)]):
-                    family.add_metric([group] + ([key] if label else []), value)
+                if isinstance(values, (int, float)):    # no label: one value
+                    family.add_metric([group], values)
+                else:                                   # one per value of the label
+                    for key, value in values.items():
+                        family.add_metric([group, key], value)
             return family
 
-        def by(prefix, known):
+        def by(prefix: str, known: Iterable[str]) -> dict[str, int]:
             counts = dict.fromkeys(known, 0)
             counts.update({k[len(prefix):]: v for k, v in stats.items() if k.startswith(prefix)})
             return counts
@@ -132,7 +151,7 @@ class MembershipCollector(Collector):
         ]
 
 
-def _running_loop():
+def _running_loop() -> asyncio.AbstractEventLoop | None:
     try:
         return asyncio.get_running_loop()
     except RuntimeError:
@@ -145,7 +164,8 @@ class MetricsServer:
     ``port`` 0 takes a free port (see ``.port``). OSError when the port is
     taken or the address is not ours."""
 
-    def __init__(self, front, port, address="127.0.0.1", *, group=None):
+    def __init__(self, front: MembershipFront, port: int, address: str = "127.0.0.1", *,
+                 group: str | None = None) -> None:
         registry = CollectorRegistry(auto_describe=True)
         registry.register(MembershipCollector(front, group=group))
         self._httpd = _Server(address, port, make_wsgi_app(registry))
@@ -156,23 +176,24 @@ class MetricsServer:
         self._thread.start()
 
     @property
-    def url(self):
+    def url(self) -> str:
         host = f"[{self.address}]" if ":" in self.address else self.address
         return f"http://{host}:{self.port}/metrics"
 
-    def close(self):
+    def close(self) -> None:
         self._httpd.shutdown()
         self._httpd.server_close()
         self._thread.join()
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-def serve(front, port, address="127.0.0.1", *, group=None):
+def serve(front: MembershipFront, port: int, address: str = "127.0.0.1", *,
+          group: str | None = None) -> MetricsServer:
     """Serve ``front``'s metrics over HTTP (see MetricsServer); returns the
     running server."""
     return MetricsServer(front, port, address, group=group)
@@ -181,19 +202,20 @@ def serve(front, port, address="127.0.0.1", *, group=None):
 class _Server(socketserver.ThreadingMixIn, WSGIServer):
     daemon_threads = True       # a slow scraper never holds up close()
 
-    def __init__(self, address, port, app):
+    def __init__(self, address: str, port: int, app: WSGIApplication) -> None:
         self.address_family = socket.AF_INET6 if ":" in address else socket.AF_INET
         # A link-local IPv6 address's card (fe80::1%2) goes in the bind tuple.
         super().__init__(socket_address(address, port), _QuietHandler)
         self.set_app(app)
 
-    def server_bind(self):
+    def server_bind(self) -> None:
         # Not HTTPServer's: it asks DNS for our own name, for nothing.
         socketserver.TCPServer.server_bind(self)
-        self.server_name, self.server_port = self.server_address[:2]
+        host, self.server_port = self.server_address[:2]
+        self.server_name = str(host)    # text, as getsockname() gives it (typed bytes too)
         self.setup_environ()
 
 
 class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format, *args):
+    def log_message(self, format: str, *args: object) -> None:
         pass        # a scrape is not news: no line on stderr per request

@@ -7,28 +7,35 @@ blocking socket rather than Python's ``settimeout``, which would add a
 ``poll`` before every ``recv``: one system call per heartbeat, not two.
 """
 
+from __future__ import annotations
+
 import errno
 import ipaddress
 import socket
 import struct
 import sys
+from typing import TYPE_CHECKING
 
 from .errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Literal
 
 # Linux: deliver only the groups this socket joined (the default, 1, delivers
 # every group joined by any socket on the host to a socket bound to the port).
 # Older Pythons lack the name; 49 is its number in Linux's <linux/in.h> only
 # (elsewhere 49 may be another option, so there it is not set at all).
-IP_MULTICAST_ALL = getattr(socket, "IP_MULTICAST_ALL",
-                           49 if sys.platform.startswith("linux") else None)
+IP_MULTICAST_ALL: int | None = getattr(socket, "IP_MULTICAST_ALL",
+                                       49 if sys.platform.startswith("linux") else None)
 
 
 # Linux's IPV6_MULTICAST_ALL (<linux/in6.h>), as IP_MULTICAST_ALL for IPv4.
-IPV6_MULTICAST_ALL = getattr(socket, "IPV6_MULTICAST_ALL",
-                             29 if sys.platform.startswith("linux") else None)
+IPV6_MULTICAST_ALL: int | None = getattr(socket, "IPV6_MULTICAST_ALL",
+                                         29 if sys.platform.startswith("linux") else None)
 
 
-def check_group(address):
+def check_group(address: object) -> str:
     """The group as text; ConfigurationError unless it is an IPv4 or IPv6
     multicast address."""
     try:
@@ -41,19 +48,20 @@ def check_group(address):
     return str(group)
 
 
-def family_of(address):
+def family_of(address: str) -> Literal[4, 6]:
     """4 or 6: the IP version of an address in text."""
     return ipaddress.ip_address(address.split("%")[0]).version
 
 
-def link_scoped(group):
+def link_scoped(group: str) -> bool:
     """True for an IPv6 group that exists only on one link (ff01::/16 and
     ff02::/16): it means nothing without the interface it is on."""
     address = ipaddress.ip_address(group)
     return address.version == 6 and (address.packed[1] & 0x0F) in (1, 2)
 
 
-def check_port(port, name="port", allow_zero=False, allow_unused=False):
+def check_port(port: object, name: str = "port", allow_zero: bool = False,
+               allow_unused: bool = False) -> int:
     """A port number as int; ConfigurationError when out of range."""
     if isinstance(port, bool) or not isinstance(port, int):
         raise ConfigurationError(f"{name} must be a whole number, not {port!r}")
@@ -65,7 +73,7 @@ def check_port(port, name="port", allow_zero=False, allow_unused=False):
     return port
 
 
-def host_bytes(host):
+def host_bytes(host: object) -> bytes:
     """Raw address bytes of an IPv4 or IPv6 literal (4 or 16 bytes)."""
     if isinstance(host, (bytes, bytearray)):
         if len(host) not in (4, 16):
@@ -80,13 +88,13 @@ def host_bytes(host):
     return address.packed
 
 
-def default_source_address(group, port):
+def default_source_address(group: str, port: int) -> str:
     """The address the kernel would send the group's traffic from (nothing is sent)."""
     probe = socket.socket(socket.AF_INET6 if family_of(group) == 6 else socket.AF_INET,
                           socket.SOCK_DGRAM)
     try:
         probe.connect((group, port))
-        return probe.getsockname()[0]
+        return str(probe.getsockname()[0])     # the address part of (address, port, ...)
     except OSError as error:
         raise ConfigurationError(
             f"cannot tell which address reaches {group}; set interface or host ({error})") from None
@@ -94,7 +102,7 @@ def default_source_address(group, port):
         probe.close()
 
 
-def socket_address(address, port):
+def socket_address(address: str, port: int) -> tuple[str, int] | tuple[str, int, int, int]:
     """The address tuple to bind: an IPv6 address's scope (``fe80::1%2`` or
     ``%eth0``) goes in the tuple, where Python's socket looks for it (it
     does not read it from the text)."""
@@ -104,13 +112,13 @@ def socket_address(address, port):
     return (text, port, 0, int(scope) if scope.isdigit() else socket.if_nametoindex(scope))
 
 
-def _set_receive_timeout(sock, seconds):
+def _set_receive_timeout(sock: socket.socket, seconds: float) -> None:
     micros = int(seconds * 1_000_000)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO,
                     struct.pack("@ll", micros // 1_000_000, micros % 1_000_000))
 
 
-def _set_receive_buffer(sock, size):
+def _set_receive_buffer(sock: socket.socket, size: int) -> None:
     """A large receive buffer absorbs bursts (and floods) without losing
     heartbeats. SO_RCVBUFFORCE passes the system cap where we may (root);
     otherwise SO_RCVBUF gets what the cap allows."""
@@ -127,7 +135,8 @@ def _set_receive_buffer(sock, size):
         pass   # keep the system default
 
 
-def open_receiver(group, port, interface, timeout, buffer_bytes=4 << 20):
+def open_receiver(group: str, port: int, interface: str | list[str] | None, timeout: float,
+                  buffer_bytes: int = 4 << 20) -> socket.socket:
     """A blocking UDP socket that hears the IPv4 ``group:port`` on
     ``interface`` (an address, a list of them to join on each, or None: the
     kernel's choice) and wakes at least every ``timeout`` seconds."""
@@ -154,7 +163,8 @@ def open_receiver(group, port, interface, timeout, buffer_bytes=4 << 20):
     return sock
 
 
-def open_sender(group, port, interface, ttl, loopback):
+def open_sender(group: str, port: int, interface: str | None, ttl: int | None,
+                loopback: bool) -> socket.socket:
     """A UDP socket connected to ``group:port`` that sends on ``interface``."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
@@ -171,7 +181,7 @@ def open_sender(group, port, interface, ttl, loopback):
     return sock
 
 
-def open_unicast(address, port, buffer_bytes=4 << 20):
+def open_unicast(address: str, port: int, buffer_bytes: int = 4 << 20) -> socket.socket:
     """A non-blocking UDP socket bound to ``address:port`` that sends unicast
     heartbeats (unconnected: one ``sendmmsg`` reaches every peer) and hears
     them. Never SO_REUSEADDR: a second member on the same address and port
@@ -200,14 +210,15 @@ class Link:
 
     __slots__ = ("address", "index")
 
-    def __init__(self, address, index=0):
+    def __init__(self, address: str, index: int = 0) -> None:
         self.address, self.index = address, index
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Link({self.address}, index {self.index})"
 
 
-def open_receivers(group, port, links, timeout, buffer_bytes=4 << 20):
+def open_receivers(group: str, port: int, links: Sequence[Link], timeout: float,
+                   buffer_bytes: int = 4 << 20) -> list[socket.socket]:
     """The sockets that hear ``group:port`` on every link of ``links`` (an
     empty list: the kernel's choice of interface). IPv4, or a global IPv6
     group: one socket joined on each link. A link-scoped IPv6 group (ff02::)
@@ -220,7 +231,8 @@ def open_receivers(group, port, links, timeout, buffer_bytes=4 << 20):
     return [_open_receiver6(group, port, links, timeout, buffer_bytes)]
 
 
-def open_senders(group, port, links, ttl, loopback):
+def open_senders(group: str, port: int, links: Sequence[Link | None], ttl: int | None,
+                 loopback: bool) -> list[socket.socket]:
     """One connected socket per link (one on the kernel's choice when
     ``links`` is empty): each heartbeat goes out on every card."""
     if family_of(group) == 4:
@@ -229,7 +241,8 @@ def open_senders(group, port, links, ttl, loopback):
     return [_open_sender6(group, port, link, ttl, loopback) for link in (links or [None])]
 
 
-def _open_receiver6(group, port, links, timeout, buffer_bytes):
+def _open_receiver6(group: str, port: int, links: Sequence[Link], timeout: float,
+                    buffer_bytes: int) -> socket.socket:
     sock = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -257,11 +270,13 @@ def _open_receiver6(group, port, links, timeout, buffer_bytes):
     return sock
 
 
-def _open_sender6(group, port, link, ttl, loopback):
+def _open_sender6(group: str, port: int, link: Link | None, ttl: int | None,
+                  loopback: bool) -> socket.socket:
     sock = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
     try:
         index = link.index if link else 0
         if index:
+            assert link is not None         # an index is a link's
             sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_IF,
                             struct.pack("@I", index))
             local = ipaddress.IPv6Address(link.address)

@@ -10,14 +10,28 @@ the set that sends nothing is not a member, and a member whose address left
 DNS stays while it heartbeats.
 """
 
+from __future__ import annotations
+
 import hashlib
 import ipaddress
 import struct
+from typing import TYPE_CHECKING
 
 from .errors import ConfigurationError
 
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Literal
 
-def parse_peer(spec, default_port):
+    from typing_extensions import TypeAlias
+
+    # Why a lookup gave no answer (LOOKUP_FAILURES).
+    LookupFailure: TypeAlias = Literal["nxdomain", "servfail", "timeout", "no_answer", "error"]
+    # Where a heartbeat goes: (raw address, 4 or 16 bytes; port).
+    Peer: TypeAlias = "tuple[bytes, int]"
+
+
+def parse_peer(spec: str, default_port: int) -> tuple[str, int]:
     """``(host, port)`` from ``"10.0.0.5"``, ``"10.0.0.5:45564"``,
     ``"[fd00::5]:45564"``, ``"fd00::5"``, ``"node-1"`` or ``"node-1:45564"``.
     The host stays text (an address literal or a name to resolve)."""
@@ -46,20 +60,20 @@ def parse_peer(spec, default_port):
     return host, port
 
 
-def _is_ipv6(text):
+def _is_ipv6(text: str) -> bool:
     try:
         return isinstance(ipaddress.ip_address(text.split("%")[0]), ipaddress.IPv6Address)
     except ValueError:
         return False
 
 
-def _port(text, spec):
+def _port(text: str, spec: str) -> int:
     if not text.isdigit() or not 1 <= int(text) <= 65535:
         raise ConfigurationError(f"peer {spec!r}: port {text!r} is not 1-65535")
     return int(text)
 
 
-def is_address(host):
+def is_address(host: str) -> bool:
     try:
         ipaddress.ip_address(host.split("%")[0])
         return True
@@ -68,7 +82,8 @@ def is_address(host):
 
 
 # Why a lookup gave no answer (resolver.DnsFailure.reason), counted by each.
-LOOKUP_FAILURES = ("nxdomain", "servfail", "timeout", "no_answer", "error")
+LOOKUP_FAILURES: tuple[LookupFailure, ...] = ("nxdomain", "servfail", "timeout", "no_answer",
+                                              "error")
 
 
 class Lookup:
@@ -82,32 +97,34 @@ class Lookup:
     ended. A failure keeps the last good answer and is counted by reason
     (``nxdomain``, ``servfail``, ``timeout``, ``no_answer``, ``error``)."""
 
-    def __init__(self, name, port, interval, srv=False, system=False):
+    def __init__(self, name: str, port: int, interval: float, srv: bool = False,
+                 system: bool = False) -> None:
         self.name = name
         self.port = port
         self.interval = float(interval)
         self.srv = bool(srv)
         self.system = bool(system)
-        self.peers = frozenset()      # {(address bytes, port)} of the last good answer
+        # {(address bytes, port)} of the last good answer
+        self.peers: frozenset[Peer] = frozenset()
         self.answers = 0
-        self.failures = {}
+        self.failures: dict[str, int] = {}
         self._next = 0.0              # the first query is due at once
         self._in_flight = False
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         kind = "srv" if self.srv else "system" if self.system else "dns"
         return f"Lookup({self.name!r}, {kind})"
 
-    def due(self, now):
+    def due(self, now: float) -> bool:
         if self._in_flight or now < self._next:
             return False
         self._in_flight = True
         return True
 
-    def next_deadline(self):
+    def next_deadline(self) -> float | None:
         return None if self._in_flight else self._next
 
-    def on_answer(self, peers, now):
+    def on_answer(self, peers: Iterable[Peer], now: float) -> bool:
         """The query ended with ``peers``; True when they changed."""
         self._in_flight = False
         self._next = now + self.interval
@@ -117,14 +134,14 @@ class Lookup:
         self.peers = peers
         return changed
 
-    def on_failure(self, reason, now):
+    def on_failure(self, reason: str, now: float) -> bool:
         self._in_flight = False
         self._next = now + self.interval
         self.failures[reason] = self.failures.get(reason, 0) + 1
         return False
 
 
-def packed(host):
+def packed(host: str) -> bytes:
     """Raw bytes of an address literal (an IPv4-mapped IPv6 address gives its 4)."""
     address = ipaddress.ip_address(host.split("%")[0])
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
@@ -132,7 +149,7 @@ def packed(host):
     return address.packed
 
 
-def cloud_unique_id(address):
+def cloud_unique_id(address: bytes) -> bytes:
     """Tomcat's cloud membership's unique id for the member at ``address``
     (its 4 or 16 raw bytes): the MD5 of the address as Java writes it
     (InetAddress.getHostAddress(): IPv6 as all eight groups in hex, never
@@ -152,10 +169,11 @@ class PeerSet:
     ``specs`` are peer specifications (see ``parse_peer``), ``port`` the
     default port, ``own`` our own ``(address bytes, port)``."""
 
-    def __init__(self, specs=(), *, port, own, interval, dns=None, srv=False):
+    def __init__(self, specs: Iterable[str] = (), *, port: int, own: Peer, interval: float,
+                 dns: str | None = None, srv: bool = False) -> None:
         self.own = own
-        self._static = set()
-        self.lookups = []
+        self._static: set[Peer] = set()
+        self.lookups: list[Lookup] = []
         for spec in specs:
             host, peer_port = parse_peer(spec, port)
             if is_address(host):
@@ -163,44 +181,44 @@ class PeerSet:
             else:
                 self.lookups.append(Lookup(host, peer_port, interval, system=True))
         if dns is not None:
-            self.dns = Lookup(dns, port, interval, srv=srv)
+            self.dns: Lookup | None = Lookup(dns, port, interval, srv=srv)
             self.lookups.append(self.dns)
         else:
             self.dns = None
-        self.peers = frozenset()
-        self.hosts = frozenset()
+        self.peers: frozenset[Peer] = frozenset()
+        self.hosts: frozenset[bytes] = frozenset()
         self._update()
 
-    def _update(self):
+    def _update(self) -> bool:
         """Recompute the union; True when it changed."""
-        peers = set(self._static)
+        union = set(self._static)
         for lookup in self.lookups:
-            peers |= lookup.peers
-        peers.discard(self.own)
-        peers = frozenset(peers)
+            union |= lookup.peers
+        union.discard(self.own)
+        peers = frozenset(union)
         changed = peers != self.peers
         self.peers = peers
         self.hosts = frozenset(address for address, _ in peers)
         return changed
 
-    def due(self, now):
+    def due(self, now: float) -> list[Lookup]:
         """The lookups to start now (each is marked in flight)."""
         return [lookup for lookup in self.lookups if lookup.due(now)]
 
-    def next_deadline(self):
+    def next_deadline(self) -> float | None:
         deadlines = [d for d in (lookup.next_deadline() for lookup in self.lookups)
                      if d is not None]
         return min(deadlines) if deadlines else None
 
-    def on_answer(self, lookup, peers, now):
+    def on_answer(self, lookup: Lookup, peers: Iterable[tuple[str, int]], now: float) -> bool:
         """``lookup`` answered ``{(address text, port)}``; True when the set changed."""
         lookup.on_answer({(packed(host), port) for host, port in peers}, now)
         return self._update()
 
-    def on_failure(self, lookup, reason, now):
+    def on_failure(self, lookup: Lookup, reason: str, now: float) -> None:
         lookup.on_failure(reason, now)
 
-    def stats(self):
+    def stats(self) -> dict[str, int]:
         stats = self.idle_stats()
         stats["peers"] = len(self.peers)
         stats["lookups_answered"] = sum(lookup.answers for lookup in self.lookups)
@@ -210,7 +228,7 @@ class PeerSet:
         return stats
 
     @staticmethod
-    def idle_stats():
+    def idle_stats() -> dict[str, int]:
         """The counters with nothing counted (also: no peers configured)."""
         return {"peers": 0, "lookups_answered": 0,
                 **{f"lookups_failed.{reason}": 0 for reason in LOOKUP_FAILURES}}

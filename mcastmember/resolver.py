@@ -11,7 +11,19 @@ resolver never holds a thread for the system's default of 30 s and more.
 or in the loop's executor (asyncio), never on the receive path.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from .errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from types import ModuleType
+
+    from dns.resolver import Resolver
+
+    from .peers import Lookup
 
 QUERY_TIMEOUT_S = 2.0
 
@@ -20,12 +32,12 @@ class DnsFailure(Exception):
     """A query that gave no usable answer; ``reason`` is one of nxdomain,
     servfail, timeout, no_answer, error."""
 
-    def __init__(self, reason, detail=""):
+    def __init__(self, reason: str, detail: str = "") -> None:
         super().__init__(f"{reason}: {detail}" if detail else reason)
         self.reason = reason
 
 
-def _dnspython():
+def _dnspython() -> ModuleType:
     try:
         import dns.exception
         import dns.resolver
@@ -35,18 +47,19 @@ def _dnspython():
     return dns
 
 
-def require_dnspython():
+def require_dnspython() -> None:
     """ConfigurationError now, at configuration, when dnspython is missing."""
     _dnspython()
 
 
-def make_resolver(nameservers=None, timeout=QUERY_TIMEOUT_S):
+def make_resolver(nameservers: Sequence[str] | None = None,
+                  timeout: float = QUERY_TIMEOUT_S) -> Resolver:
     """A resolver using the system's configuration, or ``nameservers``
     (addresses, ``"ADDR"`` or ``"ADDR:PORT"``, IPv6 as ``[ADDR]:PORT``)."""
     dns = _dnspython()
     from .peers import parse_peer
     if nameservers:
-        resolver = dns.resolver.Resolver(configure=False)
+        resolver: Resolver = dns.resolver.Resolver(configure=False)
         servers = [parse_peer(server, 53) for server in nameservers]
         if len({port for _, port in servers}) != 1:
             raise ConfigurationError("all DNS servers must use the same port")
@@ -59,7 +72,8 @@ def make_resolver(nameservers=None, timeout=QUERY_TIMEOUT_S):
     return resolver
 
 
-def resolve(resolver, name, port, srv=False):
+def resolve(resolver: Resolver, name: str, port: int,
+            srv: bool = False) -> set[tuple[str, int]]:
     """The set of ``(address, port)`` that ``name`` gives now: its A and AAAA
     records with ``port``, or with ``srv``, each SRV target's addresses with
     the record's port. Raises DnsFailure."""
@@ -68,7 +82,7 @@ def resolve(resolver, name, port, srv=False):
         if not srv:
             return {(address, port) for address in _addresses(dns, resolver, name)}
         answer = resolver.resolve(name, "SRV")
-        peers = set()
+        peers: set[tuple[str, int]] = set()
         for record in answer:
             target = record.target.to_text().rstrip(".")
             for address in _addresses(dns, resolver, target):
@@ -86,9 +100,9 @@ def resolve(resolver, name, port, srv=False):
         raise DnsFailure("error", str(error)) from None
 
 
-def _addresses(dns, resolver, name):
+def _addresses(dns: ModuleType, resolver: Resolver, name: str) -> list[str]:
     """A and AAAA addresses of ``name``; no answer of either kind is an error."""
-    found = []
+    found: list[str] = []
     for kind in ("A", "AAAA"):
         try:
             found += [record.address for record in resolver.resolve(name, kind)]
@@ -99,12 +113,13 @@ def _addresses(dns, resolver, name):
     return found
 
 
-def lookup(query, resolver=None):
+def lookup(query: Lookup, resolver: Resolver | None = None) -> set[tuple[str, int]]:
     """Run one ``peers.Lookup``: the set of ``(address text, port)`` it gives
     now, or DnsFailure. DNS names go to ``resolver`` (``make_resolver``);
     static host names to the system resolver (getaddrinfo, /etc/hosts
     included)."""
     if not query.system:
+        assert resolver is not None     # a DNS name's lookup exists with dns=, which makes one
         return resolve(resolver, query.name, query.port, srv=query.srv)
     import socket
     try:
@@ -116,5 +131,7 @@ def lookup(query, resolver=None):
         raise DnsFailure(reason, f"{query.name}: {error.strerror}") from None
     except (OSError, UnicodeError) as error:
         raise DnsFailure("error", f"{query.name}: {error}") from None
-    return {(info[4][0].split("%")[0], query.port) for info in answers
+    # str(): the checkers cannot tell an IP family's address (text) from
+    # another family's (an int), which the condition leaves out.
+    return {(str(info[4][0]).split("%")[0], query.port) for info in answers
             if info[0] in (socket.AF_INET, socket.AF_INET6)}

@@ -152,4 +152,5 @@ def test_help_shows_every_setting_with_its_default_on_both_fronts():
         assert {name: p.default for name, p in params.items() if name in config} == config
         text = pydoc.render_doc(front, renderer=pydoc.plaintext)
         for name in config:
-            assert f"{name}=" in text and f"``{name}``" in text, name
+            # name=default, or name: 'type' = default with annotations
+            assert re.search(rf"\b{name}(: '[^']*' = |=)", text) and f"``{name}``" in text, name

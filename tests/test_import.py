@@ -50,3 +50,32 @@ def test_extension_really_loaded_when_required():
 def test_public_names_resolve():
     for name in mcastmember.__all__:
         assert getattr(mcastmember, name) is not None
+
+
+def test_all_lists_every_lazy_name_and_the_checkers_see_each():
+    """__all__ is spelled out (the checkers read it), as is each name's import
+    under TYPE_CHECKING: both must stay the names __getattr__ loads."""
+    import ast
+    assert mcastmember.__all__ == sorted(mcastmember._EXPORTS)
+    with open(mcastmember.__file__, encoding="utf-8") as source:
+        tree = ast.parse(source.read())
+    seen = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            for imp in node.body:
+                if isinstance(imp, ast.ImportFrom):
+                    for alias in imp.names:
+                        assert alias.asname == alias.name    # re-exported
+                        seen[alias.name] = imp.module
+    assert seen == mcastmember._EXPORTS
+
+
+def test_fronts_load_without_docstrings():
+    """python -OO strips docstrings: the fronts still load (takes_settings
+    appends ServiceConfig's list of settings only when there is one)."""
+    out = subprocess.run([sys.executable, "-OO", "-c",
+                          "import inspect, mcastmember; front = mcastmember.McastService; "
+                          "mcastmember.AsyncMembership; "
+                          "print(front.__doc__, 'ttl' in inspect.signature(front).parameters)"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "None True"
