@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     import dns.resolver
 
     from ._fast import HeartbeatPacket
-    from .config import Settings
-    from .engine import AuthMode, Keys, SocketRole, Stats
+    from .config import AuthMode, Keys, Settings
+    from .engine import SocketRole, Stats
     from .events import MemberEvent
     from .member import Member
     from .peers import Lookup
@@ -156,6 +156,7 @@ class MembershipFront:
     # -- sockets -------------------------------------------------------------------
     def _open_receivers(self) -> list[socket.socket]:
         cfg = self.config
+        assert cfg.address is not None        # multicast is on: there is a group
         # Non-blocking: the front waits for readiness (or a deadline) itself,
         # so nothing has to shut the socket down to wake a blocked read.
         socks = net.open_receivers(cfg.address, cfg.port, cfg.links, 1.0)
@@ -165,6 +166,7 @@ class MembershipFront:
 
     def _open_senders(self) -> list[socket.socket]:
         cfg = self.config
+        assert cfg.address is not None        # multicast is on: there is a group
         socks = net.open_senders(cfg.address, cfg.port, cfg.links, cfg.ttl, cfg.loopback)
         for sock in socks:
             sock.setblocking(False)   # a heartbeat that cannot go now is replaced by the next

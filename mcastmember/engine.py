@@ -57,8 +57,7 @@ if TYPE_CHECKING:
     from typing_extensions import TypeAlias
 
     from ._fast import HeartbeatPacket, Targets
-    from .auth import KeyRing
-    from .config import ServiceConfig
+    from .config import AuthMode, Keys, ServiceConfig
     from .peers import Lookup
 
     # A socket the engine may ask the driver to reopen (SEND, RECEIVE, UNICAST).
@@ -66,9 +65,6 @@ if TYPE_CHECKING:
     # What ``stats()`` returns: counters (int), "implementation" (str) and
     # "healthy" (bool), the same keys on both fronts.
     Stats: TypeAlias = "dict[str, int | bool | str]"
-    # The ``keys`` and ``auth`` settings (see ServiceConfig), as ``set_keys`` takes them.
-    Keys: TypeAlias = "KeyRing | str | os.PathLike[str] | Sequence[tuple[int, bytes]] | None"
-    AuthMode: TypeAlias = 'Literal["off", "permissive", "enforce"]'
 
 log = logging.getLogger("mcastmember")
 

@@ -10,7 +10,7 @@ import datetime
 import enum
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, NoReturn, TypeVar
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -123,9 +123,10 @@ class EventsLost:
     """Stands in an event stream where events were dropped because its reader
     fell behind. Resynchronise from ``members()``; later events follow."""
 
-    kind = "events_lost"
-    member = None
-    reason = None
+    # Typed so that ``event.member is None`` tells it from a MemberEvent.
+    kind: Literal["events_lost"] = "events_lost"
+    member: None = None
+    reason: None = None
 
     def __init__(self, count: int) -> None:
         self.count = count
