@@ -21,6 +21,8 @@ datagrams that no member takes for one (``_layout.DOCTOR_PROBE_TAG``: Tomcat
 ignores them without a word, mcastmember counts them as ``doctor_probes``).
 """
 
+from __future__ import annotations
+
 import errno
 import ipaddress
 import math
@@ -30,6 +32,7 @@ import shlex
 import socket
 import struct
 import time
+from typing import TYPE_CHECKING, cast
 
 from . import _layout as L
 from . import net
@@ -38,7 +41,77 @@ from .errors import ConfigurationError, MalformedPacket
 from .interfaces import choose, list_interfaces
 from .packet import decode
 
-PASS, WARN, FAIL = "pass", "warn", "fail"
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+    from typing import Any, Final, Literal, TypedDict
+
+    from typing_extensions import TypeAlias
+
+    from .interfaces import Choice, Interface
+    from .member import Member
+
+    # A check's verdict, and the names of the checks (README: "When members
+    # don't see each other"; scripts read them from --json).
+    Status: TypeAlias = Literal["pass", "warn", "fail"]
+    CheckName: TypeAlias = Literal["interface", "route", "group", "port", "rp_filter", "loop",
+                                   "joined", "heard", "domain", "drop_time", "loss",
+                                   "identity", "pair"]
+    # What a peer heard of our probes: multicast heard and span, unicast
+    # heard and span (the counts a probe's report carries).
+    Counts: TypeAlias = tuple[int, int, int, int]
+    # parse_probe: kind, sender's doctor id, sequence, sent_ns, report.
+    Probe: TypeAlias = tuple[bytes, bytes, int, int, Counts | None]
+    # A socket address as recvfrom gives it: (host, port), IPv6 with flow
+    # info and scope id.
+    SockAddress: TypeAlias = tuple[str, int] | tuple[str, int, int, int]
+
+    class CheckJson(TypedDict):
+        """A check in ``--json``."""
+        name: CheckName
+        status: Status
+        detail: str
+        fix: str | None
+
+    class MemberJson(TypedDict):
+        """A member heard, in ``--json``."""
+        host: str
+        port: int
+        unique_id: str
+        domain: str
+        domain_hex: str
+        period_ms: float | None
+        loss: float | None
+        heard: int
+        source: str
+
+    class PairJson(TypedDict):
+        """What went between this host and one peer, in ``--json``."""
+        host: str
+        multicast_loss: float | None
+        multicast_loss_out: float | None
+        unicast_loss: float
+        unicast_loss_out: float | None
+        rtt_ms: float | None
+
+    class ReportJson(TypedDict):
+        """``mcast-demo doctor --json``: the documented contract."""
+        ok: bool
+        checks: list[CheckJson]
+        members: list[MemberJson]
+        pairs: list[PairJson]
+
+    class _PeerState(TypedDict):
+        """The probe counters of one peer (Doctor.peers)."""
+        m_in: set[int]                # sequences of its multicast probes heard
+        u_in: set[int]                # sequences of its unicast probes heard
+        rtt: list[float]              # round trips of our unicast probes, ms
+        report: Counts | None         # the newest report of what it heard of ours
+        report_at: int                # the sequence of the probe that carried it
+        ident: bytes | None           # its doctor id, once heard
+
+PASS: Final = "pass"
+WARN: Final = "warn"
+FAIL: Final = "fail"
 LOOP_PROBES = 3
 LOOP_WAIT_S = 0.5             # how long the loop probes may take to come back
 PAIR_INTERVAL_S = 0.1         # one multicast and one unicast probe per peer this often
@@ -54,15 +127,20 @@ _ROUTE_PREFIX = {4: "224.0.0.0/4", 6: "ff00::/8"}
 
 class Check:
     __slots__ = ("name", "status", "detail", "fix")
+    name: CheckName
+    status: Status
+    detail: str
+    fix: str | None
 
-    def __init__(self, name, status, detail, fix=None):
+    def __init__(self, name: CheckName, status: Status, detail: str,
+                 fix: str | None = None) -> None:
         self.name, self.status, self.detail, self.fix = name, status, detail, fix
 
-    def to_dict(self):
+    def to_dict(self) -> CheckJson:
         return {"name": self.name, "status": self.status, "detail": self.detail,
                 "fix": self.fix}
 
-    def line(self):
+    def line(self) -> str:
         text = f"{self.status.upper()} {self.name:<10} {self.detail}"
         return text + (f"  fix: {self.fix}" if self.fix else "")
 
@@ -71,24 +149,28 @@ class Report:
     """The checks in the order they ran, the members heard and, with
     ``pair``, what went between this host and each peer."""
 
-    def __init__(self):
+    checks: list[Check]
+    members: list[MemberJson]
+    pairs: list[PairJson]
+
+    def __init__(self) -> None:
         self.checks, self.members, self.pairs = [], [], []
 
-    def add(self, name, status, detail, fix=None):
+    def add(self, name: CheckName, status: Status, detail: str, fix: str | None = None) -> None:
         self.checks.append(Check(name, status, detail, None if status == PASS else fix))
 
     @property
-    def ok(self):
+    def ok(self) -> bool:
         return all(check.status != FAIL for check in self.checks)
 
-    def failed(self):
+    def failed(self) -> bool:
         return not self.ok
 
-    def to_dict(self):
+    def to_dict(self) -> ReportJson:
         return {"ok": self.ok, "checks": [check.to_dict() for check in self.checks],
                 "members": self.members, "pairs": self.pairs}
 
-    def lines(self):
+    def lines(self) -> list[str]:
         out = [check.line() for check in self.checks]
         for m in self.members:
             out.append(f"member  {_hostport(m['host'], m['port'])} from {m['source']}: id "
@@ -106,23 +188,23 @@ class Report:
         return out
 
 
-def _ms(value, digits=0):
+def _ms(value: float | None, digits: int = 0) -> str:
     return "?" if value is None else f"{value:.{digits}f} ms"
 
 
-def _pct(value):
+def _pct(value: float | None) -> str:
     return "?" if value is None else f"{value:.0%}"
 
 
-def _count(n, noun):
+def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
-def _hostport(host, port):
+def _hostport(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def _show_domain(domain_hex):
+def _show_domain(domain_hex: str) -> str:
     """A domain as an operator writes it: 'shop', '' or Tomcat's {1,-2,3}."""
     raw = bytes.fromhex(domain_hex)
     text = raw.decode("iso-8859-1")
@@ -131,7 +213,7 @@ def _show_domain(domain_hex):
     return "{" + ",".join(str(b - 256 if b > 127 else b) for b in raw) + "}"
 
 
-def _domain_flag(domain):
+def _domain_flag(domain: bytes) -> str:
     """The --domain argument that gives these bytes, quoted for a shell."""
     text = domain.decode("iso-8859-1")
     if not (text.isprintable() and not text.startswith("{")):
@@ -139,7 +221,7 @@ def _domain_flag(domain):
     return f"--domain {shlex.quote(text)}"
 
 
-def _unscoped(address):
+def _unscoped(address: str | ipaddress.IPv4Address | ipaddress.IPv6Address) -> str:
     """An address as text without its scope, IPv4-mapped IPv6 as IPv4."""
     value = ipaddress.ip_address(str(address).split("%")[0])
     if value.version == 6 and value.ipv4_mapped:
