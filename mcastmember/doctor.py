@@ -42,7 +42,7 @@ from .interfaces import choose, list_interfaces
 from .packet import decode
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping, Sequence
+    from collections.abc import Collection, Iterable, Mapping, Sequence
     from typing import Any, Final, Literal, TypedDict
 
     from typing_extensions import TypeAlias
@@ -59,6 +59,8 @@ if TYPE_CHECKING:
     # What a peer heard of our probes: multicast heard and span, unicast
     # heard and span (the counts a probe's report carries).
     Counts: TypeAlias = tuple[int, int, int, int]
+    # A probe's kind: L (loop), M (multicast), U (unicast), R (a U's answer).
+    ProbeKind: TypeAlias = Literal[b"L", b"M", b"U", b"R"]
     # parse_probe: kind, sender's doctor id, sequence, sent_ns, report.
     Probe: TypeAlias = tuple[bytes, bytes, int, int, Counts | None]
     # A socket address as recvfrom gives it: (host, port), IPv6 with flow
@@ -230,7 +232,7 @@ def _unscoped(address: str | ipaddress.IPv4Address | ipaddress.IPv6Address) -> s
 
 
 # -- the kernel's view (nothing is sent) ----------------------------------------------
-def route_card(group, cards):
+def route_card(group: str, cards: Sequence[Interface]) -> Interface | None:
     """The card the kernel would send ``group`` through when nobody names
     one, or None when it has no route. The kernel's own lookup decides
     (``connect`` sends nothing); the card is that of the source address it
@@ -258,11 +260,11 @@ def route_card(group, cards):
         ipaddress.ip_address(address).is_loopback else None
 
 
-def _ipv4_route_card(destination):
+def _ipv4_route_card(destination: str) -> str | None:
     """The card of the main table's longest-prefix, lowest-metric route
     (/proc/net/route), or None."""
     wanted = ipaddress.IPv4Address(destination)
-    best = None
+    best: tuple[tuple[int, int], str] | None = None    # ((-prefix length, metric), card)
     try:
         with open("/proc/net/route") as f:
             rows = [line.split() for line in f.readlines()[1:]]
@@ -282,14 +284,14 @@ def _ipv4_route_card(destination):
     return best[1] if best else None
 
 
-def _u32_address(text):
+def _u32_address(text: str) -> str:
     """An IPv4 address /proc prints as one 32-bit hex number in host order."""
     return socket.inet_ntoa(struct.pack("=I", int(text, 16)))
 
 
-def kernel_groups(family):
+def kernel_groups(family: int) -> dict[str, set[str]]:
     """{card name: {groups joined on it}} (/proc/net/igmp or igmp6)."""
-    joined = {}
+    joined: dict[str, set[str]] = {}
     try:
         if family == 4:
             with open("/proc/net/igmp") as f:
@@ -310,10 +312,10 @@ def kernel_groups(family):
     return joined
 
 
-def port_holders(port):
+def port_holders(port: int) -> list[tuple[str, str]]:
     """[(local address, who)] of the UDP sockets of this host bound to ``port``;
     who is "name (pid N)" where /proc tells, else "another process"."""
-    found = []
+    found: list[tuple[str, str]] = []      # (local address, socket inode)
     for path, family in (("/proc/net/udp", 4), ("/proc/net/udp6", 6)):
         try:
             with open(path) as f:
@@ -338,7 +340,7 @@ def port_holders(port):
     return [(text, owners.get(inode, "another process")) for text, inode in found]
 
 
-def _socket_owners(inodes):
+def _socket_owners(inodes: Iterable[str]) -> dict[str, str]:
     """{socket inode: "name (pid N)"} of the processes holding them."""
     owners, wanted = {}, {f"socket:[{inode}]": inode for inode in inodes}
     for pid in (p for p in os.listdir("/proc") if p.isdigit()):
@@ -353,14 +355,14 @@ def _socket_owners(inodes):
     return owners
 
 
-def rp_filter(card):
+def rp_filter(card: str) -> int | None:
     """The reverse-path filter mode the kernel applies on ``card`` (the
     larger of 'all' and the card's), or None where it cannot be read."""
     values = [v for v in (_rp_filter_setting("all"), _rp_filter_setting(card)) if v is not None]
     return max(values) if values else None
 
 
-def _rp_filter_setting(name):
+def _rp_filter_setting(name: str) -> int | None:
     """net.ipv4.conf.NAME.rp_filter, or None where it cannot be read."""
     try:
         with open(f"/proc/sys/net/ipv4/conf/{name}/rp_filter") as f:
@@ -370,7 +372,8 @@ def _rp_filter_setting(name):
 
 
 # -- probes -------------------------------------------------------------------------
-def probe(kind, sender, sequence, sent_ns, report=None):
+def probe(kind: ProbeKind, sender: bytes, sequence: int, sent_ns: int,
+          report: Counts | dict[bytes, Counts] | None = None) -> bytes:
     """A probe datagram (see _layout.DOCTOR_PROBE_TAG). ``report``: for a U
     probe, the four counts of what we heard from its receiver; for an M
     probe, ``{doctor id: four counts}`` of every doctor heard."""
@@ -378,12 +381,12 @@ def probe(kind, sender, sequence, sent_ns, report=None):
                       sent_ns)
     if report is None:
         return data
-    if kind == b"M":
+    if isinstance(report, dict):    # an M probe's (kind b"M")
         return data + b"".join(_ENTRY.pack(ident, *counts) for ident, counts in report.items())
     return data + _REPORT.pack(*report)
 
 
-def parse_probe(data, me=None):
+def parse_probe(data: bytes, me: bytes | None = None) -> Probe | None:
     """(kind, sender, sequence, sent_ns, report or None) of a probe, or None;
     the report is what its sender heard from the doctor whose id is ``me``
     (a U probe's own, or ``me``'s entry of an M probe)."""
@@ -392,7 +395,7 @@ def parse_probe(data, me=None):
     _, version, kind, sender, sequence, sent_ns = _HEAD.unpack_from(data)
     if version != L.DOCTOR_PROBE_VERSION:
         return None
-    report = None
+    report: Counts | None = None
     if kind == b"M":
         for offset in range(_HEAD.size, len(data) - _ENTRY.size + 1, _ENTRY.size):
             ident, *counts = _ENTRY.unpack_from(data, offset)
@@ -404,7 +407,7 @@ def parse_probe(data, me=None):
 
 
 # -- measures -------------------------------------------------------------------------
-def estimate(samples):
+def estimate(samples: Iterable[tuple[float, int]]) -> tuple[float, float] | tuple[None, None]:
     """(period in ms, loss fraction) of one member from its heartbeats, as
     ``[(arrival in s, alive ms)]``, or (None, None) from fewer than two.
 
@@ -417,7 +420,7 @@ def estimate(samples):
     longer than set) gets its own. The beats sent while it was heard are its
     alive-time span over that period. A step backwards (a capped alive time
     wrapping round) is measured by the receiver's clock."""
-    beats = []
+    beats: list[tuple[float, int]] = []
     for arrival, alive in samples:
         if not beats or alive != beats[-1][1]:    # one datagram heard twice (two cards)
             beats.append((arrival, alive))
@@ -446,7 +449,7 @@ def estimate(samples):
     return round(period, 1), round(1 - len(beats) / sent, 4)
 
 
-def sequence_loss(sequences):
+def sequence_loss(sequences: Collection[int]) -> float:
     """The fraction of probes lost between the first and the last heard (1.0
     when none came)."""
     if not sequences:
@@ -454,7 +457,7 @@ def sequence_loss(sequences):
     return round(1 - len(sequences) / (max(sequences) - min(sequences) + 1), 4)
 
 
-def _span(sequences):
+def _span(sequences: Collection[int]) -> int:
     return max(sequences) - min(sequences) + 1 if sequences else 0
 
 
