@@ -66,6 +66,8 @@ if TYPE_CHECKING:
     # A socket address as recvfrom gives it: (host, port), IPv6 with flow
     # info and scope id.
     SockAddress: TypeAlias = tuple[str, int] | tuple[str, int, int, int]
+    # Which socket heard a member: the group's or the unicast one.
+    Way: TypeAlias = Literal["multicast", "unicast"]
 
     class CheckJson(TypedDict):
         """A check in ``--json``."""
@@ -468,26 +470,32 @@ class Doctor:
     for settings that join would refuse (a usage error), but for the card
     and the group: what is wrong with those is a failing check."""
 
-    def __init__(self, group, port, settings, wait=5.0, pair=False):
+    family: Literal[4, 6] | None      # the group's IP version (None: unicast only)
+
+    def __init__(self, group: str | None, port: int, settings: Mapping[str, Any],
+                 wait: float = 5.0, pair: bool = False) -> None:
         if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not wait >= 0 \
                 or math.isinf(wait):
             raise ConfigurationError("wait must be a positive number of seconds")
         self.group, self.port, self.settings = group, port, dict(settings)
         self.wait, self.pair = float(wait), pair
-        self.multicast = self.settings.get("multicast", True)
+        self.multicast: bool = self.settings.get("multicast", True)
         self.report = Report()
-        self.config = None
-        self.cards = []
-        self.chosen = []              # the interfaces.Choice of each card given
-        self.via = None               # the card the kernel routes the group through
+        # Set by the local checks: what runs after them asserts it is there.
+        self.config: ServiceConfig | None = None
+        self.cards: list[Interface] = []
+        self.chosen: list[Choice] = []    # the interfaces.Choice of each card given
+        self.via: Interface | None = None   # the card the kernel routes the group through
         self.ident = os.urandom(8)
-        self.heard = {}               # (uid, host, port, source) -> [member, {way: [(t, alive)]}]
-        self.peers = {}               # peer address text -> its probe counters
-        self.unresolved = []          # why each peer name gave no address
+        # (uid, host, port, source) -> (member, {way: [(t, alive)]})
+        self.heard: dict[tuple[bytes, bytes, int, str],
+                         tuple[Member, dict[Way, list[tuple[float, int]]]]] = {}
+        self.peers: dict[str, _PeerState] = {}   # peer address text -> its probe counters
+        self.unresolved: list[str] = []   # why each peer name gave no address
         self._validate()
 
     # settings ----------------------------------------------------------------------
-    def _validate(self):
+    def _validate(self) -> None:
         """Refuse now what join would refuse, the card and the group aside."""
         if self.multicast:
             try:
@@ -497,6 +505,7 @@ class Doctor:
                                          f"address") from None
         trial = dict(self.settings, interface=None)
         if self.multicast:
+            assert self.family is not None
             group = DEFAULT_GROUP[self.family]
             if trial.get("host") is None:
                 trial["host"] = "::1" if self.family == 6 else "127.0.0.1"
@@ -511,7 +520,7 @@ class Doctor:
                                      "--peers (or --dns), and run the doctor there too")
 
     # the run -----------------------------------------------------------------------
-    def run(self):
+    def run(self) -> Report:
         if not self._local_checks():
             return self.report
         receivers, senders, unicast = self._open()
@@ -532,7 +541,7 @@ class Doctor:
         return self.report
 
     # local checks --------------------------------------------------------------------
-    def _local_checks(self):
+    def _local_checks(self) -> bool:
         self.cards = list_interfaces()
         if self.multicast and not self._group_is_multicast():
             return False
@@ -550,7 +559,7 @@ class Doctor:
             self._rp_filter()
         return self.report.ok
 
-    def _group_is_multicast(self):
+    def _group_is_multicast(self) -> bool:
         group = ipaddress.ip_address(str(self.group))
         if group.is_multicast:
             return True
@@ -559,7 +568,7 @@ class Doctor:
                         f"node, such as Tomcat's default {DEFAULT_GROUP[group.version]}")
         return False
 
-    def _interfaces(self):
+    def _interfaces(self) -> bool:
         spec = self.settings.get("interface")
         if spec is None:
             if self.multicast:
@@ -603,12 +612,12 @@ class Doctor:
         self.report.add("interface", PASS, "; ".join(found))
         return True
 
-    def _multicast_cards(self, family):
+    def _multicast_cards(self, family: int) -> list[str]:
         """The names of the cards, loopback aside, that carry IPv``family`` multicast."""
         return [c.name for c in self.cards if c.up and c.multicast and not c.loopback
                 and any(a.version == family for a in c.addresses)]
 
-    def _choose(self, spec, family):
+    def _choose(self, spec: str | int, family: int) -> Choice:
         if self.multicast:
             return choose(spec, family, self.cards)
         try:
@@ -616,8 +625,9 @@ class Doctor:
         except ConfigurationError:
             return choose(spec, 6, self.cards)
 
-    def _route(self):
+    def _route(self) -> None:
         add, group, family = self.report.add, str(self.group), self.family
+        assert family is not None          # the route of a group: multicast only
         self.via = via = route_card(group, self.cards)
         others = self._multicast_cards(family)
         prefix = _ROUTE_PREFIX[family]
@@ -673,13 +683,14 @@ class Doctor:
         else:
             add("route", PASS, f"the kernel routes {group} through {via.name}, the card given")
 
-    def _cards_used(self):
+    def _cards_used(self) -> list[Interface]:
         """The cards the group's traffic uses: those given, else the route's."""
         if self.chosen:
             return [choice.interface for choice in self.chosen]
         return [self.via] if self.via is not None else []
 
-    def _group_scope(self):
+    def _group_scope(self) -> None:
+        assert self.config is not None and self.config.address is not None   # multicast only
         group, ttl = ipaddress.ip_address(self.config.address), self.config.ttl
         loopback = all(card.loopback for card in self._cards_used())
         hops = 1 if ttl is None else ttl
@@ -710,13 +721,15 @@ class Doctor:
                                            f"{' (the default)' if ttl is None else ''} "
                                            f"reaches {reach}")
 
-    def _port(self):
+    def _port(self) -> None:
         config, add = self.config, self.report.add
+        assert config is not None
         holders = port_holders(self.port)
-        blocked = []
+        blocked: list[tuple[str, bool]] = []     # (what cannot bind, whether that fails)
         # Binding sends nothing (joining would: an IGMP or MLD report).
-        if config.multicast and _taken(config.address, self.port, True,
-                                       config.links[0].index if config.links else 0):
+        if config.multicast and config.address is not None and \
+                _taken(config.address, self.port, True,
+                       config.links[0].index if config.links else 0):
             blocked.append(("a member", True))
         address = self._unicast_address()
         if (config.unicast or self.pair) and _taken(address, self.port, False):
@@ -740,12 +753,13 @@ class Doctor:
             f"stop {owners} (unless it is this host's member; then stop it while the doctor "
             f"runs), or use another --port on every node")
 
-    def _unicast_address(self):
+    def _unicast_address(self) -> str:
         """Where a member binds its unicast socket (config.unicast_address,
         which the route check made sure can be computed)."""
+        assert self.config is not None
         return self.config.unicast_address
 
-    def _rp_filter(self):
+    def _rp_filter(self) -> None:
         cards = [card for card in self._cards_used() if not card.loopback]
         if self.family != 4 or not cards:
             self.report.add("rp_filter", PASS, "no reverse-path filtering applies "
@@ -784,12 +798,17 @@ class Doctor:
                                                f"that can reach this host")
 
     # sockets -----------------------------------------------------------------------
-    def _open(self):
+    def _open(self) -> tuple[list[socket.socket], list[socket.socket], socket.socket | None]:
         """The receivers and senders of the group (multicast) and the unicast
         socket (with peers or ``pair``, when the port is ours to bind)."""
+        receivers: list[socket.socket]
+        senders: list[socket.socket]
+        unicast: socket.socket | None
         config, receivers, senders, unicast = self.config, [], [], None
+        assert config is not None
         try:
             if config.multicast:
+                assert config.address is not None
                 receivers = net.open_receivers(config.address, self.port, config.links, 0.05)
                 senders = net.open_senders(config.address, self.port, config.links,
                                            config.ttl, True)
@@ -810,8 +829,11 @@ class Doctor:
             sock.setblocking(False)
         return receivers, senders, unicast
 
-    def _loop(self, receivers, senders):
+    def _loop(self, receivers: list[socket.socket], senders: list[socket.socket]) -> None:
+        back: set[int]                    # the sequences of our probes heard back
+        failed: list[str]                 # why a send failed, each time one did
         config, back, failed = self.config, set(), []
+        assert config is not None and self.family is not None     # multicast only
         for sequence in range(LOOP_PROBES):
             for number, sock in enumerate(senders):
                 try:
@@ -847,12 +869,13 @@ class Doctor:
                             f"{'ip' if self.family == 4 else 'ip6'} daddr {config.address} "
                             f"udp dport {self.port} accept")
 
-    def _link_name(self, number):
+    def _link_name(self, number: int) -> str:
         cards = self._cards_used()
         return cards[number].name if number < len(cards) else "the kernel's card"
 
-    def _joined(self):
+    def _joined(self) -> None:
         config = self.config
+        assert config is not None and self.family is not None     # multicast only
         joined = kernel_groups(self.family)
         cards = [name for name, groups in joined.items() if config.address in groups]
         wanted = [card.name for card in self._cards_used()]
@@ -868,7 +891,8 @@ class Doctor:
                                                      f"with --interface")
 
     # listening and the pair probes -----------------------------------------------------------
-    def _listen(self, sockets, senders, unicast):
+    def _listen(self, sockets: list[socket.socket], senders: list[socket.socket],
+                unicast: socket.socket | None) -> None:
         peers = self._peer_addresses() if self.pair else []
         for peer in peers:
             self.peers[peer] = {"m_in": set(), "u_in": set(), "rtt": [], "report": None,
@@ -892,8 +916,9 @@ class Doctor:
                 elif peers and got[1] != self.ident:
                     self._on_probe(got, source, sock is unicast, unicast)
 
-    def _peer_addresses(self):
+    def _peer_addresses(self) -> list[str]:
         """The peers' addresses (text), names resolved once."""
+        assert self.config is not None
         peer_set = self.config.peer_set()
         resolver = None
         for lookup in peer_set.due(time.monotonic()):
@@ -909,14 +934,15 @@ class Doctor:
         return sorted({str(ipaddress.ip_address(address)) for address, _ in peer_set.peers}
                       - own)
 
-    def _send_pair_probes(self, sequence, senders, unicast):
+    def _send_pair_probes(self, sequence: int, senders: list[socket.socket],
+                          unicast: socket.socket | None) -> None:
         now = time.monotonic_ns()
         reports = {peer: (len(state["m_in"]), _span(state["m_in"]), len(state["u_in"]),
                           _span(state["u_in"])) for peer, state in self.peers.items()}
         # By multicast too, to the doctors heard: the way back from a peer
         # whose unicast to us is dropped, so that it knows what we heard.
-        heard = {self.peers[peer]["ident"]: counts for peer, counts in reports.items()
-                 if self.peers[peer]["ident"] is not None}
+        heard = {state["ident"]: reports[peer] for peer, state in self.peers.items()
+                 if state["ident"] is not None}
         for sock in senders:
             try:
                 sock.send(probe(b"M", self.ident, sequence, now, heard))
@@ -931,7 +957,8 @@ class Doctor:
             except OSError:
                 pass
 
-    def _on_probe(self, got, source, by_unicast, unicast):
+    def _on_probe(self, got: Probe, source: SockAddress, by_unicast: bool,
+                  unicast: socket.socket | None) -> None:
         kind, sender, sequence, sent_ns, report = got
         state = self.peers.get(_unscoped(source[0]))
         if state is None:          # another card of a peer: known by its id
@@ -946,6 +973,7 @@ class Doctor:
             state["m_in"].add(sequence)
         elif kind == b"U" and by_unicast:
             state["u_in"].add(sequence)
+            assert unicast is not None            # it heard the probe
             try:
                 unicast.sendto(probe(b"R", self.ident, sequence, sent_ns), source)
             except OSError:
@@ -953,7 +981,7 @@ class Doctor:
         elif kind == b"R" and by_unicast and sender == state["ident"]:
             state["rtt"].append((time.monotonic_ns() - sent_ns) / 1e6)
 
-    def _judge_pairs(self):
+    def _judge_pairs(self) -> None:
         add = self.report.add
         unresolved = "; ".join(self.unresolved)
         fix = "give the peers' addresses in --peers, or make their names resolve on this host"
@@ -967,6 +995,7 @@ class Doctor:
             return
         if unresolved:
             add("pair", WARN, unresolved, fix)
+        assert self.config is not None
         for peer, state in self.peers.items():
             m_in = sequence_loss(state["m_in"]) if self.config.multicast else None
             u_in = sequence_loss(state["u_in"])
@@ -984,7 +1013,9 @@ class Doctor:
                                       "unicast_loss_out": u_out, "rtt_ms": rtt})
             self._pair_verdict(peer, m_in, m_out, u_in, u_out, rtt)
 
-    def _pair_verdict(self, peer, m_in, m_out, u_in, u_out, rtt):
+    def _pair_verdict(self, peer: str, m_in: float | None, m_out: float | None, u_in: float,
+                      u_out: float | None, rtt: float | None) -> None:
+        assert self.config is not None
         add, port, group = self.report.add, self.port, self.config.address
         kinds = ("multicast", "unicast") if m_in is not None else ("unicast",)
         # What no probe got through of, each way (a way with no report: unknown).
@@ -1042,9 +1073,10 @@ class Doctor:
                 add("pair", PASS, f"{peer}: multicast and unicast pass both ways, rtt "
                                   f"{_ms(rtt, 2)}")
 
-    def _join_command(self):
+    def _join_command(self) -> str:
         """The join command line for this host without multicast."""
         config = self.config
+        assert config is not None
         words = ["mcast-demo", "join", "--no-multicast"]
         if config.peers:
             words += ["--peers", ",".join(config.peers)]
@@ -1063,20 +1095,19 @@ class Doctor:
         return command
 
     # members ------------------------------------------------------------------------
-    def _heard_datagram(self, data, source, way="multicast"):
+    def _heard_datagram(self, data: bytes, source: SockAddress, way: Way = "multicast") -> None:
         try:
             member = decode(data)
         except MalformedPacket:
             return                     # a channel frame, or not Tribes at all
-        source = _unscoped(source[0])
-        key = (member.unique_id, member.host, member.port, source)
-        entry = self.heard.setdefault(key, [member, {}])
+        key = (member.unique_id, member.host, member.port, _unscoped(source[0]))
+        _, ways = self.heard.setdefault(key, (member, {}))
         if member.is_shutdown:
             return                     # leaving: its alive time says nothing
-        entry[0] = member
-        entry[1].setdefault(way, []).append((time.monotonic(), member.alive_ms))
+        self.heard[key] = (member, ways)
+        ways.setdefault(way, []).append((time.monotonic(), member.alive_ms))
 
-    def _judge_members(self):
+    def _judge_members(self) -> None:
         for (_, _, _, source), (member, ways) in self.heard.items():
             # Each way apart: a member stamps its multicast and its unicast
             # copy of one beat each with its own alive time, often a
@@ -1090,6 +1121,7 @@ class Doctor:
                 "period_ms": period, "loss": loss,
                 "heard": sum(len(samples) for samples in ways.values()), "source": source})
         members, add = self.report.members, self.report.add
+        assert self.config is not None
         where = self.config.describe()
         if members:
             add("heard", PASS, f"{_count(len(members), 'member')} heard on {where} in "
@@ -1106,10 +1138,12 @@ class Doctor:
         self._loss(members)
         self._identity(members)
 
-    def _me(self):
+    def _me(self) -> str:
+        assert self.config is not None
         return _unscoped(self.config.unicast_address)
 
-    def _domains(self, members):
+    def _domains(self, members: list[MemberJson]) -> None:
+        assert self.config is not None
         ours = self.config.domain
         others = [m for m in members if bytes.fromhex(m["domain_hex"]) != ours]
         mine = _show_domain(ours.hex())
@@ -1127,12 +1161,13 @@ class Doctor:
         else:
             self.report.add("domain", PASS, f"every member is in this host's domain {mine}")
 
-    def _drop_time(self, members):
+    def _drop_time(self, members: list[MemberJson]) -> None:
+        assert self.config is not None
         drop = self.config.drop_time
         slow = [m for m in members if m["period_ms"] and drop < SAFE_PERIODS * m["period_ms"]]
         own = self.config.frequency
         if slow:
-            longest = max(m["period_ms"] for m in slow)
+            longest = max(m["period_ms"] or 0.0 for m in slow)      # all measured
             # Periods are set in round numbers: 6 x 200 ms, not 6 x 201.3 ms.
             wanted = SUGGESTED_PERIODS * max(10, round(longest / 10) * 10)
             under = "one period" if drop < longest else f"{SAFE_PERIODS} periods"
@@ -1150,14 +1185,14 @@ class Doctor:
                             f"periods)")
         elif members:
             periods = [m["period_ms"] for m in members if m["period_ms"]]
-            longest = f" (the longest period heard is {_ms(max(periods))})" if periods else ""
+            heard = f" (the longest period heard is {_ms(max(periods))})" if periods else ""
             self.report.add("drop_time", PASS, f"drop time {drop} ms covers {SAFE_PERIODS} "
-                                               f"periods of every member{longest}")
+                                               f"periods of every member{heard}")
         else:
             self.report.add("drop_time", PASS, f"drop time {drop} ms covers {SAFE_PERIODS} "
                                                f"periods of --frequency {own} (nobody heard)")
 
-    def _loss(self, members):
+    def _loss(self, members: list[MemberJson]) -> None:
         lossy = [m for m in members if m["loss"] is not None and m["loss"] > LOSSY]
         if lossy:
             who = ", ".join(f"{_hostport(m['host'], m['port'])} {_pct(m['loss'])}"
@@ -1171,12 +1206,14 @@ class Doctor:
             self.report.add("loss", PASS, f"no heartbeat lost ({len(measured)} of "
                                           f"{_count(len(members), 'member')} measured)"
                             if not [m for m in measured if m["loss"]] else
-                            f"loss at most {_pct(max(m['loss'] for m in measured))}")
+                            f"loss at most {_pct(max(m['loss'] or 0.0 for m in measured))}")
         else:
             self.report.add("loss", PASS, "nothing to measure (nobody heard)")
 
-    def _identity(self, members):
+    def _identity(self, members: list[MemberJson]) -> None:
         problems, fixes = [], []
+        by_address: dict[tuple[str, int], set[str]]     # (host, port) -> unique ids
+        by_id: dict[str, dict[str, str]]                # unique id -> {source: host}
         by_address, by_id = {}, {}
         for m in members:
             by_address.setdefault((m["host"], m["port"]), set()).add(m["unique_id"])
@@ -1208,7 +1245,7 @@ class Doctor:
             self.report.add("identity", PASS, "nothing to compare (nobody heard)")
 
 
-def _cannot_send(group, choice):
+def _cannot_send(group: str, choice: Choice) -> str | None:
     """Why the kernel would refuse to send ``group`` on the card of
     ``choice`` (its error text), or None. Connecting sends nothing."""
     link = net.Link(str(choice.address).split("%")[0], choice.interface.index)
@@ -1220,7 +1257,7 @@ def _cannot_send(group, choice):
     return None
 
 
-def _taken(address, port, group, index=0):
+def _taken(address: str, port: int, group: bool, index: int = 0) -> bool:
     """True when ``address:port`` cannot be bound as a member binds it: the
     group with SO_REUSEADDR (and SO_REUSEPORT), unicast without."""
     text, _, scope = address.partition("%")
@@ -1247,7 +1284,8 @@ def _taken(address, port, group, index=0):
     return False
 
 
-def _receive(sockets, timeout):
+def _receive(sockets: Iterable[socket.socket],
+             timeout: float) -> list[tuple[bytes, SockAddress, socket.socket]]:
     """(data, source, socket) of every datagram readable within ``timeout``."""
     with selectors.DefaultSelector() as selector:
         for sock in sockets:
@@ -1255,7 +1293,7 @@ def _receive(sockets, timeout):
         ready = selector.select(timeout)
     out = []
     for key, _ in ready:
-        sock = key.fileobj
+        sock = cast("socket.socket", key.fileobj)     # what was registered above
         while True:
             try:
                 data, source = sock.recvfrom(L.RECV_BUFFER_LEN)
@@ -1267,7 +1305,8 @@ def _receive(sockets, timeout):
     return out
 
 
-def run(group, port, settings, wait=5.0, pair=False):
+def run(group: str | None, port: int, settings: Mapping[str, Any], wait: float = 5.0,
+        pair: bool = False) -> Report:
     """The Report of every check for ``join``'s settings (ConfigurationError
     for settings join would refuse)."""
     return Doctor(group, port, settings, wait, pair).run()
