@@ -1185,9 +1185,9 @@ class Doctor:
                             f"periods)")
         elif members:
             periods = [m["period_ms"] for m in members if m["period_ms"]]
-            heard = f" (the longest period heard is {_ms(max(periods))})" if periods else ""
+            note = f" (the longest period heard is {_ms(max(periods))})" if periods else ""
             self.report.add("drop_time", PASS, f"drop time {drop} ms covers {SAFE_PERIODS} "
-                                               f"periods of every member{heard}")
+                                               f"periods of every member{note}")
         else:
             self.report.add("drop_time", PASS, f"drop time {drop} ms covers {SAFE_PERIODS} "
                                                f"periods of --frequency {own} (nobody heard)")
