@@ -21,6 +21,8 @@ datagrams that no member takes for one (``_layout.DOCTOR_PROBE_TAG``: Tomcat
 ignores them without a word, mcastmember counts them as ``doctor_probes``).
 """
 
+from __future__ import annotations
+
 import errno
 import ipaddress
 import math
@@ -30,6 +32,7 @@ import shlex
 import socket
 import struct
 import time
+from typing import TYPE_CHECKING, cast
 
 from . import _layout as L
 from . import net
@@ -38,7 +41,81 @@ from .errors import ConfigurationError, MalformedPacket
 from .interfaces import choose, list_interfaces
 from .packet import decode
 
-PASS, WARN, FAIL = "pass", "warn", "fail"
+if TYPE_CHECKING:
+    from collections.abc import Collection, Iterable, Mapping, Sequence
+    from typing import Any, Final, Literal, TypedDict
+
+    from typing_extensions import TypeAlias
+
+    from .interfaces import Choice, Interface
+    from .member import Member
+
+    # A check's verdict, and the names of the checks (README: "When members
+    # don't see each other"; scripts read them from --json).
+    Status: TypeAlias = Literal["pass", "warn", "fail"]
+    CheckName: TypeAlias = Literal["interface", "route", "group", "port", "rp_filter", "loop",
+                                   "joined", "heard", "domain", "drop_time", "loss",
+                                   "identity", "pair"]
+    # What a peer heard of our probes: multicast heard and span, unicast
+    # heard and span (the counts a probe's report carries).
+    Counts: TypeAlias = tuple[int, int, int, int]
+    # A probe's kind: L (loop), M (multicast), U (unicast), R (a U's answer).
+    ProbeKind: TypeAlias = Literal[b"L", b"M", b"U", b"R"]
+    # parse_probe: kind, sender's doctor id, sequence, sent_ns, report.
+    Probe: TypeAlias = tuple[bytes, bytes, int, int, Counts | None]
+    # A socket address as recvfrom gives it: (host, port), IPv6 with flow
+    # info and scope id.
+    SockAddress: TypeAlias = tuple[str, int] | tuple[str, int, int, int]
+    # Which socket heard a member: the group's or the unicast one.
+    Way: TypeAlias = Literal["multicast", "unicast"]
+
+    class CheckJson(TypedDict):
+        """A check in ``--json``."""
+        name: CheckName
+        status: Status
+        detail: str
+        fix: str | None
+
+    class MemberJson(TypedDict):
+        """A member heard, in ``--json``."""
+        host: str
+        port: int
+        unique_id: str
+        domain: str
+        domain_hex: str
+        period_ms: float | None
+        loss: float | None
+        heard: int
+        source: str
+
+    class PairJson(TypedDict):
+        """What went between this host and one peer, in ``--json``."""
+        host: str
+        multicast_loss: float | None
+        multicast_loss_out: float | None
+        unicast_loss: float
+        unicast_loss_out: float | None
+        rtt_ms: float | None
+
+    class ReportJson(TypedDict):
+        """``mcast-demo doctor --json``: the documented contract."""
+        ok: bool
+        checks: list[CheckJson]
+        members: list[MemberJson]
+        pairs: list[PairJson]
+
+    class _PeerState(TypedDict):
+        """The probe counters of one peer (Doctor.peers)."""
+        m_in: set[int]                # sequences of its multicast probes heard
+        u_in: set[int]                # sequences of its unicast probes heard
+        rtt: list[float]              # round trips of our unicast probes, ms
+        report: Counts | None         # the newest report of what it heard of ours
+        report_at: int                # the sequence of the probe that carried it
+        ident: bytes | None           # its doctor id, once heard
+
+PASS: Final = "pass"
+WARN: Final = "warn"
+FAIL: Final = "fail"
 LOOP_PROBES = 3
 LOOP_WAIT_S = 0.5             # how long the loop probes may take to come back
 PAIR_INTERVAL_S = 0.1         # one multicast and one unicast probe per peer this often
@@ -54,15 +131,20 @@ _ROUTE_PREFIX = {4: "224.0.0.0/4", 6: "ff00::/8"}
 
 class Check:
     __slots__ = ("name", "status", "detail", "fix")
+    name: CheckName
+    status: Status
+    detail: str
+    fix: str | None
 
-    def __init__(self, name, status, detail, fix=None):
+    def __init__(self, name: CheckName, status: Status, detail: str,
+                 fix: str | None = None) -> None:
         self.name, self.status, self.detail, self.fix = name, status, detail, fix
 
-    def to_dict(self):
+    def to_dict(self) -> CheckJson:
         return {"name": self.name, "status": self.status, "detail": self.detail,
                 "fix": self.fix}
 
-    def line(self):
+    def line(self) -> str:
         text = f"{self.status.upper()} {self.name:<10} {self.detail}"
         return text + (f"  fix: {self.fix}" if self.fix else "")
 
@@ -71,24 +153,28 @@ class Report:
     """The checks in the order they ran, the members heard and, with
     ``pair``, what went between this host and each peer."""
 
-    def __init__(self):
+    checks: list[Check]
+    members: list[MemberJson]
+    pairs: list[PairJson]
+
+    def __init__(self) -> None:
         self.checks, self.members, self.pairs = [], [], []
 
-    def add(self, name, status, detail, fix=None):
+    def add(self, name: CheckName, status: Status, detail: str, fix: str | None = None) -> None:
         self.checks.append(Check(name, status, detail, None if status == PASS else fix))
 
     @property
-    def ok(self):
+    def ok(self) -> bool:
         return all(check.status != FAIL for check in self.checks)
 
-    def failed(self):
+    def failed(self) -> bool:
         return not self.ok
 
-    def to_dict(self):
+    def to_dict(self) -> ReportJson:
         return {"ok": self.ok, "checks": [check.to_dict() for check in self.checks],
                 "members": self.members, "pairs": self.pairs}
 
-    def lines(self):
+    def lines(self) -> list[str]:
         out = [check.line() for check in self.checks]
         for m in self.members:
             out.append(f"member  {_hostport(m['host'], m['port'])} from {m['source']}: id "
@@ -106,23 +192,23 @@ class Report:
         return out
 
 
-def _ms(value, digits=0):
+def _ms(value: float | None, digits: int = 0) -> str:
     return "?" if value is None else f"{value:.{digits}f} ms"
 
 
-def _pct(value):
+def _pct(value: float | None) -> str:
     return "?" if value is None else f"{value:.0%}"
 
 
-def _count(n, noun):
+def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
-def _hostport(host, port):
+def _hostport(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def _show_domain(domain_hex):
+def _show_domain(domain_hex: str) -> str:
     """A domain as an operator writes it: 'shop', '' or Tomcat's {1,-2,3}."""
     raw = bytes.fromhex(domain_hex)
     text = raw.decode("iso-8859-1")
@@ -131,7 +217,7 @@ def _show_domain(domain_hex):
     return "{" + ",".join(str(b - 256 if b > 127 else b) for b in raw) + "}"
 
 
-def _domain_flag(domain):
+def _domain_flag(domain: bytes) -> str:
     """The --domain argument that gives these bytes, quoted for a shell."""
     text = domain.decode("iso-8859-1")
     if not (text.isprintable() and not text.startswith("{")):
@@ -139,7 +225,7 @@ def _domain_flag(domain):
     return f"--domain {shlex.quote(text)}"
 
 
-def _unscoped(address):
+def _unscoped(address: str | ipaddress.IPv4Address | ipaddress.IPv6Address) -> str:
     """An address as text without its scope, IPv4-mapped IPv6 as IPv4."""
     value = ipaddress.ip_address(str(address).split("%")[0])
     if value.version == 6 and value.ipv4_mapped:
@@ -148,7 +234,7 @@ def _unscoped(address):
 
 
 # -- the kernel's view (nothing is sent) ----------------------------------------------
-def route_card(group, cards):
+def route_card(group: str, cards: Sequence[Interface]) -> Interface | None:
     """The card the kernel would send ``group`` through when nobody names
     one, or None when it has no route. The kernel's own lookup decides
     (``connect`` sends nothing); the card is that of the source address it
@@ -176,11 +262,11 @@ def route_card(group, cards):
         ipaddress.ip_address(address).is_loopback else None
 
 
-def _ipv4_route_card(destination):
+def _ipv4_route_card(destination: str) -> str | None:
     """The card of the main table's longest-prefix, lowest-metric route
     (/proc/net/route), or None."""
     wanted = ipaddress.IPv4Address(destination)
-    best = None
+    best: tuple[tuple[int, int], str] | None = None    # ((-prefix length, metric), card)
     try:
         with open("/proc/net/route") as f:
             rows = [line.split() for line in f.readlines()[1:]]
@@ -200,14 +286,14 @@ def _ipv4_route_card(destination):
     return best[1] if best else None
 
 
-def _u32_address(text):
+def _u32_address(text: str) -> str:
     """An IPv4 address /proc prints as one 32-bit hex number in host order."""
     return socket.inet_ntoa(struct.pack("=I", int(text, 16)))
 
 
-def kernel_groups(family):
+def kernel_groups(family: int) -> dict[str, set[str]]:
     """{card name: {groups joined on it}} (/proc/net/igmp or igmp6)."""
-    joined = {}
+    joined: dict[str, set[str]] = {}
     try:
         if family == 4:
             with open("/proc/net/igmp") as f:
@@ -228,10 +314,10 @@ def kernel_groups(family):
     return joined
 
 
-def port_holders(port):
+def port_holders(port: int) -> list[tuple[str, str]]:
     """[(local address, who)] of the UDP sockets of this host bound to ``port``;
     who is "name (pid N)" where /proc tells, else "another process"."""
-    found = []
+    found: list[tuple[str, str]] = []      # (local address, socket inode)
     for path, family in (("/proc/net/udp", 4), ("/proc/net/udp6", 6)):
         try:
             with open(path) as f:
@@ -256,7 +342,7 @@ def port_holders(port):
     return [(text, owners.get(inode, "another process")) for text, inode in found]
 
 
-def _socket_owners(inodes):
+def _socket_owners(inodes: Iterable[str]) -> dict[str, str]:
     """{socket inode: "name (pid N)"} of the processes holding them."""
     owners, wanted = {}, {f"socket:[{inode}]": inode for inode in inodes}
     for pid in (p for p in os.listdir("/proc") if p.isdigit()):
@@ -271,14 +357,14 @@ def _socket_owners(inodes):
     return owners
 
 
-def rp_filter(card):
+def rp_filter(card: str) -> int | None:
     """The reverse-path filter mode the kernel applies on ``card`` (the
     larger of 'all' and the card's), or None where it cannot be read."""
     values = [v for v in (_rp_filter_setting("all"), _rp_filter_setting(card)) if v is not None]
     return max(values) if values else None
 
 
-def _rp_filter_setting(name):
+def _rp_filter_setting(name: str) -> int | None:
     """net.ipv4.conf.NAME.rp_filter, or None where it cannot be read."""
     try:
         with open(f"/proc/sys/net/ipv4/conf/{name}/rp_filter") as f:
@@ -288,7 +374,8 @@ def _rp_filter_setting(name):
 
 
 # -- probes -------------------------------------------------------------------------
-def probe(kind, sender, sequence, sent_ns, report=None):
+def probe(kind: ProbeKind, sender: bytes, sequence: int, sent_ns: int,
+          report: Counts | dict[bytes, Counts] | None = None) -> bytes:
     """A probe datagram (see _layout.DOCTOR_PROBE_TAG). ``report``: for a U
     probe, the four counts of what we heard from its receiver; for an M
     probe, ``{doctor id: four counts}`` of every doctor heard."""
@@ -296,12 +383,12 @@ def probe(kind, sender, sequence, sent_ns, report=None):
                       sent_ns)
     if report is None:
         return data
-    if kind == b"M":
+    if isinstance(report, dict):    # an M probe's (kind b"M")
         return data + b"".join(_ENTRY.pack(ident, *counts) for ident, counts in report.items())
     return data + _REPORT.pack(*report)
 
 
-def parse_probe(data, me=None):
+def parse_probe(data: bytes, me: bytes | None = None) -> Probe | None:
     """(kind, sender, sequence, sent_ns, report or None) of a probe, or None;
     the report is what its sender heard from the doctor whose id is ``me``
     (a U probe's own, or ``me``'s entry of an M probe)."""
@@ -310,7 +397,7 @@ def parse_probe(data, me=None):
     _, version, kind, sender, sequence, sent_ns = _HEAD.unpack_from(data)
     if version != L.DOCTOR_PROBE_VERSION:
         return None
-    report = None
+    report: Counts | None = None
     if kind == b"M":
         for offset in range(_HEAD.size, len(data) - _ENTRY.size + 1, _ENTRY.size):
             ident, *counts = _ENTRY.unpack_from(data, offset)
@@ -322,7 +409,7 @@ def parse_probe(data, me=None):
 
 
 # -- measures -------------------------------------------------------------------------
-def estimate(samples):
+def estimate(samples: Iterable[tuple[float, int]]) -> tuple[float, float] | tuple[None, None]:
     """(period in ms, loss fraction) of one member from its heartbeats, as
     ``[(arrival in s, alive ms)]``, or (None, None) from fewer than two.
 
@@ -335,7 +422,7 @@ def estimate(samples):
     longer than set) gets its own. The beats sent while it was heard are its
     alive-time span over that period. A step backwards (a capped alive time
     wrapping round) is measured by the receiver's clock."""
-    beats = []
+    beats: list[tuple[float, int]] = []
     for arrival, alive in samples:
         if not beats or alive != beats[-1][1]:    # one datagram heard twice (two cards)
             beats.append((arrival, alive))
@@ -364,7 +451,7 @@ def estimate(samples):
     return round(period, 1), round(1 - len(beats) / sent, 4)
 
 
-def sequence_loss(sequences):
+def sequence_loss(sequences: Collection[int]) -> float:
     """The fraction of probes lost between the first and the last heard (1.0
     when none came)."""
     if not sequences:
@@ -372,7 +459,7 @@ def sequence_loss(sequences):
     return round(1 - len(sequences) / (max(sequences) - min(sequences) + 1), 4)
 
 
-def _span(sequences):
+def _span(sequences: Collection[int]) -> int:
     return max(sequences) - min(sequences) + 1 if sequences else 0
 
 
@@ -383,26 +470,32 @@ class Doctor:
     for settings that join would refuse (a usage error), but for the card
     and the group: what is wrong with those is a failing check."""
 
-    def __init__(self, group, port, settings, wait=5.0, pair=False):
+    family: Literal[4, 6] | None      # the group's IP version (None: unicast only)
+
+    def __init__(self, group: str | None, port: int, settings: Mapping[str, Any],
+                 wait: float = 5.0, pair: bool = False) -> None:
         if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not wait >= 0 \
                 or math.isinf(wait):
             raise ConfigurationError("wait must be a positive number of seconds")
         self.group, self.port, self.settings = group, port, dict(settings)
         self.wait, self.pair = float(wait), pair
-        self.multicast = self.settings.get("multicast", True)
+        self.multicast: bool = self.settings.get("multicast", True)
         self.report = Report()
-        self.config = None
-        self.cards = []
-        self.chosen = []              # the interfaces.Choice of each card given
-        self.via = None               # the card the kernel routes the group through
+        # Set by the local checks: what runs after them asserts it is there.
+        self.config: ServiceConfig | None = None
+        self.cards: list[Interface] = []
+        self.chosen: list[Choice] = []    # the interfaces.Choice of each card given
+        self.via: Interface | None = None   # the card the kernel routes the group through
         self.ident = os.urandom(8)
-        self.heard = {}               # (uid, host, port, source) -> [member, {way: [(t, alive)]}]
-        self.peers = {}               # peer address text -> its probe counters
-        self.unresolved = []          # why each peer name gave no address
+        # (uid, host, port, source) -> (member, {way: [(t, alive)]})
+        self.heard: dict[tuple[bytes, bytes, int, str],
+                         tuple[Member, dict[Way, list[tuple[float, int]]]]] = {}
+        self.peers: dict[str, _PeerState] = {}   # peer address text -> its probe counters
+        self.unresolved: list[str] = []   # why each peer name gave no address
         self._validate()
 
     # settings ----------------------------------------------------------------------
-    def _validate(self):
+    def _validate(self) -> None:
         """Refuse now what join would refuse, the card and the group aside."""
         if self.multicast:
             try:
@@ -412,6 +505,7 @@ class Doctor:
                                          f"address") from None
         trial = dict(self.settings, interface=None)
         if self.multicast:
+            assert self.family is not None
             group = DEFAULT_GROUP[self.family]
             if trial.get("host") is None:
                 trial["host"] = "::1" if self.family == 6 else "127.0.0.1"
@@ -426,7 +520,7 @@ class Doctor:
                                      "--peers (or --dns), and run the doctor there too")
 
     # the run -----------------------------------------------------------------------
-    def run(self):
+    def run(self) -> Report:
         if not self._local_checks():
             return self.report
         receivers, senders, unicast = self._open()
@@ -447,7 +541,7 @@ class Doctor:
         return self.report
 
     # local checks --------------------------------------------------------------------
-    def _local_checks(self):
+    def _local_checks(self) -> bool:
         self.cards = list_interfaces()
         if self.multicast and not self._group_is_multicast():
             return False
@@ -465,7 +559,7 @@ class Doctor:
             self._rp_filter()
         return self.report.ok
 
-    def _group_is_multicast(self):
+    def _group_is_multicast(self) -> bool:
         group = ipaddress.ip_address(str(self.group))
         if group.is_multicast:
             return True
@@ -474,7 +568,7 @@ class Doctor:
                         f"node, such as Tomcat's default {DEFAULT_GROUP[group.version]}")
         return False
 
-    def _interfaces(self):
+    def _interfaces(self) -> bool:
         spec = self.settings.get("interface")
         if spec is None:
             if self.multicast:
@@ -518,12 +612,12 @@ class Doctor:
         self.report.add("interface", PASS, "; ".join(found))
         return True
 
-    def _multicast_cards(self, family):
+    def _multicast_cards(self, family: int) -> list[str]:
         """The names of the cards, loopback aside, that carry IPv``family`` multicast."""
         return [c.name for c in self.cards if c.up and c.multicast and not c.loopback
                 and any(a.version == family for a in c.addresses)]
 
-    def _choose(self, spec, family):
+    def _choose(self, spec: str | int, family: int) -> Choice:
         if self.multicast:
             return choose(spec, family, self.cards)
         try:
@@ -531,8 +625,9 @@ class Doctor:
         except ConfigurationError:
             return choose(spec, 6, self.cards)
 
-    def _route(self):
+    def _route(self) -> None:
         add, group, family = self.report.add, str(self.group), self.family
+        assert family is not None          # the route of a group: multicast only
         self.via = via = route_card(group, self.cards)
         others = self._multicast_cards(family)
         prefix = _ROUTE_PREFIX[family]
@@ -588,13 +683,14 @@ class Doctor:
         else:
             add("route", PASS, f"the kernel routes {group} through {via.name}, the card given")
 
-    def _cards_used(self):
+    def _cards_used(self) -> list[Interface]:
         """The cards the group's traffic uses: those given, else the route's."""
         if self.chosen:
             return [choice.interface for choice in self.chosen]
         return [self.via] if self.via is not None else []
 
-    def _group_scope(self):
+    def _group_scope(self) -> None:
+        assert self.config is not None and self.config.address is not None   # multicast only
         group, ttl = ipaddress.ip_address(self.config.address), self.config.ttl
         loopback = all(card.loopback for card in self._cards_used())
         hops = 1 if ttl is None else ttl
@@ -625,13 +721,15 @@ class Doctor:
                                            f"{' (the default)' if ttl is None else ''} "
                                            f"reaches {reach}")
 
-    def _port(self):
+    def _port(self) -> None:
         config, add = self.config, self.report.add
+        assert config is not None
         holders = port_holders(self.port)
-        blocked = []
+        blocked: list[tuple[str, bool]] = []     # (what cannot bind, whether that fails)
         # Binding sends nothing (joining would: an IGMP or MLD report).
-        if config.multicast and _taken(config.address, self.port, True,
-                                       config.links[0].index if config.links else 0):
+        if config.multicast and config.address is not None and \
+                _taken(config.address, self.port, True,
+                       config.links[0].index if config.links else 0):
             blocked.append(("a member", True))
         address = self._unicast_address()
         if (config.unicast or self.pair) and _taken(address, self.port, False):
@@ -655,12 +753,13 @@ class Doctor:
             f"stop {owners} (unless it is this host's member; then stop it while the doctor "
             f"runs), or use another --port on every node")
 
-    def _unicast_address(self):
+    def _unicast_address(self) -> str:
         """Where a member binds its unicast socket (config.unicast_address,
         which the route check made sure can be computed)."""
+        assert self.config is not None
         return self.config.unicast_address
 
-    def _rp_filter(self):
+    def _rp_filter(self) -> None:
         cards = [card for card in self._cards_used() if not card.loopback]
         if self.family != 4 or not cards:
             self.report.add("rp_filter", PASS, "no reverse-path filtering applies "
@@ -699,12 +798,17 @@ class Doctor:
                                                f"that can reach this host")
 
     # sockets -----------------------------------------------------------------------
-    def _open(self):
+    def _open(self) -> tuple[list[socket.socket], list[socket.socket], socket.socket | None]:
         """The receivers and senders of the group (multicast) and the unicast
         socket (with peers or ``pair``, when the port is ours to bind)."""
+        receivers: list[socket.socket]
+        senders: list[socket.socket]
+        unicast: socket.socket | None
         config, receivers, senders, unicast = self.config, [], [], None
+        assert config is not None
         try:
             if config.multicast:
+                assert config.address is not None
                 receivers = net.open_receivers(config.address, self.port, config.links, 0.05)
                 senders = net.open_senders(config.address, self.port, config.links,
                                            config.ttl, True)
@@ -725,8 +829,11 @@ class Doctor:
             sock.setblocking(False)
         return receivers, senders, unicast
 
-    def _loop(self, receivers, senders):
+    def _loop(self, receivers: list[socket.socket], senders: list[socket.socket]) -> None:
+        back: set[int]                    # the sequences of our probes heard back
+        failed: list[str]                 # why a send failed, each time one did
         config, back, failed = self.config, set(), []
+        assert config is not None and self.family is not None     # multicast only
         for sequence in range(LOOP_PROBES):
             for number, sock in enumerate(senders):
                 try:
@@ -762,12 +869,13 @@ class Doctor:
                             f"{'ip' if self.family == 4 else 'ip6'} daddr {config.address} "
                             f"udp dport {self.port} accept")
 
-    def _link_name(self, number):
+    def _link_name(self, number: int) -> str:
         cards = self._cards_used()
         return cards[number].name if number < len(cards) else "the kernel's card"
 
-    def _joined(self):
+    def _joined(self) -> None:
         config = self.config
+        assert config is not None and self.family is not None     # multicast only
         joined = kernel_groups(self.family)
         cards = [name for name, groups in joined.items() if config.address in groups]
         wanted = [card.name for card in self._cards_used()]
@@ -783,7 +891,8 @@ class Doctor:
                                                      f"with --interface")
 
     # listening and the pair probes -----------------------------------------------------------
-    def _listen(self, sockets, senders, unicast):
+    def _listen(self, sockets: list[socket.socket], senders: list[socket.socket],
+                unicast: socket.socket | None) -> None:
         peers = self._peer_addresses() if self.pair else []
         for peer in peers:
             self.peers[peer] = {"m_in": set(), "u_in": set(), "rtt": [], "report": None,
@@ -807,8 +916,9 @@ class Doctor:
                 elif peers and got[1] != self.ident:
                     self._on_probe(got, source, sock is unicast, unicast)
 
-    def _peer_addresses(self):
+    def _peer_addresses(self) -> list[str]:
         """The peers' addresses (text), names resolved once."""
+        assert self.config is not None
         peer_set = self.config.peer_set()
         resolver = None
         for lookup in peer_set.due(time.monotonic()):
@@ -824,14 +934,15 @@ class Doctor:
         return sorted({str(ipaddress.ip_address(address)) for address, _ in peer_set.peers}
                       - own)
 
-    def _send_pair_probes(self, sequence, senders, unicast):
+    def _send_pair_probes(self, sequence: int, senders: list[socket.socket],
+                          unicast: socket.socket | None) -> None:
         now = time.monotonic_ns()
         reports = {peer: (len(state["m_in"]), _span(state["m_in"]), len(state["u_in"]),
                           _span(state["u_in"])) for peer, state in self.peers.items()}
         # By multicast too, to the doctors heard: the way back from a peer
         # whose unicast to us is dropped, so that it knows what we heard.
-        heard = {self.peers[peer]["ident"]: counts for peer, counts in reports.items()
-                 if self.peers[peer]["ident"] is not None}
+        heard = {state["ident"]: reports[peer] for peer, state in self.peers.items()
+                 if state["ident"] is not None}
         for sock in senders:
             try:
                 sock.send(probe(b"M", self.ident, sequence, now, heard))
@@ -846,7 +957,8 @@ class Doctor:
             except OSError:
                 pass
 
-    def _on_probe(self, got, source, by_unicast, unicast):
+    def _on_probe(self, got: Probe, source: SockAddress, by_unicast: bool,
+                  unicast: socket.socket | None) -> None:
         kind, sender, sequence, sent_ns, report = got
         state = self.peers.get(_unscoped(source[0]))
         if state is None:          # another card of a peer: known by its id
@@ -861,6 +973,7 @@ class Doctor:
             state["m_in"].add(sequence)
         elif kind == b"U" and by_unicast:
             state["u_in"].add(sequence)
+            assert unicast is not None            # it heard the probe
             try:
                 unicast.sendto(probe(b"R", self.ident, sequence, sent_ns), source)
             except OSError:
@@ -868,7 +981,7 @@ class Doctor:
         elif kind == b"R" and by_unicast and sender == state["ident"]:
             state["rtt"].append((time.monotonic_ns() - sent_ns) / 1e6)
 
-    def _judge_pairs(self):
+    def _judge_pairs(self) -> None:
         add = self.report.add
         unresolved = "; ".join(self.unresolved)
         fix = "give the peers' addresses in --peers, or make their names resolve on this host"
@@ -882,6 +995,7 @@ class Doctor:
             return
         if unresolved:
             add("pair", WARN, unresolved, fix)
+        assert self.config is not None
         for peer, state in self.peers.items():
             m_in = sequence_loss(state["m_in"]) if self.config.multicast else None
             u_in = sequence_loss(state["u_in"])
@@ -899,7 +1013,9 @@ class Doctor:
                                       "unicast_loss_out": u_out, "rtt_ms": rtt})
             self._pair_verdict(peer, m_in, m_out, u_in, u_out, rtt)
 
-    def _pair_verdict(self, peer, m_in, m_out, u_in, u_out, rtt):
+    def _pair_verdict(self, peer: str, m_in: float | None, m_out: float | None, u_in: float,
+                      u_out: float | None, rtt: float | None) -> None:
+        assert self.config is not None
         add, port, group = self.report.add, self.port, self.config.address
         kinds = ("multicast", "unicast") if m_in is not None else ("unicast",)
         # What no probe got through of, each way (a way with no report: unknown).
@@ -957,9 +1073,10 @@ class Doctor:
                 add("pair", PASS, f"{peer}: multicast and unicast pass both ways, rtt "
                                   f"{_ms(rtt, 2)}")
 
-    def _join_command(self):
+    def _join_command(self) -> str:
         """The join command line for this host without multicast."""
         config = self.config
+        assert config is not None
         words = ["mcast-demo", "join", "--no-multicast"]
         if config.peers:
             words += ["--peers", ",".join(config.peers)]
@@ -978,20 +1095,19 @@ class Doctor:
         return command
 
     # members ------------------------------------------------------------------------
-    def _heard_datagram(self, data, source, way="multicast"):
+    def _heard_datagram(self, data: bytes, source: SockAddress, way: Way = "multicast") -> None:
         try:
             member = decode(data)
         except MalformedPacket:
             return                     # a channel frame, or not Tribes at all
-        source = _unscoped(source[0])
-        key = (member.unique_id, member.host, member.port, source)
-        entry = self.heard.setdefault(key, [member, {}])
+        key = (member.unique_id, member.host, member.port, _unscoped(source[0]))
+        _, ways = self.heard.setdefault(key, (member, {}))
         if member.is_shutdown:
             return                     # leaving: its alive time says nothing
-        entry[0] = member
-        entry[1].setdefault(way, []).append((time.monotonic(), member.alive_ms))
+        self.heard[key] = (member, ways)
+        ways.setdefault(way, []).append((time.monotonic(), member.alive_ms))
 
-    def _judge_members(self):
+    def _judge_members(self) -> None:
         for (_, _, _, source), (member, ways) in self.heard.items():
             # Each way apart: a member stamps its multicast and its unicast
             # copy of one beat each with its own alive time, often a
@@ -1005,6 +1121,7 @@ class Doctor:
                 "period_ms": period, "loss": loss,
                 "heard": sum(len(samples) for samples in ways.values()), "source": source})
         members, add = self.report.members, self.report.add
+        assert self.config is not None
         where = self.config.describe()
         if members:
             add("heard", PASS, f"{_count(len(members), 'member')} heard on {where} in "
@@ -1021,10 +1138,12 @@ class Doctor:
         self._loss(members)
         self._identity(members)
 
-    def _me(self):
+    def _me(self) -> str:
+        assert self.config is not None
         return _unscoped(self.config.unicast_address)
 
-    def _domains(self, members):
+    def _domains(self, members: list[MemberJson]) -> None:
+        assert self.config is not None
         ours = self.config.domain
         others = [m for m in members if bytes.fromhex(m["domain_hex"]) != ours]
         mine = _show_domain(ours.hex())
@@ -1042,12 +1161,13 @@ class Doctor:
         else:
             self.report.add("domain", PASS, f"every member is in this host's domain {mine}")
 
-    def _drop_time(self, members):
+    def _drop_time(self, members: list[MemberJson]) -> None:
+        assert self.config is not None
         drop = self.config.drop_time
         slow = [m for m in members if m["period_ms"] and drop < SAFE_PERIODS * m["period_ms"]]
         own = self.config.frequency
         if slow:
-            longest = max(m["period_ms"] for m in slow)
+            longest = max(m["period_ms"] or 0.0 for m in slow)      # all measured
             # Periods are set in round numbers: 6 x 200 ms, not 6 x 201.3 ms.
             wanted = SUGGESTED_PERIODS * max(10, round(longest / 10) * 10)
             under = "one period" if drop < longest else f"{SAFE_PERIODS} periods"
@@ -1065,14 +1185,14 @@ class Doctor:
                             f"periods)")
         elif members:
             periods = [m["period_ms"] for m in members if m["period_ms"]]
-            longest = f" (the longest period heard is {_ms(max(periods))})" if periods else ""
+            note = f" (the longest period heard is {_ms(max(periods))})" if periods else ""
             self.report.add("drop_time", PASS, f"drop time {drop} ms covers {SAFE_PERIODS} "
-                                               f"periods of every member{longest}")
+                                               f"periods of every member{note}")
         else:
             self.report.add("drop_time", PASS, f"drop time {drop} ms covers {SAFE_PERIODS} "
                                                f"periods of --frequency {own} (nobody heard)")
 
-    def _loss(self, members):
+    def _loss(self, members: list[MemberJson]) -> None:
         lossy = [m for m in members if m["loss"] is not None and m["loss"] > LOSSY]
         if lossy:
             who = ", ".join(f"{_hostport(m['host'], m['port'])} {_pct(m['loss'])}"
@@ -1086,12 +1206,14 @@ class Doctor:
             self.report.add("loss", PASS, f"no heartbeat lost ({len(measured)} of "
                                           f"{_count(len(members), 'member')} measured)"
                             if not [m for m in measured if m["loss"]] else
-                            f"loss at most {_pct(max(m['loss'] for m in measured))}")
+                            f"loss at most {_pct(max(m['loss'] or 0.0 for m in measured))}")
         else:
             self.report.add("loss", PASS, "nothing to measure (nobody heard)")
 
-    def _identity(self, members):
+    def _identity(self, members: list[MemberJson]) -> None:
         problems, fixes = [], []
+        by_address: dict[tuple[str, int], set[str]]     # (host, port) -> unique ids
+        by_id: dict[str, dict[str, str]]                # unique id -> {source: host}
         by_address, by_id = {}, {}
         for m in members:
             by_address.setdefault((m["host"], m["port"]), set()).add(m["unique_id"])
@@ -1123,7 +1245,7 @@ class Doctor:
             self.report.add("identity", PASS, "nothing to compare (nobody heard)")
 
 
-def _cannot_send(group, choice):
+def _cannot_send(group: str, choice: Choice) -> str | None:
     """Why the kernel would refuse to send ``group`` on the card of
     ``choice`` (its error text), or None. Connecting sends nothing."""
     link = net.Link(str(choice.address).split("%")[0], choice.interface.index)
@@ -1135,7 +1257,7 @@ def _cannot_send(group, choice):
     return None
 
 
-def _taken(address, port, group, index=0):
+def _taken(address: str, port: int, group: bool, index: int = 0) -> bool:
     """True when ``address:port`` cannot be bound as a member binds it: the
     group with SO_REUSEADDR (and SO_REUSEPORT), unicast without."""
     text, _, scope = address.partition("%")
@@ -1162,7 +1284,8 @@ def _taken(address, port, group, index=0):
     return False
 
 
-def _receive(sockets, timeout):
+def _receive(sockets: Iterable[socket.socket],
+             timeout: float) -> list[tuple[bytes, SockAddress, socket.socket]]:
     """(data, source, socket) of every datagram readable within ``timeout``."""
     with selectors.DefaultSelector() as selector:
         for sock in sockets:
@@ -1170,7 +1293,7 @@ def _receive(sockets, timeout):
         ready = selector.select(timeout)
     out = []
     for key, _ in ready:
-        sock = key.fileobj
+        sock = cast("socket.socket", key.fileobj)     # what was registered above
         while True:
             try:
                 data, source = sock.recvfrom(L.RECV_BUFFER_LEN)
@@ -1182,7 +1305,8 @@ def _receive(sockets, timeout):
     return out
 
 
-def run(group, port, settings, wait=5.0, pair=False):
+def run(group: str | None, port: int, settings: Mapping[str, Any], wait: float = 5.0,
+        pair: bool = False) -> Report:
     """The Report of every check for ``join``'s settings (ConfigurationError
     for settings join would refuse)."""
     return Doctor(group, port, settings, wait, pair).run()
