@@ -42,11 +42,12 @@ from .interfaces import choose, list_interfaces
 from .packet import decode
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Iterable, Mapping, Sequence
-    from typing import Any, Final, Literal, TypedDict
+    from collections.abc import Collection, Iterable, Sequence
+    from typing import Final, Literal, TypedDict
 
     from typing_extensions import TypeAlias
 
+    from .config import Settings
     from .interfaces import Choice, Interface
     from .member import Member
 
@@ -472,12 +473,13 @@ class Doctor:
 
     family: Literal[4, 6] | None      # the group's IP version (None: unicast only)
 
-    def __init__(self, group: str | None, port: int, settings: Mapping[str, Any],
+    def __init__(self, group: str | None, port: int, settings: Settings,
                  wait: float = 5.0, pair: bool = False) -> None:
         if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not wait >= 0 \
                 or math.isinf(wait):
             raise ConfigurationError("wait must be a positive number of seconds")
-        self.group, self.port, self.settings = group, port, dict(settings)
+        self.group, self.port = group, port
+        self.settings: Settings = {**settings}     # a dict display: the checkers keep its type
         self.wait, self.pair = float(wait), pair
         self.multicast: bool = self.settings.get("multicast", True)
         self.report = Report()
@@ -503,7 +505,8 @@ class Doctor:
             except ValueError:
                 raise ConfigurationError(f"{self.group!r} is not an IPv4 or IPv6 "
                                          f"address") from None
-        trial = dict(self.settings, interface=None)
+        # Dict displays, not dict(...): the checkers take those for a Settings.
+        trial: Settings = {**self.settings, "interface": None}
         if self.multicast:
             assert self.family is not None
             group = DEFAULT_GROUP[self.family]
@@ -1305,7 +1308,7 @@ def _receive(sockets: Iterable[socket.socket],
     return out
 
 
-def run(group: str | None, port: int, settings: Mapping[str, Any], wait: float = 5.0,
+def run(group: str | None, port: int, settings: Settings, wait: float = 5.0,
         pair: bool = False) -> Report:
     """The Report of every check for ``join``'s settings (ConfigurationError
     for settings join would refuse)."""
