@@ -245,7 +245,7 @@ class TableView(LineView):
 
     def _draw(self, lines: list[str], size: os.terminal_size) -> None:
         """Rewrite the lines that changed (all after a resize), in one write."""
-        parts = []
+        parts: list[str] = []
         if self._drawn is None or size != self._size:
             parts.append(_CSI + "H" + _CSI + "2J")
             self._drawn = []
@@ -378,7 +378,7 @@ def _table(members: list[Member], heard: list[float | None], width: int,
     columns = columns[:len(widths)]
 
     def row(values: list[str]) -> str:
-        cells = []
+        cells: list[str] = []
         for (title, _, _), text, w in zip(columns, values, widths):
             if w:
                 text = text.rjust(w) if title in ("last heard", "uptime") else text.ljust(w)

@@ -442,7 +442,8 @@ def _run(args: argparse.Namespace) -> int:
 
     view = choose(service, args.json)
     with _Stop() as stop:
-        def on_event(event: MemberEvent | EventsLost) -> None:    # on the dispatcher thread: a closed pipe ends the demo
+        # on the dispatcher thread: a closed pipe ends the demo
+        def on_event(event: MemberEvent | EventsLost) -> None:
             try:
                 view.on_event(event)
             except BrokenPipeError:
