@@ -115,6 +115,9 @@ def test_set_key_refuses_bad_keys(codec):
         packet.set_key(256, KEY1)
     with pytest.raises(ValueError, match="after its end marker"):
         codec.HeartbeatPacket(hb(codec) + b"x").set_key(1, KEY1)
+    with pytest.raises(TypeError):          # a key id without its secret, as in both twins
+        packet.set_key(1)
+    assert packet.key_id == 0
 
 
 def test_a_keyed_packet_sent_on_a_socket_is_what_it_signed(codec):

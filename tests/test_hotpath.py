@@ -360,6 +360,23 @@ def test_send_to_something_not_a_socket_fails_with_enotsock(codec):
         os.close(write_end)
 
 
+@pytest.mark.both_codecs       # names the twin itself: the same test in either CI pass
+def test_an_oserror_without_errno_counts_as_eio(monkeypatch):
+    """The twin returns -errno; an OSError raised without one (the checkers'
+    ``int | None``) is -EIO, not a TypeError from negating None."""
+    from mcastmember import _fast_py
+
+    def write(fd, data):
+        raise OSError("no errno")
+
+    a, b = _unix_pair()
+    with a, b:
+        packet = _fast_py.HeartbeatPacket(heartbeat(_fast_py))
+        monkeypatch.setattr(_fast_py.os, "write", write)
+        assert packet.send(a.fileno()) == -errno.EIO
+        assert (packet.sent, packet.errors) == (0, 1)
+
+
 def test_pump_refuses_a_buffer_some_datagram_would_not_fit(codec, pair):
     tx, rx = pair
     index = codec.MemberIndex(2)
