@@ -401,7 +401,8 @@ class Targets:
     """The twin of ``_fast.Targets``: peers as socket addresses, made once."""
 
     def __init__(self, peers: Sequence[Peer], family: int) -> None:
-        peers = tuple(tuple(peer) for peer in peers)  # type: ignore[misc]  # Peer-shaped
+        # tuple() keeps each Peer's shape; the checkers see tuple[object, ...]
+        peers = tuple(tuple(peer) for peer in peers)  # type: ignore[misc]
         if family not in (socket.AF_INET, socket.AF_INET6):
             raise ValueError(f"family {family} is neither AF_INET nor AF_INET6")
         self.family = family

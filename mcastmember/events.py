@@ -83,7 +83,8 @@ class MemberEvent:
     def __delattr__(self, name: str) -> NoReturn:
         raise AttributeError("MemberEvent is immutable")
 
-    def __reduce__(self) -> tuple[type[MemberEvent], tuple[Any, ...]]:
+    def __reduce__(self) -> tuple[type[MemberEvent],
+                                  tuple[EventKind, Member, Reason | None, Member | None, float]]:
         return (MemberEvent, (self.kind, self.member, self.reason, self.previous, self.time))
 
     def _key(self) -> tuple[EventKind, Member, Reason | None, Member | None]:

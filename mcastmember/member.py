@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from . import _layout as L
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
     from typing_extensions import Buffer
 
@@ -75,7 +75,7 @@ class Member:
     def __delattr__(self, name: str) -> NoReturn:
         raise AttributeError("Member is immutable")
 
-    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+    def __reduce__(self) -> tuple[Callable[..., Member], tuple[object, ...]]:
         return (_rebuild, tuple(getattr(self, name) for name in Member.__slots__))
 
     def replace(self, **changes: Any) -> Member:
@@ -184,7 +184,7 @@ def find_by_address(members: Iterable[Member], host: str | Buffer, port: int) ->
     return next((m for m in members if m.host == host and m.port == port), None)
 
 
-def _rebuild(*fields: Any) -> Member:
+def _rebuild(*fields: object) -> Member:
     member = object.__new__(Member)
     for name, value in zip(Member.__slots__, fields):
         object.__setattr__(member, name, value)

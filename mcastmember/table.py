@@ -489,7 +489,8 @@ class Membership:
 
     def __contains__(self, member: object) -> bool:
         # Member.identity's getter, called as a function: anything without
-        # a member's fields raises AttributeError, as before.
+        # a member's fields raises AttributeError, as before. (mypy sees the
+        # class attribute as the getter itself, pyright fget as maybe None.)
         identity = Member.identity.fget(member)  # type: ignore[attr-defined]
         return identity in self._slot_of or identity in self._suspects
 

@@ -7,6 +7,7 @@ neither implementation has a public name the stub lacks."""
 import ast
 import importlib.resources
 import inspect
+import re
 import socket
 
 import pytest
@@ -19,6 +20,8 @@ STUB_CLASSES = {node.name: node for node in STUB.body if isinstance(node, ast.Cl
 STUB_CONSTANTS = {node.target.id for node in STUB.body
                   if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)}
 CONSTRUCTOR = {"__init__", "__new__"}
+# The compiled module's source ships with it (package data).
+PYX = (importlib.resources.files("mcastmember") / "_fast.pyx").read_text()
 
 
 def public(name):
@@ -122,8 +125,10 @@ def test_constructors_take_the_stubs_parameters(codec, name):
     try:
         actual = runtime_parameters(cls)
     except ValueError:
-        # A compiled class made in __cinit__ shows no signature: call it
-        # with every parameter by keyword instead, as the stub names them.
+        # A compiled class made in __cinit__ shows no signature: compare
+        # with the __cinit__ _fast.pyx declares, and call the built class
+        # with every parameter by keyword, as the stub names them.
+        assert pyx_constructor(name) == expected
         positional = sample_arguments(name)
         keywords = {pname: (positional[pname] if default is inspect.Parameter.empty
                             else default) for pname, _, default in expected}
@@ -137,3 +142,15 @@ def sample_arguments(name):
             "MemberIndex": {"capacity": 8},
             "Targets": {"peers": [(b"\x7f\x00\x00\x01", 45564)], "family": socket.AF_INET},
             }[name]
+
+
+def pyx_constructor(name):
+    """[(name, kind, default)] of the __cinit__ of class ``name`` in
+    _fast.pyx, its C types left out: the same terms as stub_parameters."""
+    match = re.search(rf"^cdef class {name}\b.*?^    def __cinit__\((.*?)\):", PYX,
+                      re.MULTILINE | re.DOTALL)
+    assert match, f"no __cinit__ for {name} in _fast.pyx"
+    # "int64_t alive_cap=-1" -> "alive_cap=-1": what is left parses as Python.
+    untyped = [re.sub(r"^.*\s(\w+\s*(=.*)?)$", r"\1", part.strip())
+               for part in match.group(1).split(",")]
+    return stub_parameters(ast.parse(f"def __cinit__({', '.join(untyped)}): ...").body[0])
