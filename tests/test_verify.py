@@ -335,6 +335,49 @@ def test_without_verify_the_drop_time_removes(make):
     assert engine.probes_due(3.01) == []
 
 
+def test_the_prober_tells_acceptance_refusal_and_no_answer_and_keeps_no_socket():
+    import os
+    import queue
+    from types import SimpleNamespace
+
+    from mcastmember.probe import Prober
+
+    def attempt(sock, timeout):
+        address, port = sock.getsockname()
+        return SimpleNamespace(member=SimpleNamespace(address=address, port=port),
+                               deadline=time.monotonic() + timeout)
+
+    idle = len(os.listdir("/proc/self/fd"))
+    accepting = socket.create_server(("127.0.0.1", 0))   # the kernel accepts; never read
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))                        # bound, never listening: refuses
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(0)                                     # a full backlog: SYNs go unanswered
+    fillers = []
+    reports = queue.SimpleQueue()
+    prober = Prober(lambda results: [reports.put(r) for r in results])
+    try:
+        for _ in range(8):
+            filler = socket.socket()
+            filler.setblocking(False)
+            filler.connect_ex(silent.getsockname())
+            fillers.append(filler)
+        prober.start()
+        with_prober = len(os.listdir("/proc/self/fd"))
+        asked = [attempt(accepting, 0.3), attempt(closed, 0.3), attempt(silent, 0.3)]
+        prober.submit(asked)
+        got = dict((id(a), answered) for a, answered in (reports.get(timeout=2) for _ in asked))
+        assert [got[id(a)] for a in asked] == [True, False, None]
+        assert time.monotonic() >= asked[2].deadline       # no answer: given up at its deadline
+        assert len(os.listdir("/proc/self/fd")) == with_prober
+    finally:
+        prober.stop()
+        for sock in [accepting, closed, silent, *fillers]:
+            sock.close()
+    assert len(os.listdir("/proc/self/fd")) == idle
+
+
 # -- through the fronts, on loopback -------------------------------------------------
 
 FAST = dict(frequency=100, drop_time=400)
