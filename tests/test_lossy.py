@@ -21,7 +21,8 @@ import pytest
 from mcastmember.engine import MAX_PROBE_SOCKETS, MAX_PROBES, PROBE_ATTEMPTS
 
 from fronts import Asyncio, FRONTS, Threaded
-from netlab import JsonProcess, Lan, demo_command, event, loss_rules, nft_available, run_in_netns
+from netlab import (JsonProcess, Lan, demo_command, event, loss_rules, nft_available,
+                    run_in_netns, service_command)
 from support import GROUP, heartbeat, wait_until
 
 FREQUENCY, DROP = 0.1, 0.4
@@ -97,6 +98,65 @@ def test_a_killed_member_is_removed_with_and_without_verify(lan, cluster):
         assert about(proc, host) == ([("added", None), ("suspect", None),
                                       ("removed", "expired")] if proc is verified
                                      else [("added", None), ("removed", "expired")])
+
+
+# -- a lossy handshake: several attempts per probe ------------------------------------------
+#
+# A lost SYN or SYN-ACK is retransmitted only after 1 s, past the probe's
+# bound: one connect per probe fails whenever one of the two is lost. Here 30%
+# of each is dropped, in a fixed pattern rather than at random, so that the
+# test cannot flake: 3 of every 10 (the 1st, 4th and 7th), never two in a row
+# on either side. No two attempts in a row can fail then (the SYNs of two
+# attempts that fail by their SYN would be two drops in a row; the SYN-ACKs
+# of two that fail by their SYN-ACK too; and drops are 3 or 4 apart, never 2),
+# so every probe is answered by its third attempt, while a probe of one
+# connect would fail at the first drop. bench/lossy.py has random loss.
+
+HANDSHAKE_PROBES = 10
+MEMBER_PORT = 4000
+
+
+def handshake_loss(syn_ack):
+    """The rules dropping 30% of the SYNs arriving for the member port
+    (``syn_ack`` False: on the member's host) or of the SYN-ACKs from it (on
+    the prober's): a counter of all of them, then one of those dropped."""
+    way, flags = ("sport", "syn | ack") if syn_ack else ("dport", "syn")
+    match = f"tcp {way} {MEMBER_PORT} tcp flags & (syn | ack) == {flags}"
+    return [f"{match} counter", f"{match} numgen inc mod 10 {{ 0, 3, 6 }} counter drop"]
+
+
+def test_a_probe_survives_lost_handshake_packets_by_its_later_attempts(lan, group_port):
+    host = lan.address(1)
+    # The member's kernel would resend a lost SYN-ACK a second later, after the
+    # probe gave up: a stray packet that would shift the SYN-ACKs' pattern.
+    lan.sysctl(1, "net.ipv4.tcp_synack_retries=0")
+    member = join(lan, 1, group_port, "--verify")          # its TCP listener answers
+    watcher = JsonProcess(lan, 0, service_command({
+        "address": GROUP, "port": group_port, "interface": lan.address(0),
+        "member_port": MEMBER_PORT, "frequency": int(FREQUENCY * 1000),
+        "drop_time": int(DROP * 1000), "verify": True}))
+    try:
+        watcher.wait_for(event("added", host), timeout=10)
+        lan.filter(1, handshake_loss(syn_ack=False))
+        lan.filter(0, loss_rules(100, udp=[group_port], source=host) + handshake_loss(syn_ack=True))
+        watcher.wait_for(event("suspect", host), timeout=3)
+        deadline = time.monotonic() + HANDSHAKE_PROBES * (DROP + PROBE_BOUND) + 3
+        while (stats := watcher.stats())["verify.kept"] < HANDSHAKE_PROBES:
+            assert time.monotonic() < deadline, stats
+            assert about(watcher, host) == [("added", None), ("suspect", None)]
+            time.sleep(DROP)
+        assert about(watcher, host) == [("added", None), ("suspect", None)]
+        assert (stats["verify.failed"], stats["verify.timed_out"]) == (0, 0)
+        syns, syns_dropped = lan.counters(1)
+        _, heartbeats_dropped, syn_acks, syn_acks_dropped = lan.counters(0)
+        # Both ways lost some (so some probes needed a later attempt), and the
+        # heartbeats were all lost.
+        assert syns_dropped >= 1 and syn_acks_dropped >= 1, (syns, syn_acks)
+        assert syns > stats["verify.kept"]
+        assert heartbeats_dropped > 10
+    finally:
+        watcher.stop(signal.SIGKILL)
+        member.stop(signal.SIGKILL)
 
 
 # -- a flood of suspects whose ports never answer ------------------------------------------
