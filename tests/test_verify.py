@@ -12,7 +12,7 @@ from mcastmember.config import ServiceConfig
 from mcastmember.engine import (LOST_ATTEMPT_S, MAX_PROBE_SOCKETS, MAX_PROBES, PROBE_ATTEMPTS,
                                 MembershipEngine)
 
-from support import GROUP, LOOPBACK, heartbeat, wait_until
+from support import GROUP, LOOPBACK, heartbeat, silent_port, wait_until
 
 DROP = 3.0
 
@@ -342,39 +342,31 @@ def test_the_prober_tells_acceptance_refusal_and_no_answer_and_keeps_no_socket()
 
     from mcastmember.probe import Prober
 
-    def attempt(sock, timeout):
-        address, port = sock.getsockname()
-        return SimpleNamespace(member=SimpleNamespace(address=address, port=port),
+    def attempt(address, timeout):
+        return SimpleNamespace(member=SimpleNamespace(address=address[0], port=address[1]),
                                deadline=time.monotonic() + timeout)
 
     idle = len(os.listdir("/proc/self/fd"))
     accepting = socket.create_server(("127.0.0.1", 0))   # the kernel accepts; never read
     closed = socket.socket()
     closed.bind(("127.0.0.1", 0))                        # bound, never listening: refuses
-    silent = socket.socket()
-    silent.bind(("127.0.0.1", 0))
-    silent.listen(0)                                     # a full backlog: SYNs go unanswered
-    fillers = []
     reports = queue.SimpleQueue()
     prober = Prober(lambda results: [reports.put(r) for r in results])
     try:
-        for _ in range(8):
-            filler = socket.socket()
-            filler.setblocking(False)
-            filler.connect_ex(silent.getsockname())
-            fillers.append(filler)
-        prober.start()
-        with_prober = len(os.listdir("/proc/self/fd"))
-        asked = [attempt(accepting, 0.3), attempt(closed, 0.3), attempt(silent, 0.3)]
-        prober.submit(asked)
-        got = dict((id(a), answered) for a, answered in (reports.get(timeout=2) for _ in asked))
-        assert [got[id(a)] for a in asked] == [True, False, None]
-        assert time.monotonic() >= asked[2].deadline       # no answer: given up at its deadline
-        assert len(os.listdir("/proc/self/fd")) == with_prober
+        with silent_port() as silent:
+            prober.start()
+            with_prober = len(os.listdir("/proc/self/fd"))
+            asked = [attempt(accepting.getsockname(), 0.3), attempt(closed.getsockname(), 0.3),
+                     attempt(silent, 0.3)]
+            prober.submit(asked)
+            got = {id(a): answered for a, answered in (reports.get(timeout=2) for _ in asked)}
+            assert [got[id(a)] for a in asked] == [True, False, None]
+            assert time.monotonic() >= asked[2].deadline   # no answer: given up at its deadline
+            assert len(os.listdir("/proc/self/fd")) == with_prober
     finally:
         prober.stop()
-        for sock in [accepting, closed, silent, *fillers]:
-            sock.close()
+        accepting.close()
+        closed.close()
     assert len(os.listdir("/proc/self/fd")) == idle
 
 
