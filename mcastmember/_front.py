@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from ._fast import HeartbeatPacket
     from .config import AuthMode, Keys, Settings
-    from .engine import SocketRole, Stats
+    from .engine import ProbeAttempt, SocketRole, Stats
     from .events import MemberEvent
     from .member import Member
     from .peers import Lookup
@@ -369,9 +369,9 @@ class MembershipFront:
         with ``engine.on_lookup`` (a thread, or the loop's executor)."""
         raise NotImplementedError
 
-    def _start_probes(self, probes: list[tuple[Member, float]]) -> None:
-        """Probe each ``(member, timeout)`` away from the receive path and
-        report with ``engine.on_probe``."""
+    def _start_probes(self, attempts: list[ProbeAttempt]) -> None:
+        """Make each probe attempt (one TCP connect, closed at once) away
+        from the receive path and report it with ``engine.on_probe``."""
         raise NotImplementedError
 
     def _resolver(self) -> dns.resolver.Resolver | None:

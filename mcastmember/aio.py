@@ -18,13 +18,14 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import socket
 import weakref
 from typing import TYPE_CHECKING, cast
 
 from ._front import MembershipFront
 from .config import DEFAULT_GROUP, DEFAULT_PORT, takes_settings
 from .events import EventsLost, MemberEvent
-from .probe import probe_stats_idle
+from .probe import _family, probe_stats_idle
 from .table import ADDED
 
 if TYPE_CHECKING:
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from typing_extensions import Self, TypeAlias, Unpack
 
     from .config import Settings
+    from .engine import ProbeAttempt
     from .member import Member
     from .peers import Lookup
     from .probe_aio import AsyncProbeListener
@@ -187,9 +189,15 @@ class AsyncMembership(MembershipFront):
                 future.set_exception(RuntimeError("AsyncMembership stopped"))
         self._waiters = []
         self._close_sockets()
+        probes, self._probe_tasks = self._probe_tasks, set()
         if self._inert:
             self._probe_server = None    # the parent's: not ours to close
+            probes = set()
+        for task in probes:
+            task.cancel()                # each closes its socket as it ends
         await self._stop_probe_server()
+        if probes:
+            await asyncio.wait(probes)
 
     async def __aenter__(self) -> Self:
         return await self.start()
@@ -357,29 +365,40 @@ class AsyncMembership(MembershipFront):
         self._wake(())           # publish what changed (dns_members), new deadlines
 
     # -- the second opinion (verify) ---------------------------------------------------
-    def _start_probes(self, probes: list[tuple[Member, float]]) -> None:
+    def _start_probes(self, attempts: list[ProbeAttempt]) -> None:
         assert self._loop is not None       # probes start while running
-        for member, timeout in probes:
-            task = self._loop.create_task(self._verify(member, timeout))
+        for attempt in attempts:
+            task = self._loop.create_task(self._attempt(attempt))
             self._probe_tasks.add(task)          # the loop holds tasks weakly
             task.add_done_callback(self._probe_tasks.discard)
 
-    async def _verify(self, member: Member, timeout: float) -> None:
-        answered: bool | None = None        # no answer within the bound
+    async def _attempt(self, attempt: ProbeAttempt) -> None:
+        """One connect, closed as soon as it is answered (nothing is sent or
+        read: a port that accepts and hangs holds nothing) or its deadline
+        passes."""
+        assert self._loop is not None
+        member = attempt.member
+        answered: bool | None = None        # no answer by the deadline
+        sock: socket.socket | None = None
         try:
-            _, writer = await asyncio.wait_for(
-                asyncio.open_connection(member.address, member.port), timeout)
-            writer.close()
+            sock = socket.socket(_family(member.address), socket.SOCK_STREAM)
+            sock.setblocking(False)
+            await asyncio.wait_for(self._loop.sock_connect(sock, (member.address, member.port)),
+                                   attempt.deadline - self.clock())
             answered = True
         except asyncio.TimeoutError:
             pass
         except OSError:
-            answered = False
+            # Refused (or unreachable); without a socket (out of
+            # descriptors) we cannot tell, and the member is not blamed.
+            answered = False if sock is not None else None
         finally:
-            # Reported whatever happens: until then the probe holds one of
-            # the engine's MAX_PROBES slots.
+            if sock is not None:
+                sock.close()
+            # Reported whatever happens (but a stop): until then the attempt
+            # holds one of the engine's MAX_PROBE_SOCKETS slots.
             if self.running and not self._inert:
-                self._engine.on_probe(member, answered, self.clock())
+                self._engine.on_probe(attempt, answered, self.clock())
                 self._wake(())
 
     # -- TCP listener for Tomcat ------------------------------------------------------

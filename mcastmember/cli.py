@@ -140,6 +140,8 @@ def _add_member_settings(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--verify", action="store_true",
                       help="probe a member's port before removing it at its drop time "
                            "(a second opinion on lossy networks; turns the TCP listener on)")
+    parser.add_argument("--verify-timeout", type=int, metavar="MS",
+                        help="with --verify: how long a probe may take (300)")
     _add_detector(parser)
     parser.add_argument("--tomcat", action="store_true",
                       help="join a Tomcat cluster as a listed member: answer Tribes' channel "
@@ -391,6 +393,8 @@ def _settings(args: argparse.Namespace) -> Settings:
                                  "--peers or --dns")
     if not multicast and args.group is not None:
         raise ConfigurationError(f"--no-multicast: leave out the group ({args.group})")
+    if args.verify_timeout is not None and not args.verify:
+        raise ConfigurationError("--verify-timeout needs --verify")
     peers = [spec for specs in args.peers for spec in specs.split(",") if spec.strip()]
     settings.update({
         "ttl": args.ttl, "host": args.host, "member_port": args.member_port,
@@ -399,6 +403,8 @@ def _settings(args: argparse.Namespace) -> Settings:
         "dns_srv": args.dns_srv, "dns_interval": args.dns_interval,
         "dns_servers": args.dns_server, "dns_members": args.dns_members,
         "accept_unknown": args.accept_unknown, "verify": args.verify})
+    if args.verify_timeout is not None:
+        settings["verify_timeout"] = args.verify_timeout
     return settings
 
 

@@ -200,8 +200,8 @@ class ServiceConfig:
       sent by UDP (Tomcat's cloud membership; needs ``dns``, no multicast).
     - ``accept_unknown``: let a unicast sender that is not a peer join.
     - ``verify``: a second opinion before an expiry: a member past its drop
-      time becomes a suspect and is probed (a TCP connect to its member port,
-      within ``verify_timeout``, 300); it stays while its port answers.
+      time becomes a suspect and is probed (TCP connects to its member port,
+      up to six within ``verify_timeout``, 300); it stays while its port answers.
       Turns the TCP listener on, so that peers can probe us too.
     - ``detector``: "fixed" (drop time) or "phi" (phi-accrual on each
       member's arrival intervals: ``phi_threshold`` 8, ``phi_min_std`` 100,

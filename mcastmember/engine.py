@@ -90,10 +90,34 @@ SAFE_BEATS_PER_DROP = 3
 # exactly at the boundary would not, and the driver would wake again at once).
 EXPIRY_SLACK_S = 0.001
 
-# Suspects probed at once, at most (verify): a flood of suspects waits its
-# turn rather than open a socket each. A probe counts until the front reports
-# it, even after the engine timed it out: until then its socket may be open.
-MAX_PROBES = 16
+# The second opinion (verify). A probe is several TCP connects ("attempts")
+# within its bound (verify_timeout), a new one every bound / PROBE_ATTEMPTS,
+# each given what is left of the bound. Linux retransmits a lost SYN or
+# SYN-ACK only after 1 s (its initial retransmission timeout), far past a
+# bound of a few hundred ms, so within the bound one connect is one SYN: with
+# a share p of the packets lost each way it fails with 1 - (1 - p)^2 (51% at
+# 30% loss), and a live member is removed on that luck alone. Six attempts
+# all fail with (1 - (1 - p)^2)^6: 1.8% at 30% loss, 18% at 50%. Six keeps
+# the gap between attempts (bound / 6: 50 ms by default) a large multiple
+# of a LAN's round trip (under 1 ms), so on a healthy network the first
+# attempt is answered before the second is due and a probe costs one socket;
+# the last attempt still has that gap to be answered in. More attempts
+# would share the socket bound among fewer suspects for little more.
+PROBE_ATTEMPTS = 6
+# Sockets in flight for probes, at most: attempts handed to the front and not
+# reported yet, those of probes already decided included (a connect holds
+# its socket until the front reports it, whatever the engine decided
+# meanwhile). A probe starts only when all its attempts fit, so a probe under
+# way always makes its next attempt on time, before any new suspect starts;
+# a flood of suspects waits its turn. 48 descriptors are few beside any
+# limit (1024 by default), and let MAX_PROBES suspects whose ports never
+# answer be probed at once.
+MAX_PROBE_SOCKETS = 48
+MAX_PROBES = MAX_PROBE_SOCKETS // PROBE_ATTEMPTS
+# An attempt the front has not reported this long after its deadline is
+# taken as lost (a front's bug) and its slot freed, so that lost reports
+# cannot stall verify for good. Far longer than any live front takes.
+LOST_ATTEMPT_S = 1.0
 
 # Reasons of the removals ``stop()`` emits for the members still present,
 # and of a dns_members member's whose address left the DNS answer.
@@ -147,8 +171,7 @@ class MembershipEngine:
         if self._peers is not None:
             self._new_targets()
         self._probes: dict[bytes, _Probe] = {}          # verify: identity -> _Probe of a suspect
-        # verify: identities probed, not reported by the front yet
-        self._unreported: set[bytes] = set()
+        self._attempts: set[ProbeAttempt] = set()       # verify: handed out, not reported yet
         self._running = False
         self._packet: HeartbeatPacket | None = None
         self._sent_earlier = 0    # by packets since replaced (each counts its own sends)
@@ -197,7 +220,7 @@ class MembershipEngine:
         self.table.clear()
         self._listed = {}
         self._probes = {}
-        self._unreported = set()    # a restart starts counting afresh
+        self._attempts = set()      # a restart counts afresh: reports from before are ignored
         self._counts["removed." + STOPPED] += len(remaining)
         self._events.extend(MemberEvent(REMOVED, member, STOPPED) for member in remaining)
         return self._make_packet(L.SHUTDOWN_COMMAND) if self._sends else None
@@ -231,13 +254,8 @@ class MembershipEngine:
         expiry = self.table.next_expiry()
         if expiry is not None:
             deadline = min(deadline, max(expiry, self._grace_until) + EXPIRY_SLACK_S)
-        # A suspect waiting for a free slot is due when a report frees one
-        # (the front wakes us then), not now: else we would spin meanwhile.
-        unreported = self._unreported
-        free = len(unreported) < MAX_PROBES
-        for identity, probe in self._probes.items():
-            if probe.in_flight or (free and identity not in unreported):
-                deadline = min(deadline, probe.at)
+        if self._probes or self._attempts:
+            deadline = min(deadline, self._probe_deadline())
         if self._read_after > self._now:
             deadline = min(deadline, self._read_after)
         # A deadline already past is due now: waking at once is not lateness.
@@ -256,7 +274,7 @@ class MembershipEngine:
                 if event.kind == SUSPECT:
                     self._probes[event.member.identity] = _Probe(event.member, now)
             self._events.extend(events)
-        if self._probes:
+        if self._probes or self._attempts:
             self._judge_probes(now)
         if now >= self._next_report:
             self._next_report = now + MALFORMED_REPORT_S
@@ -419,55 +437,111 @@ class MembershipEngine:
         self._count_failure(which)
 
     # -- the second opinion (verify) ----------------------------------------------------------
-    def probes_due(self, now: float) -> list[tuple[Member, float]]:
-        """The suspects to probe now, as ``(member, timeout seconds)``: try a
-        TCP connect to ``member.address``:``member.port`` within the timeout
-        and report with ``on_probe``, always (a probe counts against
-        MAX_PROBES until then, even once the engine timed it out)."""
+    def probes_due(self, now: float) -> list[ProbeAttempt]:
+        """The probe attempts to make now (see PROBE_ATTEMPTS): for each, try
+        a TCP connect to ``attempt.member``'s address and port, close it at
+        once, and report with ``on_probe``; give up when ``attempt.deadline``
+        passes (on the clock that gives the engine its times;
+        ``attempt.timeout`` is the same, counted from ``now``). Report every
+        attempt once, whatever the engine decided meanwhile: until then it
+        counts against MAX_PROBE_SOCKETS."""
         if not self._probes:
             return []
         self._now = now
-        unreported = self._unreported
-        due: list[tuple[Member, float]] = []
-        timeout = self.config.verify_timeout / 1000.0
-        for identity, probe in self._probes.items():
-            if len(unreported) >= MAX_PROBES:
-                break
-            # A member suspected again while its last probe is unreported
-            # waits for that report: one probe per member at a time.
-            if not probe.in_flight and now >= probe.at and identity not in unreported:
-                probe.in_flight, probe.at = True, now + timeout
-                unreported.add(identity)
-                due.append((probe.member, timeout))
+        bound = self.config.verify_timeout / 1000.0
+        due: list[ProbeAttempt] = []
+        waiting: list[_Probe] = []
+        for probe in self._probes.values():
+            if probe.deadline is None:
+                if now >= probe.at:
+                    waiting.append(probe)
+            elif probe.made < PROBE_ATTEMPTS and probe.at <= now < probe.deadline:
+                due.append(self._attempt(probe, now, bound))
+        if waiting:
+            reserved = self._sockets_reserved()
+            waiting.sort(key=lambda probe: probe.at)        # the longest waiting first
+            for probe in waiting:
+                if reserved + PROBE_ATTEMPTS > MAX_PROBE_SOCKETS:
+                    break
+                reserved += PROBE_ATTEMPTS
+                probe.deadline = now + bound
+                due.append(self._attempt(probe, now, bound))
         return due
 
-    def on_probe(self, member: Member, answered: bool | None, now: float) -> None:
-        """The probe of ``member`` ended: ``answered`` True when its port
-        accepted the connection, False when refused, None when nothing
-        answered within the timeout (counted as ``verify.timed_out``, as when
-        the engine's own bound runs out first). Kept for another drop time
-        (and probed again then, unless heard), or removed ("expired")."""
+    def _attempt(self, probe: _Probe, now: float, bound: float) -> ProbeAttempt:
+        assert probe.deadline is not None       # the probe is under way
+        probe.made += 1
+        # The next attempt's time, on the probe's own grid: a late wake-up
+        # delays one attempt, not the ones after it.
+        probe.at = probe.deadline - bound * (PROBE_ATTEMPTS - probe.made) / PROBE_ATTEMPTS
+        attempt = ProbeAttempt(probe, probe.deadline - now)
+        self._attempts.add(attempt)
+        return attempt
+
+    def _sockets_reserved(self) -> int:
+        """Attempts in flight, and those the probes under way may still make."""
+        return len(self._attempts) + sum(PROBE_ATTEMPTS - probe.made
+                                         for probe in self._probes.values()
+                                         if probe.deadline is not None)
+
+    def _probe_deadline(self) -> float:
+        """When verify needs the driver next: an attempt or a bound due, a
+        waiting suspect's turn (only while there is room to start it: else
+        the report that frees a slot wakes the driver, which would spin
+        meanwhile), an unreported attempt to give up on."""
+        soonest = math.inf
+        room = self._sockets_reserved() + PROBE_ATTEMPTS <= MAX_PROBE_SOCKETS
+        for probe in self._probes.values():
+            if probe.deadline is not None:
+                soonest = min(soonest, probe.deadline,
+                              probe.at if probe.made < PROBE_ATTEMPTS else math.inf)
+            elif room:
+                soonest = min(soonest, probe.at)
+        for attempt in self._attempts:
+            soonest = min(soonest, attempt.deadline + LOST_ATTEMPT_S)
+        return soonest
+
+    def on_probe(self, attempt: ProbeAttempt, answered: bool | None, now: float) -> None:
+        """``attempt`` (from ``probes_due``) ended: ``answered`` True when the
+        port accepted the connection, False when it was refused, None when
+        nothing answered by its deadline. The first acceptance keeps the
+        member for another drop time (then it is probed again, unless
+        heard); a refusal (nothing listens there) removes it ("expired") at
+        once, as does the probe's bound passing with no answer
+        (``verify.timed_out``, whichever clock ran out: the last attempt's or
+        the engine's). The report of a probe already decided only frees its
+        socket slot."""
         self._now = now
-        if member.identity not in self._unreported:
-            return                      # not one of ours (handed out before a restart)
-        self._unreported.discard(member.identity)
-        probe = self._probes.get(member.identity)
-        if probe is None or not probe.in_flight:
-            return                      # heard meanwhile, gone, or timed out already
+        if attempt not in self._attempts:
+            return                      # reported before, from before a stop, or given up as lost
+        self._attempts.discard(attempt)
+        probe = attempt.probe
+        identity = probe.member.identity
+        if self._probes.get(identity) is not probe or probe.deadline is None:
+            return                      # decided already, heard meanwhile, or gone
         if answered:
             self._counts["verify.kept"] += 1
-            probe.in_flight, probe.at = False, now + self._drop
-            return
-        self._counts["verify.failed" if answered is False else "verify.timed_out"] += 1
-        self._confirm(member.identity)
+            self._probes[identity] = _Probe(probe.member, now + self._drop)
+        elif answered is False:
+            self._counts["verify.failed"] += 1
+            self._confirm(identity)
+        elif probe.made == PROBE_ATTEMPTS and not any(a.probe is probe for a in self._attempts):
+            self._counts["verify.timed_out"] += 1
+            self._confirm(identity)
 
     def _judge_probes(self, now: float) -> None:
         for identity, probe in list(self._probes.items()):
             if not self.table.is_suspect(identity):
                 del self._probes[identity]          # heard again, or said goodbye
-            elif probe.in_flight and now >= probe.at:
+            elif probe.deadline is not None and now >= probe.deadline:
                 self._counts["verify.timed_out"] += 1
                 self._confirm(identity)
+        lost = [a for a in self._attempts if now >= a.deadline + LOST_ATTEMPT_S]
+        if lost:
+            self._attempts.difference_update(lost)
+            self._log.log(logging.WARNING, "probe-lost", "%d probe attempts were never "
+                          "reported by the driver: their sockets are no longer counted",
+                          len(lost))
 
     def _confirm(self, identity: bytes) -> None:
         probe = self._probes.pop(identity)
@@ -635,10 +709,28 @@ class MembershipEngine:
 
 
 class _Probe:
-    """A suspect's second opinion: when it is due (or, in flight, when it
-    times out)."""
+    """A suspect's second opinion: when it (under way: its next attempt) is
+    due; under way, when its bound ends and how many attempts it made."""
 
-    __slots__ = ("member", "at", "in_flight")
+    __slots__ = ("member", "at", "deadline", "made")
 
     def __init__(self, member: Member, at: float) -> None:
-        self.member, self.at, self.in_flight = member, at, False
+        self.member, self.at = member, at
+        self.deadline: float | None = None
+        self.made = 0
+
+
+class ProbeAttempt:
+    """One TCP connect of a suspect's probe, as ``probes_due`` hands it to
+    the driver: connect to ``member``, report with ``on_probe`` by
+    ``deadline`` at the latest (``timeout`` seconds after it was handed out)."""
+
+    __slots__ = ("probe", "member", "timeout", "deadline")
+
+    def __init__(self, probe: _Probe, timeout: float) -> None:
+        assert probe.deadline is not None       # the probe is under way
+        self.probe, self.member = probe, probe.member
+        self.timeout, self.deadline = timeout, probe.deadline
+
+    def __repr__(self) -> str:
+        return f"ProbeAttempt({self.member.address}:{self.member.port}, timeout={self.timeout:.3f})"

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from ._front import MembershipFront
 from .config import DEFAULT_GROUP, DEFAULT_PORT, takes_settings
 from .events import EventQueue, MemberEvent
-from .probe import ProbeListener, connect_probe, probe_stats_idle
+from .probe import Prober, ProbeListener, probe_stats_idle
 from .table import ADDED
 
 if TYPE_CHECKING:
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from typing_extensions import Self, TypeAlias, Unpack
 
     from .config import Settings
+    from .engine import ProbeAttempt
     from .events import EventsLost
     from .member import Member
     from .peers import Lookup
@@ -88,6 +89,7 @@ class McastService(MembershipFront):
         self._wake_w: socket.socket | None
         self._wake_r = self._wake_w = None
         self._probe: ProbeListener | None = None
+        self._prober: Prober | None = None      # verify's connects, while running
         # the queue of the DNS worker thread, while running
         self._lookups: queue.SimpleQueue[Lookup | None] | None = None
         self._counts = {"listener_errors": 0}
@@ -129,6 +131,9 @@ class McastService(MembershipFront):
         self._stopping = False
         self._lookups = None
         previous, self._events = self._dispatcher, EventQueue(self._queue_size)
+        if cfg.verify:
+            self._prober = Prober(self._probed, self.clock)
+            self._prober.start()
         with self._lock:
             self._start_engine()
         # A listener that restarted us runs on the previous dispatcher: the
@@ -181,6 +186,10 @@ class McastService(MembershipFront):
             self._io.join()
         with self._lock:
             self._stop_engine()    # no goodbye from a forked child's copy
+        if self._prober is not None:
+            # Unlocked: its thread may be waiting for the lock to report.
+            self._prober.stop()
+            self._prober = None
         events.close()             # after every event already queued
         if self._lookups is not None:
             # Not joined: a query may take its timeout; what it finds after
@@ -216,6 +225,7 @@ class McastService(MembershipFront):
         self._state = threading.Condition()
         self._changed = threading.Condition()
         self._probe = None    # the parent's listener thread does not exist here
+        self._prober = None   # nor its prober thread
         self._events = EventQueue(self._queue_size)
 
     # -- what the application sees --------------------------------------------
@@ -398,23 +408,19 @@ class McastService(MembershipFront):
             self._wake()                   # new members to publish, new deadlines
 
     # -- the second opinion (verify) ---------------------------------------------
-    def _start_probes(self, probes: list[tuple[Member, float]]) -> None:
-        # A short thread each: at most MAX_PROBES at once (the engine's
-        # bound), each over within its timeout.
-        for member, timeout in probes:
-            threading.Thread(target=self._verify, args=(member, timeout),
-                             name="mcastmember-probe", daemon=True).start()
+    def _start_probes(self, attempts: list[ProbeAttempt]) -> None:
+        # One prober thread for them all: the engine bounds how many are
+        # in flight (MAX_PROBE_SOCKETS), the prober closes each socket.
+        assert self._prober is not None     # started with verify
+        self._prober.submit(attempts)
 
-    def _verify(self, member: Member, timeout: float) -> None:
-        answered: bool | None = None
-        try:
-            answered = connect_probe(member, timeout)
-        finally:
-            # Reported whatever happens: until then the probe holds one of
-            # the engine's MAX_PROBES slots.
-            with self._lock:
-                self._engine.on_probe(member, answered, self.clock())
-            self._wake()
+    def _probed(self, results: list[tuple[ProbeAttempt, bool | None]]) -> None:
+        """The prober's reports (on its thread): every attempt it was handed,
+        once, so that the engine frees its socket slot."""
+        with self._lock:
+            for attempt, answered in results:
+                self._engine.on_probe(attempt, answered, self.clock())
+        self._wake()        # new deadlines, events, room for the next attempts
 
     # -- events ------------------------------------------------------------------
     def _publish(self, events: Sequence[MemberEvent]) -> None:

@@ -1,5 +1,6 @@
 """Test vectors and helpers shared by the tests (importable: tests/ is on the path)."""
 
+import contextlib
 import re
 import shlex
 import socket
@@ -102,6 +103,26 @@ def fake_members(group_port, count, payload=b"", junk_first=0):
             packet = _fast_py.encode(1, 5000 + i, -1, -1, LOCALHOST, b"", b"",
                                      (1000 + i).to_bytes(16, "big"), payload)
             sender.sendto(packet, (GROUP, group_port))
+
+
+@contextlib.contextmanager
+def silent_port():
+    """A loopback TCP port that never answers a connect: it listens with a
+    full backlog, so the kernel drops further SYNs. Yields (address, port)."""
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(0)
+    fillers = []
+    try:
+        for _ in range(8):
+            filler = socket.socket()
+            fillers.append(filler)
+            filler.setblocking(False)
+            filler.connect_ex(silent.getsockname())
+        yield silent.getsockname()
+    finally:
+        for sock in [silent, *fillers]:
+            sock.close()
 
 
 def wait_until(condition, timeout=5.0):

@@ -86,6 +86,38 @@ def test_duration_leaves_by_itself(group_port, tmp_path):
 
 
 @pytest.mark.network
+def test_verify_timeout_is_how_long_a_silent_port_is_probed(group_port, tmp_path):
+    # A member heard once whose port never answers (a full backlog: SYNs go
+    # unanswered) is removed no sooner than drop time + --verify-timeout
+    # after it was heard (300 ms by default would remove it at 0.7 s).
+    from support import heartbeat, loopback_sender, silent_port
+
+    with silent_port() as (_, port):
+        watcher = start_join(group_port, 4001, tmp_path, "--frequency", "100",
+                             "--drop-time", "400", "--verify", "--verify-timeout", "1500")
+        try:
+            kinds = []
+            with loopback_sender() as sender:
+                while not kinds:      # until the demo is up to hear it (Python starts slowly)
+                    sender.sendto(heartbeat(port=port, uid=b"S" * 16), (GROUP, group_port))
+                    heard = time.monotonic()
+                    try:
+                        event, _ = read_event(watcher, timeout=0.2)
+                    except AssertionError:
+                        continue
+                    kinds.append((event["event"], event["reason"]))
+            while len(kinds) < 3:
+                event, seen = read_event(watcher)
+                if event["member"]["port"] == port:
+                    kinds.append((event["event"], event["reason"]))
+            assert kinds == [("added", None), ("suspect", None), ("removed", "expired")]
+            assert seen - heard >= 0.4 + 1.5
+        finally:
+            watcher.kill()
+            watcher.wait()
+
+
+@pytest.mark.network
 def test_human_output_without_json(group_port, tmp_path):
     result = run(["join", GROUP, "--port", str(group_port), "--interface", "127.0.0.1",
                   "--ttl", "0", "--duration", "0.3"], tmp_path)
@@ -168,6 +200,9 @@ def test_two_demos_by_unicast_alone(group_port, tmp_path):
      "port 'x' is not 1-65535"),
     (["join", "--no-multicast", "--interface", "127.0.0.1", "--dns-members", "--peers",
       "127.0.0.2"], "dns_members needs dns="),
+    (["join", "228.0.0.4", "--verify-timeout", "500"], "--verify-timeout needs --verify"),
+    (["join", "228.0.0.4", "--verify", "--verify-timeout", "0"],
+     "verify_timeout 0 is out of range (1-60000)"),
     (["frobnicate"], "invalid choice"),
     ([], "required"),
 ])

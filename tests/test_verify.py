@@ -9,9 +9,10 @@ import pytest
 
 from mcastmember import _codec
 from mcastmember.config import ServiceConfig
-from mcastmember.engine import MAX_PROBES, MembershipEngine
+from mcastmember.engine import (LOST_ATTEMPT_S, MAX_PROBE_SOCKETS, MAX_PROBES, PROBE_ATTEMPTS,
+                                MembershipEngine)
 
-from support import GROUP, LOOPBACK, heartbeat, wait_until
+from support import GROUP, LOOPBACK, heartbeat, silent_port, wait_until
 
 DROP = 3.0
 
@@ -38,103 +39,139 @@ def uid(i):
     return bytes([i]) * 16
 
 
+BOUND = 0.3                     # verify_timeout's default
+STEP = BOUND / PROBE_ATTEMPTS   # between a probe's attempts
+
+
+def suspect(engine, now=DROP + 0.01, port=4002, uid_=uid(2)):
+    """One member heard at 0, suspected at ``now``: its probe's first attempt."""
+    engine.start(0.0)
+    hear(engine, 0.0, port=port, uid=uid_)
+    engine.on_timer(now)
+    assert kinds(engine) == [("added", None, port), ("suspect", None, port)]
+    (attempt,) = engine.probes_due(now)
+    return attempt
+
+
 def test_a_member_past_its_drop_time_is_a_suspect_and_probed(make):
     engine = make()
-    engine.start(0.0)
-    hear(engine, 0.0, port=4002, uid=uid(2))
-    assert kinds(engine) == [("added", None, 4002)]
-    engine.on_timer(DROP + 0.01)
-    assert kinds(engine) == [("suspect", None, 4002)]
+    attempt = suspect(engine)
     assert [m.port for m in engine.members()] == [4002]      # still a member
-    ((member, timeout),) = engine.probes_due(DROP + 0.01)
-    assert (member.port, timeout) == (4002, 0.3)
-    assert engine.probes_due(DROP + 0.02) == []              # one probe at a time
+    assert (attempt.member.port, attempt.timeout) == (4002, pytest.approx(BOUND))
+    assert attempt.deadline == pytest.approx(DROP + 0.01 + BOUND)
+    assert engine.probes_due(DROP + 0.02) == []              # the next attempt is not due
     engine.outgoing(DROP + 0.02)
-    assert engine.next_deadline() == pytest.approx(DROP + 0.31)   # the probe's bound
+    assert engine.next_deadline() == pytest.approx(DROP + 0.01 + STEP)
 
 
-def test_an_answering_port_keeps_it_another_drop_time_then_asks_again(make):
+def test_a_probe_makes_its_attempts_staggered_within_the_bound(make):
     engine = make()
-    engine.start(0.0)
-    hear(engine, 0.0, port=4002, uid=uid(2))
-    engine.on_timer(3.01)
-    ((member, _),) = engine.probes_due(3.01)
-    engine.on_probe(member, True, 3.02)
-    engine.on_timer(5.0)
-    assert kinds(engine) == [("added", None, 4002), ("suspect", None, 4002)]
-    assert engine.probes_due(5.0) == []
-    ((member, _),) = engine.probes_due(6.02)                 # one drop time later
-    engine.on_probe(member, False, 6.03)
+    start = DROP + 0.01
+    attempts = [suspect(engine, start)]
+    for k in range(1, PROBE_ATTEMPTS):
+        assert engine.probes_due(start + k * STEP - 0.001) == []
+        engine.outgoing(start + k * STEP - 0.001)
+        assert engine.next_deadline() == pytest.approx(start + k * STEP)
+        (attempt,) = engine.probes_due(start + k * STEP)
+        attempts.append(attempt)
+    # Each has what is left of the one bound: they all end with it.
+    assert [a.timeout for a in attempts] == pytest.approx(
+        [BOUND - k * STEP for k in range(PROBE_ATTEMPTS)])
+    assert {a.deadline for a in attempts} == {attempts[0].deadline}
+    assert {a.member.port for a in attempts} == {4002}
+    assert engine.probes_due(start + BOUND - 0.001) == []   # no seventh
+    engine.outgoing(start + BOUND - 0.001)
+    assert engine.next_deadline() == pytest.approx(start + BOUND)
+    engine.on_timer(start + BOUND)                           # none answered: the bound removes it
     assert kinds(engine) == [("removed", "expired", 4002)]
     stats = engine.stats()
-    assert (stats["verify.kept"], stats["verify.failed"], stats["removed.expired"],
-            stats["members"]) == (1, 1, 1, 0)
+    assert (stats["verify.timed_out"], stats["verify.failed"], stats["verify.kept"]) == (1, 0, 0)
 
 
-def test_a_probe_without_an_answer_within_the_bound_removes_it(make):
+def test_a_late_wake_up_delays_one_attempt_not_the_grid(make):
     engine = make()
-    engine.start(0.0)
-    hear(engine, 0.0, port=4002, uid=uid(2))
-    engine.on_timer(3.01)
-    engine.probes_due(3.01)
-    engine.on_timer(3.32)                                    # past 300 ms
-    assert kinds(engine)[-1] == ("removed", "expired", 4002)
-    assert engine.stats()["verify.timed_out"] == 1
-    engine.on_probe(engine.local_member, True, 3.4)          # a late answer changes nothing
+    start = DROP + 0.01
+    suspect(engine, start)
+    (late,) = engine.probes_due(start + 1.5 * STEP)          # due at 1 step, made at 1.5
+    assert late.timeout == pytest.approx(BOUND - 1.5 * STEP)
+    assert engine.probes_due(start + 1.9 * STEP) == []
+    assert len(engine.probes_due(start + 2 * STEP)) == 1     # the third on time
 
 
-def test_a_probe_whose_own_timeout_ends_first_counts_as_timed_out(make):
-    # The front's connect has the same bound as the engine's and may give up
-    # first (the threaded front's usually does): no answer is a time-out,
-    # not a refusal, whichever clock ran out.
+def test_the_first_acceptance_keeps_it_another_drop_time_then_it_is_probed_again(make):
     engine = make()
-    engine.start(0.0)
-    hear(engine, 0.0, port=4002, uid=uid(2))
-    engine.on_timer(3.01)
-    ((member, _),) = engine.probes_due(3.01)
-    engine.on_probe(member, None, 3.30)
-    assert kinds(engine)[-1] == ("removed", "expired", 4002)
+    start = DROP + 0.01
+    first = suspect(engine, start)
+    (second,) = engine.probes_due(start + STEP)
+    (third,) = engine.probes_due(start + 2 * STEP)
+    engine.on_probe(second, True, start + 2 * STEP + 0.001)  # its SYN got through
+    assert engine.events() == [] and [m.port for m in engine.members()] == [4002]
+    assert engine.probes_due(start + 3 * STEP) == []         # decided: no more attempts
+    engine.on_probe(first, None, start + BOUND)              # the others change nothing
+    engine.on_probe(third, False, start + BOUND)
+    engine.on_timer(start + BOUND + 0.01)
+    assert engine.events() == []
+    stats = engine.stats()
+    assert (stats["verify.kept"], stats["verify.failed"], stats["verify.timed_out"]) == (1, 0, 0)
+    kept = start + 2 * STEP + 0.001
+    assert engine.probes_due(kept + DROP - 0.01) == []
+    (again,) = engine.probes_due(kept + DROP)                # one drop time later
+    assert again.timeout == pytest.approx(BOUND)
+    engine.on_probe(again, False, kept + DROP + 0.001)
+    assert kinds(engine) == [("removed", "expired", 4002)]
+    assert engine.stats()["verify.failed"] == 1
+
+
+def test_a_refusal_removes_it_at_once(make):
+    # A reset means nothing listens on the port: no other attempt is awaited.
+    engine = make()
+    start = DROP + 0.01
+    first = suspect(engine, start)
+    (second,) = engine.probes_due(start + STEP)
+    engine.on_probe(second, False, start + STEP + 0.001)
+    assert kinds(engine) == [("removed", "expired", 4002)]
+    assert engine.members() == [] and engine.probes_due(start + 2 * STEP) == []
+    engine.on_probe(first, True, start + 2 * STEP)           # a late acceptance changes nothing
+    assert engine.events() == []
+    stats = engine.stats()
+    assert (stats["verify.failed"], stats["verify.kept"], stats["removed.expired"]) == (1, 0, 1)
+
+
+def test_no_answer_from_any_attempt_removes_it_whichever_clock_runs_out(make):
+    # The front gives each attempt up at the probe's deadline and may report
+    # before the engine's own clock gets there: the last "no answer" decides.
+    engine = make()
+    start = DROP + 0.01
+    attempts = [suspect(engine, start)]
+    for k in range(1, PROBE_ATTEMPTS):
+        attempts += engine.probes_due(start + k * STEP)
+    for attempt in attempts[:-1]:
+        engine.on_probe(attempt, None, start + BOUND - 0.002)
+        assert engine.events() == []
+    engine.on_probe(attempts[-1], None, start + BOUND - 0.001)
+    assert kinds(engine) == [("removed", "expired", 4002)]
     stats = engine.stats()
     assert (stats["verify.timed_out"], stats["verify.failed"]) == (1, 0)
+    engine.on_timer(start + BOUND)                           # counted once
+    assert engine.events() == [] and engine.stats()["verify.timed_out"] == 1
 
 
-def test_the_probe_tells_a_refusal_from_no_answer():
-    from mcastmember.probe import connect_probe
-
-    class Target:
-        def __init__(self, address, port):
-            self.address, self.port = address, port
-
-    closed = socket.socket()
-    closed.bind(("127.0.0.1", 0))                   # bound, never listening: refuses
-    silent = socket.socket()
-    silent.bind(("127.0.0.1", 0))
-    silent.listen(0)                               # a full backlog: SYNs go unanswered
-    fillers = []
-    try:
-        for _ in range(8):
-            filler = socket.socket()
-            filler.setblocking(False)
-            filler.connect_ex(silent.getsockname())
-            fillers.append(filler)
-        assert connect_probe(Target(*closed.getsockname()), 0.3) is False
-        assert connect_probe(Target(*silent.getsockname()), 0.3) is None
-    finally:
-        for sock in [closed, silent, *fillers]:
-            sock.close()
-
-
-def test_a_suspect_heard_again_is_a_member_with_no_news(make):
+def test_a_suspect_heard_again_mid_probe_stays_a_member_with_no_news(make):
     engine = make()
-    engine.start(0.0)
-    hear(engine, 0.0, port=4002, uid=uid(2))
-    engine.on_timer(3.01)
-    engine.probes_due(3.01)
-    hear(engine, 3.1, port=4002, uid=uid(2), alive=3100)
-    engine.on_timer(3.5)
-    assert kinds(engine) == [("added", None, 4002), ("suspect", None, 4002)]
-    assert engine.probes_due(3.5) == [] and engine.stats()["suspects_heard"] == 1
-    hear(engine, 3.6, port=4002, uid=uid(2), payload=b"new")
+    start = DROP + 0.01
+    first = suspect(engine, start)
+    (second,) = engine.probes_due(start + STEP)
+    hear(engine, start + 0.06, port=4002, uid=uid(2), alive=3100)
+    engine.on_timer(start + 0.07)
+    assert engine.events() == [] and engine.stats()["suspects_heard"] == 1
+    assert engine.probes_due(start + 2 * STEP) == []         # no more attempts
+    engine.on_probe(first, False, start + 0.08)              # changes nothing
+    engine.on_probe(second, None, start + BOUND)
+    engine.on_timer(start + BOUND + 0.01)
+    assert engine.events() == [] and [m.port for m in engine.members()] == [4002]
+    stats = engine.stats()
+    assert (stats["verify.kept"], stats["verify.failed"], stats["verify.timed_out"]) == (0, 0, 0)
+    hear(engine, start + 0.5, port=4002, uid=uid(2), payload=b"new")
     assert kinds(engine) == [("updated", None, 4002)]
 
 
@@ -159,76 +196,122 @@ def flooded(make, count=40):
     return engine
 
 
-def test_a_flood_of_suspects_is_probed_a_bounded_number_at_a_time(make):
+def test_a_probe_starts_only_when_all_its_attempts_fit_in_the_socket_bound(make):
     engine = flooded(make)
     first = engine.probes_due(3.01)
-    assert len(first) == MAX_PROBES
+    assert len(first) == MAX_PROBES == MAX_PROBE_SOCKETS // PROBE_ATTEMPTS
+    assert [a.member.port for a in first] == list(range(5000, 5000 + MAX_PROBES))
     assert engine.probes_due(3.02) == []
-    for member, _ in first:                                  # those end...
-        engine.on_probe(member, None, 3.30)
-    assert len(engine.probes_due(3.30)) == MAX_PROBES        # ...and the next ones go
+    # Every probe under way makes its next attempt on time; a refusal
+    # decides its probe, whose room goes to the next suspect.
+    engine.on_probe(first[0], False, 3.02)
+    later = engine.probes_due(3.01 + STEP)
+    assert sorted(a.member.port for a in later) == list(range(5001, 5001 + MAX_PROBES))
+    assert [a.timeout for a in later] == pytest.approx([BOUND - STEP] * (MAX_PROBES - 1) + [BOUND])
+    assert engine.probes_due(3.01 + STEP + 0.001) == []
 
 
-def test_a_probe_the_engine_timed_out_counts_until_the_front_reports_it(make):
-    # The front's connect may still hold its socket when the engine's own
-    # bound removes the suspect: a new probe starts only once it reports.
+def test_a_decided_probes_attempts_hold_their_sockets_until_reported(make):
+    # The front's connects may still hold their sockets when the engine's
+    # own bound removes the suspects: new probes start only as they report.
     engine = flooded(make)
-    first = engine.probes_due(3.01)
-    engine.on_timer(3.32)                                    # all time out here
+    start = 3.01
+    handed = []
+    for k in range(PROBE_ATTEMPTS):
+        handed += engine.probes_due(start + k * STEP)
+    assert len(handed) == MAX_PROBE_SOCKETS
+    engine.on_timer(start + BOUND)                           # all time out here, none reported
     assert [e.kind for e in engine.events()] == ["removed"] * MAX_PROBES
-    assert engine.probes_due(3.32) == []
-    engine.on_probe(first[0][0], None, 3.33)                 # one report: one slot
-    assert [m.port for m, _ in engine.probes_due(3.33)] == [5000 + MAX_PROBES]
-    for member, _ in first[1:]:
-        engine.on_probe(member, True, 3.34)                  # a late answer changes nothing
+    assert engine.probes_due(start + BOUND) == []
+    for attempt in handed[:PROBE_ATTEMPTS - 1]:              # not yet room for a probe
+        engine.on_probe(attempt, None, start + BOUND + 0.001)
+    assert engine.probes_due(start + BOUND + 0.001) == []
+    engine.on_probe(handed[PROBE_ATTEMPTS - 1], True, start + BOUND + 0.002)   # changes nothing
     assert engine.events() == []
-    assert len(engine.probes_due(3.34)) == MAX_PROBES - 1
+    (next_one,) = engine.probes_due(start + BOUND + 0.002)
+    assert next_one.member.port == 5000 + MAX_PROBES
     stats = engine.stats()
     assert (stats["verify.timed_out"], stats["verify.kept"], stats["members"]) == (
         MAX_PROBES, 0, 40 - MAX_PROBES)
 
 
-def test_suspects_waiting_for_a_slot_do_not_wake_the_driver(make):
-    # Due, but no slot free: the report that frees one wakes the front, so
-    # the deadline is the probes' bound, not now (the driver would spin).
+def test_suspects_waiting_for_sockets_do_not_wake_the_driver(make):
+    # Due, but no room: the report that frees it wakes the front, so the
+    # deadline is the probes' next attempt or bound, never the past (the
+    # driver would spin).
     engine = flooded(make)
-    first = engine.probes_due(3.01)
-    engine.outgoing(3.02)
-    assert engine.next_deadline() == pytest.approx(3.31)
-    engine.on_timer(3.31)                                    # timed out, not reported
-    engine.outgoing(3.31)
+    start = 3.01
+    handed = []
+    for k in range(PROBE_ATTEMPTS):
+        handed += engine.probes_due(start + k * STEP)
+        engine.outgoing(start + k * STEP)
+        assert engine.next_deadline() == pytest.approx(start + min(k + 1, PROBE_ATTEMPTS) * STEP)
+    engine.on_timer(start + BOUND)                           # timed out, not reported
+    engine.outgoing(start + BOUND)
     assert engine.next_deadline() == pytest.approx(3.5)     # the next heartbeat
-    engine.on_probe(first[0][0], None, 3.32)
-    assert engine.next_deadline() == pytest.approx(3.01)    # a slot: due at once
+    for attempt in handed[:PROBE_ATTEMPTS]:
+        engine.on_probe(attempt, None, start + BOUND + 0.01)
+    assert engine.next_deadline() == pytest.approx(start)   # room: due at once
 
 
-def test_a_suspect_heard_during_its_probe_holds_the_slot_until_the_report(make):
-    engine = make()
-    engine.start(0.0)
-    hear(engine, 0.0, port=4002, uid=uid(2))
-    for i in range(MAX_PROBES):
-        hear(engine, 0.5, port=5000 + i, uid=uid(i + 10))
-    engine.on_timer(3.01)
-    ((member, _),) = engine.probes_due(3.01)
-    hear(engine, 3.1, port=4002, uid=uid(2), alive=3100)     # back: no longer a suspect
-    engine.on_timer(3.51)
-    assert len(engine.probes_due(3.51)) == MAX_PROBES - 1    # its probe still runs
-    engine.on_probe(member, True, 3.52)
-    assert len(engine.probes_due(3.52)) == 1
+def test_a_flood_of_suspects_keeps_the_socket_bound_and_every_one_is_decided(make):
+    # 200 suspects whose ports never answer, and a front that reports each
+    # attempt at its deadline: the engine's deadlines drive the clock.
+    count = 200
+    engine = flooded(make, count)
+    in_flight, peak, removed_at = [], 0, {}
+    now = 3.01
+    while len(removed_at) < count:
+        assert now < 3.01 + count * BOUND, "stalled"
+        for attempt in [a for a in in_flight if now >= a.deadline]:
+            engine.on_probe(attempt, None, now)
+            in_flight.remove(attempt)
+        engine.on_timer(now)
+        in_flight += engine.probes_due(now)
+        peak = max(peak, len(in_flight))
+        for event in engine.events():
+            assert (event.kind, event.reason) == ("removed", "expired")
+            removed_at[event.member.port] = now
+        engine.outgoing(now)
+        now = min([engine.next_deadline()] + [a.deadline for a in in_flight])
+    assert peak == MAX_PROBE_SOCKETS
+    assert sorted(removed_at) == list(range(5000, 5000 + count))
+    stats = engine.stats()
+    assert (stats["verify.timed_out"], stats["verify.failed"], stats["members"]) == (count, 0, 0)
+    # MAX_PROBES at a time, back to back: the last goes ceil(200 / 8) bounds on.
+    rounds = -(-count // MAX_PROBES)
+    assert max(removed_at.values()) == pytest.approx(3.01 + rounds * BOUND)
+    assert in_flight == [] and engine.probes_due(now) == []
+
+
+def test_an_attempt_never_reported_is_given_up_after_a_while(make):
+    # A front that loses a report (a bug) must not stall verify for good.
+    engine = flooded(make)
+    start = 3.01
+    for k in range(PROBE_ATTEMPTS):
+        engine.probes_due(start + k * STEP)
+    for now in (start + BOUND, 3.5, 4.0):                    # the heartbeats' wake-ups
+        engine.on_timer(now)
+        engine.outgoing(now)
+    engine.events()
+    assert engine.probes_due(4.0) == []
+    assert engine.next_deadline() == pytest.approx(start + BOUND + LOST_ATTEMPT_S)
+    engine.on_timer(start + BOUND + LOST_ATTEMPT_S)
+    assert len(engine.probes_due(start + BOUND + LOST_ATTEMPT_S)) == MAX_PROBES
 
 
 def test_a_restart_counts_afresh_and_ignores_reports_from_before(make):
     engine = flooded(make)
     before = engine.probes_due(3.01)
-    engine.stop(3.1)                                         # those probes may still run
+    engine.stop(3.1)                                         # those attempts may still run
     engine.start(4.0)
     for i in range(MAX_PROBES + 1):
         hear(engine, 4.0, port=6000 + i, uid=uid(i + 100))
     engine.on_timer(7.01)
     engine.events()
     assert len(engine.probes_due(7.01)) == MAX_PROBES
-    for member, _ in before:
-        engine.on_probe(member, False, 7.02)                 # not this run's: no slot, no event
+    for attempt in before:
+        engine.on_probe(attempt, False, 7.02)                # not this run's: no slot, no event
     assert engine.probes_due(7.02) == [] and engine.events() == []
     assert engine.stats()["verify.failed"] == 0
 
@@ -250,6 +333,41 @@ def test_without_verify_the_drop_time_removes(make):
     engine.on_timer(3.01)
     assert kinds(engine) == [("added", None, 4002), ("removed", "expired", 4002)]
     assert engine.probes_due(3.01) == []
+
+
+def test_the_prober_tells_acceptance_refusal_and_no_answer_and_keeps_no_socket():
+    import os
+    import queue
+    from types import SimpleNamespace
+
+    from mcastmember.probe import Prober
+
+    def attempt(address, timeout):
+        return SimpleNamespace(member=SimpleNamespace(address=address[0], port=address[1]),
+                               deadline=time.monotonic() + timeout)
+
+    idle = len(os.listdir("/proc/self/fd"))
+    accepting = socket.create_server(("127.0.0.1", 0))   # the kernel accepts; never read
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))                        # bound, never listening: refuses
+    reports = queue.SimpleQueue()
+    prober = Prober(lambda results: [reports.put(r) for r in results])
+    try:
+        with silent_port() as silent:
+            prober.start()
+            with_prober = len(os.listdir("/proc/self/fd"))
+            asked = [attempt(accepting.getsockname(), 0.3), attempt(closed.getsockname(), 0.3),
+                     attempt(silent, 0.3)]
+            prober.submit(asked)
+            got = {id(a): answered for a, answered in (reports.get(timeout=2) for _ in asked)}
+            assert [got[id(a)] for a in asked] == [True, False, None]
+            assert time.monotonic() >= asked[2].deadline   # no answer: given up at its deadline
+            assert len(os.listdir("/proc/self/fd")) == with_prober
+    finally:
+        prober.stop()
+        accepting.close()
+        closed.close()
+    assert len(os.listdir("/proc/self/fd")) == idle
 
 
 # -- through the fronts, on loopback -------------------------------------------------
