@@ -481,7 +481,7 @@ def tables(results):
     pause = [m for m in modes if m["pause"]]
     if pause:
         m = pause[0]
-        out += ["", f"{m['label']} ({m['label']}, SIGSTOP then SIGCONT): removals of the "
+        out += ["", f"{m['label']} (SIGSTOP, then SIGCONT): removals of the "
                     "paused member by others / removals by the paused member", ""]
         rows = []
         for k in kinds:
