@@ -114,7 +114,7 @@ def test_python_examples_run_as_written(page, group_port, tmp_path):
             if not not_run:
                 script += body
     if not script:
-        pytest.skip(f"{name(page)}: every block is marked not run")
+        return                                       # all fragments: compiled is all
     for site, here in SITE.items():
         script = script.replace(site, here)
     script = script.replace("45564", str(group_port)).replace("9464", str(free_tcp_port()))
