@@ -83,17 +83,6 @@ def _build_parser() -> _Parser:
     _add_output(join)
     _add_metrics(join)
 
-    watch = commands.add_parser("watch", help="show a group's membership without joining it "
-                                              "(nothing sent)")
-    watch.prog = "mcast-demo watch"
-    watch.add_argument("group", help="multicast group, e.g. 228.0.0.4 or ff02::4")
-    _add_listening(watch)
-    _add_table(watch)
-    _add_output(watch)
-    _add_detector(watch)
-    _add_auth(watch, verb="check")
-    _add_metrics(watch)
-
     doctor = commands.add_parser(
         "doctor", help="check why members don't see each other, and say what to change",
         description="Check this host and network for a membership with join's settings "
@@ -112,6 +101,17 @@ def _build_parser() -> _Parser:
     doctor.add_argument("--json", action="store_true",
                         help="one JSON object on stdout (see README \"When members don't "
                              "see each other\")")
+
+    watch = commands.add_parser("watch", help="show a group's membership without joining it "
+                                              "(nothing sent)")
+    watch.prog = "mcast-demo watch"
+    watch.add_argument("group", help="multicast group, e.g. 228.0.0.4 or ff02::4")
+    _add_listening(watch)
+    _add_table(watch)
+    _add_output(watch)
+    _add_detector(watch)
+    _add_auth(watch, verb="check")
+    _add_metrics(watch)
 
     decode = commands.add_parser("decode", help="show the fields of packets given in hex")
     decode.prog = "mcast-demo decode"

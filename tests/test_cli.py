@@ -281,8 +281,8 @@ def test_bare_command_prints_the_usage_with_each_command_and_exits_2(tmp_path):
         "commands:",
         "  COMMAND",
         "    join      heartbeat as a member and show the membership",
-        "    watch     show a group's membership without joining it (nothing sent)",
         "    doctor    check why members don't see each other, and say what to change",
+        "    watch     show a group's membership without joining it (nothing sent)",
         "    decode    show the fields of packets given in hex",
         "    keygen    print a new random key as a key file line"]
     assert lines[-1] == "'mcast-demo COMMAND --help' shows a command's arguments."
