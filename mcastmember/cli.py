@@ -447,9 +447,9 @@ _FLAGS.update(keys="--key-file", dns_servers="--dns-server", multicast="--no-mul
 # else the bare name. Longest first, so that dns_srv is not dns.
 _SETTING = (r"(?<![\w-])(%s)\b(=(\"[^\"]*\"|'[^']*'|\w+)?)?"
             % "|".join(sorted(_FLAGS, key=len, reverse=True)))
-# What follows a bare one-word name when it names the setting ("ttl 300 is
-# out of range", "frequency (500 ms)", "dns must be"), not a word of the
-# sentence ("this host", "port 'x'").
+# What follows a bare one-word name, within the sentence, when it names the
+# setting ("than frequency (500 ms)"), not a word ("this host", "port 'x'").
+# A sentence that opens with one is about that setting ("host '1.2.3' is ...").
 _VALUE_NEXT = r" (?:must |\(?-?\d)"
 
 
@@ -462,8 +462,8 @@ def _flag_names(message: str) -> str:
         name, assigned, value = match.groups()
         if name == "multicast":             # only its value names the flag
             return _FLAGS[name] if value == "False" else match[0]
-        if not assigned and "_" not in name and not re.match(_VALUE_NEXT,
-                                                             message[match.end():]):
+        if not (assigned or "_" in name or match.start() == 0
+                or re.match(_VALUE_NEXT, message[match.end():])):
             return match[0]
         if value in (None, "True"):
             return _FLAGS[name]
