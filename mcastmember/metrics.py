@@ -30,11 +30,19 @@ import threading
 from typing import TYPE_CHECKING, cast
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
-from prometheus_client import CollectorRegistry, make_wsgi_app
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-from prometheus_client.registry import Collector
+try:
+    from prometheus_client import CollectorRegistry, make_wsgi_app
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+    from prometheus_client.registry import Collector
+except ImportError as error:
+    if not (error.name or "").startswith("prometheus_client"):
+        raise                           # installed, but broken: its own error says more
+    raise ModuleNotFoundError("mcastmember.metrics needs prometheus_client: "
+                              "pip install 'mcastmember[prometheus]'",
+                              name="prometheus_client") from None
 
 from . import _layout as L
+from .events import Reason
 from .net import socket_address
 
 if TYPE_CHECKING:
@@ -49,12 +57,14 @@ if TYPE_CHECKING:
 # How long a scrape waits for the asyncio front's loop to read its stats.
 LOOP_TIMEOUT_S = 5.0
 
-# The reasons a series exists for from the first scrape (zero until counted),
-# so a rate() over them never starts from a missing series. Others that
-# stats() counts (a reason added later) appear when they are first counted.
-_MALFORMED = sorted(v for k, v in L.REASONS.items() if k not in (L.OK, L.CHANNEL_FRAME))
+# The label values a series exists for from the first scrape (zero until
+# counted), as Prometheus practice asks, so a rate() over them never starts
+# from a missing series. Channel frames and doctor probes have series of
+# their own: they are not malformed.
+_MALFORMED = sorted(v for k, v in L.REASONS.items()
+                    if k not in (L.OK, L.CHANNEL_FRAME, L.DOCTOR_PROBE))
 _AUTH = sorted(v for k, v in L.AUTH_REASONS.items() if k != L.AUTH_OK)
-_REMOVED = ["expired", "shutdown", "stopped"]
+_REMOVED = sorted(str(reason) for reason in Reason)
 
 
 class MembershipCollector(Collector):
@@ -127,13 +137,16 @@ class MembershipCollector(Collector):
             counter("heartbeats_sent", "Heartbeats sent: multicast, one per card; "
                     "unicast, one per peer.", "transport", sent),
             counter("datagrams_received", "Datagrams received on the membership "
-                    "sockets, valid or not.", values=get("received", 0)),
+                    "sockets, valid or not, but for our own heartbeats heard back.",
+                    values=get("received", 0)),
             counter("fast_path", "Heartbeats of known members recognised without "
                     "parsing.", values=get("fast_path", 0)),
             counter("malformed", "Datagrams dropped as malformed, by verdict.", "verdict",
                     by("malformed.", _MALFORMED)),
             counter("channel_frames", "Tribes channel frames on the membership port, "
                     "dropped.", values=get("channel_frames", 0)),
+            counter("doctor_probes", "mcast-demo doctor's probes heard on the membership "
+                    "port, dropped (not malformed).", values=get("doctor_probes", 0)),
             counter("refused", "New members refused: the table was full (full), or a "
                     "unicast sender that is not a peer (unlisted).", "reason",
                     {"full": get("refused", 0), "unlisted": get("refused_unlisted", 0)}),
