@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
     from ._front import MembershipFront
+    from .stats import Stats
 
 # How long a scrape waits for the asyncio front's loop to read its stats.
 LOOP_TIMEOUT_S = 5.0
@@ -87,14 +88,14 @@ class MembershipCollector(Collector):
         # "implementation", is not read.
         return self._families(cast("Mapping[str, int]", self._stats()))
 
-    def _stats(self) -> Mapping[str, int | bool | str]:
+    def _stats(self) -> Stats:
         from .aio import AsyncMembership
         front = self._front
         loop = front._loop if isinstance(front, AsyncMembership) else None
         if loop is None or not loop.is_running() or _running_loop() is loop:
             return front.stats()
 
-        async def read() -> Mapping[str, int | bool | str]:
+        async def read() -> Stats:
             return front.stats()
         return asyncio.run_coroutine_threadsafe(read(), loop).result(LOOP_TIMEOUT_S)
 
