@@ -40,3 +40,6 @@ Stats = TypedDict("Stats", {
     # which codec runs ("compiled" or "python"); False after an internal error
     "implementation": str, "healthy": bool,
 })
+Stats.__doc__ = """What ``stats()`` returns, for type checkers: every counter an int,
+``implementation`` a str, ``healthy`` a bool (a plain dict at run time). The
+keys and what each counts: docs/usage.md, Counters."""
