@@ -13,6 +13,7 @@ or in the loop's executor (asyncio), never on the receive path.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 from .errors import ConfigurationError
@@ -87,8 +88,8 @@ def make_resolver(nameservers: Sequence[str] | None = None,
 def resolve(resolver: Resolver, name: str, port: int, srv: bool = False) -> Answer:
     """The ``(address, port)`` pairs that ``name`` gives now: its A and AAAA
     records with ``port``, or with ``srv``, each SRV target's addresses with
-    the record's port. A and AAAA are asked apart (each within the timeout)
-    and count apart: when one answers, the other's failure (and an SRV
+    the record's port. A and AAAA are asked apart, both within a name's one
+    timeout (the resolver's lifetime), and count apart: when one answers, the other's failure (and an SRV
     target's) is in the Answer's ``failures``. Raises DnsFailure when
     nothing answered: the first failure, or no_answer."""
     dns = _dnspython()
@@ -117,9 +118,15 @@ def _addresses(dns: ModuleType, resolver: Resolver, name: str,
     no_answer when neither kind has a record."""
     found: list[str] = []
     failed = len(failures)
+    # One timeout for both: a server gone away is a failure after one timeout, not two.
+    deadline = time.monotonic() + resolver.lifetime
     for kind in ("A", "AAAA"):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            failures.append(DnsFailure("timeout", f"{name} {kind}"))
+            continue
         try:
-            found += [record.address for record in resolver.resolve(name, kind)]
+            found += [record.address for record in resolver.resolve(name, kind, lifetime=left)]
         except dns.resolver.NoAnswer:
             pass
         except dns.exception.DNSException as error:

@@ -4,6 +4,7 @@ the test makes: A/AAAA and SRV answers, changes, and every kind of failure
 
 import pytest
 
+import time
 import types
 
 pytest.importorskip("dns.resolver", reason="dnspython is not installed")
@@ -99,12 +100,17 @@ class FakeResolver:
     """Answers ``resolve(name, kind)`` from ``records[(name, kind)]``: a list
     of records, or an exception to raise; asked queries are kept."""
 
+    lifetime = 2.0
+
     def __init__(self, records):
         self.records, self.asked = records, []
 
-    def resolve(self, name, kind):
+    def resolve(self, name, kind, lifetime=None):
+        assert kind == "SRV" or 0 < lifetime <= self.lifetime
         self.asked.append((name, kind))
         answer = self.records.get((name, kind), dns.resolver.NoAnswer())
+        if callable(answer):
+            answer = answer()
         if isinstance(answer, BaseException):
             raise answer
         return answer
@@ -144,6 +150,18 @@ def test_nothing_answered_is_the_first_failure():
     with pytest.raises(mdns.DnsFailure, match="^nxdomain: m.test$"):
         mdns.resolve(fake, "m.test", 4000)
     assert fake.asked == [("m.test", "A")]      # a name that does not exist has no AAAA either
+
+
+def test_a_and_aaaa_share_one_timeout():
+    # A server gone away costs one timeout, not one per record type.
+    def spend_it_all():
+        time.sleep(fake.lifetime * 1.5)
+        return dns.exception.Timeout()
+    fake = FakeResolver({("m.test", "A"): spend_it_all, ("m.test", "AAAA"): [a("fd00::5")]})
+    fake.lifetime = 0.05
+    with pytest.raises(mdns.DnsFailure, match="^timeout: m.test A$"):
+        mdns.resolve(fake, "m.test", 4000)
+    assert fake.asked == [("m.test", "A")]
 
 
 def test_an_srv_target_that_fails_costs_not_the_others():
