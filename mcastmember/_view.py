@@ -14,7 +14,6 @@ import collections
 import json
 import math
 import os
-import shutil
 import sys
 import threading
 import time
@@ -228,6 +227,7 @@ class TableView(LineView):
         try:
             return os.get_terminal_size(self._out.fileno())
         except (AttributeError, ValueError, OSError):
+            import shutil    # not at start: it imports the compression modules
             return shutil.get_terminal_size()
 
     def stopped(self, service: McastService) -> None:
