@@ -10,8 +10,7 @@ the datagram:
 
 - interpreter + one datagram: `python -c` that opens a socket and sends one
   datagram to the group (the floor: what any Python member pays);
-- mcast-demo join: the demo's first heartbeat;
-- import mcastmember.cli + McastService: what the demo imports, to exit.
+- mcast-demo join: the demo's first heartbeat.
 
 With strace on the PATH, one more run of the demo under `strace -f` counts
 the system calls made before its first heartbeat (the first send of a
@@ -47,9 +46,6 @@ FLOOR = (
     "s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 0)\n"
     "s.sendto(b'TRIBES-B floor', ('228.0.0.4', int(sys.argv[1])))\n"
 )
-
-IMPORTS = ("import mcastmember.cli, mcastmember.service, mcastmember.engine, "
-           "mcastmember.interfaces")
 
 STAT_CALLS = ("stat", "lstat", "fstat", "newfstatat", "statx", "fstatat64", "stat64", "lstat64",
               "fstat64", "access", "faccessat", "faccessat2", "readlink")
@@ -103,28 +99,19 @@ def time_to_first_datagram(command: list[str], port: int, timeout: float = 30.0)
             child.wait(timeout=30)
 
 
-def time_to_exit(command: list[str]) -> float:
-    started = time.perf_counter()
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - started
-
-
 def summary(samples: list[float]) -> dict[str, float]:
     return {"median_ms": round(statistics.median(samples) * 1000, 1),
             "fastest_ms": round(min(samples) * 1000, 1)}
 
 
 def timings(runs: int) -> dict[str, dict[str, float]]:
-    rows: dict[str, list[float]] = {"interpreter + one datagram": [], "mcast-demo join": [],
-                                    "import mcastmember.cli + McastService": []}
-    for _ in range(runs):    # interleaved, so a busy moment costs every row alike
+    rows: dict[str, list[float]] = {"interpreter + one datagram": [], "mcast-demo join": []}
+    for _ in range(runs):    # interleaved, so a busy moment costs both rows alike
         port = free_udp_port()
         rows["interpreter + one datagram"].append(
             time_to_first_datagram([sys.executable, "-c", FLOOR, str(port)], port))
         rows["mcast-demo join"].append(
             time_to_first_datagram(demo_command() + join_args(port), port))
-        rows["import mcastmember.cli + McastService"].append(
-            time_to_exit([sys.executable, "-c", IMPORTS]))
     return {name: summary(samples) for name, samples in rows.items()}
 
 
