@@ -2,7 +2,7 @@
 """Start-up of `mcast-demo join`: from exec to its first heartbeat, and the
 system calls on the way, on loopback (interface 127.0.0.1, TTL 0).
 
-    python bench/startup.py [--runs 15] [--json out.json]
+    python bench/startup.py [--runs 15] [--json out.json] [--compare OTHER_PYTHON]
 
 Rows, each the median (and fastest) of --runs cold starts, timed from just
 before the process is spawned to the moment a listener on the group hears
@@ -17,7 +17,10 @@ the system calls made before its first heartbeat (the first send of a
 `TRIBES-B` packet): stat-like calls (and how many failed), opens, and the
 processes it spawned (a subprocess at start-up is a fork and an exec). And
 `python -X importtime` lists the modules the demo imports that cost most.
-The figures are reported, never asserted (machines are noisy).
+--compare times the demo of another install too (the python of another
+virtual environment, e.g. one with the code before a change), interleaved
+with this one's, so both see the same noise. The figures are reported, never
+asserted (machines are noisy).
 """
 
 from __future__ import annotations
@@ -52,13 +55,13 @@ STAT_CALLS = ("stat", "lstat", "fstat", "newfstatat", "statx", "fstatat64", "sta
 OPEN_CALLS = ("open", "openat", "openat2")
 
 
-def demo_command() -> list[str]:
-    """The console script of the interpreter running this (as a user types
-    it), else the same entry point through -c."""
-    script = os.path.join(os.path.dirname(sys.executable), "mcast-demo")
+def demo_command(python: str = sys.executable) -> list[str]:
+    """The console script beside `python` (as a user types it), else the
+    same entry point through -c."""
+    script = os.path.join(os.path.dirname(python), "mcast-demo")
     if os.path.exists(script):
         return [script]
-    return [sys.executable, "-c", "import sys; from mcastmember.cli import main; sys.exit(main())"]
+    return [python, "-c", "import sys; from mcastmember.cli import main; sys.exit(main())"]
 
 
 def join_args(port: int, member_port: int = 4001) -> list[str]:
@@ -104,14 +107,17 @@ def summary(samples: list[float]) -> dict[str, float]:
             "fastest_ms": round(min(samples) * 1000, 1)}
 
 
-def timings(runs: int) -> dict[str, dict[str, float]]:
-    rows: dict[str, list[float]] = {"interpreter + one datagram": [], "mcast-demo join": []}
-    for _ in range(runs):    # interleaved, so a busy moment costs both rows alike
-        port = free_udp_port()
-        rows["interpreter + one datagram"].append(
-            time_to_first_datagram([sys.executable, "-c", FLOOR, str(port)], port))
-        rows["mcast-demo join"].append(
-            time_to_first_datagram(demo_command() + join_args(port), port))
+def timings(runs: int, compare: str | None = None) -> dict[str, dict[str, float]]:
+    commands = {"interpreter + one datagram": lambda port: [sys.executable, "-c", FLOOR, str(port)],
+                "mcast-demo join": lambda port: demo_command() + join_args(port)}
+    if compare:
+        commands["mcast-demo join, --compare's install"] = (
+            lambda port: demo_command(compare) + join_args(port))
+    rows: dict[str, list[float]] = {name: [] for name in commands}
+    for _ in range(runs):    # interleaved, so a busy moment costs every row alike
+        for name, command in commands.items():
+            port = free_udp_port()
+            rows[name].append(time_to_first_datagram(command(port), port))
     return {name: summary(samples) for name, samples in rows.items()}
 
 
@@ -189,17 +195,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument("--compare", metavar="OTHER_PYTHON",
+                        help="also time the demo of the install of this interpreter")
     args = parser.parse_args()
 
     from mcastmember import implementation
     result: dict[str, object] = {"implementation": implementation(),
                                  "python": sys.version.split()[0]}
-    result["startup"] = rows = timings(args.runs)
+    result["startup"] = rows = timings(args.runs, args.compare)
     floor = rows["interpreter + one datagram"]["median_ms"]
     print(f"start-up, median (fastest) of {args.runs} runs, {implementation()} codec:")
     for name, row in rows.items():
         ratio = row["median_ms"] / floor if floor else float("nan")
-        print(f"  {name:40} {row['median_ms']:7.1f} ms ({row['fastest_ms']:.1f})  "
+        print(f"  {name:36} {row['median_ms']:7.1f} ms ({row['fastest_ms']:.1f})  "
               f"{ratio:4.2f}x the floor")
     strace = shutil.which("strace")
     if strace:

@@ -51,6 +51,7 @@ print(json.dumps({"spawned": spawned, "loaded": sorted(m for m in unneeded if m 
 
 
 @pytest.mark.network
+@pytest.mark.both_codecs     # each implementation is chosen here: the pure-Python pass need not repeat it
 @pytest.mark.parametrize("implementation", ["compiled", "python"])
 @pytest.mark.parametrize("front", ["cli", "threads", "asyncio"])
 def test_start_spawns_no_process_and_loads_only_what_it_needs(front, implementation, group_port,
