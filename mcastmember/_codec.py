@@ -46,8 +46,9 @@ def _fallback(error: ImportError) -> tuple[str, bool]:
                 "extension is not built: install it (pip install .) and run from another "
                 "folder, build it in place (python setup.py build_ext --inplace), or set "
                 f"{_SWITCH} to choose pure Python"), True
-    return ("the compiled extension is not installed (the package was built with "
-            f"{_SWITCH}): reinstall mcastmember where a C compiler is available"), False
+    return ("the compiled extension is not installed (the package was built without it): "
+            "reinstall mcastmember where a C compiler is available, or set "
+            f"{_SWITCH} to choose pure Python"), False
 
 
 if TYPE_CHECKING:

@@ -91,8 +91,9 @@ def test_an_install_without_the_extension_is_quiet_at_import_and_the_demo_says_s
         tmp_path, group_port):
     root = layout(tmp_path)
     assert python(root, IMPLEMENTATION) == ("python\n", "")
-    why = ("the compiled extension is not installed (the package was built with "
-           "MCASTMEMBER_NO_EXTENSIONS=1): reinstall mcastmember where a C compiler is available")
+    why = ("the compiled extension is not installed (the package was built without it): "
+           "reinstall mcastmember where a C compiler is available, or set "
+           "MCASTMEMBER_NO_EXTENSIONS=1 to choose pure Python")
     out, err = python(root, DEMO, str(group_port))
     line_view, json_lines, doctor = out.split("--\n")
     assert line_view.splitlines()[1][len("HH:MM:SS "):] == f"note: {NOTE}{why}"
