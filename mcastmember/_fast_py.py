@@ -8,8 +8,6 @@ compiled module is the one that keeps the heartbeat path allocation-free.
 from __future__ import annotations
 
 import errno
-import hashlib
-import hmac
 import os
 import ipaddress
 import select
@@ -249,6 +247,10 @@ def _packet_part(mv: memoryview, n: int) -> int:
 
 
 def _mac(secret: bytes, message: Buffer) -> bytes:
+    # imported here: hashing loads OpenSSL, which a member without keys
+    # never needs (tests/test_startup.py)
+    import hashlib
+    import hmac
     return hmac.new(secret, message, hashlib.sha256).digest()[:L.AUTH_MAC_LEN]
 
 
@@ -266,6 +268,7 @@ def _verify(ring: Mapping[int, bytes], mv: memoryview, n: int) -> tuple[int, int
     if secret is None:
         return L.AUTH_UNKNOWN_KEY, 0
     header_end = end + L.AUTH_HEADER_LEN
+    import hmac
     if not hmac.compare_digest(_mac(secret, mv[:header_end]), mv[header_end:n]):
         return L.AUTH_BAD_MAC, 0
     sequence: int = _UINT64.unpack_from(mv, end + _SEQUENCE_AT)[0]
