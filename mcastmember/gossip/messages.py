@@ -327,7 +327,7 @@ def decode(buf: bytes, limits: Limits) -> Message:
         raise GossipWireError("bad_type", f"message type {buf[0]} is not a single-struct message") from None
     msg, end = cls.decode_body(buf, limits, 1)  # type: ignore[attr-defined]
     if end != len(buf):
-        raise GossipWireError("trailing_bytes", f"{len(buf) - end} bytes after a {type(msg).__name__}")
+        raise GossipWireError("trailing_bytes", f"{len(buf) - end} trailing bytes after a {type(msg).__name__} message")
     return msg  # type: ignore[no-any-return]
 
 
