@@ -512,3 +512,13 @@ def test_compound_refuses_what_it_cannot_frame():
         framing.split_compound(b"")
     with pytest.raises(Truncated):
         framing.split_compound(b"\x02\x00")
+
+
+def test_import_mcastmember_loads_no_gossip_code():
+    """The gossip layer and its extra's packages stay out of `import mcastmember`."""
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-c", "import sys, mcastmember, mcastmember.cli; print(sorted(m for m in "
+                          "sys.modules if m.startswith(('mcastmember.gossip', 'msgpack', 'cryptography'))))"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "[]"

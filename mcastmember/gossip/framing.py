@@ -46,7 +46,7 @@ def split_compound(body: bytes) -> tuple[list[bytes], int]:
     pos = 1 + count * COMPOUND_LENGTH_SIZE
     if len(body) < pos:
         raise Truncated("compound lengths cut short")
-    parts = []
+    parts: list[bytes] = []
     for index in range(count):
         start = 1 + index * COMPOUND_LENGTH_SIZE
         length = int.from_bytes(body[start:start + COMPOUND_LENGTH_SIZE], "big")
