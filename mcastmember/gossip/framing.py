@@ -163,8 +163,7 @@ def split_messages(buf: bytes, limits: Limits) -> tuple[list[bytes], int]:
             truncated += cut
             stack.extend((part, depth + 1) for part in reversed(parts))
         else:
-            comp = messages.decode(msg, limits)
-            assert isinstance(comp, messages.Compress)
+            comp, _end = messages.Compress.decode_body(msg, limits, 1)
             inner = decompress_body(comp, budget)
             budget -= len(inner)
             stack.append((inner, depth + 1))
@@ -232,7 +231,7 @@ def _decode_inner(buf: bytes, limits: Limits) -> tuple[StreamMessage, int]:
     elif kind == MessageType.USER:
         msg, end = messages.decode_user_stream(buf, limits, 1)
     elif kind in (MessageType.PING, MessageType.ACK, MessageType.ERR):
-        msg, end = messages.SIMPLE[MessageType(kind)].decode_body(buf, limits, 1)  # type: ignore[attr-defined]
+        msg, end = messages.SIMPLE[MessageType(kind)].decode_body(buf, limits, 1)
     else:
         raise GossipWireError("bad_type", f"message type {kind} does not travel on streams")
     return (MessageType(kind), msg), (end if used is None else used)

@@ -16,7 +16,6 @@ Conventions, following what Go puts on the wire:
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar, TypeVar, Union
 
@@ -82,6 +81,11 @@ class _Struct:
         """Decode one struct at ``offset``; return it and the offset after it."""
         value, end = msgpack_go.unpack(buf, limits, offset)
         return cls.from_go(value), end
+
+    @classmethod
+    def read(cls: type[_S], reader: msgpack_go.Reader) -> _S:
+        """The next struct of a stream of msgpack values."""
+        return cls.from_go(reader.read())
 
     def check(self) -> None:
         """Constraints beyond the Go types (overridden where memberlist has some)."""
@@ -307,7 +311,7 @@ class PushPull:
 
 #: The messages that are one struct after their type byte.
 Message = Union[Ping, IndirectPing, Ack, Nack, Err, Suspect, Dead, Alive, Compress]
-SIMPLE: dict[MessageType, Callable[..., Message]] = {
+SIMPLE: dict[MessageType, type[Message]] = {
     cls.TYPE: cls for cls in (Ping, IndirectPing, Ack, Nack, Err, Suspect, Dead, Alive, Compress)}
 
 
@@ -325,10 +329,10 @@ def decode(buf: bytes, limits: Limits) -> Message:
         cls = SIMPLE[MessageType(buf[0])]
     except (ValueError, KeyError):
         raise GossipWireError("bad_type", f"message type {buf[0]} is not a single-struct message") from None
-    msg, end = cls.decode_body(buf, limits, 1)  # type: ignore[attr-defined]
+    msg, end = cls.decode_body(buf, limits, 1)
     if end != len(buf):
         raise GossipWireError("trailing_bytes", f"{len(buf) - end} trailing bytes after a {type(msg).__name__} message")
-    return msg  # type: ignore[no-any-return]
+    return msg
 
 
 def encode_push_pull(state: PushPull) -> bytes:
@@ -343,15 +347,14 @@ def encode_push_pull(state: PushPull) -> bytes:
 def decode_push_pull(buf: bytes, limits: Limits, offset: int = 0) -> tuple[PushPull, int]:
     """A push/pull body (after the type byte) at ``offset``; returns it and the
     offset after the user state. Raises :class:`Truncated` if it is incomplete."""
-    header, pos = PushPullHeader.decode_body(buf, limits, offset)
+    reader = msgpack_go.Reader(buf, limits, offset)
+    header = PushPullHeader.read(reader)
     if header.nodes > limits.max_push_nodes:
         raise GossipWireError("too_many", f"push/pull announces {header.nodes} nodes, over {limits.max_push_nodes}")
     if header.user_state_len > limits.max_user_state:
         raise GossipWireError("too_large", f"push/pull user state of {header.user_state_len} bytes is over the limit")
-    nodes = []
-    for _ in range(header.nodes):
-        node, pos = PushNodeState.decode_body(buf, limits, pos)
-        nodes.append(node)
+    nodes = [PushNodeState.read(reader) for _ in range(header.nodes)]
+    pos = reader.offset
     end = pos + header.user_state_len
     if end > len(buf):
         raise Truncated(f"push/pull user state cut short ({len(buf) - pos} of {header.user_state_len} bytes)")
