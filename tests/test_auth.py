@@ -107,7 +107,7 @@ def test_missing_key_file(tmp_path):
         auth.KeyRing.from_file(tmp_path / "absent")
 
 
-@pytest.mark.parametrize("mode", [0o644, 0o604, 0o602, 0o666])
+@pytest.mark.parametrize("mode", [0o644, 0o604, 0o602, 0o666], ids="{:03o}".format)
 def test_a_key_file_every_user_may_read_or_write_is_refused(tmp_path, mode):
     path = write(tmp_path, f"1 {KEY.hex()}\n", mode=mode)
     with pytest.raises(ConfigurationError) as caught:
@@ -116,7 +116,7 @@ def test_a_key_file_every_user_may_read_or_write_is_refused(tmp_path, mode):
                                  f"this host (mode {mode:03o}): chmod 600 it")
 
 
-@pytest.mark.parametrize("mode", [0o640, 0o660, 0o440, 0o620])
+@pytest.mark.parametrize("mode", [0o640, 0o660, 0o440, 0o620], ids="{:03o}".format)
 def test_a_key_file_its_group_may_read_or_write_is_warned_about(tmp_path, caplog, mode):
     with caplog.at_level(logging.WARNING, logger="mcastmember"):
         ring = auth.KeyRing.from_file(write(tmp_path, f"1 {KEY.hex()}\n", mode=mode))
@@ -127,7 +127,7 @@ def test_a_key_file_its_group_may_read_or_write_is_warned_about(tmp_path, caplog
                                         "unless the group is this service's own")
 
 
-@pytest.mark.parametrize("mode", [0o600, 0o400])
+@pytest.mark.parametrize("mode", [0o600, 0o400], ids="{:03o}".format)
 def test_a_key_file_only_its_owner_may_read_is_taken_silently(tmp_path, caplog, mode):
     with caplog.at_level(logging.WARNING, logger="mcastmember"):
         auth.KeyRing.from_file(write(tmp_path, f"1 {KEY.hex()}\n", mode=mode))
