@@ -103,7 +103,7 @@ async def heard_from(member, group_port, count):
 
 
 @pytest.mark.parametrize("make", ["threads", "asyncio"])
-def test_the_byte_bound_is_a_setting_and_one_event_always_fits(make):
+def test_the_byte_bound_must_be_a_positive_whole_number(make):
     with pytest.raises(ValueError, match="event_queue_bytes must be a positive whole number"):
         (McastService if make == "threads" else AsyncMembership)(event_queue_bytes=0)
 
