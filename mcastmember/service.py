@@ -167,8 +167,8 @@ class McastService(MembershipFront):
         Waits at most ``timeout`` seconds (5; None: for ever) for the
         listeners to take those events: past it, one that blocks is left
         running on the dispatcher (a daemon thread, logged once), which
-        delivers the rest once it returns and then ends. A later start()
-        calls no listener before it has."""
+        delivers the rest once it returns and then ends (a later start()
+        calls no listener until it has: listeners never run concurrently)."""
         me = threading.current_thread()
         with self._state:
             if self._phase == _STARTING:
