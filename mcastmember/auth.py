@@ -73,8 +73,7 @@ class KeyRing:
             raise ConfigurationError(f"key file {path}: {error.strerror}") from None
         except UnicodeDecodeError:
             raise ConfigurationError(f"key file {path}: not a text file") from None
-        if mode & (stat.S_IROTH | stat.S_IWOTH):
-            log.warning("key file %s can be read by every user of this host: chmod 600 it", path)
+        _check_mode(path, mode)
         keys: list[tuple[int, bytes]] = []
         seen: dict[int, int] = {}
         for number, line in enumerate(text.splitlines(), 1):
@@ -102,6 +101,21 @@ class KeyRing:
         if not keys:
             raise ConfigurationError(f"key file {path}: no keys")
         return cls(keys)
+
+
+def _check_mode(path: str | os.PathLike[str], mode: int) -> None:
+    """Who else may read the key file. Whoever reads it can forge members
+    and goodbyes, so a file every user of the host may read or write is
+    refused (as ssh refuses such a private key); one its group may is
+    warned about, as the way to share it with a service's group (what a
+    Kubernetes Secret with fsGroup gives: 0440)."""
+    if mode & (stat.S_IROTH | stat.S_IWOTH):
+        raise ConfigurationError(f"key file {path} can be read or written by every user of "
+                                 f"this host (mode {stat.S_IMODE(mode):03o}): chmod 600 it")
+    if mode & (stat.S_IRGRP | stat.S_IWGRP):
+        log.warning("key file %s can be read or written by its group (mode %03o): every user "
+                    "in it can forge members; chmod 600 it unless the group is this "
+                    "service's own", path, stat.S_IMODE(mode))
 
 
 def new_key_line(key_id: int = 1) -> str:

@@ -29,7 +29,7 @@ Stats = TypedDict("Stats", {
     "sent": int, "send_errors": int, "receive_errors": int, "socket_reopened": int,
     "internal_errors": int, "unicast_sent": int, "unicast_send_errors": int,
     "verify.kept": int, "verify.failed": int, "verify.timed_out": int,
-    "peers": int, "lookups_answered": int, "lookups_failed.nxdomain": int,
+    "peers": int, "peers_refused": int, "lookups_answered": int, "lookups_failed.nxdomain": int,
     "lookups_failed.servfail": int, "lookups_failed.timeout": int,
     "lookups_failed.no_answer": int, "lookups_failed.error": int,
     # the front: listeners, and the TCP listener (tomcat=True)

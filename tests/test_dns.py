@@ -188,6 +188,7 @@ def test_failures_keep_the_last_good_answer():
         assert peers.due(at) == [lookup]
         peers.on_failure(lookup, reason, at)
         assert peers.peers == {(bytes([10, 0, 0, 5]), 45564)}
-    assert peers.stats() == {"peers": 1, "lookups_answered": 2, "lookups_failed.timeout": 1,
+    assert peers.stats() == {"peers": 1, "peers_refused": 0, "lookups_answered": 2,
+                             "lookups_failed.timeout": 1,
                              "lookups_failed.servfail": 1, "lookups_failed.nxdomain": 1,
                              "lookups_failed.no_answer": 0, "lookups_failed.error": 0}
