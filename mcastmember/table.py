@@ -38,8 +38,9 @@ _NO_EVENTS: tuple[MemberEvent, ...] = ()
 # Every counter the table keeps (stats()), present from the start at 0.
 TABLE_COUNTERS = (
     ("received", "fast_path", "slow_path", "members", "added", "updated", "refreshed_slow",
-     "refused", "refused_unlisted", "local", "filtered", "shutdown_unknown", "suspected",
-     "suspects_heard", "pauses", "channel_frames", "doctor_probes")
+     "refused", "refused_unlisted", "refused_unauthenticated", "local", "filtered",
+     "shutdown_unknown", "suspected", "suspects_heard", "pauses", "channel_frames",
+     "doctor_probes")
     + tuple("removed." + reason for reason in (SHUTDOWN, EXPIRED, FILTERED))
     + tuple("malformed." + reason for verdict, reason in L.REASONS.items()
             if verdict not in (L.OK, L.CHANNEL_FRAME, L.DOCTOR_PROBE))
@@ -240,8 +241,7 @@ class Membership:
             return _NO_EVENTS
         identity = codec.identity(buf, n)
         if unlisted is not None:
-            slot = self._slot_of.get(identity)
-            present = self._members[slot] if slot is not None else self._suspects.get(identity)
+            present = self._present(identity, self._slot_of.get(identity))
             if present is None or present.host != unlisted:
                 self._counts["refused_unlisted"] += 1
                 return _NO_EVENTS
@@ -268,6 +268,13 @@ class Membership:
             if judged is None:
                 return _NO_EVENTS
             authenticated, sequence = judged
+            present = self._present(identity, slot)
+            if not authenticated and present is not None and present.authenticated:
+                # Permissive admits unkeyed strangers, never an unkeyed
+                # packet in a keyed member's name: no change, no refresh,
+                # no goodbye, no domain move.
+                self._counts["refused_unauthenticated"] += 1
+                return _NO_EVENTS
             member = member.with_authenticated(authenticated)
         if self._domain is not None and member.domain != self._domain:
             self._counts["filtered"] += 1
@@ -318,6 +325,10 @@ class Membership:
         if verdict == L.AUTH_REPLAY or self._auth_mode == L.AUTH_ENFORCE:
             return None
         return False, 0
+
+    def _present(self, identity: bytes, slot: int | None) -> Member | None:
+        """The member (in ``slot``) or suspect ``identity``, or None."""
+        return self._members[slot] if slot is not None else self._suspects.get(identity)
 
     def _remember_sequence(self, slot: int, identity: bytes) -> None:
         """A member leaves the index: the replay guard keeps its last sequence."""

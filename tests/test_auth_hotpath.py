@@ -330,3 +330,33 @@ def test_compiled_signing_and_checking_allocate_nothing():
     assert index.hits == 100 and index.auth_failures() == {}
     tx.close()
     rx.close()
+
+
+def test_permissive_never_lets_an_unkeyed_packet_touch_a_keyed_member(codec):
+    # Issue 23: unkeyed strangers are admitted and marked, but a forged copy
+    # with no trailer in a keyed member's name is refused, whatever it says.
+    table = keyed_table(codec, L.AUTH_PERMISSIVE, domain=b"d")
+    (added,) = feed(table, signed(hb(codec, payload=b"real", domain=b"d"), NOW_US), 0.0)
+    assert added.member.authenticated is True
+    forged = [hb(codec, payload=b"forged", domain=b"d"),                 # a payload change
+              hb(codec, payload=b"real", domain=b"d", alive=7),          # a refresh
+              hb(codec, payload=b"real", domain=b"other"),               # a domain move
+              hb(codec, payload=b"real", domain=b"d", command=L.SHUTDOWN_COMMAND)]
+    for t, datagram in enumerate(forged, 1):
+        assert feed(table, datagram, 0.1 * t) == ()
+    (member,) = table.members()
+    assert (member.payload, member.authenticated, member.last_heard) == (b"real", True, 0.0)
+    # A suspect too: no unkeyed packet brings it back or removes it.
+    assert kinds(table.expire(3.5, suspect=True)) == [("suspect", None)]
+    for t, datagram in enumerate(forged, 40):
+        assert feed(table, datagram, 0.1 * t) == ()
+    assert table.is_suspect(member.identity)
+    stats = table.stats()
+    assert (stats["refused_unauthenticated"], stats["auth.no_trailer"]) == (8, 8)
+    assert (stats["updated"], stats["removed.shutdown"], stats["removed.filtered"]) == (0, 0, 0)
+    # Strangers without keys are still admitted, marked.
+    (stranger,) = feed(table, hb(codec, uid=2, domain=b"d"), 5.0)
+    assert (stranger.kind, stranger.member.authenticated) == ("added", False)
+    # The member's own signed heartbeat brings it back.
+    (back,) = feed(table, signed(hb(codec, payload=b"real2", domain=b"d"), NOW_US + 1), 5.1)
+    assert (back.kind, back.member.authenticated) == ("updated", True)
