@@ -39,7 +39,7 @@ _NO_EVENTS: tuple[MemberEvent, ...] = ()
 TABLE_COUNTERS = (
     ("received", "fast_path", "slow_path", "members", "added", "updated", "refreshed_slow",
      "refused", "refused_unlisted", "refused_unauthenticated", "local", "filtered",
-     "shutdown_unknown", "suspected", "suspects_heard", "pauses", "channel_frames",
+     "shutdown_unknown", "suspected", "suspects_heard", "unprobed", "pauses", "channel_frames",
      "doctor_probes")
     + tuple("removed." + reason for reason in (SHUTDOWN, EXPIRED, FILTERED))
     + tuple("malformed." + reason for verdict, reason in L.REASONS.items()
@@ -67,8 +67,9 @@ class Membership:
 
     ``local`` is our own member (or its identity bytes): our heartbeats coming
     back are ignored. ``domain``, when not None, keeps only members whose
-    domain bytes are equal to it. At most ``max_members`` members are kept:
-    new ones beyond that are refused and counted, known ones never evicted.
+    domain bytes are equal to it. At most ``max_members`` members, suspects
+    included, are kept: new ones beyond that are refused and counted, known
+    ones never evicted.
 
     ``set_keys`` turns authentication on (see auth.py); ``wall_clock``
     (microseconds, default the system's) judges a first packet's sequence.
@@ -245,7 +246,7 @@ class Membership:
             if present is None or present.host != unlisted:
                 self._counts["refused_unlisted"] += 1
                 return _NO_EVENTS
-        if (len(self._members) >= self.max_members and self._domain is None
+        if (len(self) >= self.max_members and self._domain is None
                 and identity not in self._slot_of and identity != self._local
                 and identity not in self._suspects):
             # Full, and a stranger: refuse before building anything, so that a
@@ -345,8 +346,8 @@ class Membership:
 
     def _add(self, member: Member, buf: Buffer, n: int, now: float,
              sequence: int = 0) -> Events:
-        if len(self._members) >= self.max_members:   # reached when filtering by domain
-            self._counts["refused"] += 1
+        if len(self) >= self.max_members and member.identity not in self._suspects:
+            self._counts["refused"] += 1     # reached when filtering by domain
             return _NO_EVENTS
         slot = self._index.add(buf, n, now, L.KIND_MEMBER)
         if self._auth_mode != L.AUTH_OFF:
@@ -399,7 +400,10 @@ class Membership:
     def expire(self, now: float, suspect: bool = False) -> Events:
         """Remove members not heard since ``now - drop_time``; O(expired).
         With ``suspect`` they become suspects instead ("suspect" events):
-        still members, until ``confirm`` removes them or they are heard."""
+        still members, until ``confirm`` removes them or they are heard;
+        but not a member admitted unauthenticated (permissive): an unkeyed
+        sender must not choose where we connect, so it is removed, counted
+        "unprobed"."""
         events = self._apply_domain() if self._reclassify else _NO_EVENTS
         if self._keys_pending:
             self._apply_keys()
@@ -418,11 +422,13 @@ class Membership:
             del self._slot_of[member.identity]
             self._remember_sequence(slot, member.identity)
             member = self._as_of(slot, member)
-            if suspect:
+            if suspect and member.authenticated is not False:
                 self._suspects[member.identity] = member
                 self._counts["suspected"] += 1
                 out.append(MemberEvent(SUSPECT, member))
             else:
+                if suspect:
+                    self._counts["unprobed"] += 1
                 self._counts["removed." + EXPIRED] += 1
                 out.append(MemberEvent(REMOVED, member, EXPIRED))
         return tuple(out)
