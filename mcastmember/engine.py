@@ -734,9 +734,11 @@ class MembershipEngine:
         if total > self._auth_reported:
             fate = ("dropped" if self.config.auth == "enforce"
                     else "admitted as unauthenticated (permissive)")
-            log.warning("%d datagrams on %s so far were not authentic and fresh (%s): %s",
+            hint = ("; skew: a sender's clock is off from ours by more than the replay "
+                    "window (check NTP)" if failures.get("skew") else "")
+            log.warning("%d datagrams on %s so far were not authentic and fresh (%s): %s%s",
                         total, self.config.describe(),
-                        ", ".join(f"{k} {v}" for k, v in sorted(failures.items())), fate)
+                        ", ".join(f"{k} {v}" for k, v in sorted(failures.items())), fate, hint)
             self._auth_reported = total
 
 

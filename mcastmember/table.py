@@ -47,9 +47,10 @@ TABLE_COUNTERS = (
     + tuple("auth." + reason for verdict, reason in L.AUTH_REASONS.items()
             if verdict != L.AUTH_OK))
 # A first packet from a sender is believed only when its sequence (the
-# sender's wall clock) is at most this old: a capture replayed later to a
-# table that never heard its sender (restarted) is refused. Generous, as
-# the clocks of a cluster's hosts differ.
+# sender's wall clock) is within this of ours, either way: a capture
+# replayed later to a table that never heard its sender (restarted) is
+# refused, and so is a sender whose clock is off by more (auth.skew; see
+# auth.ReplayGuard). Generous, as the clocks of a cluster's hosts differ.
 REPLAY_WINDOW_S = 60.0
 
 
@@ -316,14 +317,14 @@ class Membership:
         if verdict == L.AUTH_OK:
             guard = self._guard
             assert guard is not None          # made by set_keys, before any judging
+            wall = self._wall_clock()
             if slot is not None:     # what the fast path accepted since
-                guard.advance(identity, self._index.sequence(slot))
-            if not guard.fresh(identity, sequence, self._wall_clock()):
-                verdict = L.AUTH_REPLAY
+                guard.advance(identity, self._index.sequence(slot), wall)
+            verdict = guard.judge(identity, sequence, wall)
         if verdict == L.AUTH_OK:
             return True, sequence
         self._counts["auth." + L.AUTH_REASONS[verdict]] += 1
-        if verdict == L.AUTH_REPLAY or self._auth_mode == L.AUTH_ENFORCE:
+        if verdict in (L.AUTH_REPLAY, L.AUTH_SKEW) or self._auth_mode == L.AUTH_ENFORCE:
             return None
         return False, 0
 
@@ -334,7 +335,7 @@ class Membership:
     def _remember_sequence(self, slot: int, identity: bytes) -> None:
         """A member leaves the index: the replay guard keeps its last sequence."""
         if self._guard is not None:
-            self._guard.advance(identity, self._index.sequence(slot))
+            self._guard.advance(identity, self._index.sequence(slot), self._wall_clock())
 
     @staticmethod
     def _drop_counter(verdict: int) -> str:
@@ -499,8 +500,9 @@ class Membership:
 
     def auth_failures(self) -> dict[str, int]:
         """{reason: count} of datagrams whose trailer failed (no_trailer,
-        bad_trailer, unknown_key, bad_mac, replay): dropped under enforce
-        (replays in any mode), admitted as unauthenticated when permissive."""
+        bad_trailer, unknown_key, bad_mac, replay, skew): dropped under
+        enforce (replay and skew in any mode), admitted as unauthenticated
+        when permissive."""
         prefix = "auth."
         return {k[len(prefix):]: v for k, v in self.stats().items() if k.startswith(prefix) and v}
 

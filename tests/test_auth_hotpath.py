@@ -243,8 +243,44 @@ def test_a_first_packet_older_than_the_window_is_refused(codec):
     table = keyed_table(codec)
     stale = NOW_US - int(60.5e6)
     assert feed(table, signed(hb(codec), stale), 0.0) == ()
-    assert table.auth_failures() == {"replay": 1}
+    assert table.auth_failures() == {"skew": 1}
     assert kinds(feed(table, signed(hb(codec), NOW_US - int(59e6)), 0.1)) == [("added", None)]
+
+
+def test_a_sender_whose_clock_is_off_by_more_than_the_window_is_refused_as_skew(codec):
+    # Either way, in both modes: a capture and a clock 120 s behind look
+    # the same; a clock far ahead would plant a sequence refusing its sender.
+    for mode in (L.AUTH_ENFORCE, L.AUTH_PERMISSIVE):
+        table = keyed_table(codec, mode)
+        for t, offset in enumerate((-120e6, 120e6, 86_400e6)):
+            assert feed(table, signed(hb(codec, uid=t + 1), NOW_US + int(offset)), t) == ()
+        assert (len(table), table.auth_failures()) == (0, {"skew": 3})
+
+
+def test_a_fixed_identity_whose_clock_was_far_ahead_is_admitted_again(codec):
+    # Its clock jumps a day ahead while it is a member (the fast path takes
+    # the newer sequences), it leaves, the clock is put right and it comes
+    # back with the same unique id: refused as a replay while any capture of
+    # it could still be fresh, admitted again two windows after it was last
+    # accepted (it used to be refused for as long as the table remembered it).
+    wall = [NOW_US]
+    table = Membership(drop_time=3.0, codec=codec, wall_clock=lambda: wall[0])
+    table.set_keys(L.AUTH_ENFORCE, RING)
+    day = 86_400_000_000
+    assert kinds(feed(table, signed(hb(codec, alive=1), NOW_US), 0.0)) == [("added", None)]
+    assert feed(table, signed(hb(codec, alive=2), NOW_US + day), 0.5) == ()
+    goodbye = signed(hb(codec, command=L.SHUTDOWN_COMMAND), NOW_US + day + 1)
+    assert kinds(feed(table, goodbye, 1.0)) == [("removed", "shutdown")]
+    back = NOW_US + 10_000_000                               # restarted, clock right
+    wall[0] = back
+    assert feed(table, signed(hb(codec, alive=1), back), 10.0) == ()
+    assert feed(table, goodbye, 10.1) == ()                  # a capture: refused
+    window = int(60e6)
+    wall[0] = NOW_US + 2 * window                            # the window after the last
+    assert feed(table, signed(hb(codec, alive=1), wall[0]), 120.0) == ()
+    wall[0] = NOW_US + 2 * window + 1_000_000
+    assert kinds(feed(table, signed(hb(codec, alive=1), wall[0]), 121.0)) == [("added", None)]
+    assert table.auth_failures() == {"replay": 3}
 
 
 def test_reordered_heartbeats_do_not_flap(codec):
