@@ -507,3 +507,30 @@ def test_a_killed_member_is_removed_within_drop_time_and_the_probe(front, group_
     took = time.monotonic() - heard
     assert took < 5.0, f"removed {took:.3f} s after it was heard"
     assert verified.stats()["verify.failed"] == 1
+
+
+def test_a_forged_member_naming_a_port_that_answers_costs_a_bounded_number_of_connects(
+        front, group_port):
+    # Issue 23: one datagram naming someone else's listening port used to
+    # make a member connect there every drop time, for ever.
+    victim = socket.create_server(("127.0.0.1", 0))
+    victim.settimeout(0.05)
+    accepted = 0
+    try:
+        port = victim.getsockname()[1]
+        # A bound of 1.2 s: its second connect (0.2 s on) is never needed on loopback.
+        verified = front(4001, verify=True, frequency=50, drop_time=200, verify_timeout=1200)
+        one_heartbeat(group_port, port, uid(9))
+        wait_until(lambda: verified.events.kinds(port)[-1:] == [("removed", "expired")],
+                   timeout=30)
+        while True:
+            try:
+                victim.accept()[0].close()
+                accepted += 1
+            except socket.timeout:
+                break
+        stats = verified.stats()
+        assert (stats["verify.kept"], stats["verify.exhausted"]) == (PROBES_PER_SILENCE - 1, 1)
+        assert accepted == PROBES_PER_SILENCE
+    finally:
+        victim.close()
