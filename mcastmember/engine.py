@@ -535,8 +535,10 @@ class MembershipEngine:
         port accepted the connection, False when it was refused, None when
         nothing answered by its deadline. The first acceptance keeps the
         member for another drop time (then it is probed again, unless
-        heard); a refusal (nothing listens there) removes it ("expired") at
-        once, as does the probe's bound passing with no answer
+        heard), but that of its PROBES_PER_SILENCE-th probe since it was
+        last heard removes it ("verify.exhausted"); a refusal (nothing
+        listens there) removes it ("expired") at once, as does the probe's
+        bound passing with no answer
         (``verify.timed_out``, whichever clock ran out: the last attempt's or
         the engine's). The report of a probe already decided only frees its
         socket slot."""
