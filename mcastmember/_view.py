@@ -279,10 +279,11 @@ class TableView(LineView):
             title = (f"mcast-demo  {cfg.describe()}  me {member_address(me)} "
                      f"id {me.unique_id.hex()[:12]}")
         title += f"  ({stats['implementation']} codec, auth {cfg.auth})"
-        # int(): a counter, of stats' values (counters, healthy and the codec's name)
-        malformed = sum(int(v) for k, v in stats.items() if k.startswith("malformed."))
-        failed = sum(int(v) for k, v in stats.items() if k.startswith("auth."))
-        refused = int(stats.get("refused", 0)) + int(stats.get("refused_unlisted", 0))
+        # isinstance: the counters, of stats' values (with healthy and the codec's name)
+        malformed = sum(v for k, v in stats.items() if k.startswith("malformed.")
+                        and isinstance(v, int))
+        failed = sum(v for k, v in stats.items() if k.startswith("auth.") and isinstance(v, int))
+        refused = stats["refused"] + stats["refused_unlisted"]
         summary = (f"{len(members)} member(s)  received {stats['received']}  "
                    f"sent {stats['sent']}  malformed {malformed}  not authentic {failed}  "
                    f"refused {refused}")
