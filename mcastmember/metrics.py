@@ -148,9 +148,11 @@ class MembershipCollector(Collector):
                     "dropped.", values=get("channel_frames", 0)),
             counter("doctor_probes", "mcast-demo doctor's probes heard on the membership "
                     "port, dropped (not malformed).", values=get("doctor_probes", 0)),
-            counter("refused", "New members refused: the table was full (full), or a "
-                    "unicast sender that is not a peer (unlisted).", "reason",
-                    {"full": get("refused", 0), "unlisted": get("refused_unlisted", 0)}),
+            counter("refused", "Datagrams refused: a new member, the table being full "
+                    "(full); a unicast sender that is not a peer (unlisted); unauthenticated, "
+                    "in an authenticated member's name (unauthenticated).", "reason",
+                    {"full": get("refused", 0), "unlisted": get("refused_unlisted", 0),
+                     "unauthenticated": get("refused_unauthenticated", 0)}),
             counter("auth_failures", "Datagrams that failed authentication, by reason "
                     "(dropped under enforce, admitted unauthenticated when permissive).",
                     "reason", by("auth.", _AUTH)),

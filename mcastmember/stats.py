@@ -14,9 +14,9 @@ from typing import TypedDict
 Stats = TypedDict("Stats", {
     # the table
     "received": int, "fast_path": int, "slow_path": int, "members": int, "added": int,
-    "updated": int, "refreshed_slow": int, "refused": int, "refused_unlisted": int, "local": int,
-    "filtered": int, "shutdown_unknown": int, "suspected": int, "suspects_heard": int,
-    "pauses": int, "channel_frames": int, "doctor_probes": int,
+    "updated": int, "refreshed_slow": int, "refused": int, "refused_unlisted": int,
+    "refused_unauthenticated": int, "local": int, "filtered": int, "shutdown_unknown": int,
+    "suspected": int, "suspects_heard": int, "unprobed": int, "pauses": int, "channel_frames": int, "doctor_probes": int,
     "removed.shutdown": int, "removed.expired": int, "removed.filtered": int,
     "removed.stopped": int, "removed.unlisted": int,
     "malformed.not_membership": int, "malformed.truncated": int, "malformed.bad_version": int,
@@ -24,11 +24,12 @@ Stats = TypedDict("Stats", {
     "malformed.bad_host_length": int, "malformed.field_overrun": int,
     "malformed.length_mismatch": int, "malformed.oversized": int,
     "auth.no_trailer": int, "auth.bad_trailer": int, "auth.unknown_key": int,
-    "auth.bad_mac": int, "auth.replay": int,
+    "auth.bad_mac": int, "auth.replay": int, "auth.skew": int,
     # the engine: sending, sockets, verify, peers and lookups
     "sent": int, "send_errors": int, "receive_errors": int, "socket_reopened": int,
     "internal_errors": int, "unicast_sent": int, "unicast_send_errors": int,
     "verify.kept": int, "verify.failed": int, "verify.timed_out": int,
+    "verify.exhausted": int, "verify.deferred": int,
     "peers": int, "peers_refused": int, "lookups_answered": int, "lookups_failed.nxdomain": int,
     "lookups_failed.servfail": int, "lookups_failed.timeout": int,
     "lookups_failed.no_answer": int, "lookups_failed.error": int,
