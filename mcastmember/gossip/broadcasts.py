@@ -56,7 +56,8 @@ class BroadcastQueue:
         return len(self._items)
 
     @property
-    def bytes(self) -> int:
+    def size(self) -> int:
+        """Bytes queued."""
         return self._bytes
 
     def messages(self) -> list[bytes]:

@@ -174,7 +174,7 @@ class GossipEngine:
         self._to_open: list[OutgoingStream] = []
         self._datagrams: list[tuple[bytes, Addr]] = []
         self._events: deque[Event] = deque()
-        self._counts = dict.fromkeys(COUNTERS, 0)
+        self._counts: dict[str, int] = dict.fromkeys(COUNTERS, 0)
         self._bad_reasons: dict[str, int] = {}
         self._next_probe = math.inf
         self._next_gossip = math.inf
@@ -284,9 +284,13 @@ class GossipEngine:
 
     def stats(self) -> dict[str, int]:
         out = dict(self._counts)
-        out.update({f"bad_input.{reason}": count for reason, count in sorted(self._bad_reasons.items())})
-        out.update(nodes=len(self.table), members=len(self.members()), health_score=self.awareness.score,
-                   broadcasts_queued=len(self.broadcasts), user_broadcasts_queued=len(self.user_broadcasts))
+        for reason, count in sorted(self._bad_reasons.items()):
+            out[f"bad_input.{reason}"] = count
+        out["nodes"] = len(self.table)
+        out["members"] = len(self.members())
+        out["health_score"] = self.awareness.score
+        out["broadcasts_queued"] = len(self.broadcasts)
+        out["user_broadcasts_queued"] = len(self.user_broadcasts)
         return out
 
     def next_deadline(self) -> float | None:
