@@ -392,3 +392,49 @@ def test_engine_needs_no_clock_and_is_not_imported_by_the_package():
     engine.start(100.0)
     assert engine.next_deadline() == pytest.approx(100.2)   # the first gossip tick
     assert crypto.Keyring  # the wire layer is what the engine speaks
+
+
+def test_tcp_ping_keeps_a_node_whose_udp_is_blocked_alive():
+    """No datagram reaches or leaves b, TCP still works: every probe of b
+    fails by UDP, directly and indirectly, and the TCP ping (protocol >= 3)
+    reaches it, so nobody is suspected (memberlist logs the odd network)."""
+    net = Net()
+    net.cluster(["a", "b", "c", "d"], settle=3.0)
+    b = net.names["b"]
+    net.drop = lambda src, dst, data: b in (src, dst)
+    net.run(20.0)
+    assert [s for _t, o, n, s in net.history if _t > 3.0] == []
+    assert net["a"].stats()["probes_failed"] == 0 and net["b"].stats()["probes_failed"] == 0
+    assert net["a"].stats()["indirect_pings_sent"] > 0
+
+
+def test_meta_change_is_an_update_with_a_new_incarnation():
+    net = Net()
+    net.cluster(["a", "b", "c"], settle=3.0)
+    net["c"].set_meta(b"role=db", net.now)
+    net.run(net.now + 2.0)
+    for o in "ab":
+        updates = [e.node for _t, e in net.events[o] if type(e).__name__ == "MemberUpdated"]
+        assert [(n.name, n.meta, n.incarnation) for n in updates] == [("c", b"role=db", 2)]
+
+
+def test_a_second_node_under_a_known_name_is_a_conflict_and_changes_nothing():
+    net = Net()
+    net.cluster(["a", "b"], settle=3.0)
+    impostor = net.add("b")          # same name, address 127.0.0.3
+    impostor.join([net.names["a"]], net.now)
+    net.run(net.now + 3.0)
+    assert net["a"].node("b").addr == "127.0.0.2" and net["a"].stats()["name_conflicts"] >= 1
+    conflicts = [e for _t, e in net.events["a"] if type(e).__name__ == "NameConflict"]
+    assert conflicts and (conflicts[0].existing.addr, conflicts[0].other.addr) == ("127.0.0.2", "127.0.0.3")
+
+
+def test_push_pull_runs_once_per_interval_after_a_random_stagger():
+    """The first periodic push/pull comes after a stagger under the interval
+    plus the interval (pushPullTrigger), so each node makes exactly one in
+    its first 2 intervals; below 33 nodes the interval is not stretched."""
+    net = Net()
+    net.cluster(["a", "b", "c"], settle=0.5, push_pull_interval=10.0)
+    joins = {n: net[n].stats()["push_pulls"] for n in "abc"}
+    net.run(19.999)
+    assert {n: net[n].stats()["push_pulls"] - joins[n] for n in "abc"} == {"a": 1, "b": 1, "c": 1}
