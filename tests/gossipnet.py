@@ -15,8 +15,9 @@ PORT = 7946
 
 
 class Net:
-    def __init__(self, latency=0.001):
+    def __init__(self, latency=0.001, track=True):
         self.now = 0.0
+        self.track = track                # record every state change seen (O(N^2) a step)
         self.latency = latency
         self.engines = {}                 # addr -> engine
         self.names = {}                   # name -> addr
@@ -94,6 +95,8 @@ class Net:
             name = engine.name
             for event in engine.events():
                 self.events[name].append((self.now, event))
+            if not self.track:
+                continue
             for node in engine.table.nodes:
                 key = (name, node.name)
                 if self._seen.get(key) != node.state:

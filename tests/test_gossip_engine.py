@@ -438,3 +438,25 @@ def test_push_pull_runs_once_per_interval_after_a_random_stagger():
     joins = {n: net[n].stats()["push_pulls"] for n in "abc"}
     net.run(19.999)
     assert {n: net[n].stats()["push_pulls"] - joins[n] for n in "abc"} == {"a": 1, "b": 1, "c": 1}
+
+
+def test_failed_nodes_are_reaped_after_gossip_to_the_dead_time_and_not_before():
+    net = Net()
+    net.cluster(["a", "b", "c"], settle=3.0, gossip_to_the_dead_time=5.0)
+    net.silence("c")
+    net.run(40.0)
+    dead_at = net.first("a", "c", NodeState.DEAD)
+    assert net["a"].node("c") is None and net["a"].stats()["nodes_reaped"] == 1
+    # reaped at a wrap of the probe round-robin more than 5 s after death
+    assert len(net["a"].table) == 2 and dead_at is not None
+
+
+def test_a_labelled_cluster_refuses_unlabelled_packets_and_streams():
+    net = Net()
+    net.cluster(["a", "b"], settle=3.0, label=b"dc1")
+    outsider = net.add("x")
+    outsider.join([net.names["a"]], net.now)
+    net.run(net.now + 3.0)
+    assert net.members("a") == ["a", "b"] and net.members("x") == ["x"]
+    assert net["a"].stats()["bad_input.bad_label"] >= 1
+    assert [e.ok for _t, e in net.events["x"] if isinstance(e, JoinResult)] == [False]
