@@ -383,8 +383,12 @@ def test_outgoing_bytes_are_valid_memberlist_messages():
 def test_engine_schedules_from_the_time_it_is_given():
     engine = GossipEngine(GossipSettings(name="solo"), seed=3)
     assert engine.next_deadline() is None    # nothing scheduled before start
+    with pytest.raises(RuntimeError, match="before it joins"):
+        engine.join([("127.0.0.2", 7946)], 99.0)
+    engine.set_meta(b"early", 99.0)
     engine.start(100.0)
     assert engine.next_deadline() == pytest.approx(100.2)   # the first gossip tick
+    assert (engine.node("solo").meta, engine.incarnation) == (b"early", 1)
 
 
 def test_tcp_ping_keeps_a_node_whose_udp_is_blocked_alive():

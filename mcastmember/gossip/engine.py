@@ -204,6 +204,8 @@ class GossipEngine:
     def join(self, seeds: Iterable[Addr], now: float) -> int:
         """Join: a push/pull (join flag set) with each seed; each ends in a
         :class:`JoinResult` event. Returns how many were started."""
+        if not self._started:
+            raise RuntimeError("start the gossip engine before it joins")
         started = 0
         for addr in seeds:
             if self._open_push_pull(addr, True, now):
@@ -235,6 +237,8 @@ class GossipEngine:
         if len(meta) > META_MAX_SIZE:
             raise ValueError(f"node meta is at most {META_MAX_SIZE} bytes, not {len(meta)}")
         self._meta = meta
+        if not self._started:
+            return      # start() announces it
         alive = messages.Alive(incarnation=self._next_incarnation(), node=self.name, addr=self._addr,
                                port=self._port, meta=meta, vsn=self.settings.vsn())
         self._alive_node(alive, now, bootstrap=True)
