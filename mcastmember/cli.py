@@ -619,4 +619,5 @@ def _stdout_fd() -> int | None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from mcastmember.__main__ import main as guarded     # (a Ctrl-C while starting: quiet)
+    sys.exit(guarded())

@@ -179,7 +179,10 @@ class Report:
     def lines(self, colour: bool = False) -> list[str]:
         """The report as text; ``colour``: verdicts coloured as the live view
         colours (the CLI passes _view.colour_wanted)."""
-        out = [check.line(colour) for check in self.checks]
+        from ._codec import FALLBACK
+        # Not a check (the --json contract lists those): a note on the install.
+        out = [] if FALLBACK is None else [f"NOTE {FALLBACK}"]
+        out += [check.line(colour) for check in self.checks]
         for m in self.members:
             out.append(f"member  {_hostport(m['host'], m['port'])} from {m['source']}: id "
                        f"{m['unique_id'][:12]}, domain {_show_domain(m['domain_hex'])}, period "
