@@ -99,8 +99,7 @@ def _build_parser() -> _Parser:
                         help="run on every host at once with --peers naming the others: "
                              "probes each by multicast and unicast, reports loss and rtt")
     doctor.add_argument("--json", action="store_true",
-                        help="one JSON object on stdout (see README \"When members don't "
-                             "see each other\")")
+                        help="one JSON object on stdout (see docs/doctor.md)")
 
     watch = commands.add_parser("watch", help="show a group's membership without joining it "
                                               "(nothing sent)")
@@ -142,7 +141,7 @@ def _add_member_settings(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--frequency", type=int, default=500, metavar="MS",
                       help="heartbeat period in ms (500)")
     _add_table(parser)
-    unicast = parser.add_argument_group("without multicast (see README)")
+    unicast = parser.add_argument_group("without multicast (see docs/unicast.md)")
     unicast.add_argument("--peers", metavar="HOST[:PORT],...", action="append", default=[],
                          help="peers to send heartbeats to by unicast (repeatable)")
     unicast.add_argument("--dns", metavar="NAME",
@@ -167,7 +166,7 @@ def _add_member_settings(parser: argparse.ArgumentParser) -> None:
     _add_detector(parser)
     parser.add_argument("--tomcat", action="store_true",
                       help="join a Tomcat cluster as a listed member: answer Tribes' channel "
-                           "on the member port and sort after every Tomcat (see README)")
+                           "on the member port and sort after every Tomcat (see docs/tomcat.md)")
     _add_auth(parser)
 
 
@@ -206,7 +205,7 @@ def _add_detector(command: argparse.ArgumentParser) -> None:
 def _add_auth(command: argparse.ArgumentParser, verb: str = "authenticate") -> None:
     command.add_argument("--key-file", metavar="PATH",
                          help=f"{verb} heartbeats with the keys in PATH (one '<id> <64 hex "
-                              "digits>' per line, the first signs; see README \"Security\")")
+                              "digits>' per line, the first signs; see docs/security.md)")
     command.add_argument("--auth", choices=("off", "permissive", "enforce"),
                          help="with --key-file: drop what is not authentic (enforce, the "
                               "default) or accept and mark it (permissive)")
