@@ -227,8 +227,8 @@ cdef extern from "_auth.h" nogil:
     uint64_t mcm_wall_us()
     int mcm_sha_ni_use(int wanted)
 
-from . import _layout as L
-from .errors import MalformedPacket
+from .wire import layout as L
+from .wire.errors import MalformedPacket
 
 IMPLEMENTATION = "compiled"
 

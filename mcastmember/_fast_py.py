@@ -18,8 +18,8 @@ import time
 from collections import OrderedDict
 from typing import TYPE_CHECKING
 
-from . import _layout as L
-from .errors import MalformedPacket
+from .wire import layout as L
+from .wire.errors import MalformedPacket
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

@@ -22,9 +22,9 @@ import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 
-from mcastmember import _layout as L        # noqa: E402
-from mcastmember import javaser             # noqa: E402
-from mcastmember.channel import (ACK_FRAME, FRAME_HEAD_LIMIT, ChannelConnection,  # noqa: E402
+from mcastmember.wire import layout as L        # noqa: E402
+from mcastmember.wire import javaser             # noqa: E402
+from mcastmember.engine.channel import (ACK_FRAME, FRAME_HEAD_LIMIT, ChannelConnection,  # noqa: E402
                                  ChannelCounters, ChannelData, ChannelError, FrameReader, frame)
 
 from fuzz_receive import mutate  # noqa: E402  (the same mutations as the datagram fuzzer)

@@ -8,9 +8,9 @@ import pytest
 
 import fuzz_channel
 
-from mcastmember import _layout as L
-from mcastmember import javaser
-from mcastmember.channel import (ACK_FRAME, ChannelConnection, ChannelCounters, ChannelData,
+from mcastmember.wire import layout as L
+from mcastmember.wire import javaser
+from mcastmember.engine.channel import (ACK_FRAME, ChannelConnection, ChannelCounters, ChannelData,
                                  ChannelError, FrameReader, frame)
 
 from support import (JAVA_GET_ALL_SESSIONS, JAVA_NO_RPC_REPLY, JAVA_RPC_REQUEST,

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from mcastmember import ConfigurationError
-from mcastmember.config import ServiceConfig
+from mcastmember.engine.config import ServiceConfig
 
 from support import GROUP, LOOPBACK
 
@@ -69,7 +69,7 @@ def test_wait_for_raises_the_builtin_timeout_error_where_asyncio_has_its_own(mon
                                                                             group_port):
     """On Python 3.10 asyncio.wait_for raises asyncio.TimeoutError, which is
     not the builtin; docs/asyncio.md promises the builtin. Stand that in here."""
-    from mcastmember.aio import AsyncMembership
+    from mcastmember.fronts.aio import AsyncMembership
 
     class OldAsyncioTimeout(Exception):
         pass

@@ -18,7 +18,7 @@ from test_cli import read_event, run, start_join
 prometheus_client = pytest.importorskip("prometheus_client")
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from mcastmember.metrics import serve  # noqa: E402
+from mcastmember.fronts.metrics import serve  # noqa: E402
 
 pytestmark = pytest.mark.network
 
@@ -160,7 +160,7 @@ def test_bad_metrics_arguments_are_one_line_and_exit_2(tmp_path, args, message):
 
 def test_without_prometheus_client_the_metrics_port_says_what_to_install(tmp_path):
     code = ("import sys; sys.modules['prometheus_client'] = None; "   # import fails
-            "from mcastmember.cli import main; sys.exit(main(sys.argv[1:]))")
+            "from mcastmember.tools.cli import main; sys.exit(main(sys.argv[1:]))")
     result = subprocess.run([sys.executable, "-c", code, "watch", GROUP, "--interface",
                              "127.0.0.1", "--metrics-port", "9464"], capture_output=True,
                             text=True, cwd=tmp_path, timeout=30)
@@ -196,7 +196,7 @@ def test_first_scrape_has_every_removal_reason_and_doctor_probes_apart(group_por
 def scrape_collector(front):
     """What a scrape of ``front``'s collector shows (as scrape())."""
     from prometheus_client import CollectorRegistry, generate_latest
-    from mcastmember.metrics import MembershipCollector
+    from mcastmember.fronts.metrics import MembershipCollector
     registry = CollectorRegistry()
     registry.register(MembershipCollector(front))
     return parse(generate_latest(registry).decode())
@@ -204,11 +204,11 @@ def scrape_collector(front):
 
 def test_importing_metrics_without_prometheus_client_says_what_to_install():
     code = ("import sys; sys.modules['prometheus_client'] = None\n"
-            "try:\n    import mcastmember.metrics\n"
+            "try:\n    import mcastmember.fronts.metrics\n"
             "except ImportError as error:\n"
             "    print(type(error).__name__, error.name, error, sep='|')\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=30)
     assert (result.returncode, result.stderr) == (0, "")
-    assert result.stdout == ("ModuleNotFoundError|prometheus_client|mcastmember.metrics needs "
+    assert result.stdout == ("ModuleNotFoundError|prometheus_client|mcastmember.fronts.metrics needs "
                              "prometheus_client: pip install 'mcastmember[prometheus]'\n")

@@ -9,10 +9,11 @@ import threading
 
 import pytest
 
-from mcastmember import _layout as L
-from mcastmember import probe, probe_aio
-from mcastmember.channel import ACK_FRAME, ChannelData, FrameReader, frame
-from mcastmember.config import ServiceConfig
+from mcastmember.wire import layout as L
+from mcastmember.fronts import tribes_listener as probe
+from mcastmember.fronts import tribes_listener_aio as probe_aio
+from mcastmember.engine.channel import ACK_FRAME, ChannelData, FrameReader, frame
+from mcastmember.engine.config import ServiceConfig
 
 from support import GROUP, JAVA_NO_RPC_REPLY, JAVA_RPC_REQUEST, LOOPBACK, heartbeat
 
@@ -168,7 +169,7 @@ def test_the_listener_binds_the_advertised_address_never_all():
 def test_async_membership_stops_while_tomcat_holds_a_connection(group_port):
     """Python 3.12.1+'s Server.wait_closed waits for open connections, and
     Tomcat keeps its sender connections open: stop() must close them itself."""
-    from mcastmember.aio import AsyncMembership
+    from mcastmember.fronts.aio import AsyncMembership
 
     async def main():
         member = AsyncMembership(GROUP, group_port, **LOOPBACK, member_port=0, tomcat=True)

@@ -1,13 +1,13 @@
 """Exceptions raised at users. Both codec implementations raise these."""
 
-from . import _layout
+from . import layout as _layout
 
 
 class MalformedPacket(ValueError):
     """A datagram that is not a well-formed Tribes membership packet.
 
     ``reason`` is the short machine name (``"truncated"``, ``"bad_end_marker"``
-    ...) and ``code`` the number from ``mcastmember._layout``.
+    ...) and ``code`` the number from ``mcastmember.wire.layout``.
     """
 
     def __init__(self, code: int):

@@ -21,11 +21,11 @@ import time
 import weakref
 from typing import TYPE_CHECKING
 
-from ._front import MembershipFront
-from .config import DEFAULT_GROUP, DEFAULT_PORT, takes_settings
-from .events import EVENT_QUEUE_BYTES, EventQueue, MemberEvent, queue_bounds
-from .probe import Prober, ProbeListener, probe_stats_idle
-from .table import ADDED
+from .driver import MembershipFront
+from ..engine.config import DEFAULT_GROUP, DEFAULT_PORT, takes_settings
+from ..engine.events import EVENT_QUEUE_BYTES, EventQueue, MemberEvent, queue_bounds
+from .tribes_listener import Prober, ProbeListener, probe_stats_idle
+from ..engine.table import ADDED
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -33,11 +33,11 @@ if TYPE_CHECKING:
 
     from typing_extensions import Self, TypeAlias, Unpack
 
-    from .config import Settings
-    from .engine import ProbeAttempt
-    from .events import EventsLost
-    from .member import Member
-    from .peers import Lookup
+    from ..engine.config import Settings
+    from ..engine.engine import ProbeAttempt
+    from ..engine.events import EventsLost
+    from ..engine.member import Member
+    from ..discovery.peers import Lookup
 
     # What McastService's listeners are called with: each event, or an
     # EventsLost where the dispatcher fell behind (the return value is ignored).
@@ -64,7 +64,7 @@ _STOPPED, _STARTING, _RUNNING, _STOPPING = "stopped", "starting", "running", "st
 class McastService(MembershipFront):
     """Join a multicast group as a member and keep a live table of the others.
 
-    Takes the settings of :class:`mcastmember.config.ServiceConfig` (Tomcat's
+    Takes the settings of :class:`mcastmember.engine.config.ServiceConfig` (Tomcat's
     defaults: group 228.0.0.4:45564, heartbeat every 500 ms, drop time
     3000 ms). Use as a context manager, or call ``start()`` and ``stop()``.
     ``event_queue_size`` (65,536) and ``event_queue_bytes`` (16 MiB of
@@ -410,7 +410,7 @@ class McastService(MembershipFront):
 
     def _lookup_loop(self, lookups: queue.SimpleQueue[Lookup | None]) -> None:
         """The DNS worker: a query waits here, never in the I/O thread."""
-        from .resolver import lookup as run
+        from ..discovery.resolver import lookup as run
         while True:
             query = lookups.get()
             if query is None:

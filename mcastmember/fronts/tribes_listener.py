@@ -27,17 +27,17 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from ._ratelimit import RateLimitedLog
-from .channel import ChannelConnection, ChannelCounters, ChannelError
-from .net import socket_address
+from ..engine.ratelimit import RateLimitedLog
+from ..engine.channel import ChannelConnection, ChannelCounters, ChannelError
+from ..transport.net import socket_address
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from typing import Literal
 
-    from .channel import Reply
-    from .engine import ProbeAttempt
+    from ..engine.channel import Reply
+    from ..engine.engine import ProbeAttempt
 
 log = logging.getLogger("mcastmember")
 

@@ -12,9 +12,9 @@ import time
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from . import _layout as L
-from . import _codec
-from . import auth
+from ..wire import layout as L
+from .. import _codec
+from ..wire import auth
 from .events import EventKind, MemberEvent, Reason
 from .member import Member, find_by_address, find_by_unique_id
 
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from typing_extensions import Buffer
 
-    from ._fast import MemberIndex
+    from .._fast import MemberIndex
     from .detector import PhiAccrual
 
     Events = tuple[MemberEvent, ...]

@@ -23,7 +23,7 @@ import math
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ._fast import MemberIndex
+    from .._fast import MemberIndex
 
 # Akka's defaults (akka.cluster.failure-detector), ms where a time.
 DEFAULT_THRESHOLD = 8.0

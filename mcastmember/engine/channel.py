@@ -28,10 +28,10 @@ import struct
 import time
 from typing import TYPE_CHECKING, Literal
 
-from . import _layout as L
-from . import _codec
-from . import javaser
-from .errors import MalformedPacket
+from ..wire import layout as L
+from .. import _codec
+from ..wire import javaser
+from ..wire.errors import MalformedPacket
 from .member import Member
 
 if TYPE_CHECKING:

@@ -25,7 +25,7 @@ import socket
 import sys
 import time
 
-from ._view import choose, colour_wanted, host_port, member_address, show_bytes
+from .view import choose, colour_wanted, host_port, member_address, show_bytes
 
 # typing.TYPE_CHECKING without importing typing (decode and keygen never
 # load it): both checkers take this name for it.
@@ -38,10 +38,10 @@ if TYPE_CHECKING:
 
     from typing_extensions import Self
 
-    from .config import Settings
-    from .events import EventsLost, MemberEvent
-    from .metrics import MetricsServer
-    from .service import McastService
+    from ..engine.config import Settings
+    from ..engine.events import EventsLost, MemberEvent
+    from ..fronts.metrics import MetricsServer
+    from ..fronts.service import McastService
 
 
 class _Parser(argparse.ArgumentParser):
@@ -61,8 +61,8 @@ class _Version(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: object, option_string: str | None = None) -> None:
-        from . import __version__
-        from .packet import implementation
+        from .. import __version__
+        from ..engine.packet import implementation
 
         print(f"{parser.prog} {__version__} ({implementation()} codec)")
         parser.exit(0)
@@ -309,8 +309,8 @@ def _decode_capture(lines: Iterable[str], name: str, json_lines: bool) -> int:
 def _show_packet(data: bytes, json_lines: bool, where: str = "",
                  extra: dict[str, object] | None = None) -> bool:
     """Print a packet's fields; False (and why, on stderr) when it is malformed."""
-    from .errors import MalformedPacket
-    from .packet import decode
+    from ..wire.errors import MalformedPacket
+    from ..engine.packet import decode
 
     try:
         member = decode(data)
@@ -357,7 +357,7 @@ between hosts, on each at once, naming the others (like omping):
 
 def _doctor(args: argparse.Namespace) -> int:
     from . import doctor
-    from .errors import ConfigurationError
+    from ..wire.errors import ConfigurationError
 
     try:
         if not 0 <= args.wait < float("inf"):
@@ -377,8 +377,8 @@ def _doctor(args: argparse.Namespace) -> int:
 
 # -- keygen -------------------------------------------------------------------------
 def _keygen(args: argparse.Namespace) -> int:
-    from . import _layout as L
-    from .auth import new_key_line
+    from ..wire import layout as L
+    from ..wire.auth import new_key_line
 
     if args.id not in L.AUTH_KEY_IDS:
         print(f"mcast-demo keygen: error: key id {args.id} is not 1-255", file=sys.stderr)
@@ -391,7 +391,7 @@ def _keygen(args: argparse.Namespace) -> int:
 def _settings(args: argparse.Namespace) -> Settings:
     """McastService's settings from join's, watch's or doctor's arguments
     (ConfigurationError for a combination that cannot work)."""
-    from .errors import ConfigurationError
+    from ..wire.errors import ConfigurationError
 
     if getattr(args, "duration", None) is not None and not args.duration >= 0:
         raise ConfigurationError("--duration must be a positive number of seconds")
@@ -474,14 +474,14 @@ def _flag_names(message: str) -> str:
 def _serve_metrics(service: McastService, args: argparse.Namespace) -> MetricsServer:
     """The metrics server of ``--metrics-port``, bound before we join (so a
     taken port stops us before a heartbeat goes out); ConfigurationError."""
-    from .errors import ConfigurationError
+    from ..wire.errors import ConfigurationError
 
     try:
         import prometheus_client  # noqa: F401
     except ImportError:
         raise ConfigurationError("--metrics-port needs prometheus_client: "
                                  "pip install 'mcastmember[prometheus]'") from None
-    from .metrics import serve
+    from ..fronts.metrics import serve
 
     cfg = service.config
     address = args.metrics_address
@@ -496,8 +496,8 @@ def _serve_metrics(service: McastService, args: argparse.Namespace) -> MetricsSe
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .errors import ConfigurationError
-    from .service import McastService
+    from ..wire.errors import ConfigurationError
+    from ..fronts.service import McastService
 
     prog = f"mcast-demo {args.command}"
     metrics = None

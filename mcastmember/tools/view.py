@@ -27,10 +27,10 @@ if TYPE_CHECKING:
 
     from typing_extensions import TypeAlias
 
-    from .events import EventsLost, MemberEvent
-    from .member import Member
-    from .metrics import MetricsServer
-    from .service import McastService
+    from ..engine.events import EventsLost, MemberEvent
+    from ..engine.member import Member
+    from ..fronts.metrics import MetricsServer
+    from ..fronts.service import McastService
 
     # A column of the table: title, width (None: the widest value; 0: what
     # is left) and the text of a member's value (None: computed apart).
@@ -99,7 +99,7 @@ def paint(kind: str | None, text: str, colour: bool) -> str:
 def fallback_note() -> str | None:
     """"note: the pure-Python implementation runs: why", when it runs though
     nobody asked for it (MCASTMEMBER_NO_EXTENSIONS=1), else None."""
-    from ._codec import FALLBACK
+    from .._codec import FALLBACK
     return None if FALLBACK is None else f"note: {FALLBACK}"
 
 

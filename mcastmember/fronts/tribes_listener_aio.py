@@ -8,14 +8,14 @@ import socket
 import time
 from typing import TYPE_CHECKING
 
-from .channel import ChannelError
-from .probe import (IDLE_TIMEOUT_S, MAX_CONNECTIONS, MAX_REPLIES_IN_FLIGHT, MAX_UNSENT,
+from ..engine.channel import ChannelError
+from .tribes_listener import (IDLE_TIMEOUT_S, MAX_CONNECTIONS, MAX_REPLIES_IN_FLIGHT, MAX_UNSENT,
                     READ_SIZE, REPLY_TIMEOUT_S, SEND_BUFFER, _family, _ListenerBase)
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from .channel import Reply
+    from ..engine.channel import Reply
 
 
 class AsyncProbeListener(_ListenerBase):

@@ -5,13 +5,13 @@ A custom collector reads the front's ``stats()`` when Prometheus scrapes, so
 the metrics cost nothing per heartbeat::
 
     from prometheus_client import REGISTRY
-    from mcastmember.metrics import MembershipCollector
+    from mcastmember.fronts.metrics import MembershipCollector
     REGISTRY.register(MembershipCollector(service))
 
 or serve them on a port of their own (what ``mcast-demo join --metrics-port``
 does)::
 
-    from mcastmember.metrics import serve
+    from mcastmember.fronts.metrics import serve
     server = serve(service, 9464, "127.0.0.1")    # http://127.0.0.1:9464/metrics
     ...
     server.close()
@@ -37,13 +37,13 @@ try:
 except ImportError as error:
     if not (error.name or "").startswith("prometheus_client"):
         raise                           # installed, but broken: its own error says more
-    raise ModuleNotFoundError("mcastmember.metrics needs prometheus_client: "
+    raise ModuleNotFoundError("mcastmember.fronts.metrics needs prometheus_client: "
                               "pip install 'mcastmember[prometheus]'",
                               name="prometheus_client") from None
 
-from . import _layout as L
-from .events import Reason
-from .net import socket_address
+from ..wire import layout as L
+from ..engine.events import Reason
+from ..transport.net import socket_address
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -52,8 +52,8 @@ if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
     from typing_extensions import Self
 
-    from ._front import MembershipFront
-    from .stats import Stats
+    from .driver import MembershipFront
+    from ..engine.stats import Stats
 
 # How long a scrape waits for the asyncio front's loop to read its stats.
 LOOP_TIMEOUT_S = 5.0

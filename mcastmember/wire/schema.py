@@ -20,7 +20,7 @@ from typing import Any
 from construct import (Bytes, Const, Int8sb, Int32sb, Int64sb, Prefixed, GreedyBytes,
                        Struct, Terminated, this)
 
-from . import _layout as L
+from . import layout as L
 
 FIELDS = Struct(
     "alive" / Int64sb,

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import logging
 
-from .errors import ConfigurationError
+from ..wire.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

@@ -6,7 +6,7 @@ import ipaddress
 import time
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from . import _layout as L
+from ..wire import layout as L
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable

@@ -22,11 +22,11 @@ import socket
 import weakref
 from typing import TYPE_CHECKING, cast
 
-from ._front import MembershipFront
-from .config import DEFAULT_GROUP, DEFAULT_PORT, takes_settings
-from .events import EVENT_QUEUE_BYTES, EventBuffer, EventsLost, MemberEvent, queue_bounds
-from .probe import _family, probe_stats_idle
-from .table import ADDED
+from .driver import MembershipFront
+from ..engine.config import DEFAULT_GROUP, DEFAULT_PORT, takes_settings
+from ..engine.events import EVENT_QUEUE_BYTES, EventBuffer, EventsLost, MemberEvent, queue_bounds
+from .tribes_listener import _family, probe_stats_idle
+from ..engine.table import ADDED
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -34,11 +34,11 @@ if TYPE_CHECKING:
 
     from typing_extensions import Self, TypeAlias, Unpack
 
-    from .config import Settings
-    from .engine import ProbeAttempt
-    from .member import Member
-    from .peers import Lookup
-    from .probe_aio import AsyncProbeListener
+    from ..engine.config import Settings
+    from ..engine.engine import ProbeAttempt
+    from ..engine.member import Member
+    from ..discovery.peers import Lookup
+    from .tribes_listener_aio import AsyncProbeListener
 
     # What AsyncMembership's listeners are called with (the return value is ignored).
     AsyncListener: TypeAlias = "Callable[[MemberEvent], object]"
@@ -338,7 +338,7 @@ class AsyncMembership(MembershipFront):
 
     # -- DNS and host-name lookups ---------------------------------------------------------
     def _start_lookups(self, lookups: list[Lookup]) -> None:
-        from .resolver import lookup as run
+        from ..discovery.resolver import lookup as run
 
         def query(lookup: Lookup) -> AbstractSet[tuple[str, int]]:       # on an executor thread: never blocks the loop
             return run(lookup, self._resolver())
@@ -396,7 +396,7 @@ class AsyncMembership(MembershipFront):
     # -- TCP listener for Tomcat ------------------------------------------------------
     async def _start_probe_server(self) -> None:
         cfg = self.config
-        from .probe_aio import AsyncProbeListener
+        from .tribes_listener_aio import AsyncProbeListener
         listener = AsyncProbeListener(cfg.listen_address, cfg.member_port, cfg.encode)
         await listener.start()
         self._probe_server = listener

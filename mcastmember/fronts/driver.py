@@ -11,11 +11,11 @@ import time
 import weakref
 from typing import TYPE_CHECKING, cast
 
-from . import _layout as L
-from . import net
-from .config import ServiceConfig, Settings
-from .engine import RECEIVE, SEND, UNICAST, MembershipEngine
-from .member import find_by_address, find_by_unique_id
+from ..wire import layout as L
+from ..transport import net
+from ..engine.config import ServiceConfig, Settings
+from ..engine.engine import RECEIVE, SEND, UNICAST, MembershipEngine
+from ..engine.member import find_by_address, find_by_unique_id
 
 if TYPE_CHECKING:
     import socket
@@ -24,14 +24,14 @@ if TYPE_CHECKING:
 
     import dns.resolver
 
-    from ._fast import HeartbeatPacket
-    from .config import AuthMode, Keys
-    from .engine import ProbeAttempt, SocketRole
-    from .events import MemberEvent
-    from .member import Member
-    from .peers import Lookup
-    from .stats import Stats
-    from .table import Membership
+    from .._fast import HeartbeatPacket
+    from ..engine.config import AuthMode, Keys
+    from ..engine.engine import ProbeAttempt, SocketRole
+    from ..engine.events import MemberEvent
+    from ..engine.member import Member
+    from ..discovery.peers import Lookup
+    from ..engine.stats import Stats
+    from ..engine.table import Membership
 
 # Datagrams one pump call may handle before it returns, and pump calls per
 # wake-up: a busy group cannot hold the engine (and its lock) for long.
@@ -53,7 +53,7 @@ if hasattr(os, "register_at_fork"):
 
 class MembershipFront:
     """Base of McastService and AsyncMembership: a driver of one
-    :class:`mcastmember.engine.MembershipEngine`. Subclasses wait (threads
+    :class:`mcastmember.engine.engine.MembershipEngine`. Subclasses wait (threads
     or the event loop), publish events, and guard the engine with
     ``_table_lock`` where more than one thread calls it."""
 
@@ -88,7 +88,7 @@ class MembershipFront:
         import difflib
         import inspect
 
-        from .errors import UnknownSetting
+        from ..wire.errors import UnknownSetting
 
         front = type(self).__name__
         known = list(inspect.signature(type(self)).parameters)
@@ -398,7 +398,7 @@ class MembershipFront:
     def _resolver(self) -> dns.resolver.Resolver | None:
         """The DNS resolver lookups use (made once, on first use)."""
         if self._dns_resolver is None and self.config.dns is not None:
-            from .resolver import make_resolver
+            from ..discovery.resolver import make_resolver
             self._dns_resolver = make_resolver(self.config.dns_servers)
         return self._dns_resolver
 

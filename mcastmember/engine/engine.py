@@ -40,13 +40,13 @@ import os
 import socket
 from typing import TYPE_CHECKING, cast
 
-from . import _codec
-from . import _layout as L
-from ._ratelimit import RateLimitedLog
+from .. import _codec
+from ..wire import layout as L
+from .ratelimit import RateLimitedLog
 from .events import MemberEvent, Reason
 from .member import Member
-from .peers import PeerSet, cloud_unique_id
-from .resolver import Answer
+from ..discovery.peers import PeerSet, cloud_unique_id
+from ..discovery.resolver import Answer
 from .table import ADDED, REMOVED, SUSPECT, Membership
 
 if TYPE_CHECKING:
@@ -57,9 +57,9 @@ if TYPE_CHECKING:
 
     from typing_extensions import TypeAlias
 
-    from ._fast import HeartbeatPacket, Targets
+    from .._fast import HeartbeatPacket, Targets
     from .config import AuthMode, Keys, ServiceConfig
-    from .peers import Lookup
+    from ..discovery.peers import Lookup
 
     # A socket the engine may ask the driver to reopen (SEND, RECEIVE, UNICAST).
     SocketRole: TypeAlias = Literal["send", "receive", "unicast"]
@@ -153,7 +153,7 @@ UNICAST: Final = "unicast"
 class MembershipEngine:
     """Membership as a sans-IO state machine (see the module docstring).
 
-    ``config`` is a :class:`mcastmember.config.ServiceConfig`; ``codec`` picks
+    ``config`` is a :class:`mcastmember.engine.config.ServiceConfig`; ``codec`` picks
     the implementation (default: the one ``mcastmember`` loaded).
     """
 

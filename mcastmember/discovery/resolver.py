@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from .errors import ConfigurationError
+from ..wire.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence

@@ -16,7 +16,7 @@ import struct
 import sys
 from typing import TYPE_CHECKING
 
-from .errors import ConfigurationError
+from ..wire.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -34,13 +34,13 @@ import struct
 import time
 from typing import TYPE_CHECKING, cast
 
-from . import _layout as L
-from . import net
-from ._view import paint
-from .config import ServiceConfig
-from .errors import ConfigurationError, MalformedPacket
-from .interfaces import choose, list_interfaces
-from .packet import decode
+from ..wire import layout as L
+from ..transport import net
+from .view import paint
+from ..engine.config import ServiceConfig
+from ..wire.errors import ConfigurationError, MalformedPacket
+from ..transport.interfaces import choose, list_interfaces
+from ..engine.packet import decode
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Iterable, Sequence
@@ -48,9 +48,9 @@ if TYPE_CHECKING:
 
     from typing_extensions import TypeAlias
 
-    from .config import Settings
-    from .interfaces import Choice, Interface
-    from .member import Member
+    from ..engine.config import Settings
+    from ..transport.interfaces import Choice, Interface
+    from ..engine.member import Member
 
     # A check's verdict, and the names of the checks (docs/doctor.md;
     # scripts read them from --json).
@@ -179,7 +179,7 @@ class Report:
     def lines(self, colour: bool = False) -> list[str]:
         """The report as text; ``colour``: verdicts coloured as the live view
         colours (the CLI passes _view.colour_wanted)."""
-        from ._codec import FALLBACK
+        from .._codec import FALLBACK
         # Not a check (the --json contract lists those): a note on the install.
         out = [] if FALLBACK is None else [f"NOTE {FALLBACK}"]
         out += [check.line(colour) for check in self.checks]
@@ -942,7 +942,7 @@ class Doctor:
         peer_set = self.config.peer_set()
         resolver = None
         for lookup in peer_set.due(time.monotonic()):
-            from . import resolver as dns
+            from ..discovery import resolver as dns
             try:
                 if not lookup.system and resolver is None:
                     resolver = dns.make_resolver(self.config.dns_servers)

@@ -20,7 +20,7 @@ import stat
 import struct
 from typing import TYPE_CHECKING
 
-from . import _layout as L
+from . import layout as L
 from .errors import ConfigurationError
 
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import _codec
+from .. import _codec
 from .member import Member
 
 if TYPE_CHECKING:

@@ -9,13 +9,13 @@ import logging
 import os
 from typing import TYPE_CHECKING, Literal, Sequence, TypedDict, Union, cast
 
-from . import _layout as L
-from . import _codec
-from . import auth
-from . import net
-from .errors import ConfigurationError
+from ..wire import layout as L
+from .. import _codec
+from ..wire import auth
+from ..transport import net
+from ..wire.errors import ConfigurationError
 from .member import Member, domain_from_text
-from .peers import PeerSet, cloud_unique_id, is_address, packed, parse_peer
+from ..discovery.peers import PeerSet, cloud_unique_id, is_address, packed, parse_peer
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -23,9 +23,9 @@ if TYPE_CHECKING:
 
     from typing_extensions import Buffer
 
-    from ._fast import HeartbeatPacket
+    from .._fast import HeartbeatPacket
     from .detector import PhiAccrual
-    from .interfaces import Choice
+    from ..transport.interfaces import Choice
 
     _Front = TypeVar("_Front")
 
@@ -405,7 +405,7 @@ class ServiceConfig:
                     "dns_members takes its members from DNS alone: set multicast=False "
                     "and no peers")
         if self.dns is not None:
-            from .resolver import require_dnspython
+            from ..discovery.resolver import require_dnspython
             require_dnspython()
         self.unicast = bool(self.peers) or self.dns is not None
         if not self.multicast and not self.unicast:
@@ -505,7 +505,7 @@ class ServiceConfig:
 def _choose(spec: Card, family: int | None) -> Choice:
     """The card ``spec`` names and its address of ``family`` (4 or 6; None:
     IPv4, else IPv6)."""
-    from . import interfaces
+    from ..transport import interfaces
     if family is not None:
         return interfaces.choose(spec, family)
     try:

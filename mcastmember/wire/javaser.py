@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import struct
 
-from . import _layout as L
+from . import layout as L
 
 _PRIMITIVE_SIZES = {b"B": 1, b"C": 2, b"D": 8, b"F": 4, b"I": 4, b"J": 8, b"S": 2, b"Z": 1}
 # Bounds on the ids an RPC request carries (Tomcat's are 16 bytes and a map name).
