@@ -36,22 +36,22 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "McastService": "service",
-    "AsyncMembership": "aio",
-    "EventsLost": "events",
-    "ServiceConfig": "config",
-    "Member": "member",
-    "domain_from_text": "member",
-    "Membership": "table",
-    "MemberEvent": "events",
-    "EventKind": "events",
-    "Reason": "events",
-    "MalformedPacket": "errors",
-    "ConfigurationError": "errors",
-    "decode": "packet",
-    "encode": "packet",
-    "implementation": "packet",
-    "Stats": "stats",
+    "McastService": "fronts.service",
+    "AsyncMembership": "fronts.aio",
+    "EventsLost": "engine.events",
+    "ServiceConfig": "engine.config",
+    "Member": "engine.member",
+    "domain_from_text": "engine.member",
+    "Membership": "engine.table",
+    "MemberEvent": "engine.events",
+    "EventKind": "engine.events",
+    "Reason": "engine.events",
+    "MalformedPacket": "wire.errors",
+    "ConfigurationError": "wire.errors",
+    "decode": "engine.packet",
+    "encode": "engine.packet",
+    "implementation": "engine.packet",
+    "Stats": "engine.stats",
 }
 
 # Spelled out, for the checkers and IDEs (a test keeps it sorted(_EXPORTS)).

@@ -14,7 +14,7 @@ from mcastmember.tools.cli import main
 from support import GROUP, V1, V3
 
 DEMO = [shutil.which("mcast-demo")] if shutil.which("mcast-demo") else \
-    [sys.executable, "-m", "mcastmember.tools.cli"]
+    [sys.executable, "-m", "mcastmember"]
 
 
 def run(args, tmp_path, **kw):

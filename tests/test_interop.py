@@ -162,7 +162,7 @@ def test_killed_python_node_is_dropped_by_tomcat(tomcat, group_port, tmp_path):
             str(member_port), "--frequency", str(FREQUENCY), "--drop-time", str(DROP_TIME),
             "--tomcat", "--json"]
     if not shutil.which("mcast-demo"):
-        demo[1:1] = ["-m", "mcastmember.tools.cli"]
+        demo[1:1] = ["-m", "mcastmember"]
     proc = subprocess.Popen(demo, stdout=subprocess.PIPE, text=True, cwd=tmp_path)
     try:
         tomcat.wait_event("ADDED", member_port)

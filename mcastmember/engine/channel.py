@@ -16,7 +16,7 @@ for our sessions. So each frame is answered at once, as its options ask:
 
 ``ChannelConnection`` turns the bytes of one inbound connection into the
 bytes to write back and the replies to deliver; the listeners in
-``probe.py`` only move them. Reads are bounded: a frame's head (enough for
+``tribes_listener.py`` only move them. Reads are bounded: a frame's head (enough for
 every message we answer) is kept, the rest of a large frame is skipped as it
 streams past, and a stream that is not Tribes framing ends the connection.
 """

@@ -187,7 +187,7 @@ class ServiceConfig:
       None: uncapped, or two heartbeats with the TCP listener.
     - ``tcp_listener``: serve Tribes' TCP channel on the member port,
       answering every message at once, and advertise a negative alive time
-      so that every Tomcat sorts us after its own nodes (see probe.py).
+      so that every Tomcat sorts us after its own nodes (see tribes_listener.py).
     - ``tomcat``: join a Tomcat cluster as a listed member (turns the TCP
       listener on).
     - ``multicast``: heartbeats on the group (True); False: unicast only.

@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, cast
 from .driver import MembershipFront
 from ..engine.config import DEFAULT_GROUP, DEFAULT_PORT, takes_settings
 from ..engine.events import EVENT_QUEUE_BYTES, EventBuffer, EventsLost, MemberEvent, queue_bounds
-from .tribes_listener import _family, probe_stats_idle
+from ..transport.net import socket_family
+from .tribes_listener import probe_stats_idle
 from ..engine.table import ADDED
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from ..engine.engine import ProbeAttempt
     from ..engine.member import Member
     from ..discovery.peers import Lookup
-    from .tribes_listener_aio import AsyncProbeListener
+    from .tribes_listener_aio import AsyncTribesListener
 
     # What AsyncMembership's listeners are called with (the return value is ignored).
     AsyncListener: TypeAlias = "Callable[[MemberEvent], object]"
@@ -136,7 +137,7 @@ class AsyncMembership(MembershipFront):
         self._timer = self._again = None
         self._timer_at: float | None = None
         self._reader_fds: tuple[int, ...] = ()
-        self._probe_server: AsyncProbeListener | None = None
+        self._probe_server: AsyncTribesListener | None = None
         self._probe_tasks: set[asyncio.Task[None]] = set()
 
     # -- lifecycle -----------------------------------------------------------
@@ -373,7 +374,7 @@ class AsyncMembership(MembershipFront):
         answered: bool | None = None        # no answer by the deadline
         sock: socket.socket | None = None
         try:
-            sock = socket.socket(_family(member.address), socket.SOCK_STREAM)
+            sock = socket.socket(socket_family(member.address), socket.SOCK_STREAM)
             sock.setblocking(False)
             await asyncio.wait_for(self._loop.sock_connect(sock, (member.address, member.port)),
                                    attempt.deadline - self.clock())
@@ -396,8 +397,8 @@ class AsyncMembership(MembershipFront):
     # -- TCP listener for Tomcat ------------------------------------------------------
     async def _start_probe_server(self) -> None:
         cfg = self.config
-        from .tribes_listener_aio import AsyncProbeListener
-        listener = AsyncProbeListener(cfg.listen_address, cfg.member_port, cfg.encode)
+        from .tribes_listener_aio import AsyncTribesListener
+        listener = AsyncTribesListener(cfg.listen_address, cfg.member_port, cfg.encode)
         await listener.start()
         self._probe_server = listener
         if cfg.member_port == 0:

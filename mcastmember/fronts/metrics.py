@@ -43,7 +43,7 @@ except ImportError as error:
 
 from ..wire import layout as L
 from ..engine.events import Reason
-from ..transport.net import socket_address
+from ..transport.net import socket_address, socket_family
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -219,7 +219,7 @@ class _Server(socketserver.ThreadingMixIn, WSGIServer):
     daemon_threads = True       # a slow scraper never holds up close()
 
     def __init__(self, address: str, port: int, app: WSGIApplication) -> None:
-        self.address_family = socket.AF_INET6 if ":" in address else socket.AF_INET
+        self.address_family = socket_family(address)
         # A link-local IPv6 address's card (fe80::1%2) goes in the bind tuple.
         super().__init__(socket_address(address, port), _QuietHandler)
         self.set_app(app)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from .driver import MembershipFront
 from ..engine.config import DEFAULT_GROUP, DEFAULT_PORT, takes_settings
 from ..engine.events import EVENT_QUEUE_BYTES, EventQueue, MemberEvent, queue_bounds
-from .tribes_listener import Prober, ProbeListener, probe_stats_idle
+from .tribes_listener import Prober, TribesListener, probe_stats_idle
 from ..engine.table import ADDED
 
 if TYPE_CHECKING:
@@ -94,7 +94,7 @@ class McastService(MembershipFront):
         self._wake_r: socket.socket | None
         self._wake_w: socket.socket | None
         self._wake_r = self._wake_w = None
-        self._probe: ProbeListener | None = None
+        self._probe: TribesListener | None = None
         self._prober: Prober | None = None      # verify's connects, while running
         # the queue of the DNS worker thread, while running
         self._lookups: queue.SimpleQueue[Lookup | None] | None = None
@@ -299,7 +299,7 @@ class McastService(MembershipFront):
     # -- the TCP listener for Tomcat ---------------------------------------------
     def _start_probe_listener(self) -> None:
         cfg = self.config
-        listener = ProbeListener(cfg.listen_address, cfg.member_port, cfg.encode)
+        listener = TribesListener(cfg.listen_address, cfg.member_port, cfg.encode)
         listener.start()
         if cfg.member_port == 0:     # advertise the port the kernel chose
             with self._lock:

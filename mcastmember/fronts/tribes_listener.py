@@ -5,7 +5,7 @@ after it has connected to the member's host:port, and keeps a silent member
 while that port accepts connections. Once listed, the member receives every
 replicated message, and must answer each at once as its options ask
 (``channel.py`` decides how). The listeners only move bytes: this one, for
-the threaded service, runs a selector on one thread; ``probe_aio.py`` has
+the threaded service, runs a selector on one thread; ``tribes_listener_aio.py`` has
 the asyncio one. Both are bounded: fixed-size reads, a cap on inbound
 connections (at the cap the one idle longest is closed, so a crowd of silent
 clients cannot lock Tomcat's probes out), an idle timeout longer than
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from ..engine.ratelimit import RateLimitedLog
 from ..engine.channel import ChannelConnection, ChannelCounters, ChannelError
-from ..transport.net import socket_address
+from ..transport.net import socket_address, socket_family
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -57,14 +57,10 @@ REPLY_TIMEOUT_S = 5.0
 def probe_stats_idle() -> dict[str, int]:
     """The listener's counters when there is no listener: every key, zero,
     so stats() has one shape whatever the settings."""
-    return dict.fromkeys(_ListenerBase("", 0, lambda: b"").stats(), 0)
+    return dict.fromkeys(ListenerBase("", 0, lambda: b"").stats(), 0)
 
 
-def _family(address: str) -> socket.AddressFamily:
-    return socket.AF_INET6 if ":" in address else socket.AF_INET
-
-
-class _ListenerBase:
+class ListenerBase:
     """Counters and the reply bookkeeping both listeners share."""
 
     def __init__(self, address: str, port: int, local_packet: Callable[[], bytes]) -> None:
@@ -110,7 +106,7 @@ class _Outbound:
         self.sock, self.reply, self.data, self.deadline = sock, reply, memoryview(reply.frame), deadline
 
 
-class ProbeListener(_ListenerBase):
+class TribesListener(ListenerBase):
     """Serve ``(address, port)`` on one thread, for the threaded service."""
 
     def __init__(self, address: str, port: int, local_packet: Callable[[], bytes]) -> None:
@@ -122,7 +118,7 @@ class ProbeListener(_ListenerBase):
         self._wake_r = self._wake_w = None
 
     def start(self) -> None:
-        sock = socket.socket(_family(self.address), socket.SOCK_STREAM)
+        sock = socket.socket(socket_family(self.address), socket.SOCK_STREAM)
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind(socket_address(self.address, self.port))
@@ -253,7 +249,7 @@ class ProbeListener(_ListenerBase):
         if len(self._outbound) >= MAX_REPLIES_IN_FLIGHT:
             self._reply_failed(reply, "too many replies in flight")
             return
-        sock = socket.socket(_family(reply.address), socket.SOCK_STREAM)
+        sock = socket.socket(socket_family(reply.address), socket.SOCK_STREAM)
         sock.setblocking(False)
         code = sock.connect_ex((reply.address, reply.port))
         if code not in (0, errno.EINPROGRESS):
@@ -403,7 +399,7 @@ class Prober:
     def _connect(self, attempt: ProbeAttempt) -> bool | None | Literal["pending"]:
         member = attempt.member
         try:
-            sock = socket.socket(_family(member.address), socket.SOCK_STREAM)
+            sock = socket.socket(socket_family(member.address), socket.SOCK_STREAM)
         except OSError as error:     # out of descriptors: we cannot tell, the member can't be blamed
             self._rate_log.log(logging.WARNING, "probe-socket", "cannot probe %s:%d: %s",
                                member.address, member.port, error)

@@ -1,5 +1,5 @@
 """The TCP listener for Tomcat on the running asyncio loop (AsyncMembership):
-the same answers and bounds as probe.ProbeListener, without a thread."""
+the same answers and bounds as tribes_listener.TribesListener, without a thread."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import time
 from typing import TYPE_CHECKING
 
 from ..engine.channel import ChannelError
+from ..transport.net import socket_family
 from .tribes_listener import (IDLE_TIMEOUT_S, MAX_CONNECTIONS, MAX_REPLIES_IN_FLIGHT, MAX_UNSENT,
-                    READ_SIZE, REPLY_TIMEOUT_S, SEND_BUFFER, _family, _ListenerBase)
+                              READ_SIZE, REPLY_TIMEOUT_S, SEND_BUFFER, ListenerBase)
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     from ..engine.channel import Reply
 
 
-class AsyncProbeListener(_ListenerBase):
+class AsyncTribesListener(ListenerBase):
     """The same listener on the running asyncio loop, for AsyncMembership."""
 
     def __init__(self, address: str, port: int, local_packet: Callable[[], bytes]) -> None:
@@ -31,7 +32,7 @@ class AsyncProbeListener(_ListenerBase):
     async def start(self) -> None:
         try:
             self._server = await asyncio.start_server(self._serve, self.address, self.port,
-                                                      family=_family(self.address),
+                                                      family=socket_family(self.address),
                                                       reuse_address=True)
         except OSError as error:
             raise self._bind_error(error) from None

@@ -615,8 +615,3 @@ def _stdout_fd() -> int | None:
         return sys.stdout.fileno()
     except (AttributeError, ValueError, OSError):
         return None
-
-
-if __name__ == "__main__":
-    from mcastmember.__main__ import main as guarded     # (a Ctrl-C while starting: quiet)
-    sys.exit(guarded())

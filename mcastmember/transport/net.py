@@ -53,6 +53,11 @@ def family_of(address: str) -> Literal[4, 6]:
     return ipaddress.ip_address(address.split("%")[0]).version
 
 
+def socket_family(address: str) -> socket.AddressFamily:
+    """The socket family for an address's text: AF_INET6 if it has a colon."""
+    return socket.AF_INET6 if ":" in address else socket.AF_INET
+
+
 def link_scoped(group: str) -> bool:
     """True for an IPv6 group that exists only on one link (ff01::/16 and
     ff02::/16): it means nothing without the interface it is on."""
@@ -186,7 +191,7 @@ def open_unicast(address: str, port: int, buffer_bytes: int = 4 << 20) -> socket
     heartbeats (unconnected: one ``sendmmsg`` reaches every peer) and hears
     them. Never SO_REUSEADDR: a second member on the same address and port
     would take half of the datagrams, so it gets a clear error instead."""
-    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    family = socket_family(address)
     sock = socket.socket(family, socket.SOCK_DGRAM)
     try:
         _set_receive_buffer(sock, buffer_bytes)

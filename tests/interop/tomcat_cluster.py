@@ -93,7 +93,7 @@ def mcast_demo():
     if sibling.exists():
         return [str(sibling)]
     found = shutil.which("mcast-demo")
-    return [found] if found else [sys.executable, "-m", "mcastmember.tools.cli"]
+    return [found] if found else [sys.executable, "-m", "mcastmember"]
 
 
 @dataclass(frozen=True)

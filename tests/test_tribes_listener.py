@@ -1,4 +1,4 @@
-"""The TCP listeners for Tomcat (probe.py, probe_aio.py) on loopback: they
+"""The TCP listeners for Tomcat (tribes_listener.py, tribes_listener_aio.py) on loopback: they
 answer frames at once, deliver replies to the sender's receiver, and stay
 within their bounds. The same checks run on the threaded and asyncio ones."""
 
@@ -22,7 +22,7 @@ OURS = heartbeat(port=4100)
 
 @contextlib.contextmanager
 def threaded_listener():
-    listener = probe.ProbeListener("127.0.0.1", 0, lambda: OURS)
+    listener = probe.TribesListener("127.0.0.1", 0, lambda: OURS)
     listener.start()
     try:
         yield listener
@@ -35,7 +35,7 @@ def asyncio_listener():
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
-    listener = probe_aio.AsyncProbeListener("127.0.0.1", 0, lambda: OURS)
+    listener = probe_aio.AsyncTribesListener("127.0.0.1", 0, lambda: OURS)
     asyncio.run_coroutine_threadsafe(listener.start(), loop).result(10)
     try:
         yield listener
