@@ -7,7 +7,7 @@ import math
 import pytest
 
 from mcastmember.wire import layout as L
-from mcastmember.engine.engine import detector
+from mcastmember.engine import detector
 from mcastmember.engine.config import ServiceConfig
 from mcastmember.engine.engine import MembershipEngine
 from mcastmember.wire.errors import ConfigurationError

@@ -441,7 +441,7 @@ class ServiceConfig:
 
     @property
     def auth_mode(self) -> int:
-        """``auth`` as the number the table and the index take (_layout.AUTH_*)."""
+        """``auth`` as the number the table and the index take (layout.AUTH_*)."""
         return L.AUTH_MODES[self.auth]
 
     def set_keys(self, keys: Keys, auth: AuthMode | None = None) -> None:

@@ -161,7 +161,7 @@ class Membership:
         return tuple(events)
 
     def set_keys(self, mode: int, ring: auth.KeyRing | None = None) -> None:
-        """Authenticate from now on: ``mode`` is _layout.AUTH_OFF,
+        """Authenticate from now on: ``mode`` is layout.AUTH_OFF,
         AUTH_PERMISSIVE or AUTH_ENFORCE, ``ring`` an auth.KeyRing (needed
         unless off). Members stay: the replay guard and each member's last
         sequence outlive a change of keys. Off: members' ``authenticated``

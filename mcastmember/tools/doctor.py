@@ -17,7 +17,7 @@ docs/doctor.md documents them). In order:
   multicast and by unicast, for the same ``wait`` seconds.
 
 A failing local check ends the run: nothing is sent then. Probes are
-datagrams that no member takes for one (``_layout.DOCTOR_PROBE_TAG``: Tomcat
+datagrams that no member takes for one (``layout.DOCTOR_PROBE_TAG``: Tomcat
 ignores them without a word, mcastmember counts them as ``doctor_probes``).
 """
 
@@ -178,7 +178,7 @@ class Report:
 
     def lines(self, colour: bool = False) -> list[str]:
         """The report as text; ``colour``: verdicts coloured as the live view
-        colours (the CLI passes _view.colour_wanted)."""
+        colours (the CLI passes view.colour_wanted)."""
         from .._codec import FALLBACK
         # Not a check (the --json contract lists those): a note on the install.
         out = [] if FALLBACK is None else [f"NOTE {FALLBACK}"]
@@ -394,7 +394,7 @@ def _rp_filter_setting(name: str) -> int | None:
 # -- probes -------------------------------------------------------------------------
 def probe(kind: ProbeKind, sender: bytes, sequence: int, sent_ns: int,
           report: Counts | dict[bytes, Counts] | None = None) -> bytes:
-    """A probe datagram (see _layout.DOCTOR_PROBE_TAG). ``report``: for a U
+    """A probe datagram (see layout.DOCTOR_PROBE_TAG). ``report``: for a U
     probe, the four counts of what we heard from its receiver; for an M
     probe, ``{doctor id: four counts}`` of every doctor heard."""
     data = _HEAD.pack(L.DOCTOR_PROBE_TAG, L.DOCTOR_PROBE_VERSION, kind, sender, sequence,

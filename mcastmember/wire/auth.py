@@ -5,7 +5,7 @@ member's heartbeat can forge its shutdown. With a shared key ring each of
 our packets carries a trailer after ``TRIBES-E`` (Tomcat ignores bytes
 there, so Tomcat still lists us): a key id, a 64-bit sequence that never
 repeats for a sender and key, and an HMAC-SHA256 (first 16 bytes) over the
-whole packet and the trailer's header. Layout and numbers: ``_layout.py``.
+whole packet and the trailer's header. Layout and numbers: ``layout.py``.
 
 This module is the reference (pure Python, ``hmac``): the key file, signing,
 checking, the sequence clock and the replay guard. No I/O but reading the

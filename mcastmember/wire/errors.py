@@ -1,6 +1,6 @@
 """Exceptions raised at users. Both codec implementations raise these."""
 
-from . import layout as _layout
+from . import layout as L
 
 
 class MalformedPacket(ValueError):
@@ -12,9 +12,9 @@ class MalformedPacket(ValueError):
 
     def __init__(self, code: int):
         self.code = code
-        self.reason = _layout.REASONS.get(code, "unknown")
+        self.reason = L.REASONS.get(code, "unknown")
         super().__init__(f"malformed membership packet ({self.reason}): "
-                         f"{_layout.REASON_TEXT.get(code, 'unknown reason')}")
+                         f"{L.REASON_TEXT.get(code, 'unknown reason')}")
 
 
 class ConfigurationError(ValueError):
