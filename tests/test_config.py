@@ -94,7 +94,7 @@ def test_wait_for_raises_the_builtin_timeout_error_where_asyncio_has_its_own(mon
 def test_multicast_all_fallback_number_is_linux_only(platform, expected):
     code = ("import sys, socket; sys.platform = sys.argv[1]; "
             "socket.__dict__.pop('IP_MULTICAST_ALL', None); "
-            "from mcastmember import net; print(net.IP_MULTICAST_ALL)")
+            "from mcastmember.transport import net; print(net.IP_MULTICAST_ALL)")
     out = subprocess.run([sys.executable, "-c", code, platform], check=True,
                          capture_output=True, text=True, cwd="/").stdout.strip()
     assert out == expected
