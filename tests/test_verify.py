@@ -427,7 +427,7 @@ def test_the_prober_tells_acceptance_refusal_and_no_answer_and_keeps_no_socket()
     import queue
     from types import SimpleNamespace
 
-    from mcastmember.fronts.tribes_listener import Prober
+    from mcastmember.fronts.verify_prober import Prober
 
     def attempt(address, timeout):
         return SimpleNamespace(member=SimpleNamespace(address=address[0], port=address[1]),

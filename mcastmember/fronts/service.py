@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING
 from .driver import MembershipFront
 from ..engine.config import DEFAULT_GROUP, DEFAULT_PORT, takes_settings
 from ..engine.events import EVENT_QUEUE_BYTES, EventQueue, MemberEvent, queue_bounds
-from .tribes_listener import Prober, TribesListener, probe_stats_idle
+from .tribes_listener import TribesListener, probe_stats_idle
+from .verify_prober import Prober
 from ..engine.table import ADDED
 
 if TYPE_CHECKING:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from ..wire.errors import ConfigurationError
 
 if TYPE_CHECKING:
+    import selectors
     from collections.abc import Sequence
     from typing import Literal
 
@@ -302,3 +303,12 @@ def _open_sender6(group: str, port: int, link: Link | None, ttl: int | None,
         sock.close()
         raise
     return sock
+
+
+def unregister_and_close(sel: selectors.BaseSelector, sock: socket.socket) -> None:
+    """Take ``sock`` off the selector (if it is on it) and close it."""
+    try:
+        sel.unregister(sock)
+    except (KeyError, ValueError):
+        pass
+    sock.close()
