@@ -178,9 +178,16 @@ class ProbeListener(_ListenerBase):
         except OSError as error:
             sock.close()
             raise self._bind_error(error) from None
+        # Everything the thread needs is made here, so running out of
+        # descriptors fails start() rather than the thread, silently.
+        try:
+            self._sel = selectors.DefaultSelector()
+            self._wake_r, self._wake_w = socket.socketpair()
+        except OSError:
+            sock.close()
+            raise
         self._sock = sock
         self.port = sock.getsockname()[1]
-        self._wake_r, self._wake_w = socket.socketpair()
         self._thread = threading.Thread(target=self._run, name="mcastmember-probe", daemon=True)
         self._thread.start()
 
@@ -200,7 +207,7 @@ class ProbeListener(_ListenerBase):
 
     def _run(self) -> None:
         assert self._sock is not None and self._wake_r is not None     # start() made them
-        self._sel = sel = selectors.DefaultSelector()
+        sel = self._sel
         sel.register(self._sock, selectors.EVENT_READ, "accept")
         sel.register(self._wake_r, selectors.EVENT_READ, "stop")
         self._inbound: dict[socket.socket, _Inbound] = {}     # socket -> _Inbound
