@@ -91,7 +91,7 @@ class MetricsHTTPServer:
         self._backoff = AcceptBackoff()
         self._resume_accept: float | None = None
         self._stopping = False
-        self._counts = dict.fromkeys(OUTCOMES, 0)
+        self._counts: dict[str, int] = dict.fromkeys(OUTCOMES, 0)
         self._rate_log = RateLimitedLog(log)
 
     def stats(self) -> dict[str, int]:
