@@ -16,11 +16,15 @@ for our sessions. So each frame is answered at once, as its options ask:
 
 Those two replies go on a connection of our own to the address the frame's
 sender names, and only when that sender is a member we accept (``accepts``:
-in our table, and authenticated when keys are set); otherwise the reply is
-refused and counted. Tomcat reads a reply only from its receiver, never from
-the connection it sent on (its sender reads acks there), so no reply ever
-goes back on the inbound connection: an unknown source gets acks (smaller
-than what it sent) and nothing else.
+in our table, and authenticated when keys are set). A reply whose sender is
+not accepted yet comes with ``accepted`` False: the listener holds it a few
+seconds (a Tomcat that just heard us may ask before its own first heartbeat
+reached us), sends it if the sender is accepted meanwhile, and otherwise
+drops it, counted. Tomcat reads a reply only from its receiver, never from
+the connection it sent on (its sender reads acks there, and a stray frame
+would hold up its next ack), so no reply ever goes back on the inbound
+connection: an unknown source gets acks (smaller than what it sent) and
+nothing else.
 
 ``ChannelConnection`` turns the bytes of one inbound connection into the
 bytes to write back and the replies to deliver; the listeners in
@@ -203,13 +207,15 @@ class FrameReader:
 
 class Reply:
     """A message to deliver to another member's receiver: ``frame`` to be
-    written to ``(address, port)`` on a connection of its own."""
+    written to ``(address, port)`` (``sender``'s) on a connection of its own,
+    once ``accepted`` (the sender is a member we accept)."""
 
-    __slots__ = ("address", "port", "frame", "kind")
+    __slots__ = ("address", "port", "frame", "kind", "sender", "accepted")
 
-    def __init__(self, address: str, port: int, frame_bytes: bytes,
-                 kind: Literal["rpc", "state"]) -> None:
-        self.address, self.port, self.frame, self.kind = address, port, frame_bytes, kind
+    def __init__(self, sender: Member, frame_bytes: bytes, kind: Literal["rpc", "state"],
+                 accepted: bool) -> None:
+        self.address, self.port, self.sender = sender.address, sender.port, sender
+        self.frame, self.kind, self.accepted = frame_bytes, kind, accepted
 
 
 def _sender(sender: bytes) -> Member | None:
@@ -222,8 +228,10 @@ def _sender(sender: bytes) -> Member | None:
 
 
 class ChannelCounters:
-    """What the listener did, summed over its connections. ``replies_refused``:
-    replies not sent because their sender is not a member we accept."""
+    """What the listener did, summed over its connections. ``rpc_replies``
+    and ``state_replies``: replies sent; ``replies_refused``: replies not
+    sent because their sender was not a member we accept (by the end of the
+    hold, counted by the listener)."""
 
     __slots__ = ("frames", "acks", "rpc_replies", "state_replies", "replies_refused",
                  "malformed")
@@ -231,6 +239,12 @@ class ChannelCounters:
     def __init__(self) -> None:
         self.frames = self.acks = self.rpc_replies = self.state_replies = 0
         self.replies_refused = self.malformed = 0
+
+    def count_sent(self, kind: Literal["rpc", "state"]) -> None:
+        if kind == "rpc":
+            self.rpc_replies += 1
+        else:
+            self.state_replies += 1
 
     def as_stats(self) -> dict[str, int]:
         return {f"probe_{name}": getattr(self, name) for name in self.__slots__}
@@ -242,7 +256,8 @@ class ChannelConnection:
     Tribes framing (with the answers to the frames before the bad bytes).
     ``local_packet()`` gives our current membership packet, which our
     replies carry as their sender; ``accepts(member)`` says whether a
-    frame's sender is a member we may connect to (None: nobody is)."""
+    frame's sender is a member we may connect to (None: nobody is); a reply
+    to anyone else comes with ``accepted`` False, not counted yet."""
 
     def __init__(self, local_packet: Callable[[], bytes], counters: ChannelCounters,
                  accepts: Callable[[Member], bool] | None = None) -> None:
@@ -286,14 +301,10 @@ class ChannelConnection:
         sender = _sender(message.sender)
         if sender is None:
             return None
-        if self._accepts is None or not self._accepts(sender):
-            self._counters.replies_refused += 1     # never a connection where a stranger says
-            return None
-        if kind == "rpc":
-            self._counters.rpc_replies += 1
-        else:
-            self._counters.state_replies += 1
+        accepted = self._accepts is not None and self._accepts(sender)
+        if accepted:
+            self._counters.count_sent(kind)
         # Sent as Tomcat sends these answers: asynchronously, no ack awaited.
         data = ChannelData(L.SEND_OPTIONS_ASYNCHRONOUS, int(time.time() * 1000), os.urandom(16),
                            self._local_packet(), answer)
-        return Reply(sender.address, sender.port, frame(data.encode()), kind)
+        return Reply(sender, frame(data.encode()), kind, accepted)

@@ -62,6 +62,12 @@ MAX_UNSENT = 64 * 1024
 SEND_BUFFER = 64 * 1024
 MAX_REPLIES_IN_FLIGHT = 32
 REPLY_TIMEOUT_S = 5.0
+# A reply whose sender we do not list yet waits this long for its first
+# heartbeat (Tomcat's default drop time), at most MAX_HELD of them, then is
+# dropped (probe_replies_refused); held replies are checked this often.
+HOLD_S = 3.0
+MAX_HELD = 32
+HOLD_CHECK_S = 0.1
 
 
 def probe_stats_idle() -> dict[str, int]:
@@ -94,6 +100,7 @@ class _ListenerBase:
         self.refused = 0
         self.replies_failed = 0
         self.counters = ChannelCounters()
+        self._held: list[tuple[float, Reply]] = []     # (deadline, reply): senders not listed yet
         self._shares = ConnectionShares(MAX_CONNECTIONS, MAX_PER_SOURCE)
         self._backoff = AcceptBackoff()
         self._rate_log = RateLimitedLog(log)
@@ -128,6 +135,39 @@ class _ListenerBase:
         self._rate_log.log(logging.WARNING, "accept", "TCP listener: accept failed: %s%s", error,
                            "" if delay is None else f"; accepting again in {delay:.1f} s")
         return delay
+
+    def _to_send(self, replies: list[Reply]) -> list[Reply]:
+        """Of the replies a connection produced, those to send now; the
+        others (their sender is not a member we accept yet) are held."""
+        now, ready = time.monotonic(), []
+        for reply in replies:
+            if reply.accepted:
+                ready.append(reply)
+            elif len(self._held) >= MAX_HELD:
+                self._refuse(reply)
+            else:
+                self._held.append((now + HOLD_S, reply))
+        return ready
+
+    def _release_held(self, now: float) -> list[Reply]:
+        """The held replies whose sender is now accepted (to send); those
+        past their deadline are refused."""
+        ready, kept = [], []
+        for deadline, reply in self._held:
+            if self._accepts(reply.sender):
+                self.counters.count_sent(reply.kind)
+                ready.append(reply)
+            elif now >= deadline:
+                self._refuse(reply)
+            else:
+                kept.append((deadline, reply))
+        self._held = kept
+        return ready
+
+    def _refuse(self, reply: Reply) -> None:
+        self.counters.replies_refused += 1
+        self._rate_log.log(logging.WARNING, "refuse", "no %s reply to %s:%d: not a member we "
+                           "accept", reply.kind, reply.address, reply.port)
 
     def _reply_failed(self, reply: Reply, error: object) -> None:
         self.replies_failed += 1
@@ -227,6 +267,8 @@ class ProbeListener(_ListenerBase):
                 if self._resume_accept is not None and now >= self._resume_accept:
                     self._resume_accept = None
                     sel.register(self._sock, selectors.EVENT_READ, "accept")
+                for reply in self._release_held(now):
+                    self._send_reply(reply)
                 self._expire(now)
         except Exception:     # never let the listener die silently: Tomcat would drop us
             log.exception("TCP listener for Tomcat failed")
@@ -239,6 +281,8 @@ class ProbeListener(_ListenerBase):
         deadlines = [o.deadline for o in self._outbound.values()]
         if self._resume_accept is not None:
             deadlines.append(self._resume_accept)
+        if self._held:
+            deadlines.append(time.monotonic() + HOLD_CHECK_S)
         if not deadlines:
             return 1.0
         return max(0.0, min(1.0, min(deadlines) - time.monotonic()))
@@ -298,13 +342,13 @@ class ProbeListener(_ListenerBase):
                 back, replies = conn.channel.receive(data)
             except ChannelError as error:    # answer what came whole before the bad bytes
                 conn.unsent += error.back
-                for reply in error.replies:
+                for reply in self._to_send(error.replies):
                     self._send_reply(reply)
                 if self._flush(conn):
                     self._close(conn.sock)
                 return
             conn.unsent += back
-            for reply in replies:
+            for reply in self._to_send(replies):
                 self._send_reply(reply)
         self._flush(conn)
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from ._listen import source_of
 from .channel import ChannelError
 from .net import socket_address
-from .probe import (IDLE_TIMEOUT_S, MAX_REPLIES_IN_FLIGHT, MAX_UNSENT, READ_SIZE,
+from .probe import (HOLD_CHECK_S, IDLE_TIMEOUT_S, MAX_REPLIES_IN_FLIGHT, MAX_UNSENT, READ_SIZE,
                     REPLY_TIMEOUT_S, SEND_BUFFER, _family, _ListenerBase, _no_one)
 
 if TYPE_CHECKING:
@@ -45,6 +45,7 @@ class AsyncProbeListener(_ListenerBase):
         self._sock: socket.socket | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._resume: asyncio.TimerHandle | None = None
+        self._hold_check: asyncio.TimerHandle | None = None
         self._conns: set[_Conn] = set()
         self._tasks: set[asyncio.Task[None]] = set()         # every task of ours
         self._deliveries: set[asyncio.Task[None]] = set()    # the replies in flight
@@ -70,6 +71,9 @@ class AsyncProbeListener(_ListenerBase):
         if sock is None:
             return
         assert self._loop is not None       # started
+        if self._hold_check is not None:
+            self._hold_check.cancel()
+            self._hold_check = None
         if self._resume is not None:
             self._resume.cancel()
             self._resume = None
@@ -165,11 +169,10 @@ class AsyncProbeListener(_ListenerBase):
                     writer.write(back)
                     if writer.transport.get_write_buffer_size() > MAX_UNSENT:
                         break
-                for reply in replies:
-                    if len(self._deliveries) >= MAX_REPLIES_IN_FLIGHT:
-                        self._reply_failed(reply, "too many replies in flight")
-                    else:
-                        self._spawn(self._deliver(reply), self._deliveries)
+                self._send(self._to_send(replies))
+                if self._held and self._hold_check is None:
+                    self._hold_check = asyncio.get_running_loop().call_later(
+                        HOLD_CHECK_S, self._check_held)
                 if graceful:
                     break
         except (OSError, asyncio.TimeoutError):
@@ -181,6 +184,21 @@ class AsyncProbeListener(_ListenerBase):
                 writer.close()          # after what was written (the acks)
             else:
                 self._release(conn)
+
+    def _send(self, replies: list[Reply]) -> None:
+        for reply in replies:
+            if len(self._deliveries) >= MAX_REPLIES_IN_FLIGHT:
+                self._reply_failed(reply, "too many replies in flight")
+            else:
+                self._spawn(self._deliver(reply), self._deliveries)
+
+    def _check_held(self) -> None:
+        self._hold_check = None
+        if self._sock is None or self._loop is None:
+            return
+        self._send(self._release_held(time.monotonic()))
+        if self._held:
+            self._hold_check = self._loop.call_later(HOLD_CHECK_S, self._check_held)
 
     async def _deliver(self, reply: Reply) -> None:
         try:

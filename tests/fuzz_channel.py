@@ -11,7 +11,8 @@ ChannelError escapes (the listener then closes the connection); a stream of
 well-formed frames gets exactly one ack per frame asking for one and the
 replies its messages call for, and the same answers when garbage follows
 them in the stream (then with the ChannelError); replies go to the one
-accepted member only (a frame naming any other sender is refused); what the
+accepted member only (one to any other sender comes not accepted: the
+listener holds it and drops it); what the
 reader keeps stays within its bound; every reply is a well-formed frame
 whose message Tomcat's own answer would be. The first failing case stops the
 run with its seed and number.
@@ -51,12 +52,12 @@ def well_formed(rng):
         message = rng.randbytes(rng.choice([100, 70000]))
     sender = rng.choice([V2, V2, STRANGER, b"", rng.randbytes(20)])
     data = ChannelData(options, rng.randrange(-2**63, 2**63), rng.randbytes(16), sender, message)
-    expected = None
-    if not options & L.SEND_OPTIONS_BYTE_MESSAGE and sender == V2:
+    expected = None           # or (kind, accepted)
+    if not options & L.SEND_OPTIONS_BYTE_MESSAGE and sender in (V2, STRANGER):
         if message in (JAVA_RPC_REQUEST, JAVA_RPC_REQUEST_LONG_ID):
-            expected = "rpc"
+            expected = ("rpc", sender == V2)
         elif message == JAVA_GET_ALL_SESSIONS:
-            expected = "state"
+            expected = ("state", sender == V2)
     return frame(data.encode()), bool(options & L.SEND_OPTIONS_USE_ACK), expected
 
 
@@ -78,7 +79,8 @@ def feed(conn, stream, rng):
 
 
 def check_reply(reply):
-    assert (reply.address, reply.port) == (ACCEPTED.address, ACCEPTED.port)
+    assert reply.accepted == (reply.sender == ACCEPTED)
+    assert (reply.address, reply.port) == (reply.sender.address, reply.sender.port)
     (head, complete), = FrameReader().feed(reply.frame)
     sent = ChannelData.parse(head, complete)
     assert sent.sender == OURS and sent.options == L.SEND_OPTIONS_ASYNCHRONOUS
@@ -104,7 +106,7 @@ def one_case(rng):
             assert garbage
             back, replies = error.back, error.replies
         assert back == ACK_FRAME * sum(acked for _, acked, _ in frames)
-        assert [r.kind for r in replies] == [e for _, _, e in frames if e]
+        assert [(r.kind, r.accepted) for r in replies] == [e for _, _, e in frames if e]
         for reply in replies:
             check_reply(reply)
         return stream

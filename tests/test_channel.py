@@ -8,6 +8,7 @@ import pytest
 
 import fuzz_channel
 
+from mcastmember import _codec
 from mcastmember import _layout as L
 from mcastmember import javaser
 from mcastmember.channel import (ACK_FRAME, ChannelConnection, ChannelCounters, ChannelData,
@@ -202,20 +203,27 @@ def test_byte_messages_and_unknown_objects_get_no_reply():
     heartbeat(port=40999, host=bytes((127, 0, 0, 9))),     # names another address: a relay
     heartbeat(port=4000, uid=b"x" * 16),                   # V2's address, another member
 ])
-def test_no_reply_goes_to_a_sender_that_is_not_an_accepted_member(sender):
+def test_a_reply_to_a_sender_that_is_not_an_accepted_member_is_not_accepted(sender):
+    # (the listener holds it until the sender is accepted, or drops it)
     conn, counters = connection()
     for options in (L.SEND_OPTIONS_ASYNCHRONOUS, L.SEND_OPTIONS_USE_ACK):
         back, replies = conn.receive(message_frame(options, JAVA_RPC_REQUEST, sender=sender)
                                      + message_frame(options, JAVA_GET_ALL_SESSIONS, sender=sender))
-        assert replies == []
+        assert [(r.kind, r.accepted, r.sender) for r in replies] \
+            == [("rpc", False, _member(sender)), ("state", False, _member(sender))]
         assert back == (ACK_FRAME * 2 if options & L.SEND_OPTIONS_USE_ACK else b"")
-    assert (counters.frames, counters.acks, counters.replies_refused) == (4, 2, 4)
-    assert (counters.rpc_replies, counters.state_replies) == (0, 0)
+    assert (counters.frames, counters.acks) == (4, 2)
+    assert (counters.rpc_replies, counters.state_replies) == (0, 0)     # none sent
 
 
-def test_without_a_membership_to_check_no_reply_is_sent():
+def test_without_a_membership_to_check_no_reply_is_accepted():
     conn = ChannelConnection(lambda: OURS, ChannelCounters())
-    assert conn.receive(message_frame(0, JAVA_RPC_REQUEST))[1] == []
+    assert [r.accepted for r in conn.receive(message_frame(0, JAVA_RPC_REQUEST))[1]] == [False]
+
+
+def _member(packet):
+    fields = _codec.parse(packet)
+    return Member(fields[4], fields[1], fields[7])
 
 
 @pytest.mark.parametrize("garbage", [b"GET / HTTP/1.1\r\n\r\n", b"FLT2002" + b"\xff" * 4])

@@ -149,9 +149,11 @@ def quiet(sock, seconds=0.3):
     return not select.select([sock], [], [], seconds)[0]
 
 
-def test_a_frame_naming_a_stranger_makes_no_connection(listener):
+def test_a_frame_naming_a_stranger_makes_no_connection(listener, monkeypatch):
     """Issue 23 item 3: a frame whose sender names another address (here
-    127.0.0.9:port, where something listens) must not make us connect there."""
+    127.0.0.9:port, where something listens) must not make us connect there
+    (its reply is held for the sender's first heartbeat, then dropped)."""
+    monkeypatch.setattr(probe, "HOLD_S", 0.3, raising=False)
     with socket.socket() as target:
         target.bind(("127.0.0.9", 0))
         target.listen(8)
@@ -161,6 +163,7 @@ def test_a_frame_naming_a_stranger_makes_no_connection(listener):
                          + message(8, JAVA_GET_ALL_SESSIONS, sender=stranger)
                          + message(2, b"sync"))
             assert read_exactly(sock, len(ACK_FRAME)) == ACK_FRAME
+            wait_until(lambda: listener.stats().get("probe_replies_refused") == 2)
         assert quiet(target)
     stats = listener.stats()
     assert (stats["probe_replies_refused"], stats["probe_rpc_replies"],
@@ -338,10 +341,11 @@ def test_accept_backs_off_when_descriptors_run_out(kind):
 # -- through the fronts: where replies may go (issue 23 item 3) --------------------
 
 @pytest.mark.parametrize("kind", sorted(FRONTS))
-def test_replies_go_to_members_only(kind, group_port):
+def test_replies_go_to_members_only(kind, group_port, monkeypatch):
     """A front with the TCP listener answers an RPC request from a member it
     lists (its receiver gets the reply), never one whose sender it does not
     list: no connection to that address at all."""
+    monkeypatch.setattr(probe, "HOLD_S", 0.3, raising=False)
     from mcastmember import McastService
     with socket.socket() as receiver, socket.socket() as target:
         for sock in (receiver, target):
@@ -359,6 +363,7 @@ def test_replies_go_to_members_only(kind, group_port):
             with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
                 sock.sendall(message(8, JAVA_RPC_REQUEST, sender=stranger) + message(2, b"sync"))
                 assert read_exactly(sock, len(ACK_FRAME)) == ACK_FRAME
+                wait_until(lambda: front.stats().get("probe_replies_refused") == 1)
                 assert quiet(target)
                 sock.sendall(message(8, JAVA_RPC_REQUEST, sender=member.config.encode()))
                 receiver.settimeout(5)
@@ -369,3 +374,22 @@ def test_replies_go_to_members_only(kind, group_port):
         finally:
             member.stop()
             front.close()
+
+
+def test_a_reply_waits_for_its_senders_first_heartbeat(listener):
+    """Tomcat may ask as soon as it heard us, before its own first heartbeat
+    reached us: the reply is held, and sent once the sender is a member."""
+    with socket.socket() as receiver:
+        receiver.bind(("127.0.0.1", 0))
+        receiver.listen(1)
+        sender = heartbeat(port=receiver.getsockname()[1])
+        with connect(listener) as sock:
+            sock.sendall(message(8, JAVA_RPC_REQUEST, sender=sender) + message(2, b"sync"))
+            assert read_exactly(sock, len(ACK_FRAME)) == ACK_FRAME
+            assert listener.stats()["probe_rpc_replies"] == 0
+            listener.members.add(sender)            # its heartbeat arrives
+            receiver.settimeout(5)
+            conn, _ = receiver.accept()
+            conn.close()
+    wait_until(lambda: listener.stats()["probe_rpc_replies"] == 1)
+    assert listener.stats()["probe_replies_refused"] == 0
