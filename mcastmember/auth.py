@@ -14,8 +14,6 @@ key file; the engine and the hot path build on it.
 
 from __future__ import annotations
 
-import hmac
-import hashlib
 import logging
 import os
 import stat
@@ -112,6 +110,10 @@ def new_key_line(key_id: int = 1) -> str:
 
 
 def _mac(secret: bytes, packet: Buffer, header: bytes) -> bytes:
+    # imported here: hashing loads OpenSSL, which a member without keys
+    # never needs (tests/test_startup.py)
+    import hashlib
+    import hmac
     digest = hmac.new(secret, packet, hashlib.sha256)
     digest.update(header)
     return digest.digest()[:L.AUTH_MAC_LEN]
@@ -145,6 +147,7 @@ def check(datagram: memoryview | bytes, ring: KeyRing) -> tuple[int, int, int]:
     if secret is None:
         return UNKNOWN_KEY, key_id, sequence
     expected = _mac(secret, bytes(datagram[:end]), header)
+    import hmac
     if not hmac.compare_digest(expected, bytes(datagram[end + L.AUTH_HEADER_LEN:])):
         return BAD_MAC, key_id, sequence
     return AUTH_OK, key_id, sequence

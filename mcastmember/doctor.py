@@ -1,8 +1,8 @@
 """``mcast-demo doctor``: why members don't see each other, and what to change.
 
 A check is ``Check(name, status, detail, fix)``, appended to a ``Report`` in
-the order it ran; names are stable (scripts read them from ``--json``; the
-README documents them). In order:
+the order it ran; names are stable (scripts read them from ``--json``;
+docs/doctor.md documents them). In order:
 
 - local, sending nothing: ``interface`` (exists, up, MULTICAST, an address of
   the group's family), ``route`` (the card the kernel routes the group
@@ -51,8 +51,8 @@ if TYPE_CHECKING:
     from .interfaces import Choice, Interface
     from .member import Member
 
-    # A check's verdict, and the names of the checks (README: "When members
-    # don't see each other"; scripts read them from --json).
+    # A check's verdict, and the names of the checks (docs/doctor.md;
+    # scripts read them from --json).
     Status: TypeAlias = Literal["pass", "warn", "fail"]
     CheckName: TypeAlias = Literal["interface", "route", "group", "port", "rp_filter", "loop",
                                    "joined", "heard", "domain", "drop_time", "loss",
@@ -176,7 +176,10 @@ class Report:
                 "members": self.members, "pairs": self.pairs}
 
     def lines(self) -> list[str]:
-        out = [check.line() for check in self.checks]
+        from ._codec import FALLBACK
+        # Not a check (the --json contract lists those): a note on the install.
+        out = [] if FALLBACK is None else [f"NOTE {FALLBACK}"]
+        out += [check.line() for check in self.checks]
         for m in self.members:
             out.append(f"member  {_hostport(m['host'], m['port'])} from {m['source']}: id "
                        f"{m['unique_id'][:12]}, domain {_show_domain(m['domain_hex'])}, period "

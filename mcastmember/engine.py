@@ -46,6 +46,7 @@ from ._ratelimit import RateLimitedLog
 from .events import MemberEvent, Reason
 from .member import Member
 from .peers import PeerSet, cloud_unique_id
+from .resolver import Answer
 from .table import ADDED, REMOVED, SUSPECT, Membership
 
 if TYPE_CHECKING:
@@ -577,7 +578,13 @@ class MembershipEngine:
                           "cannot resolve %s (%s): keeping its last %d addresses",
                           lookup.name, answer, len(lookup.peers))
             return
-        if self._peers.on_answer(lookup, answer, now):
+        failures = answer.failures if isinstance(answer, Answer) else ()
+        changed = self._peers.on_answer(lookup, answer, now, [f.reason for f in failures])
+        if failures:      # one kind of record (or an SRV target) failed, the rest answered
+            self._log.log(logging.WARNING, "lookup-" + lookup.name,
+                          "%s answered in part (%s): using its %d addresses", lookup.name,
+                          "; ".join(map(str, failures)), len(lookup.peers))
+        if changed:
             self._new_targets()
             if self.config.dns_members:
                 self._list_members(now)

@@ -6,7 +6,6 @@ its dispatcher."""
 from __future__ import annotations
 
 import collections
-import datetime
 import enum
 import threading
 import time
@@ -116,6 +115,7 @@ _now = time.time
 
 def iso_time(seconds: float) -> str:
     """``seconds`` since the epoch as ISO-8601 in UTC with milliseconds."""
+    import datetime     # only who prints events needs it (tests/test_startup.py)
     stamp = datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc)
     return stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 

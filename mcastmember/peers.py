@@ -12,7 +12,6 @@ DNS stays while it heartbeats.
 
 from __future__ import annotations
 
-import hashlib
 import ipaddress
 import struct
 from typing import TYPE_CHECKING
@@ -124,11 +123,16 @@ class Lookup:
     def next_deadline(self) -> float | None:
         return None if self._in_flight else self._next
 
-    def on_answer(self, peers: Iterable[Peer], now: float) -> bool:
-        """The query ended with ``peers``; True when they changed."""
+    def on_answer(self, peers: Iterable[Peer], now: float,
+                  failures: Iterable[str] = ()) -> bool:
+        """The query ended with ``peers``; True when they changed. ``failures``:
+        reasons of the parts of it that failed (an AAAA query refused beside
+        an A answer), each counted."""
         self._in_flight = False
         self._next = now + self.interval
         self.answers += 1
+        for reason in failures:
+            self.failures[reason] = self.failures.get(reason, 0) + 1
         peers = frozenset(peers)
         changed = peers != self.peers
         self.peers = peers
@@ -158,6 +162,7 @@ def cloud_unique_id(address: bytes) -> bytes:
         text = ".".join(str(part) for part in address)
     else:
         text = ":".join(f"{group:x}" for group in struct.unpack("!8H", address))
+    import hashlib     # only Tomcat's cloud membership needs it (tests/test_startup.py)
     return hashlib.md5(text.encode("ascii")).digest()
 
 
@@ -210,9 +215,11 @@ class PeerSet:
                      if d is not None]
         return min(deadlines) if deadlines else None
 
-    def on_answer(self, lookup: Lookup, peers: Iterable[tuple[str, int]], now: float) -> bool:
-        """``lookup`` answered ``{(address text, port)}``; True when the set changed."""
-        lookup.on_answer({(packed(host), port) for host, port in peers}, now)
+    def on_answer(self, lookup: Lookup, peers: Iterable[tuple[str, int]], now: float,
+                  failures: Iterable[str] = ()) -> bool:
+        """``lookup`` answered ``{(address text, port)}`` (``failures``: see
+        Lookup.on_answer); True when the set changed."""
+        lookup.on_answer({(packed(host), port) for host, port in peers}, now, failures)
         return self._update()
 
     def on_failure(self, lookup: Lookup, reason: str, now: float) -> None:

@@ -257,6 +257,7 @@ class Membership:
         datagram, n = n, _packet_part(buf, n)
         if identity == self._local:
             self._counts["local"] += 1
+            self._counts["slow_path"] -= 1     # ours, not received: counted as local only
             self._ignore(identity, buf, n, now, L.KIND_LOCAL, member.is_shutdown)
             return _NO_EVENTS
         slot = self._slot_of.get(identity)
@@ -526,7 +527,11 @@ class Membership:
 
     def stats(self) -> dict[str, int]:
         """Counters: received, heartbeats recognised on the fast path, and the
-        slow path's outcomes (added, updated, removed.*, malformed.*, ...)."""
+        slow path's outcomes (added, updated, removed.*, malformed.*, ...).
+        Our own heartbeats heard back count in ``local`` only: ``received``
+        (= ``fast_path`` + ``slow_path`` + what ``pump`` dropped) and the two
+        paths count others' datagrams. ``local`` and ``filtered`` count every
+        such datagram, parsed or recognised."""
         counts = Counter(self._counts)
         dropped_in_pump = 0
         for verdict, count in self._index.dropped().items():
@@ -534,7 +539,10 @@ class Membership:
             dropped_in_pump += count
         for verdict, count in self._index.auth_failures().items():
             counts["auth." + L.AUTH_REASONS[verdict]] += count
-        fast = self._index.hits
+        hits = self._index.hits_by_kind()
+        counts["local"] += hits.get(L.KIND_LOCAL, 0)
+        counts["filtered"] += hits.get(L.KIND_FILTERED, 0)
+        fast = hits.get(L.KIND_MEMBER, 0) + hits.get(L.KIND_FILTERED, 0)
         counts["fast_path"] = fast
         counts["received"] = fast + counts.get("slow_path", 0) + dropped_in_pump
         counts["members"] = len(self._members) + len(self._suspects)

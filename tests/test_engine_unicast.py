@@ -11,7 +11,7 @@ import pytest
 from mcastmember.config import ServiceConfig
 from mcastmember.engine import MembershipEngine
 from mcastmember.errors import ConfigurationError
-from mcastmember.resolver import DnsFailure
+from mcastmember.resolver import Answer, DnsFailure
 
 from support import heartbeat
 
@@ -115,6 +115,25 @@ def test_dns_answers_change_the_targets_and_failures_keep_the_last(make, caplog)
             stats["lookups_failed.servfail"]) == (2, 1, 2, 1)
     # Rate-limited: one warning for the run of failures.
     assert sum("cannot resolve members.test" in r.message for r in caplog.records) == 1
+
+
+def test_an_answer_in_part_is_used_and_its_failed_part_counted(make, caplog):
+    # An A answer beside a refused AAAA query: the addresses are peers, the
+    # refusal is counted and logged (rate-limited, as failures are).
+    engine = make(dns="members.test", dns_interval=1000)
+    engine.start(0.0)
+    refused = DnsFailure("servfail", "members.test. IN AAAA: answered REFUSED")
+    with caplog.at_level(logging.WARNING, "mcastmember"):
+        for at in (0.0, 1.0):
+            (lookup,) = engine.lookups_due(at)
+            engine.on_lookup(lookup, Answer({("127.0.0.2", PORT)}, [refused]), at)
+    assert engine.targets.peers == ((A, PORT),)
+    stats = engine.stats()
+    assert (stats["peers"], stats["lookups_answered"], stats["lookups_failed.servfail"]) == (
+        1, 2, 2)
+    assert [r.getMessage() for r in caplog.records] == [
+        "members.test answered in part (servfail: members.test. IN AAAA: answered REFUSED): "
+        "using its 1 addresses"]
 
 
 def test_a_lookup_that_raised_a_base_exception_is_a_failure(make):
