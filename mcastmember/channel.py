@@ -211,6 +211,7 @@ class Reply:
     once ``accepted`` (the sender is a member we accept)."""
 
     __slots__ = ("address", "port", "frame", "kind", "sender", "accepted")
+    kind: Literal["rpc", "state"]
 
     def __init__(self, sender: Member, frame_bytes: bytes, kind: Literal["rpc", "state"],
                  accepted: bool) -> None:
