@@ -118,6 +118,7 @@ class _ListenerBase:
     def _admit(self, source: str) -> bool | str:
         """The share's verdict on a new connection from ``source`` (see
         ConnectionShares), counted; the caller closes what it says."""
+        # The module's bounds, read at each admission (a test lowers them).
         self._shares.total, self._shares.per_source = MAX_CONNECTIONS, MAX_PER_SOURCE
         verdict = self._shares.admit(source)
         if verdict is False:
