@@ -397,7 +397,8 @@ class AsyncMembership(MembershipFront):
     async def _start_probe_server(self) -> None:
         cfg = self.config
         from .probe_aio import AsyncProbeListener
-        listener = AsyncProbeListener(cfg.listen_address, cfg.member_port, cfg.encode)
+        listener = AsyncProbeListener(cfg.listen_address, cfg.member_port, cfg.encode,
+                                      self._may_reply_to)
         await listener.start()
         self._probe_server = listener
         if cfg.member_port == 0:
