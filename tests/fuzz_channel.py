@@ -9,9 +9,13 @@ around messages made by Tomcat's own classes (support.py) and mutations of
 them, fed in random pieces to one connection. Checked for every case: only
 ChannelError escapes (the listener then closes the connection); a stream of
 well-formed frames gets exactly one ack per frame asking for one and the
-replies its messages call for; what the reader keeps stays within its bound;
-every reply is a well-formed frame whose message Tomcat's own answer would
-be. The first failing case stops the run with its seed and number.
+replies its messages call for, and the same answers when garbage follows
+them in the stream (then with the ChannelError); replies go to the one
+accepted member only (one to any other sender comes not accepted: the
+listener holds it and drops it); what the
+reader keeps stays within its bound; every reply is a well-formed frame
+whose message Tomcat's own answer would be. The first failing case stops the
+run with its seed and number.
 """
 
 import argparse
@@ -26,6 +30,7 @@ from mcastmember.wire import layout as L        # noqa: E402
 from mcastmember.wire import javaser             # noqa: E402
 from mcastmember.engine.channel import (ACK_FRAME, FRAME_HEAD_LIMIT, ChannelConnection,  # noqa: E402
                                  ChannelCounters, ChannelData, ChannelError, FrameReader, frame)
+from mcastmember.engine.member import Member       # noqa: E402
 
 from fuzz_receive import mutate  # noqa: E402  (the same mutations as the datagram fuzzer)
 from support import (JAVA_GET_ALL_SESSIONS, JAVA_NO_RPC_REPLY, JAVA_RPC_REQUEST,  # noqa: E402
@@ -35,6 +40,8 @@ MESSAGES = [JAVA_RPC_REQUEST, JAVA_RPC_REQUEST_LONG_ID, JAVA_GET_ALL_SESSIONS, J
             b"", b"\x00" * 64, L.JAVA_STREAM_MAGIC]
 OPTIONS = [0, 1, 2, 4, 6, 8, 10, 14, -1, 2**31 - 1]
 OURS = heartbeat(port=4100)
+ACCEPTED = Member(b"\x7f\x00\x00\x01", 4000, bytes(range(16)))    # V2's member, the only one
+STRANGER = heartbeat(port=4000, uid=b"s" * 16)                     # V2's address, not a member
 
 
 def well_formed(rng):
@@ -43,14 +50,14 @@ def well_formed(rng):
     message = rng.choice(MESSAGES)
     if rng.random() < 0.05:
         message = rng.randbytes(rng.choice([100, 70000]))
-    sender = rng.choice([V2, V2, b"", rng.randbytes(20)])
+    sender = rng.choice([V2, V2, STRANGER, b"", rng.randbytes(20)])
     data = ChannelData(options, rng.randrange(-2**63, 2**63), rng.randbytes(16), sender, message)
-    expected = None
-    if not options & L.SEND_OPTIONS_BYTE_MESSAGE and sender == V2:
+    expected = None           # or (kind, accepted)
+    if not options & L.SEND_OPTIONS_BYTE_MESSAGE and sender in (V2, STRANGER):
         if message in (JAVA_RPC_REQUEST, JAVA_RPC_REQUEST_LONG_ID):
-            expected = "rpc"
+            expected = ("rpc", sender == V2)
         elif message == JAVA_GET_ALL_SESSIONS:
-            expected = "state"
+            expected = ("state", sender == V2)
     return frame(data.encode()), bool(options & L.SEND_OPTIONS_USE_ACK), expected
 
 
@@ -59,7 +66,11 @@ def feed(conn, stream, rng):
     at = 0
     while at < len(stream):
         step = rng.choice([1, 3, 11, 64, 4096, len(stream)])
-        more, new = conn.receive(stream[at:at + step])
+        try:
+            more, new = conn.receive(stream[at:at + step])
+        except ChannelError as error:      # the answers before the bad bytes come with it
+            error.back, error.replies = back + error.back, replies + error.replies
+            raise
         back += more
         replies += new
         at += step
@@ -68,6 +79,8 @@ def feed(conn, stream, rng):
 
 
 def check_reply(reply):
+    assert reply.accepted == (reply.sender == ACCEPTED)
+    assert (reply.address, reply.port) == (reply.sender.address, reply.sender.port)
     (head, complete), = FrameReader().feed(reply.frame)
     sent = ChannelData.parse(head, complete)
     assert sent.sender == OURS and sent.options == L.SEND_OPTIONS_ASYNCHRONOUS
@@ -80,13 +93,20 @@ def check_reply(reply):
 
 def one_case(rng):
     kind = rng.randrange(3)
-    conn = ChannelConnection(lambda: OURS, ChannelCounters())
-    if kind == 0:                                    # well-formed frames only
+    conn = ChannelConnection(lambda: OURS, ChannelCounters(), lambda m: m == ACCEPTED)
+    if kind == 0:                                    # well-formed frames, maybe then garbage
         frames = [well_formed(rng) for _ in range(rng.randint(1, 5))]
         stream = b"".join(f for f, _, _ in frames)
-        back, replies = feed(conn, stream, rng)
+        garbage = rng.random() < 0.3
+        try:
+            back, replies = feed(conn, stream + (b"GET / HTTP/1.1\r\n" if garbage else b""),
+                                 rng)
+            assert not garbage
+        except ChannelError as error:
+            assert garbage
+            back, replies = error.back, error.replies
         assert back == ACK_FRAME * sum(acked for _, acked, _ in frames)
-        assert [r.kind for r in replies] == [e for _, _, e in frames if e]
+        assert [(r.kind, r.accepted) for r in replies] == [e for _, _, e in frames if e]
         for reply in replies:
             check_reply(reply)
         return stream

@@ -8,10 +8,12 @@ import pytest
 
 import fuzz_channel
 
+from mcastmember import _codec
 from mcastmember.wire import layout as L
 from mcastmember.wire import javaser
 from mcastmember.engine.channel import (ACK_FRAME, ChannelConnection, ChannelCounters, ChannelData,
                                  ChannelError, FrameReader, frame)
+from mcastmember.engine.member import Member
 
 from support import (JAVA_GET_ALL_SESSIONS, JAVA_NO_RPC_REPLY, JAVA_RPC_REQUEST,
                      JAVA_RPC_REQUEST_LONG_ID, V2, heartbeat)
@@ -24,9 +26,13 @@ def message_frame(options, message, sender=V2, unique_id=b"m" * 16, timestamp=12
     return frame(ChannelData(options, timestamp, unique_id, sender, message).encode())
 
 
-def connection():
+V2_MEMBER = Member(b"\x7f\x00\x00\x01", 4000, bytes(range(16)))    # the member V2 names
+
+
+def connection(accepted=(V2_MEMBER,)):
+    """A connection whose listener accepts replies to ``accepted`` only."""
     counters = ChannelCounters()
-    return ChannelConnection(lambda: OURS, counters), counters
+    return ChannelConnection(lambda: OURS, counters, lambda m: m in accepted), counters
 
 
 # -- framing ---------------------------------------------------------------------
@@ -191,6 +197,45 @@ def test_byte_messages_and_unknown_objects_get_no_reply():
     conn, _ = connection()
     assert conn.receive(message_frame(L.SEND_OPTIONS_BYTE_MESSAGE, JAVA_RPC_REQUEST))[1] == []
     assert conn.receive(message_frame(0, L.JAVA_STREAM_MAGIC + b"\x74\x00\x01a"))[1] == []
+
+
+@pytest.mark.parametrize("sender", [
+    heartbeat(port=40999, host=bytes((127, 0, 0, 9))),     # names another address: a relay
+    heartbeat(port=4000, uid=b"x" * 16),                   # V2's address, another member
+])
+def test_a_reply_to_a_sender_that_is_not_an_accepted_member_is_not_accepted(sender):
+    # (the listener holds it until the sender is accepted, or drops it)
+    conn, counters = connection()
+    for options in (L.SEND_OPTIONS_ASYNCHRONOUS, L.SEND_OPTIONS_USE_ACK):
+        back, replies = conn.receive(message_frame(options, JAVA_RPC_REQUEST, sender=sender)
+                                     + message_frame(options, JAVA_GET_ALL_SESSIONS, sender=sender))
+        assert [(r.kind, r.accepted, r.sender) for r in replies] \
+            == [("rpc", False, _member(sender)), ("state", False, _member(sender))]
+        assert back == (ACK_FRAME * 2 if options & L.SEND_OPTIONS_USE_ACK else b"")
+    assert (counters.frames, counters.acks) == (4, 2)
+    assert (counters.rpc_replies, counters.state_replies) == (0, 0)     # none sent
+
+
+def test_without_a_membership_to_check_no_reply_is_accepted():
+    conn = ChannelConnection(lambda: OURS, ChannelCounters())
+    assert [r.accepted for r in conn.receive(message_frame(0, JAVA_RPC_REQUEST))[1]] == [False]
+
+
+def _member(packet):
+    fields = _codec.parse(packet)
+    return Member(fields[4], fields[1], fields[7])
+
+
+@pytest.mark.parametrize("garbage", [b"GET / HTTP/1.1\r\n\r\n", b"FLT2002" + b"\xff" * 4])
+def test_the_frames_before_garbage_in_one_read_are_still_answered(garbage):
+    conn, counters = connection()
+    stream = (message_frame(2, b"a") + message_frame(8, JAVA_RPC_REQUEST)
+              + message_frame(6, b"b") + garbage)
+    with pytest.raises(ChannelError) as caught:
+        conn.receive(stream)
+    assert caught.value.back == ACK_FRAME * 2
+    assert [r.kind for r in caught.value.replies] == ["rpc"]
+    assert (counters.frames, counters.acks, counters.malformed) == (3, 2, 1)
 
 
 def test_a_reply_needs_a_readable_sender():

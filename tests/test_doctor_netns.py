@@ -302,7 +302,11 @@ def test_ipv6_on_a_link_scoped_group_lists_the_member_with_its_address():
     assert checks["route"]["detail"] == ("ff02::4 is link-scoped: it goes on the card given, "
                                          "eth0, and no route applies")
     assert checks["joined"]["detail"] == "the kernel lists ff02::4 as joined on eth0"
-    assert [c["status"] for c in report["checks"]] == ["pass"] * len(report["checks"])
+    # loss is measured from the member's own period: a sender held up by a
+    # loaded machine reads as loss in one second of listening, so it may warn
+    statuses = {c["name"]: c["status"] for c in report["checks"]}
+    assert statuses.pop("loss") in ("pass", "warn")
+    assert list(statuses.values()) == ["pass"] * len(statuses)
     [seen] = report["members"]
     assert (seen["host"], seen["source"], seen["port"]) == ("fd00:250::1", "fd00:250::1", 4000)
     assert 95 <= seen["period_ms"] <= 105

@@ -1,10 +1,12 @@
 """Prometheus metrics (issue 15, item 6): scraped over HTTP on 127.0.0.1 from
 both fronts, the counters move as a second member heartbeats on loopback."""
 
+import json
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import urllib.request
 
 import pytest
@@ -167,6 +169,127 @@ def test_without_prometheus_client_the_metrics_port_says_what_to_install(tmp_pat
     assert result.returncode == 2
     assert result.stderr == ("mcast-demo watch: error: --metrics-port needs prometheus_client: "
                              "pip install 'mcastmember[prometheus]'\n")
+
+
+# -- the server's bounds (issue 23 item 2) ------------------------------------------
+
+def _connect(port, source="127.0.0.1"):
+    return socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(source, 0))
+
+
+def _scrape_from(port, source):
+    """scrape() from another source address, in plain HTTP."""
+    with _connect(port, source) as sock:
+        sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.0 200 OK\r\n")
+    return {(sample.name, frozenset((k, v) for k, v in sample.labels.items() if k != "group")):
+            sample.value for family in text_string_to_metric_families(body.decode())
+            for sample in family.samples}
+
+
+@pytest.mark.parametrize("kind", sorted(FRONTS))
+def test_half_sent_requests_take_neither_threads_nor_more_than_a_share(kind, group_port):
+    """1,014 half-sent requests once held 1,013 threads and every descriptor:
+    now one thread serves them all, one source holds at most its share (the
+    rest are refused, counted), and another source is still served."""
+    from mcastmember.fronts import metrics_http
+    front = FRONTS[kind](group_port, 4001)
+    front.start()
+    server = serve(front.front, 0)
+    try:
+        threads = threading.active_count()
+        share = metrics_http.MAX_PER_SOURCE
+        held = [_connect(server.port) for _ in range(share + 30)]
+        for sock in held:
+            sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")      # and never the end
+        wait_until(lambda: sum(server.stats().values()) == 30)
+        assert threading.active_count() == threads
+        assert server.stats() == dict.fromkeys(metrics_http.OUTCOMES, 0) | {"refused": 30,
+                                                                               "accept_errors": 0}
+        samples = _scrape_from(server.port, "127.0.0.2")     # another source: served
+        assert value(samples, "mcastmember_metrics_server_connections_total",
+                     outcome="refused") == 30
+        assert value(samples, "mcastmember_members") == 0
+        for sock in held:
+            sock.close()
+    finally:
+        server.close()
+        front.close()
+
+
+def test_a_request_never_finished_is_closed_at_the_timeout(monkeypatch, group_port):
+    from mcastmember.fronts import metrics_http
+    monkeypatch.setattr(metrics_http, "REQUEST_TIMEOUT_S", 0.5)
+    front = FRONTS["threads"](group_port, 4001)
+    server = serve(front.front, 0)
+    try:
+        with _connect(server.port) as slow, _connect(server.port) as big:
+            slow.sendall(b"GET /metrics HTTP/1.1\r\n")
+            big.sendall(b"GET /metrics HTTP/1.1\r\nX: " + b"x" * 9000)
+            assert big.recv(100).startswith(b"HTTP/1.0 431 ")
+            assert slow.recv(100) == b""             # closed by the server
+        assert (server.stats()["timed_out"], server.stats()["too_large"]) == (1, 1)
+    finally:
+        server.close()
+        front.close()
+
+
+_EXHAUSTED = """
+import json, resource, socket, sys, threading, time
+from mcastmember.fronts.metrics_http import MetricsHTTPServer
+def app(environ, start_response):
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [b"ok"]
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+server = MetricsHTTPServer("127.0.0.1", 0, app)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+hog = []
+try:
+    while True:
+        hog.append(socket.socket())
+except OSError:
+    pass
+print(server.server_port, flush=True)
+sys.stdin.readline()
+deadline = time.monotonic() + 10
+while server.stats()["accept_errors"] == 0 and time.monotonic() < deadline:
+    time.sleep(0.01)
+start = time.monotonic()
+time.sleep(1.0)
+errors, elapsed = server.stats()["accept_errors"], time.monotonic() - start
+for sock in hog:
+    sock.close()
+print(json.dumps([errors, elapsed]), flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_accept_backs_off_when_descriptors_run_out():
+    from mcastmember.transport import listen
+    child = subprocess.Popen([sys.executable, "-c", _EXHAUSTED], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(child.stdout.readline())
+        with _connect(port) as sock:
+            child.stdin.write("go\n")
+            child.stdin.flush()
+            errors, elapsed = json.loads(child.stdout.readline())
+            assert 1 <= errors <= elapsed / listen.BACKOFF_FIRST_S + 2   # not 10^5: no spin
+            sock.sendall(b"GET / HTTP/1.0\r\n\r\n")
+            assert sock.recv(100).startswith(b"HTTP/1.0 200 OK\r\n")     # served once it can
+        child.stdin.write("done\n")
+        child.stdin.flush()
+        assert child.wait(10) == 0
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        child.stdin.close()
+        child.stdout.close()
 
 
 def test_first_scrape_has_every_removal_reason_and_doctor_probes_apart(group_port):

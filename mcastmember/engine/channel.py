@@ -14,6 +14,18 @@ for our sessions. So each frame is answered at once, as its options ask:
   a Tomcat node without that RPC channel sends);
 - a DeltaManager's request for all sessions: "transfer complete", none held.
 
+Those two replies go on a connection of our own to the address the frame's
+sender names, and only when that sender is a member we accept (``accepts``:
+in our table, and authenticated when keys are set). A reply whose sender is
+not accepted yet comes with ``accepted`` False: the listener holds it a few
+seconds (a Tomcat that just heard us may ask before its own first heartbeat
+reached us), sends it if the sender is accepted meanwhile, and otherwise
+drops it, counted. Tomcat reads a reply only from its receiver, never from
+the connection it sent on (its sender reads acks there, and a stray frame
+would hold up its next ack), so no reply ever goes back on the inbound
+connection: an unknown source gets acks (smaller than what it sent) and
+nothing else.
+
 ``ChannelConnection`` turns the bytes of one inbound connection into the
 bytes to write back and the replies to deliver; the listeners in
 ``tribes_listener.py`` only move them. Reads are bounded: a frame's head (enough for
@@ -35,7 +47,7 @@ from ..wire.errors import MalformedPacket
 from .member import Member
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from typing_extensions import Buffer
 
@@ -51,7 +63,12 @@ _CHANNEL_DATA_MIN = 4 + 8 + 4 + 4 + 4
 
 
 class ChannelError(Exception):
-    """The stream is not Tribes framing: the connection is closed."""
+    """The stream is not Tribes framing: the connection is closed.
+    ``back`` and ``replies`` are the answers to the frames that came whole
+    before the bad bytes (ChannelConnection.receive): they are still sent."""
+
+    back: bytes = b""
+    replies: list[Reply] = []
 
 
 def frame(payload: bytes) -> bytes:
@@ -142,7 +159,11 @@ class FrameReader:
         self._tail = b""           # end-marker bytes seen so far
 
     def feed(self, data: Buffer) -> list[tuple[bytes, bool]]:
-        frames: list[tuple[bytes, bool]] = []
+        return list(self.frames(data))
+
+    def frames(self, data: Buffer) -> Iterator[tuple[bytes, bool]]:
+        """The frames ``data`` completes, each as soon as it is read (so the
+        ones before bad bytes are had before the ChannelError)."""
         view = memoryview(data)
         while view:
             if self._length is None:
@@ -162,10 +183,10 @@ class FrameReader:
                 if len(self._tail) == len(L.CHANNEL_END):
                     if self._tail != L.CHANNEL_END:
                         raise ChannelError("frame without its end marker")
-                    frames.append((bytes(self._buf), self._length <= self._limit))
+                    head, complete = bytes(self._buf), self._length <= self._limit
                     self._buf.clear()
                     self._length, self._tail = None, b""
-        return frames
+                    yield head, complete
 
     def _read_header(self, view: memoryview) -> memoryview:
         need = L.CHANNEL_HEADER_LEN - len(self._buf)
@@ -186,32 +207,45 @@ class FrameReader:
 
 class Reply:
     """A message to deliver to another member's receiver: ``frame`` to be
-    written to ``(address, port)`` on a connection of its own."""
+    written to ``(address, port)`` (``sender``'s) on a connection of its own,
+    once ``accepted`` (the sender is a member we accept)."""
 
-    __slots__ = ("address", "port", "frame", "kind")
+    __slots__ = ("address", "port", "frame", "kind", "sender", "accepted")
+    kind: Literal["rpc", "state"]
 
-    def __init__(self, address: str, port: int, frame_bytes: bytes,
-                 kind: Literal["rpc", "state"]) -> None:
-        self.address, self.port, self.frame, self.kind = address, port, frame_bytes, kind
+    def __init__(self, sender: Member, frame_bytes: bytes, kind: Literal["rpc", "state"],
+                 accepted: bool) -> None:
+        self.address, self.port, self.sender = sender.address, sender.port, sender
+        self.frame, self.kind, self.accepted = frame_bytes, kind, accepted
 
 
-def _sender_address(sender: bytes) -> tuple[str, int] | None:
-    """(address text, member port) of a membership packet, or None."""
+def _sender(sender: bytes) -> Member | None:
+    """The member a membership packet names (host, port, unique id), or None."""
     try:
         fields = _codec.parse(sender)
     except MalformedPacket:
         return None
-    member = Member(fields[4], fields[1], fields[7])
-    return member.address, member.port
+    return Member(fields[4], fields[1], fields[7])
 
 
 class ChannelCounters:
-    """What the listener did, summed over its connections."""
+    """What the listener did, summed over its connections. ``rpc_replies``
+    and ``state_replies``: replies sent; ``replies_refused``: replies not
+    sent because their sender was not a member we accept (by the end of the
+    hold, counted by the listener)."""
 
-    __slots__ = ("frames", "acks", "rpc_replies", "state_replies", "malformed")
+    __slots__ = ("frames", "acks", "rpc_replies", "state_replies", "replies_refused",
+                 "malformed")
 
     def __init__(self) -> None:
-        self.frames = self.acks = self.rpc_replies = self.state_replies = self.malformed = 0
+        self.frames = self.acks = self.rpc_replies = self.state_replies = 0
+        self.replies_refused = self.malformed = 0
+
+    def count_sent(self, kind: Literal["rpc", "state"]) -> None:
+        if kind == "rpc":
+            self.rpc_replies += 1
+        else:
+            self.state_replies += 1
 
     def as_stats(self) -> dict[str, int]:
         return {f"probe_{name}": getattr(self, name) for name in self.__slots__}
@@ -220,35 +254,36 @@ class ChannelCounters:
 class ChannelConnection:
     """One inbound connection: ``receive(data)`` returns ``(bytes to write
     back, [Reply, ...])`` and raises ChannelError when the stream is not
-    Tribes framing. ``local_packet()`` gives our current membership packet,
-    which our replies carry as their sender."""
+    Tribes framing (with the answers to the frames before the bad bytes).
+    ``local_packet()`` gives our current membership packet, which our
+    replies carry as their sender; ``accepts(member)`` says whether a
+    frame's sender is a member we may connect to (None: nobody is); a reply
+    to anyone else comes with ``accepted`` False, not counted yet."""
 
-    def __init__(self, local_packet: Callable[[], bytes], counters: ChannelCounters) -> None:
+    def __init__(self, local_packet: Callable[[], bytes], counters: ChannelCounters,
+                 accepts: Callable[[Member], bool] | None = None) -> None:
         self._reader = FrameReader()
         self._local_packet = local_packet
         self._counters = counters
+        self._accepts = accepts
 
     def receive(self, data: Buffer) -> tuple[bytes, list[Reply]]:
-        try:
-            frames = self._reader.feed(data)
-        except ChannelError:
-            self._counters.malformed += 1
-            raise
         back: list[bytes] = []
         replies: list[Reply] = []
-        for head, complete in frames:
-            try:
+        try:
+            for head, complete in self._reader.frames(data):
                 message = ChannelData.parse(head, complete)
-            except ChannelError:
-                self._counters.malformed += 1
-                raise
-            self._counters.frames += 1
-            if message.wants_ack():
-                back.append(ACK_FRAME)
-                self._counters.acks += 1
-            reply = self._answer(message)
-            if reply is not None:
-                replies.append(reply)
+                self._counters.frames += 1
+                if message.wants_ack():
+                    back.append(ACK_FRAME)
+                    self._counters.acks += 1
+                reply = self._answer(message)
+                if reply is not None:
+                    replies.append(reply)
+        except ChannelError as error:
+            self._counters.malformed += 1
+            error.back, error.replies = b"".join(back), replies
+            raise
         return b"".join(back), replies
 
     def _answer(self, message: ChannelData) -> Reply | None:
@@ -264,14 +299,13 @@ class ChannelConnection:
             if state is None:
                 return None
             answer, kind = state, "state"
-        where = _sender_address(message.sender)
-        if where is None:
+        sender = _sender(message.sender)
+        if sender is None:
             return None
-        if kind == "rpc":
-            self._counters.rpc_replies += 1
-        else:
-            self._counters.state_replies += 1
+        accepted = self._accepts is not None and self._accepts(sender)
+        if accepted:
+            self._counters.count_sent(kind)
         # Sent as Tomcat sends these answers: asynchronously, no ack awaited.
         data = ChannelData(L.SEND_OPTIONS_ASYNCHRONOUS, int(time.time() * 1000), os.urandom(16),
                            self._local_packet(), answer)
-        return Reply(where[0], where[1], frame(data.encode()), kind)
+        return Reply(sender, frame(data.encode()), kind, accepted)

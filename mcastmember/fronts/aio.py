@@ -398,7 +398,8 @@ class AsyncMembership(MembershipFront):
     async def _start_probe_server(self) -> None:
         cfg = self.config
         from .tribes_listener_aio import AsyncTribesListener
-        listener = AsyncTribesListener(cfg.listen_address, cfg.member_port, cfg.encode)
+        listener = AsyncTribesListener(cfg.listen_address, cfg.member_port, cfg.encode,
+                                      self._may_reply_to)
         await listener.start()
         self._probe_server = listener
         if cfg.member_port == 0:

@@ -130,6 +130,14 @@ class MembershipFront:
         ``port``, or None."""
         return find_by_address(self.members(), host, port)
 
+    def _may_reply_to(self, member: Member) -> bool:
+        """Whether the TCP listener may connect to ``member``, a frame's
+        sender: only a member of our table (by identity: host, port and
+        unique id), and an authenticated one when keys are set."""
+        with self._table_lock:
+            stored = self._engine.table.get(member)
+        return stored is not None and stored.authenticated is not False
+
     def __len__(self) -> int:
         return len(self.members())
 

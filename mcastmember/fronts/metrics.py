@@ -24,11 +24,8 @@ otherwise.
 from __future__ import annotations
 
 import asyncio
-import socket
-import socketserver
 import threading
 from typing import TYPE_CHECKING, cast
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 try:
     from prometheus_client import CollectorRegistry, make_wsgi_app
@@ -42,13 +39,12 @@ except ImportError as error:
                               name="prometheus_client") from None
 
 from ..wire import layout as L
+from .metrics_http import MetricsHTTPServer, ServerCollector
 from ..engine.events import Reason
-from ..transport.net import socket_address, socket_family
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
-    from _typeshed.wsgi import WSGIApplication
     from prometheus_client.metrics_core import Metric
     from typing_extensions import Self
 
@@ -176,20 +172,30 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
 
 class MetricsServer:
     """An HTTP server of one front's metrics on ``address``:``port``
-    (``/metrics``, or any path), on a daemon thread; ``close()`` stops it.
+    (``/metrics``, or any path), on one daemon thread; ``close()`` stops it.
     ``port`` 0 takes a free port (see ``.port``). OSError when the port is
-    taken or the address is not ours."""
+    taken or the address is not ours. Bounded in connections (in all and per
+    source), request size and time (see ``metrics_http``); ``stats()``
+    counts what the bounds refused, also served as
+    ``mcastmember_metrics_server_*``."""
 
     def __init__(self, front: MembershipFront, port: int, address: str = "127.0.0.1", *,
                  group: str | None = None) -> None:
         registry = CollectorRegistry(auto_describe=True)
-        registry.register(MembershipCollector(front, group=group))
-        self._httpd = _Server(address, port, make_wsgi_app(registry))
+        collector = MembershipCollector(front, group=group)
+        registry.register(collector)
+        self._httpd = MetricsHTTPServer(address, port, make_wsgi_app(registry))
+        registry.register(ServerCollector(self._httpd, collector._group))
         self.address = address
         self.port = self._httpd.server_port
         self._thread = threading.Thread(target=self._httpd.serve_forever,
                                         name="mcastmember-metrics", daemon=True)
         self._thread.start()
+
+    def stats(self) -> dict[str, int]:
+        """Connections by outcome (served, refused, evicted, timed_out,
+        too_large, bad_request) and failed accepts (accept_errors)."""
+        return self._httpd.stats()
 
     @property
     def url(self) -> str:
@@ -198,8 +204,8 @@ class MetricsServer:
 
     def close(self) -> None:
         self._httpd.shutdown()
-        self._httpd.server_close()
         self._thread.join()
+        self._httpd.server_close()
 
     def __enter__(self) -> Self:
         return self
@@ -213,25 +219,3 @@ def serve(front: MembershipFront, port: int, address: str = "127.0.0.1", *,
     """Serve ``front``'s metrics over HTTP (see MetricsServer); returns the
     running server."""
     return MetricsServer(front, port, address, group=group)
-
-
-class _Server(socketserver.ThreadingMixIn, WSGIServer):
-    daemon_threads = True       # a slow scraper never holds up close()
-
-    def __init__(self, address: str, port: int, app: WSGIApplication) -> None:
-        self.address_family = socket_family(address)
-        # A link-local IPv6 address's card (fe80::1%2) goes in the bind tuple.
-        super().__init__(socket_address(address, port), _QuietHandler)
-        self.set_app(app)
-
-    def server_bind(self) -> None:
-        # Not HTTPServer's: it asks DNS for our own name, for nothing.
-        socketserver.TCPServer.server_bind(self)
-        host, self.server_port = self.server_address[:2]
-        self.server_name = str(host)    # text, as getsockname() gives it (typed bytes too)
-        self.setup_environ()
-
-
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:
-        pass        # a scrape is not news: no line on stderr per request

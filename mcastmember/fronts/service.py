@@ -300,7 +300,8 @@ class McastService(MembershipFront):
     # -- the TCP listener for Tomcat ---------------------------------------------
     def _start_probe_listener(self) -> None:
         cfg = self.config
-        listener = TribesListener(cfg.listen_address, cfg.member_port, cfg.encode)
+        listener = TribesListener(cfg.listen_address, cfg.member_port, cfg.encode,
+                                 self._may_reply_to)
         listener.start()
         if cfg.member_port == 0:     # advertise the port the kernel chose
             with self._lock:

@@ -7,10 +7,14 @@ replicated message, and must answer each at once as its options ask
 (``channel.py`` decides how). The listeners only move bytes: this one, for
 the threaded service, runs a selector on one thread; ``tribes_listener_aio.py`` has
 the asyncio one. Both are bounded: fixed-size reads, a cap on inbound
-connections (at the cap the one idle longest is closed, so a crowd of silent
-clients cannot lock Tomcat's probes out), an idle timeout longer than
-Tomcat's senders keep a connection (60 s), a cap on unsent acknowledgements
-per connection, and a cap and a timeout on replies in flight.
+connections in all and per source address (at the cap the idlest connection
+of the source holding the most makes room, so a crowd of silent clients
+cannot lock Tomcat's probes out, and a source past its share is refused
+rather than taking others' connections: ``listen.ConnectionShares``), an
+idle timeout longer than Tomcat's senders keep a connection (60 s), a cap on
+unsent acknowledgements per connection, a cap and a timeout on replies in
+flight (sent only to members we accept, see channel.py), and a back-off when
+``accept`` fails for want of descriptors.
 """
 
 from __future__ import annotations
@@ -25,17 +29,23 @@ from typing import TYPE_CHECKING
 
 from ..engine.channel import ChannelConnection, ChannelCounters, ChannelError
 from ..engine.ratelimit import RateLimitedLog
+from ..transport.listen import AcceptBackoff, ConnectionShares, source_of
 from ..transport.net import socket_address, socket_family, unregister_and_close
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from ..engine.channel import Reply
+    from ..engine.member import Member
 
 log = logging.getLogger("mcastmember")
 
 READ_SIZE = 64 * 1024
 MAX_CONNECTIONS = 256
+# One source's share: above a Tomcat node's pooled senders (25 by default)
+# and its failure detector's checks, a quarter of the cap, so it takes at
+# least four sources to fill the listener.
+MAX_PER_SOURCE = 64
 IDLE_TIMEOUT_S = 300.0
 # Acks a peer has not read yet; beyond this it is not reading them at all.
 MAX_UNSENT = 64 * 1024
@@ -45,6 +55,12 @@ MAX_UNSENT = 64 * 1024
 SEND_BUFFER = 64 * 1024
 MAX_REPLIES_IN_FLIGHT = 32
 REPLY_TIMEOUT_S = 5.0
+# A reply whose sender we do not list yet waits this long for its first
+# heartbeat (Tomcat's default drop time), at most MAX_HELD of them, then is
+# dropped (probe_replies_refused); held replies are checked this often.
+HOLD_S = 3.0
+MAX_HELD = 32
+HOLD_CHECK_S = 0.1
 
 
 def probe_stats_idle() -> dict[str, int]:
@@ -53,27 +69,95 @@ def probe_stats_idle() -> dict[str, int]:
     return dict.fromkeys(ListenerBase("", 0, lambda: b"").stats(), 0)
 
 
-class ListenerBase:
-    """Counters and the reply bookkeeping both listeners share."""
+def no_one(member: Member) -> bool:
+    return False
 
-    def __init__(self, address: str, port: int, local_packet: Callable[[], bytes]) -> None:
+
+class ListenerBase:
+    """Counters and the reply bookkeeping both listeners share.
+    ``accepts(member)``: whether a frame's sender is a member replies may
+    be sent to (the front's table; by default nobody)."""
+
+    def __init__(self, address: str, port: int, local_packet: Callable[[], bytes],
+                 accepts: Callable[[Member], bool] = no_one) -> None:
         self.address = address
         self.port = port
         self._local_packet = local_packet
+        self._accepts = accepts
         self.accepted = 0
         self.evicted = 0
+        self.refused = 0
         self.replies_failed = 0
         self.counters = ChannelCounters()
+        self._held: list[tuple[float, Reply]] = []     # (deadline, reply): senders not listed yet
+        self._shares = ConnectionShares(MAX_CONNECTIONS, MAX_PER_SOURCE)
+        self._backoff = AcceptBackoff()
         self._rate_log = RateLimitedLog(log)
 
     def stats(self) -> dict[str, int]:
         stats = {"probe_connections": self.accepted, "probe_evicted": self.evicted,
+                 "probe_refused": self.refused, "probe_accept_errors": self._backoff.failures,
                  "probe_replies_failed": self.replies_failed}
         stats.update(self.counters.as_stats())
         return stats
 
     def _new_connection(self) -> ChannelConnection:
-        return ChannelConnection(self._local_packet, self.counters)
+        return ChannelConnection(self._local_packet, self.counters, self._accepts)
+
+    def _admit(self, source: str) -> bool | str:
+        """The share's verdict on a new connection from ``source`` (see
+        ConnectionShares), counted; the caller closes what it says."""
+        # The module's bounds, read at each admission (a test lowers them).
+        self._shares.total, self._shares.per_source = MAX_CONNECTIONS, MAX_PER_SOURCE
+        verdict = self._shares.admit(source)
+        if verdict is False:
+            self.refused += 1
+            self._rate_log.log(logging.WARNING, "refused", "TCP listener: refused a connection "
+                               "from %s (%d connections in all, at most %d per source)",
+                               source, len(self._shares), self._shares.per_source)
+        elif verdict is not True:
+            self.evicted += 1
+        return verdict
+
+    def _accept_failed(self, error: OSError) -> float | None:
+        """Seconds to stop accepting after ``error`` (None: accept on)."""
+        delay = self._backoff.failed(error.errno)
+        self._rate_log.log(logging.WARNING, "accept", "TCP listener: accept failed: %s%s", error,
+                           "" if delay is None else f"; accepting again in {delay:.1f} s")
+        return delay
+
+    def _to_send(self, replies: list[Reply]) -> list[Reply]:
+        """Of the replies a connection produced, those to send now; the
+        others (their sender is not a member we accept yet) are held."""
+        now, ready = time.monotonic(), []
+        for reply in replies:
+            if reply.accepted:
+                ready.append(reply)
+            elif len(self._held) >= MAX_HELD:
+                self._refuse(reply)
+            else:
+                self._held.append((now + HOLD_S, reply))
+        return ready
+
+    def _release_held(self, now: float) -> list[Reply]:
+        """The held replies whose sender is now accepted (to send); those
+        past their deadline are refused."""
+        ready, kept = [], []
+        for deadline, reply in self._held:
+            if self._accepts(reply.sender):
+                self.counters.count_sent(reply.kind)
+                ready.append(reply)
+            elif now >= deadline:
+                self._refuse(reply)
+            else:
+                kept.append((deadline, reply))
+        self._held = kept
+        return ready
+
+    def _refuse(self, reply: Reply) -> None:
+        self.counters.replies_refused += 1
+        self._rate_log.log(logging.WARNING, "refuse", "no %s reply to %s:%d: not a member we "
+                           "accept", reply.kind, reply.address, reply.port)
 
     def _reply_failed(self, reply: Reply, error: object) -> None:
         self.replies_failed += 1
@@ -86,10 +170,12 @@ class ListenerBase:
 
 
 class _Inbound:
-    __slots__ = ("sock", "channel", "unsent", "heard")
+    __slots__ = ("sock", "source", "channel", "unsent", "heard")
 
-    def __init__(self, sock: socket.socket, channel: ChannelConnection, now: float) -> None:
-        self.sock, self.channel, self.unsent, self.heard = sock, channel, bytearray(), now
+    def __init__(self, sock: socket.socket, source: str, channel: ChannelConnection,
+                 now: float) -> None:
+        self.sock, self.source, self.channel = sock, source, channel
+        self.unsent, self.heard = bytearray(), now
 
 
 class _Outbound:
@@ -102,9 +188,11 @@ class _Outbound:
 class TribesListener(ListenerBase):
     """Serve ``(address, port)`` on one thread, for the threaded service."""
 
-    def __init__(self, address: str, port: int, local_packet: Callable[[], bytes]) -> None:
-        super().__init__(address, port, local_packet)
+    def __init__(self, address: str, port: int, local_packet: Callable[[], bytes],
+                 accepts: Callable[[Member], bool] = no_one) -> None:
+        super().__init__(address, port, local_packet, accepts)
         self._sock: socket.socket | None = None
+        self._resume_accept: float | None = None    # while accept backs off: when it resumes
         self._thread: threading.Thread | None = None
         self._wake_r: socket.socket | None
         self._wake_w: socket.socket | None
@@ -120,9 +208,16 @@ class TribesListener(ListenerBase):
         except OSError as error:
             sock.close()
             raise self._bind_error(error) from None
+        # Everything the thread needs is made here, so running out of
+        # descriptors fails start() rather than the thread, silently.
+        try:
+            self._sel = selectors.DefaultSelector()
+            self._wake_r, self._wake_w = socket.socketpair()
+        except OSError:
+            sock.close()
+            raise
         self._sock = sock
         self.port = sock.getsockname()[1]
-        self._wake_r, self._wake_w = socket.socketpair()
         self._thread = threading.Thread(target=self._run, name="mcastmember-probe", daemon=True)
         self._thread.start()
 
@@ -142,7 +237,7 @@ class TribesListener(ListenerBase):
 
     def _run(self) -> None:
         assert self._sock is not None and self._wake_r is not None     # start() made them
-        self._sel = sel = selectors.DefaultSelector()
+        sel = self._sel
         sel.register(self._sock, selectors.EVENT_READ, "accept")
         sel.register(self._wake_r, selectors.EVENT_READ, "stop")
         self._inbound: dict[socket.socket, _Inbound] = {}     # socket -> _Inbound
@@ -158,7 +253,13 @@ class TribesListener(ListenerBase):
                         self._service_inbound(key.data, key.events)
                     else:
                         self._service_outbound(key.data)
-                self._expire(time.monotonic())
+                now = time.monotonic()
+                if self._resume_accept is not None and now >= self._resume_accept:
+                    self._resume_accept = None
+                    sel.register(self._sock, selectors.EVENT_READ, "accept")
+                for reply in self._release_held(now):
+                    self._send_reply(reply)
+                self._expire(now)
         except Exception:     # never let the listener die silently: Tomcat would drop us
             log.exception("TCP listener for Tomcat failed")
         finally:
@@ -167,10 +268,14 @@ class TribesListener(ListenerBase):
             sel.close()
 
     def _select_timeout(self) -> float:
-        if not self._outbound:
+        deadlines = [o.deadline for o in self._outbound.values()]
+        if self._resume_accept is not None:
+            deadlines.append(self._resume_accept)
+        if self._held:
+            deadlines.append(time.monotonic() + HOLD_CHECK_S)
+        if not deadlines:
             return 1.0
-        soonest = min(o.deadline for o in self._outbound.values())
-        return max(0.0, min(1.0, soonest - time.monotonic()))
+        return max(0.0, min(1.0, min(deadlines) - time.monotonic()))
 
     def _expire(self, now: float) -> None:
         for sock, conn in list(self._inbound.items()):
@@ -184,19 +289,31 @@ class TribesListener(ListenerBase):
     def _accept(self) -> None:
         assert self._sock is not None       # the listener runs
         try:
-            sock, _ = self._sock.accept()
-        except OSError as error:   # the peer gave up, or no descriptors left
-            self._rate_log.log(logging.WARNING, "accept", "TCP listener: accept failed: %s", error)
+            sock, peer = self._sock.accept()
+        except (BlockingIOError, InterruptedError):
             return
+        except OSError as error:   # the peer gave up, or no descriptors left
+            delay = self._accept_failed(error)
+            if delay is not None:  # the connection waits in the backlog: wait too, don't spin
+                self._sel.unregister(self._sock)
+                self._resume_accept = time.monotonic() + delay
+            return
+        self._backoff.accepted()
         self.accepted += 1
-        if len(self._inbound) >= MAX_CONNECTIONS:
-            idlest = min(self._inbound.values(), key=lambda c: c.heard)
+        source = source_of(peer)
+        verdict = self._admit(source)
+        if verdict is False:
+            sock.close()
+            return
+        if verdict is not True:
+            idlest = min((c for c in self._inbound.values() if c.source == verdict),
+                         key=lambda c: c.heard)
             self._close(idlest.sock)
-            self.evicted += 1
         sock.setblocking(False)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
-        conn = _Inbound(sock, self._new_connection(), time.monotonic())
+        conn = _Inbound(sock, source, self._new_connection(), time.monotonic())
         self._inbound[sock] = conn
+        self._shares.add(source)
         self._sel.register(sock, selectors.EVENT_READ, conn)
 
     def _service_inbound(self, conn: _Inbound, events: int) -> None:
@@ -213,15 +330,20 @@ class TribesListener(ListenerBase):
             conn.heard = time.monotonic()
             try:
                 back, replies = conn.channel.receive(data)
-            except ChannelError:
-                self._close(conn.sock)
+            except ChannelError as error:    # answer what came whole before the bad bytes
+                conn.unsent += error.back
+                for reply in self._to_send(error.replies):
+                    self._send_reply(reply)
+                if self._flush(conn):
+                    self._close(conn.sock)
                 return
             conn.unsent += back
-            for reply in replies:
+            for reply in self._to_send(replies):
                 self._send_reply(reply)
         self._flush(conn)
 
-    def _flush(self, conn: _Inbound) -> None:
+    def _flush(self, conn: _Inbound) -> bool:
+        """Send what is unsent; False when the connection was closed."""
         if conn.unsent:
             try:
                 sent = conn.sock.send(conn.unsent)
@@ -229,14 +351,15 @@ class TribesListener(ListenerBase):
                 sent = 0
             except OSError:
                 self._close(conn.sock)
-                return
+                return False
             del conn.unsent[:sent]
         if len(conn.unsent) > MAX_UNSENT:
             self._close(conn.sock)
-            return
+            return False
         wanted = selectors.EVENT_READ | (selectors.EVENT_WRITE if conn.unsent else 0)
         if self._sel.get_key(conn.sock).events != wanted:
             self._sel.modify(conn.sock, wanted, conn)
+        return True
 
     def _send_reply(self, reply: Reply) -> None:
         if len(self._outbound) >= MAX_REPLIES_IN_FLIGHT:
@@ -271,6 +394,8 @@ class TribesListener(ListenerBase):
             self._close(out.sock)
 
     def _close(self, sock: socket.socket) -> None:
-        self._inbound.pop(sock, None)
+        conn = self._inbound.pop(sock, None)
+        if conn is not None:
+            self._shares.remove(conn.source)
         self._outbound.pop(sock, None)
         unregister_and_close(self._sel, sock)
