@@ -12,8 +12,12 @@ import pytest
 
 from mcastmember.errors import ConfigurationError
 from mcastmember.gossip import GossipWireError, Truncated
+from mcastmember.gossip.crypto import Keyring
 from mcastmember.gossip.serf import LamportClock, MemberStatus, SerfLimits, SerfMessageType, decode_tags, encode_tags
 from mcastmember.gossip.serf import messages as m
+from mcastmember.gossip.serf.layout import (QUERY_CONFLICT, QUERY_INSTALL_KEY, QUERY_LIST_KEYS, QUERY_PING,
+                                            QUERY_REMOVE_KEY, QUERY_USE_KEY)
+from mcastmember.gossip.serf.queries import answer_internal_query, make_ack, make_response
 from mcastmember.gossip.serf.buffers import EventBuffer, IntentBuffer, QueryBuffer, should_process_query
 from mcastmember.gossip.serf.members import SerfCore, SerfMembers
 
@@ -502,3 +506,83 @@ def test_merge_refutes_a_stale_leave_about_us():
     state = m.PushPull(ltime=3, status_ltimes={"py-1": 2}, left_members=["py-1"])
     assert core.merge_remote_state(state, join=False, now=1) is True
     assert core.members.members["py-1"].status == MemberStatus.ALIVE
+
+
+# ----------------------------------------------------- queries and key management
+
+
+def _key_query(name, key=b"", ltime=4, qid=77):
+    return m.Query(ltime=ltime, id=qid, name=name, payload=m.encode(m.KeyRequest(key=key)))
+
+
+def _answer(query, keyring, **kwargs):
+    answer = answer_internal_query(query, "py-1", keyring, **kwargs)
+    if answer.response is None:
+        return answer, None
+    response = m.decode(answer.response, LIMITS)
+    assert (response.ltime, response.id, response.from_, response.flags) == (query.ltime, query.id, "py-1", 0)
+    return answer, response.payload
+
+
+def test_acks_and_responses_as_serf_writes_them():
+    assert make_ack(m.Query(ltime=12, id=9), "py-1").hex() == _vector("query-response-ack")["wire"]
+    assert make_response(m.Query(ltime=12, id=0x7FFFFFFF), "py-1", b"up 3 days").hex() == \
+        _vector("query-response")["wire"]
+    with pytest.raises(ValueError, match="response exceeds limit of 1024 bytes"):
+        make_response(m.Query(), "py-1", bytes(1000))
+
+
+def test_key_queries_change_the_keyring_and_answer_as_serf():
+    old, new = bytes(range(16)), bytes(range(32))
+    assert m.decode(bytes.fromhex(_vector("key-request")["wire"]), LIMITS).key == bytes(
+        (0x30 + i * 7) & 0xFF for i in range(32))
+    ok = bytes.fromhex(_vector("key-response-ok")["wire"])
+    no_keyring = bytes.fromhex(_vector("key-response-error")["wire"])
+
+    assert _answer(_key_query(QUERY_INSTALL_KEY, new), None)[1] == no_keyring
+    keyring = Keyring([old])
+    answer, payload = _answer(_key_query(QUERY_INSTALL_KEY, new), keyring)
+    assert (payload, answer.keyring_changed, keyring.keys) == (ok, True, (old, new))
+    answer, payload = _answer(_key_query(QUERY_USE_KEY, new), keyring)
+    assert (payload, keyring.keys) == (ok, (new, old))
+    answer, payload = _answer(_key_query(QUERY_REMOVE_KEY, old), keyring)
+    assert (payload, keyring.keys) == (ok, (new,))
+
+    failures = [(QUERY_INSTALL_KEY, b"short", "key size must be 16, 24 or 32 bytes"),
+                (QUERY_USE_KEY, old, "Requested key is not in the keyring"),
+                (QUERY_REMOVE_KEY, new, "Removing the primary key is not allowed")]
+    for name, key, text in failures:
+        answer, payload = _answer(_key_query(name, key), keyring)
+        assert m.decode(payload, LIMITS) == m.KeyResponse(result=False, message=text)
+        assert not answer.keyring_changed and keyring.keys == (new,)
+    # a request Serf cannot decode: a bare failure
+    answer, payload = _answer(m.Query(name=QUERY_INSTALL_KEY, payload=b"\x07\x01"), keyring)
+    assert m.decode(payload, LIMITS) == m.KeyResponse(result=False, message="")
+
+    _, payload = _answer(m.Query(name=QUERY_LIST_KEYS), Keyring([new, old]))
+    b64 = [base64.b64encode(k).decode() for k in (new, old)]
+    assert m.decode(payload, LIMITS) == m.KeyResponse(result=True, keys=b64, primary_key=b64[0])
+    _, payload = _answer(m.Query(name=QUERY_LIST_KEYS), None)
+    assert m.decode(payload, LIMITS) == m.KeyResponse(message="Keyring is empty (encryption not enabled)")
+
+
+def test_key_list_is_cut_to_the_response_limit_as_serf_cuts_it():
+    keyring = Keyring([bytes([i]) * 16 for i in range(60)])
+    query = m.Query(ltime=4, id=77, name=QUERY_LIST_KEYS)
+    raw = answer_internal_query(query, "py-1", keyring).response
+    go = bytes.fromhex(_vector("query-response-key-list-truncated")["wire"])
+    assert len(raw) == len(go)  # 60 keys of 16 bytes, as Serf's vector: the same 34 fit
+    keys = m.decode(m.decode(raw, LIMITS).payload, LIMITS)
+    assert (len(keys.keys), keys.message) == (34, "truncated key list response, showing first 34 of 60 keys")
+
+
+def test_conflict_and_other_internal_queries():
+    known = m.SerfMember(name="py-2", addr=b"\x7f\0\0\x02", port=7946, status=MemberStatus.ALIVE)
+    lookup = {"py-2": known}.get
+    _, payload = _answer(m.Query(name=QUERY_CONFLICT, payload=b"py-2"), None, member=lookup)
+    assert m.decode_conflict_response(payload, LIMITS) == known
+    _, payload = _answer(m.Query(name=QUERY_CONFLICT, payload=b"py-9"), None, member=lookup)
+    assert m.decode_conflict_response(payload, LIMITS) is None
+    assert _answer(m.Query(name=QUERY_CONFLICT, payload=b"py-1"), None)[1] is None   # about us: no answer
+    assert _answer(m.Query(name=QUERY_PING), None)[1] is None
+    assert _answer(m.Query(name="_serf_unknown"), None)[1] is None
