@@ -9,6 +9,7 @@ import json
 import pathlib
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from mcastmember.errors import ConfigurationError
 from mcastmember.gossip import GossipWireError, Truncated
@@ -89,6 +90,10 @@ def test_tags_over_the_meta_limit_are_refused_clearly():
         encode_tags({"k": "v" * 506})
     with pytest.raises(ConfigurationError, match="must be strings"):
         encode_tags({"k": 1})  # type: ignore[dict-item]
+    with pytest.raises(ConfigurationError, match="not encodable"):
+        encode_tags({"k": "\ud800"})
+    # bytes that are not UTF-8 (Go strings may hold any) survive a round trip
+    assert encode_tags(decode_tags(b"\xff\x81\xa1k\xa1\xfe")) == b"\xff\x81\xa1k\xa1\xfe"
 
 
 @pytest.mark.parametrize("meta, reason", [
@@ -586,3 +591,43 @@ def test_conflict_and_other_internal_queries():
     assert _answer(m.Query(name=QUERY_CONFLICT, payload=b"py-1"), None)[1] is None   # about us: no answer
     assert _answer(m.Query(name=QUERY_PING), None)[1] is None
     assert _answer(m.Query(name="_serf_unknown"), None)[1] is None
+
+
+# ------------------------------------------------------------------ fuzzing
+
+_SMALL = SerfLimits(max_message=4096, max_members=64, max_event_slots=64, max_events_per_slot=8, max_list=16,
+                    max_tags=16)
+_SEEDS = [bytes.fromhex(v["wire"]) for v in VECTORS["messages"]]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(st.binary(max_size=200),
+                 st.tuples(st.sampled_from(_SEEDS), st.integers(0, 400), st.binary(min_size=1, max_size=4)).map(
+                     lambda t: t[0][:t[1]] + t[2] + t[0][t[1] + len(t[2]):])))
+def test_fuzzed_bytes_raise_only_the_wire_error(buf):
+    for parse in (lambda b: m.decode(b, _SMALL), lambda b: decode_tags(b[:512], _SMALL),
+                  lambda b: m.decode_relay(b, _SMALL), lambda b: m.decode_filter(b, _SMALL),
+                  lambda b: m.decode_ack_payload(b, _SMALL), lambda b: m.decode_conflict_response(b, _SMALL)):
+        try:
+            parse(buf)
+        except GossipWireError:
+            pass
+
+
+_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=20)
+_ltime = st.integers(0, (1 << 64) - 1)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.builds(m.PushPull, ltime=_ltime, status_ltimes=st.dictionaries(_text, _ltime, max_size=5),
+                 left_members=st.lists(_text, max_size=5), event_ltime=_ltime,
+                 events=st.lists(st.none() | st.builds(m.EventSlot, ltime=_ltime, events=st.lists(
+                     st.builds(m.EventEntry, name=_text, payload=st.binary(max_size=10)), min_size=1, max_size=3)),
+                     max_size=6),
+                 query_ltime=_ltime),
+       st.dictionaries(_text, _text, max_size=8))
+def test_round_trips(state, tags):
+    raw = m.encode(state)
+    assert m.decode(raw, LIMITS) == state
+    assert m.encode(m.decode(raw, LIMITS)) == raw
+    assert decode_tags(encode_tags(tags)) == tags

@@ -32,10 +32,13 @@ def encode_tags(tags: Mapping[str, str], protocol: int = TAGS_MIN_PROTOCOL) -> b
     for key, value in tags.items():
         if not isinstance(key, str) or not isinstance(value, str):
             raise ConfigurationError(f"Serf tags must be strings, not {key!r}: {value!r}")
-    if protocol < TAGS_MIN_PROTOCOL:
-        meta = go_bytes(tags.get("role", ""))
-    else:
-        meta = bytes((TAG_MAGIC_BYTE,)) + msgpack_go.pack(_TAGS.encode(tags))
+    try:
+        if protocol < TAGS_MIN_PROTOCOL:
+            meta = go_bytes(tags.get("role", ""))
+        else:
+            meta = bytes((TAG_MAGIC_BYTE,)) + msgpack_go.pack(_TAGS.encode(tags))
+    except UnicodeEncodeError as exc:
+        raise ConfigurationError(f"a Serf tag is not encodable as UTF-8: {exc.object!r}") from None
     if len(meta) > META_MAX_SIZE:
         raise ConfigurationError(
             f"the tags take {len(meta)} bytes encoded, over the {META_MAX_SIZE}-byte limit of a node's meta "
