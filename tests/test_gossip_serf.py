@@ -18,7 +18,8 @@ from mcastmember.gossip.serf import LamportClock, MemberStatus, SerfLimits, Serf
 from mcastmember.gossip.serf import messages as m
 from mcastmember.gossip.serf.layout import (QUERY_CONFLICT, QUERY_INSTALL_KEY, QUERY_LIST_KEYS, QUERY_PING,
                                             QUERY_REMOVE_KEY, QUERY_USE_KEY)
-from mcastmember.gossip.serf.queries import answer_internal_query, make_ack, make_response
+from mcastmember.gossip.serf.queries import (QueryTracker, answer_internal_query, default_query_timeout, make_ack,
+                                             make_response, new_query)
 from mcastmember.gossip.serf.buffers import EventBuffer, IntentBuffer, QueryBuffer, should_process_query
 from mcastmember.gossip.serf.members import SerfCore, SerfMembers
 
@@ -631,3 +632,36 @@ def test_round_trips(state, tags):
     assert m.decode(raw, LIMITS) == state
     assert m.encode(m.decode(raw, LIMITS)) == raw
     assert decode_tags(encode_tags(tags)) == tags
+
+
+def test_new_query_as_serf_makes_it():
+    buffer = QueryBuffer()
+    buffer.clock.witness(11)
+    filters = m.decode(bytes.fromhex(_vector("query")["wire"]), LIMITS).filters
+    query, raw = new_query(buffer, 0x7FFFFFFF, "uptime", b"?", "serf-1", bytes([10, 0, 0, 7]), 7946,
+                           timeout=default_query_timeout(9), filters=filters, request_ack=True, relay_factor=2)
+    assert raw.hex() == _vector("query")["wire"]     # 3.2 s: 0.2 s x 16 x ceil(log10(10))
+    assert buffer.clock.time() == 13                  # handled locally: witnessed
+    assert not buffer.handle(query).new
+    with pytest.raises(ValueError, match="query exceeds limit of 1024 bytes"):
+        new_query(buffer, 1, "big", bytes(1000), "py-1", b"\x7f\0\0\x01", 7946, timeout=1)
+
+
+def test_query_tracker_counts_each_node_once_until_the_deadline():
+    tracker = QueryTracker(max_pending=2)
+    query = m.Query(ltime=5, id=9, timeout=2_000_000_000, flags=1)
+    tracker.open(query, now=10)
+    ack = m.QueryResponse(ltime=5, id=9, from_="a", flags=1)
+    answer = m.QueryResponse(ltime=5, id=9, from_="a", payload=b"x")
+    assert [tracker.handle(r, 11) for r in (ack, ack, answer, answer)] == ["ack", None, "response", None]
+    assert tracker.duplicates == 2
+    assert tracker.handle(m.QueryResponse(ltime=5, id=8, from_="b"), 11) is None     # another ID
+    assert tracker.handle(m.QueryResponse(ltime=6, id=9, from_="b"), 11) is None     # no such query
+    assert tracker.handle(m.QueryResponse(ltime=5, id=9, from_="b"), 12.5) is None   # past the deadline
+    no_acks = m.Query(ltime=6, id=1, timeout=1_000_000_000)
+    tracker.open(no_acks, now=10)
+    assert tracker.handle(m.QueryResponse(ltime=6, id=1, from_="a", flags=1), 10) is None
+    tracker.open(m.Query(ltime=7, id=1), now=10)
+    assert (len(tracker), tracker.evicted) == (2, 1)
+    assert [p.ltime for p in tracker.expire(11.5)] == [6, 7]
+    assert len(tracker) == 0

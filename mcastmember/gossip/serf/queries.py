@@ -14,15 +14,18 @@ memberlist's keyring does, with Serf's messages.
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable
-from dataclasses import dataclass
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from ..crypto import Keyring
 from ..errors import GossipWireError
 from ..layout import KEY_SIZES
+from .buffers import QueryBuffer
 from .codec import SerfLimits, go_str
-from .layout import (DEFAULT_QUERY_RESPONSE_SIZE_LIMIT, MIN_ENCODED_KEY_LENGTH, QUERY_CONFLICT, QUERY_FLAG_ACK,
-                     QUERY_INSTALL_KEY, QUERY_LIST_KEYS, QUERY_REMOVE_KEY, QUERY_USE_KEY)
+from .layout import (DEFAULT_QUERY_RESPONSE_SIZE_LIMIT, DEFAULT_QUERY_SIZE_LIMIT, DEFAULT_QUERY_TIMEOUT_MULT,
+                     MIN_ENCODED_KEY_LENGTH, QUERY_CONFLICT, QUERY_FLAG_ACK, QUERY_INSTALL_KEY, QUERY_LIST_KEYS,
+                     QUERY_REMOVE_KEY, QUERY_USE_KEY)
 from .messages import KeyRequest, KeyResponse, Query, QueryResponse, SerfMember, encode, encode_conflict_response
 
 NO_KEYRING = "No keyring to modify (encryption not enabled)"
@@ -43,6 +46,93 @@ def make_response(query: Query, node: str, payload: bytes,
     if len(raw) > size_limit:
         raise ValueError(f"response exceeds limit of {size_limit} bytes")
     return raw
+
+
+def default_query_timeout(members: int, gossip_interval: float = 0.2,
+                          mult: int = DEFAULT_QUERY_TIMEOUT_MULT) -> float:
+    """Serf's default query timeout in seconds: gossip interval x 16 x
+    ceil(log10(members + 1)) (query.go DefaultQueryTimeout)."""
+    return gossip_interval * mult * math.ceil(math.log10(members + 1))
+
+
+def new_query(buffer: QueryBuffer, query_id: int, name: str, payload: bytes, node: str, addr: bytes, port: int,
+              timeout: float, filters: Sequence[bytes] = (), request_ack: bool = False, relay_factor: int = 0,
+              size_limit: int = DEFAULT_QUERY_SIZE_LIMIT) -> tuple[Query, bytes]:
+    """Our own query, as Serf.Query makes it: at the current query time, taken
+    into the buffer (which moves the clock on), and its bytes to broadcast.
+    ``query_id`` is random in Serf (a 31-bit number); ``timeout`` in seconds.
+    Raises ValueError if over the query size limit."""
+    query = Query(ltime=buffer.clock.time(), id=query_id, addr=addr, port=port, source_node=node,
+                  filters=list(filters), flags=QUERY_FLAG_ACK if request_ack else 0, relay_factor=relay_factor,
+                  timeout=round(timeout * 1e9), name=name, payload=payload)
+    raw = encode(query)
+    if len(raw) > size_limit:
+        raise ValueError(f"query exceeds limit of {size_limit} bytes")
+    buffer.handle(query)
+    return query, raw
+
+
+@dataclass
+class PendingQuery:
+    """One of our queries still collecting answers (query.go QueryResponse):
+    each node's ack and response count once, until ``deadline``."""
+
+    ltime: int
+    id: int
+    deadline: float
+    request_ack: bool
+    acks: set[str] = field(default_factory=set)
+    responses: set[str] = field(default_factory=set)
+
+
+class QueryTracker:
+    """Our open queries by Lamport time (serf.go ``queryResponse`` and
+    ``handleQueryResponse``). ``max_pending`` bounds them (the oldest goes,
+    counted in ``evicted``)."""
+
+    def __init__(self, max_pending: int = 1024):
+        self.max_pending = max_pending
+        self.evicted = 0
+        self.duplicates = 0
+        self._pending: dict[int, PendingQuery] = {}
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def open(self, query: Query, now: float) -> PendingQuery:
+        """Start collecting answers to ``query`` until its timeout."""
+        if len(self._pending) >= self.max_pending:
+            del self._pending[next(iter(self._pending))]
+            self.evicted += 1
+        pending = PendingQuery(query.ltime, query.id, now + query.timeout / 1e9, query.ack)
+        self._pending[query.ltime] = pending
+        return pending
+
+    def handle(self, response: QueryResponse, now: float) -> str | None:
+        """An answer from the network: ``"ack"`` or ``"response"`` if it is the
+        first of its kind from that node for an open query, else None (no such
+        query, another ID, past the deadline, or a duplicate)."""
+        pending = self._pending.get(response.ltime)
+        if pending is None or pending.id != response.id or now > pending.deadline:
+            return None
+        if response.ack:
+            if not pending.request_ack:
+                return None  # Go has no ack channel then: nothing to deliver
+            seen, kind = pending.acks, "ack"
+        else:
+            seen, kind = pending.responses, "response"
+        if response.from_ in seen:
+            self.duplicates += 1
+            return None
+        seen.add(response.from_)
+        return kind
+
+    def expire(self, now: float) -> list[PendingQuery]:
+        """Close and return the queries past their deadline."""
+        done = [p for p in self._pending.values() if now > p.deadline]
+        for pending in done:
+            del self._pending[pending.ltime]
+        return done
 
 
 @dataclass(frozen=True)
