@@ -506,6 +506,13 @@ def test_local_state_round_trips_and_merges_into_another_node():
     assert c.take_events() == []
 
 
+def test_a_new_node_starts_its_clocks_at_one_as_serf_create():
+    core = SerfCore.create("py-1")
+    assert (core.members.clock.time(), core.event_buffer.clock.time(), core.query_buffer.clock.time()) == (1, 1, 1)
+    core.members.node_join("py-1", 0)
+    assert core.members.local_join(0) == m.Join(ltime=1, node="py-1")
+
+
 def test_merge_refutes_a_stale_leave_about_us():
     core = SerfCore("py-1")
     core.members.node_join("py-1", 0)

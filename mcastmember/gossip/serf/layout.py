@@ -57,6 +57,12 @@ PROTOCOL_VERSION_MIN = 2
 PROTOCOL_VERSION_MAX = 5
 #: queries need this Serf protocol version
 QUERY_MIN_PROTOCOL = 4
+#: the Serf protocol an agent speaks by default (cmd/serf's agent config)
+AGENT_PROTOCOL_VERSION = PROTOCOL_VERSION_MAX
+#: memberlist's protocol version for each Serf protocol version (config.go
+#: ProtocolVersionMap); the Serf version itself is memberlist's *delegate*
+#: version: alive.Vsn = (1, 5, this, PROTOCOL_VERSION_MIN, PROTOCOL_VERSION_MAX, serf version)
+MEMBERLIST_PROTOCOL_FOR = {2: 2, 3: 2, 4: 2, 5: 2}
 
 #: name + payload of a user event, never more (serf.go UserEventSizeLimit)
 USER_EVENT_SIZE_LIMIT = 9 * 1024

@@ -256,8 +256,18 @@ class SerfCore:
         self.members = members or SerfMembers(name)
         self.event_buffer = events or EventBuffer()
         self.query_buffer = queries or QueryBuffer()
-        #: ignore events older than a join's push/pull (``serf join -replay``'s opposite)
+        #: ignore events older than a join's push/pull: set it during a join
+        #: unless replaying (``serf join`` ignores old events, ``-replay`` does not)
         self.event_join_ignore = False
+
+    @classmethod
+    def create(cls, name: str) -> SerfCore:
+        """A new node's state as serf.Create leaves it: the three clocks at 1
+        (no snapshot), the default buffers."""
+        core = cls(name)
+        for clock in (core.members.clock, core.event_buffer.clock, core.query_buffer.clock):
+            clock.increment()
+        return core
 
     def take_events(self) -> list[SerfEvent]:
         return self.members.take_events()
