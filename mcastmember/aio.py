@@ -156,7 +156,10 @@ class AsyncMembership(MembershipFront):
             raise RuntimeError("AsyncMembership is already running")
         self._loop = asyncio.get_running_loop()
         if self.config.tcp_listener:
-            await self._start_probe_server()
+            try:
+                await self._start_probe_server()
+            except OSError as error:
+                self.config.listener_failed(error)
         try:
             self._open_sockets()
         except BaseException:

@@ -119,7 +119,10 @@ class McastService(MembershipFront):
     def _start(self) -> None:
         cfg = self.config
         if cfg.tcp_listener:
-            self._start_probe_listener()
+            try:
+                self._start_probe_listener()
+            except OSError as error:
+                cfg.listener_failed(error)
         try:
             self._open_sockets()
         except BaseException:
