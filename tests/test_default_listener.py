@@ -10,9 +10,16 @@ a busy port stops the start. Both fronts, loopback only.
 """
 
 import logging
+import shutil
 import socket
+import subprocess
+import sys
 
 import pytest
+
+from mcastmember import McastService
+
+from support import GROUP, LOOPBACK
 
 pytestmark = pytest.mark.network
 
@@ -51,3 +58,36 @@ def test_a_listener_asked_for_on_a_busy_port_stops_the_start(running_front, aske
     holder, port = _busy_port()
     with holder, pytest.raises(OSError, match=f"cannot listen on 127.0.0.1 port {port}"):
         running_front(port, **asked)
+
+
+def _free_tcp_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.parametrize("flags, listening", [([], True), (["--no-tcp-listener"], False)],
+                         ids=["default", "no-tcp-listener"])
+def test_mcast_demo_join_listens_unless_told_not_to(group_port, tmp_path, flags, listening):
+    demo = [shutil.which("mcast-demo")] if shutil.which("mcast-demo") else \
+        [sys.executable, "-m", "mcastmember.cli"]
+    port = _free_tcp_port()
+    proc = subprocess.Popen(demo + ["join", GROUP, "--port", str(group_port), "--interface",
+                                    "127.0.0.1", "--ttl", "0", "--member-port", str(port),
+                                    *flags], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, cwd=tmp_path)
+    try:
+        with McastService(GROUP, group_port, member_port=_free_tcp_port(), tcp_listener=False,
+                          **LOOPBACK) as watcher:
+            members = watcher.wait_for(lambda ms: [m for m in ms if m.port == port], 15.0)
+        (member,) = [m for m in members if m.port == port]
+        assert (member.alive_ms < 0) is listening       # below zero: Tomcat sorts it last
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()
+            answered = True
+        except ConnectionRefusedError:
+            answered = False
+        assert answered is listening
+    finally:
+        proc.terminate()
+        proc.wait(10)
