@@ -1,8 +1,8 @@
-"""Check the documentation: every line of README.md is on a docs page (the
-guide pages include the README's sections between markers), and the built
-site (sphinx-build -b html docs OUT) shows every setting of both fronts, in
-the signature with its default and in the description, and every key of
-config.Settings.
+"""Check the documentation: README.md (the front page) has the install and
+test commands, and its links lead to files that exist and to pages and
+headings of the built site (sphinx-build -b html docs OUT); the site shows
+every setting of both fronts, in the signature with its default and in the
+description, and every key of config.Settings.
 
 Usage: python .ci/check_docs.py OUT
 """
@@ -78,51 +78,44 @@ def parse(path):
 
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-MARKER = re.compile(r"^<!-- (docs/[^:]+): (from|to) here -->$")
-# The one README section not in the docs: it points to them.
-NOT_IN_DOCS = "## Documentation"
+# README.md is the front page: its install and test commands are the ones CI
+# runs (.ci/run) and a newcomer types, word for word.
+COMMANDS = ("pip install . && mcast-demo join 228.0.0.4 --interface 127.0.0.1 --ttl 0",
+            "pip install '.[test]' && pytest")
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 
 
-def readme_problems():
-    """Every README line sits between a docs page's markers, or is a heading
-    right before its section's start marker; every region is included."""
-    included = set()
-    for page in (ROOT / "docs").glob("*.md"):
-        included.update(re.findall(r"^:start-after: <!-- (docs/[^:]+): from here -->$",
-                                   page.read_text(encoding="utf-8"), re.M))
-    lines = (ROOT / "README.md").read_text(encoding="utf-8").split("\n")
-    problems, region, skipping, fence, stray = [], None, False, False, False
-    for number, line in enumerate(lines, 1):
-        marker = MARKER.match(line)
-        if line.startswith("```"):
-            fence = not fence
-        heading = not fence and re.match(r"#{1,6} ", line)
-        if marker:
-            name, end = marker.group(1), marker.group(2) == "to"
-            if end != (region == name):
-                problems.append(f"README.md line {number}: marker {name!r} {marker.group(2)} "
-                                f"here, where {region!r} is open")
-            if not end and name not in included:
-                problems.append(f"README.md line {number}: no docs page includes {name!r}")
-            region = None if end else name
-        elif heading and region is None:
-            skipping = line.rstrip() == NOT_IN_DOCS
-            following = lines[number] if number < len(lines) else ""
-            if not skipping and not MARKER.match(following):
-                problems.append(f"README.md line {number}: section {line!r} is on no docs page: "
-                                f"follow the heading with <!-- docs/PAGE.md: from here -->, end "
-                                f"it with <!-- docs/PAGE.md: to here --> and include it there")
-        elif region is None and line.strip() and not skipping and not stray:
-            stray = True          # the first such line says enough
-            problems.append(f"README.md line {number} is on no docs page (outside the markers)")
-    if region is not None:
-        problems.append(f"README.md: {region!r} is never closed")
+def readme_problems(out):
+    """The README's commands are there, and every link of the README to a file
+    of this repository names one that exists; a link to a docs page
+    (docs/PAGE.md, optionally #heading) names a page of the built site and,
+    with #heading, an anchor on it."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    problems = [f"README.md: the command {command!r} is missing"
+                for command in COMMANDS if command not in text]
+    pages = 0
+    for target in LINK.findall(text):
+        if re.match(r"[a-z]+:", target):          # http:, https:, mailto:
+            continue
+        path, _, anchor = target.partition("#")
+        if not (ROOT / path).exists():
+            problems.append(f"README.md: link to {target!r}: no file {path!r}")
+            continue
+        if path.startswith("docs/") and path.endswith(".md"):
+            pages += 1
+            page = out / (path[len("docs/"):-len(".md")] + ".html")
+            if not page.exists():
+                problems.append(f"README.md: link to {target!r}: {path} is not on the site")
+            elif anchor and f'id="{anchor}"' not in page.read_text(encoding="utf-8"):
+                problems.append(f"README.md: link to {target!r}: no heading #{anchor} on {path}")
+    if not pages:
+        problems.append("README.md links to no docs page")
     return problems
 
 
 def main(out):
     out = pathlib.Path(out)
-    problems = readme_problems()
+    problems = readme_problems(out)
     settings = [p for p in inspect.signature(ServiceConfig.__init__).parameters.values()
                 if p.kind is inspect.Parameter.KEYWORD_ONLY]
     fronts = parse(out / "api" / "fronts.html")
@@ -147,7 +140,7 @@ def main(out):
     for problem in problems:
         print("docs:", problem)
     if not problems:
-        print(f"docs: every README section is on a page; the API pages list all "
+        print(f"docs: the README's commands and links hold; the API pages list all "
               f"{len(settings)} settings of both fronts")
     return 1 if problems else 0
 

@@ -2,8 +2,8 @@
 
 Build it with ``pip install '.[docs]'`` and
 ``sphinx-build -W --keep-going -b html docs <output folder>``. The API pages
-document the installed package (so ``pip install`` it first); the guides
-include their text from README.md, which stays the one copy.
+document the installed package (so ``pip install`` it first); the guide
+pages hold their own text (README.md is the short front page that links here).
 """
 
 import mcastmember
@@ -36,7 +36,6 @@ html_theme_options = {"page_width": "1240px", "sidebar_width": "220px",
                       "code_font_size": "0.8em"}
 html_title = f"mcastmember {release}"
 html_static_path = []
-# The pages' sources are mostly include directives: nothing to read there.
 html_show_sourcelink = False
 
 

@@ -1,6 +1,6 @@
 """Every number of the Tomcat Tribes 10.1 membership packet, in one place.
 
-The layout (all integers big-endian; see docs in README "Wire format"):
+The layout (all integers big-endian; see docs/wire.md, "Wire format"):
 
     offset  width  field
     0       10     begin marker  b"TRIBES-B" + version 01 00

@@ -1,8 +1,8 @@
 """``mcast-demo doctor``: why members don't see each other, and what to change.
 
 A check is ``Check(name, status, detail, fix)``, appended to a ``Report`` in
-the order it ran; names are stable (scripts read them from ``--json``; the
-README documents them). In order:
+the order it ran; names are stable (scripts read them from ``--json``;
+docs/doctor.md documents them). In order:
 
 - local, sending nothing: ``interface`` (exists, up, MULTICAST, an address of
   the group's family), ``route`` (the card the kernel routes the group
@@ -51,8 +51,8 @@ if TYPE_CHECKING:
     from .interfaces import Choice, Interface
     from .member import Member
 
-    # A check's verdict, and the names of the checks (README: "When members
-    # don't see each other"; scripts read them from --json).
+    # A check's verdict, and the names of the checks (docs/doctor.md;
+    # scripts read them from --json).
     Status: TypeAlias = Literal["pass", "warn", "fail"]
     CheckName: TypeAlias = Literal["interface", "route", "group", "port", "rp_filter", "loop",
                                    "joined", "heard", "domain", "drop_time", "loss",

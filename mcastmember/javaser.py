@@ -2,7 +2,7 @@
 messages, without ever building a Java object.
 
 A member that Tomcat lists must answer two kinds of message at once, or a
-Tomcat waits on it (see README, "Joining a Tomcat cluster"):
+Tomcat waits on it (see docs/tomcat.md, "Joining a Tomcat cluster"):
 
 - an RPC request (``org.apache.catalina.tribes.group.RpcMessage``, e.g. a
   replicated map's "who runs this map?"), answered as a Tomcat node without

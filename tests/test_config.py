@@ -81,7 +81,7 @@ def test_the_listener_is_on_by_default_and_sorts_us_after_every_tomcat():
 def test_wait_for_raises_the_builtin_timeout_error_where_asyncio_has_its_own(monkeypatch,
                                                                             group_port):
     """On Python 3.10 asyncio.wait_for raises asyncio.TimeoutError, which is
-    not the builtin; the README promises the builtin. Stand that in here."""
+    not the builtin; docs/asyncio.md promises the builtin. Stand that in here."""
     from mcastmember.aio import AsyncMembership
 
     class OldAsyncioTimeout(Exception):

@@ -61,7 +61,7 @@ def test_malformed_flood_loses_no_member_and_is_counted(group_port, caplog):
             time.sleep(0.02)
         assert [m.port for m in b.members()] == [4001]
         # The compiled receive loop takes loopback's full rate; the pure-Python
-        # fallback is held to a rate it is known to sustain (README, Reliability).
+        # fallback is held to a rate it is known to sustain (docs/reliability.md).
         rate = 0 if _codec.IMPLEMENTATION == "compiled" else PURE_PYTHON_FLOOD_RATE
         flood = subprocess.run([sys.executable, "-c", FLOODER, str(group_port), "3", str(rate)],
                                capture_output=True, text=True, timeout=60)

@@ -93,7 +93,7 @@ def test_restarted_tomcat_serves_sessions_as_fast_as_without_us(runs, mode):
 
 # Tomcat's own reaction to a member that does not run a replicated map: a
 # BackupManager starting alone with a listed Python member logs this once for
-# map init and once for map start (README, "Joining a Tomcat cluster"). The
+# map init and once for map start (docs/tomcat.md). The
 # only way to avoid it would be to claim the map and become a backup holder.
 MAP_TIMEOUTS = {"WARNING org.apache.catalina.tribes.tipis.AbstractReplicatedMap.broadcast "
                 "broadcast received N replies, probably a timeout.": 2}
