@@ -188,8 +188,12 @@ class ServiceConfig:
     - ``tcp_listener``: serve Tribes' TCP channel on the member port,
       answering every message at once, and advertise a negative alive time
       so that every Tomcat sorts us after its own nodes (see probe.py).
-    - ``tomcat``: join a Tomcat cluster as a listed member (turns the TCP
-      listener on).
+      On by default (off with ``listen_only``): a Tomcat whose channel has
+      no TcpFailureDetector lists every member it hears and may ask it for
+      sessions. By default a busy member port leaves it off, with a
+      warning; True makes that an error.
+    - ``tomcat``: join a Tomcat cluster as a listed member: the TCP
+      listener, required.
     - ``multicast``: heartbeats on the group (True); False: unicast only.
     - ``peers``: unicast peers, "10.0.0.5", "10.0.0.5:45564",
       "[fd00::5]:45564" or host names (a str: comma-separated).
