@@ -319,8 +319,8 @@ class ServiceConfig:
         if self.listener_asked:
             raise error
         log.warning("%s: running without the TCP listener, so a Tomcat whose channel has no "
-                    "TcpFailureDetector cannot be answered (give a free member_port, or "
-                    "tcp_listener=False to mean it)", error.strerror or error)
+                    "TcpFailureDetector would wait on this member (choose a free member port, "
+                    "or turn the listener off)", error.strerror or error)
 
     def _check_listen_only(self) -> None:
         sending = [name for name, on in (("tomcat", self.tomcat), ("verify", self.verify),
