@@ -311,16 +311,16 @@ class ServiceConfig:
         self.local_member()   # refuse settings that cannot be encoded, now
         self.encode()
 
-    def listener_failed(self, error: OSError) -> None:
+    def listener_failed(self, error: OSError) -> str:
         """The TCP listener could not start (``error``, from its bind):
-        raised again if it was asked for; by default a warning, and the
-        member runs on without it, as it did before the listener was on by
-        default."""
+        raised again if it was asked for; by default the warning to log once
+        the rest has started (an error of the sockets is the one to show),
+        and the member runs on without it, as before it was on by default."""
         if self.listener_asked:
             raise error
-        log.warning("%s: running without the TCP listener, so a Tomcat whose channel has no "
-                    "TcpFailureDetector would wait on this member (choose a free member port, "
-                    "or turn the listener off)", error.strerror or error)
+        return (f"{error.strerror or error}: running without the TCP listener, so a Tomcat "
+                f"whose channel has no TcpFailureDetector would wait on this member (choose "
+                f"a free member port, or turn the listener off)")
 
     def _check_listen_only(self) -> None:
         sending = [name for name, on in (("tomcat", self.tomcat), ("verify", self.verify),
