@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from .packet import encode as encode
     from .packet import implementation as implementation
     from .service import McastService as McastService
+    from .stats import Stats as Stats
     from .table import Membership as Membership
 
 __version__ = "0.1.0"
@@ -50,12 +51,13 @@ _EXPORTS = {
     "decode": "packet",
     "encode": "packet",
     "implementation": "packet",
+    "Stats": "stats",
 }
 
 # Spelled out, for the checkers and IDEs (a test keeps it sorted(_EXPORTS)).
 __all__ = ["AsyncMembership", "ConfigurationError", "EventKind", "EventsLost", "MalformedPacket",
            "McastService", "Member", "MemberEvent", "Membership", "Reason", "ServiceConfig",
-           "decode", "domain_from_text", "encode", "implementation"]
+           "Stats", "decode", "domain_from_text", "encode", "implementation"]
 
 
 def __getattr__(name: str) -> object:

@@ -8,8 +8,6 @@ compiled module is the one that keeps the heartbeat path allocation-free.
 from __future__ import annotations
 
 import errno
-import hashlib
-import hmac
 import os
 import ipaddress
 import select
@@ -249,6 +247,10 @@ def _packet_part(mv: memoryview, n: int) -> int:
 
 
 def _mac(secret: bytes, message: Buffer) -> bytes:
+    # imported here: hashing loads OpenSSL, which a member without keys
+    # never needs (tests/test_startup.py)
+    import hashlib
+    import hmac
     return hmac.new(secret, message, hashlib.sha256).digest()[:L.AUTH_MAC_LEN]
 
 
@@ -266,6 +268,7 @@ def _verify(ring: Mapping[int, bytes], mv: memoryview, n: int) -> tuple[int, int
     if secret is None:
         return L.AUTH_UNKNOWN_KEY, 0
     header_end = end + L.AUTH_HEADER_LEN
+    import hmac
     if not hmac.compare_digest(_mac(secret, mv[:header_end]), mv[header_end:n]):
         return L.AUTH_BAD_MAC, 0
     sequence: int = _UINT64.unpack_from(mv, end + _SEQUENCE_AT)[0]
@@ -455,6 +458,7 @@ class Targets:
 
 
 _ADMIT, _DROP, _SLOW = 0, 1, 2     # see _fast.pyx
+_KIND_LAST = max(L.KIND_MEMBER, L.KIND_LOCAL, L.KIND_FILTERED)
 
 
 class MemberIndex:
@@ -471,7 +475,8 @@ class MemberIndex:
         if capacity < 1:
             raise ValueError("capacity must be at least 1")
         self.capacity = capacity
-        self.hits = 0
+        # Datagrams recognised (refreshed here), by the kind of their slot.
+        self._hits_of = [0] * (_KIND_LAST + 1)
         self.busy = False
         # set_phi()'s arguments (y, pause, min_std, first_mean, window), once it is called
         self._phi: tuple[float, float, float, float, int] | None = None
@@ -510,6 +515,16 @@ class MemberIndex:
     def __len__(self) -> int:
         return len(self._order)
 
+    @property
+    def hits(self) -> int:
+        """Datagrams recognised, whatever their kind (see hits_by_kind)."""
+        return sum(self._hits_of)
+
+    def hits_by_kind(self) -> dict[int, int]:
+        """{kind: count} of the datagrams recognised (by lookup and pump), by
+        the kind their slot was added with; kinds never hit are left out."""
+        return {kind: count for kind, count in enumerate(self._hits_of) if count}
+
     def lookup(self, buf: Buffer, n: int, now: float) -> int:
         """If ``buf[:n]`` equals a stored packet but for the alive time, mark it
         heard at ``now`` and return its kind; otherwise return -1."""
@@ -530,8 +545,9 @@ class MemberIndex:
         if action == _SLOW:
             return -1
         self._touch(slot, mv, now)
-        self.hits += 1
-        return self._kind[slot]
+        kind = self._kind[slot]
+        self._hits_of[kind] += 1
+        return kind
 
     def _admit(self, slot: int, mv: memoryview, n: int) -> int:
         """See _fast.pyx: ADMIT, DROP or SLOW for a datagram that matched ``slot``."""
@@ -644,6 +660,7 @@ class MemberIndex:
         receive_from, receive = sock.recvfrom_into, sock.recv_into
         clock, source = time.monotonic, None
         slot_of, dropped, tag = self._slot_of, self._dropped, _BEGIN_TAG
+        hits_of, kinds = self._hits_of, self._kind
         while True:
             if budget == 0:
                 return -errno.EAGAIN
@@ -670,7 +687,7 @@ class MemberIndex:
                 action = self._admit(slot, mv, n)
                 if action == _ADMIT:
                     self._touch(slot, mv, now)
-                    self.hits += 1
+                    hits_of[kinds[slot]] += 1
                 elif action == _SLOW:     # authenticated or not, newly: the caller
                     self._source = source
                     return n
@@ -719,8 +736,11 @@ class MemberIndex:
     def add(self, buf: Buffer, n: int, now: float, kind: int) -> int:
         """Store the well-formed packet ``buf[:n]`` (n = -1: all of ``buf``);
         return its slot, or -1 when full. MalformedPacket when it is not one
-        packet, ValueError when ``n`` is past the end of ``buf``."""
+        packet, ValueError when ``n`` is past the end of ``buf`` or ``kind``
+        is not KIND_MEMBER, KIND_LOCAL or KIND_FILTERED."""
         self._writable()
+        if not L.KIND_MEMBER <= kind <= _KIND_LAST:
+            raise ValueError(f"unknown kind {kind}")
         if not self._free:
             return -1
         mv, key = self._packet_key(buf, n)

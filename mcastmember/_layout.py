@@ -198,8 +198,11 @@ AUTH_BAD_TRAILER = 2     # bytes after the end marker that are not our trailer
 AUTH_UNKNOWN_KEY = 3     # a key id the ring does not hold
 AUTH_BAD_MAC = 4         # the MAC does not match: forged or altered
 AUTH_REPLAY = 5          # authentic, but not newer than what this sender sent before
+AUTH_SKEW = 6            # authentic, a sender's first, but its sequence (its clock) is more
+#                          than the replay window from ours (an old capture, or a clock off)
 AUTH_REASONS = {AUTH_OK: "ok", AUTH_NO_TRAILER: "no_trailer", AUTH_BAD_TRAILER: "bad_trailer",
-                AUTH_UNKNOWN_KEY: "unknown_key", AUTH_BAD_MAC: "bad_mac", AUTH_REPLAY: "replay"}
+                AUTH_UNKNOWN_KEY: "unknown_key", AUTH_BAD_MAC: "bad_mac", AUTH_REPLAY: "replay",
+                AUTH_SKEW: "skew"}
 # Modes: off (neither sign nor check), permissive (sign; accept everything
 # but replays, marking members authenticated or not), enforce (sign; drop
 # what is not authentic and fresh).

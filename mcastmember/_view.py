@@ -14,7 +14,6 @@ import collections
 import json
 import math
 import os
-import shutil
 import sys
 import threading
 import time
@@ -89,6 +88,13 @@ def colour_wanted(stream: TextIO) -> bool:
             and os.environ.get("TERM") != "dumb")
 
 
+def fallback_note() -> str | None:
+    """"note: the pure-Python implementation runs: why", when it runs though
+    nobody asked for it (MCASTMEMBER_NO_EXTENSIONS=1), else None."""
+    from ._codec import FALLBACK
+    return None if FALLBACK is None else f"note: {FALLBACK}"
+
+
 def choose(service: McastService, json_lines: bool,
            stream: TextIO | None = None) -> JsonView:
     stream = stream or sys.stdout
@@ -116,7 +122,9 @@ class JsonView:
             self._out.flush()
 
     def started(self, service: McastService, metrics: MetricsServer | None = None) -> None:
-        pass
+        note = fallback_note()
+        if note:     # on stderr: stdout is the JSON lines, nothing else
+            print(f"mcast-demo: {note}", file=sys.stderr, flush=True)
 
     def tick(self, service: McastService) -> None:
         pass
@@ -155,6 +163,9 @@ class LineView(JsonView):
             me = service.local_member
             text = f"joined {cfg.describe()} as {member_address(me)} id={me.unique_id.hex()}"
         self._say(f"{text} ({codec} codec, auth {cfg.auth})")
+        note = fallback_note()
+        if note:
+            self._say(note)
         if metrics is not None:
             self._say(f"metrics on {metrics.url}")
 
@@ -182,6 +193,7 @@ class TableView(LineView):
         self._size: os.terminal_size | None = None
         self._last_frame = -math.inf
         self._metrics: MetricsServer | None = None
+        self._fallback = False      # the pure-Python implementation runs unasked (started)
         utf8 = (getattr(stream, "encoding", None) or "").lower().replace("-", "") == "utf8"
         self._ellipsis = "…" if utf8 else "~"
 
@@ -202,6 +214,7 @@ class TableView(LineView):
     # -- frames (the main thread) ------------------------------------------------------------
     def started(self, service: McastService, metrics: MetricsServer | None = None) -> None:
         self._metrics = metrics
+        self._fallback = fallback_note() is not None
         self._write(_CSI + "?25l")              # no cursor jumping about the table
         self.tick(service)
 
@@ -228,6 +241,7 @@ class TableView(LineView):
         try:
             return os.get_terminal_size(self._out.fileno())
         except (AttributeError, ValueError, OSError):
+            import shutil    # not at start: it imports the compression modules
             return shutil.get_terminal_size()
 
     def stopped(self, service: McastService) -> None:
@@ -279,10 +293,13 @@ class TableView(LineView):
             title = (f"mcast-demo  {cfg.describe()}  me {member_address(me)} "
                      f"id {me.unique_id.hex()[:12]}")
         title += f"  ({stats['implementation']} codec, auth {cfg.auth})"
-        # int(): a counter, of stats' values (counters, healthy and the codec's name)
-        malformed = sum(int(v) for k, v in stats.items() if k.startswith("malformed."))
-        failed = sum(int(v) for k, v in stats.items() if k.startswith("auth."))
-        refused = int(stats.get("refused", 0)) + int(stats.get("refused_unlisted", 0))
+        if self._fallback:
+            title += "  NOTE: pure Python, the compiled extension is not in use"
+        # isinstance: the counters, of stats' values (with healthy and the codec's name)
+        malformed = sum(v for k, v in stats.items() if k.startswith("malformed.")
+                        and isinstance(v, int))
+        failed = sum(v for k, v in stats.items() if k.startswith("auth.") and isinstance(v, int))
+        refused = stats["refused"] + stats["refused_unlisted"]
         summary = (f"{len(members)} member(s)  received {stats['received']}  "
                    f"sent {stats['sent']}  malformed {malformed}  not authentic {failed}  "
                    f"refused {refused}")

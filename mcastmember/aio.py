@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, cast
 
 from ._front import MembershipFront
 from .config import DEFAULT_GROUP, DEFAULT_PORT, takes_settings
-from .events import EventsLost, MemberEvent
+from .events import EVENT_QUEUE_BYTES, EventBuffer, EventsLost, MemberEvent, queue_bounds
 from .probe import _family, probe_stats_idle
 from .table import ADDED
 
@@ -57,55 +57,41 @@ class EventStream:
     iterator. It starts with the members present when it was created, as
     "added" events, and then carries every change, with no gap between."""
 
-    def __init__(self, owner: AsyncMembership, initial: Iterable[Member], size: int) -> None:
+    def __init__(self, owner: AsyncMembership, initial: Iterable[Member], size: int,
+                 max_bytes: int) -> None:
         self._owner = owner
-        self._queue: asyncio.Queue[MemberEvent | None] = asyncio.Queue(size)
-        self._lost = 0
+        self._buffer: EventBuffer[MemberEvent] = EventBuffer(size, max_bytes)
+        self._ready = asyncio.Event()      # set when there is something to read, or the end
         self._closed = False
-        self.dropped = 0
         for member in initial:    # more members than room: an EventsLost, as later
             self._offer(MemberEvent(ADDED, member))
 
+    @property
+    def dropped(self) -> int:
+        return self._buffer.dropped
+
     def _offer(self, event: MemberEvent) -> None:
         """Called by the membership on the loop: never blocks, never raises."""
-        if self._closed:
-            return
-        if self._lost:           # keep the gap in one place: drop until it is reported
-            self._lost += 1
-            self.dropped += 1
-            return
-        try:
-            self._queue.put_nowait(event)
-        except asyncio.QueueFull:
-            self._lost = 1
-            self.dropped += 1
+        if not self._closed:
+            self._buffer.offer(event)
+            self._ready.set()
 
     def _close(self) -> None:
         self._closed = True
-        try:
-            self._queue.put_nowait(None)
-        except asyncio.QueueFull:
-            pass    # the reader sees _closed once it has drained the queue
+        self._ready.set()
 
     def __aiter__(self) -> Self:
         return self
 
     async def __anext__(self) -> MemberEvent | EventsLost:
-        if self._queue.empty():
-            if self._lost:
-                return self._take_lost()
-            if self._closed:
+        while True:
+            event = self._buffer.take()
+            if event is not None:
+                return event
+            if self._closed:    # (the gap before the end was reported just above)
                 raise StopAsyncIteration
-        event = await self._queue.get()
-        if event is None:
-            if self._lost:       # the gap before the end is still reported
-                return self._take_lost()
-            raise StopAsyncIteration
-        return event
-
-    def _take_lost(self) -> EventsLost:
-        lost, self._lost = self._lost, 0
-        return EventsLost(lost)
+            self._ready.clear()
+            await self._ready.wait()
 
     def close(self) -> None:
         """Stop receiving events (also done when the membership stops)."""
@@ -126,15 +112,18 @@ class EventStream:
 class AsyncMembership(MembershipFront):
     """Join a group from asyncio; the same settings as ``McastService``.
 
-    ``event_queue_size`` bounds each subscriber's queue of events.
+    ``event_queue_size`` (1,024) and ``event_queue_bytes`` (16 MiB of
+    payload, domain and command bytes) bound each event stream's waiting
+    events (see ``events()``).
     """
 
     def __init__(self, address: str | None = DEFAULT_GROUP, port: int = DEFAULT_PORT, *,
-                 event_queue_size: int = DEFAULT_EVENT_QUEUE, **settings: Unpack[Settings]) -> None:
+                 event_queue_size: int = DEFAULT_EVENT_QUEUE,
+                 event_queue_bytes: int = EVENT_QUEUE_BYTES,
+                 **settings: Unpack[Settings]) -> None:
         super().__init__(address, port, settings)
-        if int(event_queue_size) != event_queue_size or event_queue_size < 1:
-            raise ValueError("event_queue_size must be a positive whole number")
-        self._queue_size = int(event_queue_size)
+        self._queue_size, self._queue_bytes = queue_bounds(
+            event_queue_size, event_queue_bytes, ("event_queue_size", "event_queue_bytes"))
         self._loop: asyncio.AbstractEventLoop | None = None
         # Weakly held: a stream the application dropped (a ``break`` out of
         # ``async for``) unsubscribes itself when it is collected.
@@ -212,16 +201,19 @@ class AsyncMembership(MembershipFront):
         await self.stop()
 
     # -- what the application sees ----------------------------------------------
-    def events(self, queue_size: int | None = None) -> EventStream:
+    def events(self, queue_size: int | None = None,
+               queue_bytes: int | None = None) -> EventStream:
         """An event stream (async iterator; ``async with`` closes it) of
         MemberEvent: first the current members as "added", then every change.
-        Ends when the membership stops. ``queue_size`` (default:
-        ``event_queue_size``) bounds how far this reader may fall behind
-        before it gets an EventsLost instead."""
-        size = self._queue_size if queue_size is None else int(queue_size)
-        if size < 1:
-            raise ValueError("queue_size must be at least 1")
-        stream = EventStream(self, self._engine.members(), size)
+        Ends when the membership stops. ``queue_size`` and ``queue_bytes``
+        (default: ``event_queue_size`` and ``event_queue_bytes``) bound how
+        far this reader may fall behind, in events and in their payload,
+        domain and command bytes, before it gets an EventsLost instead."""
+        size, max_bytes = queue_bounds(
+            self._queue_size if queue_size is None else queue_size,
+            self._queue_bytes if queue_bytes is None else queue_bytes,
+            ("queue_size", "queue_bytes"))
+        stream = EventStream(self, self._engine.members(), size, max_bytes)
         if self.running:
             self._streams.add(stream)
         else:

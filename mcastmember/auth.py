@@ -14,8 +14,6 @@ key file; the engine and the hot path build on it.
 
 from __future__ import annotations
 
-import hmac
-import hashlib
 import logging
 import os
 import stat
@@ -39,6 +37,7 @@ BAD_TRAILER = L.AUTH_BAD_TRAILER
 UNKNOWN_KEY = L.AUTH_UNKNOWN_KEY
 BAD_MAC = L.AUTH_BAD_MAC
 REPLAY = L.AUTH_REPLAY
+SKEW = L.AUTH_SKEW
 VERDICTS = L.AUTH_REASONS
 
 _HEADER = struct.Struct(">3sBBQ")
@@ -75,8 +74,7 @@ class KeyRing:
             raise ConfigurationError(f"key file {path}: {error.strerror}") from None
         except UnicodeDecodeError:
             raise ConfigurationError(f"key file {path}: not a text file") from None
-        if mode & (stat.S_IROTH | stat.S_IWOTH):
-            log.warning("key file %s can be read by every user of this host: chmod 600 it", path)
+        _check_mode(path, mode)
         keys: list[tuple[int, bytes]] = []
         seen: dict[int, int] = {}
         for number, line in enumerate(text.splitlines(), 1):
@@ -106,12 +104,31 @@ class KeyRing:
         return cls(keys)
 
 
+def _check_mode(path: str | os.PathLike[str], mode: int) -> None:
+    """Who else may read the key file. Whoever reads it can forge members
+    and goodbyes, so a file every user of the host may read or write is
+    refused (as ssh refuses such a private key); one its group may is
+    warned about, as the way to share it with a service's group (what a
+    Kubernetes Secret with fsGroup gives: 0440)."""
+    if mode & (stat.S_IROTH | stat.S_IWOTH):
+        raise ConfigurationError(f"key file {path} can be read or written by every user of "
+                                 f"this host (mode {stat.S_IMODE(mode):03o}): chmod 600 it")
+    if mode & (stat.S_IRGRP | stat.S_IWGRP):
+        log.warning("key file %s can be read or written by its group (mode %03o): every user "
+                    "in it can forge members; chmod 600 it unless the group is this "
+                    "service's own", path, stat.S_IMODE(mode))
+
+
 def new_key_line(key_id: int = 1) -> str:
     """A fresh random key as a key file line (for ``mcast-demo keygen``)."""
     return f"{key_id} {os.urandom(L.AUTH_KEY_LEN).hex()}"
 
 
 def _mac(secret: bytes, packet: Buffer, header: bytes) -> bytes:
+    # imported here: hashing loads OpenSSL, which a member without keys
+    # never needs (tests/test_startup.py)
+    import hashlib
+    import hmac
     digest = hmac.new(secret, packet, hashlib.sha256)
     digest.update(header)
     return digest.digest()[:L.AUTH_MAC_LEN]
@@ -145,6 +162,7 @@ def check(datagram: memoryview | bytes, ring: KeyRing) -> tuple[int, int, int]:
     if secret is None:
         return UNKNOWN_KEY, key_id, sequence
     expected = _mac(secret, bytes(datagram[:end]), header)
+    import hmac
     if not hmac.compare_digest(expected, bytes(datagram[end + L.AUTH_HEADER_LEN:])):
         return BAD_MAC, key_id, sequence
     return AUTH_OK, key_id, sequence
@@ -167,39 +185,69 @@ class SequenceClock:
 class ReplayGuard:
     """The newest sequence accepted from each sender (by identity bytes).
 
-    A packet is fresh when its sequence is newer than the last one accepted
-    from its sender. A sender not seen yet is believed when its sequence is
-    within ``window_us`` of our wall clock, so a capture replayed long after
-    it was made is refused even after we restarted. Heartbeats reordered on
-    the network lose only the older one: the member stays, it was just heard.
+    A sequence is the sender's wall clock in µs, always above its last
+    (SequenceClock). A packet is fresh when its sequence is newer than the
+    last one accepted from its sender (else REPLAY). A sender not seen yet
+    (or forgotten, below) is believed when its sequence is within
+    ``window_us`` of our wall clock, either way (else SKEW): a capture
+    replayed long after it was made is refused even after we restarted, and
+    a clock far ahead cannot plant a sequence that would refuse its sender
+    for as long. Heartbeats reordered on the network lose only the older
+    one: the member stays, it was just heard.
+
     An entry outlives its member (a captured heartbeat replayed just after
-    a shutdown must not bring the member back). ``max_senders`` bounds the
-    memory (only key holders get here); the oldest entry makes room."""
+    a shutdown must not bring the member back), until the window alone
+    refuses every capture of it: one window after its last sequence, or
+    after it was last recorded when that sequence was further ahead of our
+    clock. So a sender with a fixed identity whose clock was once far ahead
+    is admitted again two windows after it was last accepted, not never.
+    ``max_senders`` bounds the memory (only key holders get here); the
+    oldest entry makes room."""
 
     def __init__(self, window_us: float, max_senders: int = 4096) -> None:
         self.window_us = int(window_us)
         self.max_senders = int(max_senders)
-        self._last: dict[bytes, int] = {}
+        # identity -> (last sequence, our wall clock when it was recorded)
+        self._last: dict[bytes, tuple[int, int]] = {}
+
+    def _entry(self, identity: bytes, wall_us: int) -> int | None:
+        """The last sequence remembered for ``identity``, or None (forgotten)."""
+        entry = self._last.get(identity)
+        if entry is None:
+            return None
+        sequence, recorded = entry
+        if wall_us > min(max(sequence, recorded), recorded + self.window_us) + self.window_us:
+            del self._last[identity]
+            return None
+        return sequence
+
+    def _record(self, identity: bytes, sequence: int, wall_us: int) -> None:
+        if identity not in self._last and len(self._last) >= self.max_senders:
+            self._last.pop(next(iter(self._last)))
+        self._last[identity] = (sequence, wall_us)
+
+    def judge(self, identity: bytes, sequence: int, wall_us: int) -> int:
+        """AUTH_OK (recorded), REPLAY or SKEW for ``sequence`` from ``identity``
+        at our wall clock ``wall_us``."""
+        last = self._entry(identity, wall_us)
+        if last is None:
+            if abs(sequence - wall_us) > self.window_us:
+                return SKEW
+        elif sequence <= last:
+            return REPLAY
+        self._record(identity, sequence, wall_us)
+        return AUTH_OK
 
     def fresh(self, identity: bytes, sequence: int, wall_us: int) -> bool:
-        last = self._last.get(identity)
-        if last is None:
-            if sequence < wall_us - self.window_us:
-                return False
-            if len(self._last) >= self.max_senders:
-                self._last.pop(next(iter(self._last)))
-        elif sequence <= last:
-            return False
-        self._last[identity] = sequence
-        return True
+        """``judge`` is AUTH_OK."""
+        return self.judge(identity, sequence, wall_us) == AUTH_OK
 
-    def advance(self, identity: bytes, sequence: int) -> None:
+    def advance(self, identity: bytes, sequence: int, wall_us: int) -> None:
         """``sequence`` was accepted from a sender elsewhere (the index's
-        fast path): nothing up to it is fresh from now on."""
+        fast path), by ``wall_us`` at the latest: nothing up to it is fresh
+        from now on."""
         if sequence <= 0:
             return
-        last = self._last.get(identity)
-        if last is None and len(self._last) >= self.max_senders:
-            self._last.pop(next(iter(self._last)))
+        last = self._entry(identity, wall_us)
         if last is None or sequence > last:
-            self._last[identity] = sequence
+            self._record(identity, sequence, wall_us)

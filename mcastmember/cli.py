@@ -534,4 +534,5 @@ class _Stop:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from mcastmember.__main__ import main as guarded     # (a Ctrl-C while starting: quiet)
+    sys.exit(guarded())

@@ -396,6 +396,9 @@ class ServiceConfig:
             raise ConfigurationError(f"peers must be a list of addresses, not {peers!r}") from None
         for spec in self.peers:
             parse_peer(spec, self.port)          # refuse a bad one now, by its text
+        if len(self.peers) > self.max_members:
+            raise ConfigurationError(f"{len(self.peers)} peers listed, more than max_members "
+                                     f"({self.max_members})")
         if dns is not None and (not isinstance(dns, str) or not dns.strip()):
             raise ConfigurationError(f"dns must be a host name, not {dns!r}")
         self.dns = dns.strip() if dns is not None else None
@@ -441,7 +444,8 @@ class ServiceConfig:
     def peer_set(self) -> PeerSet:
         """Where unicast heartbeats go (peers.PeerSet), ourselves left out."""
         return PeerSet(self.peers, port=self.port, own=(packed(self.unicast_address), self.port),
-                       interval=self.dns_interval / 1000.0, dns=self.dns, srv=self.dns_srv)
+                       interval=self.dns_interval / 1000.0, dns=self.dns, srv=self.dns_srv,
+                       max_peers=self.max_members)
 
     def describe(self) -> str:
         """What we join, in words: the group, the peers, or both."""

@@ -176,7 +176,10 @@ class Report:
                 "members": self.members, "pairs": self.pairs}
 
     def lines(self) -> list[str]:
-        out = [check.line() for check in self.checks]
+        from ._codec import FALLBACK
+        # Not a check (the --json contract lists those): a note on the install.
+        out = [] if FALLBACK is None else [f"NOTE {FALLBACK}"]
+        out += [check.line() for check in self.checks]
         for m in self.members:
             out.append(f"member  {_hostport(m['host'], m['port'])} from {m['source']}: id "
                        f"{m['unique_id'][:12]}, domain {_show_domain(m['domain_hex'])}, period "

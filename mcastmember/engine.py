@@ -46,6 +46,7 @@ from ._ratelimit import RateLimitedLog
 from .events import MemberEvent, Reason
 from .member import Member
 from .peers import PeerSet, cloud_unique_id
+from .resolver import Answer
 from .table import ADDED, REMOVED, SUSPECT, Membership
 
 if TYPE_CHECKING:
@@ -114,6 +115,20 @@ PROBE_ATTEMPTS = 6
 # answer be probed at once.
 MAX_PROBE_SOCKETS = 48
 MAX_PROBES = MAX_PROBE_SOCKETS // PROBE_ATTEMPTS
+# What a silent member may cost us, whoever named its address (without keys,
+# anyone on the network: a forged heartbeat names any host and port). At
+# most PROBES_PER_SILENCE probes per member between two of its heartbeats:
+# a suspect whose port answers is kept a drop time at a time, and the
+# probe that would keep it a PROBES_PER_SILENCE-th time removes it instead
+# ("verify.exhausted"): about that many drop times of silence (30 s at the
+# default 3 s) outlast any garbage-collection pause, and a process that
+# still has not sent a heartbeat is not a member, whatever its kernel
+# answers. At most PROBE_RATE probes start per second, in bursts of
+# PROBE_RATE at most: a flood of suspects waits its turn
+# ("verify.deferred"), so that the connects any number of them cause stay
+# a trickle (one per probe on a port that answers).
+PROBES_PER_SILENCE = 10
+PROBE_RATE = 32
 # An attempt the front has not reported this long after its deadline is
 # taken as lost (a front's bug) and its slot freed, so that lost reports
 # cannot stall verify for good. Far longer than any live front takes.
@@ -126,7 +141,8 @@ STOPPED, UNLISTED = Reason.STOPPED, Reason.UNLISTED
 ENGINE_COUNTERS = ("sent", "send_errors", "receive_errors", "socket_reopened", "pauses",
                    "internal_errors", "removed." + STOPPED, "removed." + UNLISTED,
                    "unicast_sent", "unicast_send_errors",
-                   "verify.kept", "verify.failed", "verify.timed_out")
+                   "verify.kept", "verify.failed", "verify.timed_out", "verify.exhausted",
+                   "verify.deferred")
 # Sockets the engine may ask the driver to reopen: multicast's two, and the
 # one unicast heartbeats are sent from and heard on.
 SEND: Final = "send"
@@ -172,6 +188,7 @@ class MembershipEngine:
             self._new_targets()
         self._probes: dict[bytes, _Probe] = {}          # verify: identity -> _Probe of a suspect
         self._attempts: set[ProbeAttempt] = set()       # verify: handed out, not reported yet
+        self._tokens, self._tokens_at = float(PROBE_RATE), -math.inf   # verify: PROBE_RATE
         self._running = False
         self._packet: HeartbeatPacket | None = None
         self._sent_earlier = 0    # by packets since replaced (each counts its own sends)
@@ -460,9 +477,19 @@ class MembershipEngine:
         if waiting:
             reserved = self._sockets_reserved()
             waiting.sort(key=lambda probe: probe.at)        # the longest waiting first
-            for probe in waiting:
+            self._tokens = min(float(PROBE_RATE),
+                               self._tokens + (now - self._tokens_at) * PROBE_RATE)
+            self._tokens_at = now
+            for k, probe in enumerate(waiting):
+                if self._tokens < 1:
+                    for late in waiting[k:]:
+                        if not late.deferred:
+                            late.deferred = True
+                            self._counts["verify.deferred"] += 1
+                    break
                 if reserved + PROBE_ATTEMPTS > MAX_PROBE_SOCKETS:
                     break
+                self._tokens -= 1
                 reserved += PROBE_ATTEMPTS
                 probe.deadline = now + bound
                 due.append(self._attempt(probe, now, bound))
@@ -491,12 +518,15 @@ class MembershipEngine:
         meanwhile), an unreported attempt to give up on."""
         soonest = math.inf
         room = self._sockets_reserved() + PROBE_ATTEMPTS <= MAX_PROBE_SOCKETS
+        # When the rate allows the next start (tokens grow linearly).
+        token = (-math.inf if self._tokens >= 1
+                 else self._tokens_at + (1 - self._tokens) / PROBE_RATE)
         for probe in self._probes.values():
             if probe.deadline is not None:
                 soonest = min(soonest, probe.deadline,
                               probe.at if probe.made < PROBE_ATTEMPTS else math.inf)
             elif room:
-                soonest = min(soonest, probe.at)
+                soonest = min(soonest, max(probe.at, token))
         for attempt in self._attempts:
             soonest = min(soonest, attempt.deadline + LOST_ATTEMPT_S)
         return soonest
@@ -506,8 +536,10 @@ class MembershipEngine:
         port accepted the connection, False when it was refused, None when
         nothing answered by its deadline. The first acceptance keeps the
         member for another drop time (then it is probed again, unless
-        heard); a refusal (nothing listens there) removes it ("expired") at
-        once, as does the probe's bound passing with no answer
+        heard), but that of its PROBES_PER_SILENCE-th probe since it was
+        last heard removes it ("verify.exhausted"); a refusal (nothing
+        listens there) removes it ("expired") at once, as does the probe's
+        bound passing with no answer
         (``verify.timed_out``, whichever clock ran out: the last attempt's or
         the engine's). The report of a probe already decided only frees its
         socket slot."""
@@ -519,9 +551,12 @@ class MembershipEngine:
         identity = probe.member.identity
         if self._probes.get(identity) is not probe or probe.deadline is None:
             return                      # decided already, heard meanwhile, or gone
-        if answered:
+        if answered and probe.number >= PROBES_PER_SILENCE:
+            self._counts["verify.exhausted"] += 1
+            self._confirm(identity)
+        elif answered:
             self._counts["verify.kept"] += 1
-            self._probes[identity] = _Probe(probe.member, now + self._drop)
+            self._probes[identity] = _Probe(probe.member, now + self._drop, probe.number + 1)
         elif answered is False:
             self._counts["verify.failed"] += 1
             self._confirm(identity)
@@ -577,7 +612,13 @@ class MembershipEngine:
                           "cannot resolve %s (%s): keeping its last %d addresses",
                           lookup.name, answer, len(lookup.peers))
             return
-        if self._peers.on_answer(lookup, answer, now):
+        failures = answer.failures if isinstance(answer, Answer) else ()
+        changed = self._peers.on_answer(lookup, answer, now, [f.reason for f in failures])
+        if failures:      # one kind of record (or an SRV target) failed, the rest answered
+            self._log.log(logging.WARNING, "lookup-" + lookup.name,
+                          "%s answered in part (%s): using its %d addresses", lookup.name,
+                          "; ".join(map(str, failures)), len(lookup.peers))
+        if changed:
             self._new_targets()
             if self.config.dns_members:
                 self._list_members(now)
@@ -702,22 +743,27 @@ class MembershipEngine:
         if total > self._auth_reported:
             fate = ("dropped" if self.config.auth == "enforce"
                     else "admitted as unauthenticated (permissive)")
-            log.warning("%d datagrams on %s so far were not authentic and fresh (%s): %s",
+            hint = ("; skew: a sender's clock is off from ours by more than the replay "
+                    "window (check NTP)" if failures.get("skew") else "")
+            log.warning("%d datagrams on %s so far were not authentic and fresh (%s): %s%s",
                         total, self.config.describe(),
-                        ", ".join(f"{k} {v}" for k, v in sorted(failures.items())), fate)
+                        ", ".join(f"{k} {v}" for k, v in sorted(failures.items())), fate, hint)
             self._auth_reported = total
 
 
 class _Probe:
     """A suspect's second opinion: when it (under way: its next attempt) is
-    due; under way, when its bound ends and how many attempts it made."""
+    due; under way, when its bound ends and how many attempts it made;
+    which probe of the member's silence it is (from 1), whether it had to
+    wait for PROBE_RATE."""
 
-    __slots__ = ("member", "at", "deadline", "made")
+    __slots__ = ("member", "at", "deadline", "made", "number", "deferred")
 
-    def __init__(self, member: Member, at: float) -> None:
-        self.member, self.at = member, at
+    def __init__(self, member: Member, at: float, number: int = 1) -> None:
+        self.member, self.at, self.number = member, at, number
         self.deadline: float | None = None
         self.made = 0
+        self.deferred = False
 
 
 class ProbeAttempt:

@@ -1,12 +1,12 @@
 """Membership events and their delivery: ``MemberEvent`` with its kinds
 and reasons, the ``EventsLost`` marker both fronts put where events were
-dropped, and the bounded queue between the threaded service's driver and
-its dispatcher."""
+dropped, the buffer of one reader's waiting events, bounded in count and
+bytes (each asyncio stream's), and the queue built on it between the
+threaded service's driver and its dispatcher."""
 
 from __future__ import annotations
 
 import collections
-import datetime
 import enum
 import threading
 import time
@@ -116,6 +116,7 @@ _now = time.time
 
 def iso_time(seconds: float) -> str:
     """``seconds`` since the epoch as ISO-8601 in UTC with milliseconds."""
+    import datetime     # only who prints events needs it (tests/test_startup.py)
     stamp = datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc)
     return stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
@@ -141,35 +142,104 @@ class EventsLost:
         return f"EventsLost({self.count})"
 
 
-class EventQueue(Generic[M]):
-    """Bounded, and never blocks the producer: past ``size`` events are
-    dropped and counted, and the reader gets one EventsLost where the gap is,
-    once it has caught up. ``close()`` ends the reader after what is queued."""
+# The bound in bytes of each reader's waiting events (McastService's queue,
+# each AsyncMembership stream), as ``event_bytes`` counts them: 16 MiB, a
+# few hundred events of the largest members, tens of thousands of usual ones.
+EVENT_QUEUE_BYTES = 16 << 20
 
-    def __init__(self, size: int) -> None:
+
+def event_bytes(event: MemberEvent) -> int:
+    """What a waiting event holds that the network chose the size of: the
+    payload, domain and command bytes of its member, and of the member
+    before for an update. (The rest of an event is a few hundred bytes,
+    which the bound in count covers.)"""
+    total = 0
+    for member in (event.member, event.previous):
+        if member is not None:
+            total += len(member.payload) + len(member.domain) + len(member.command)
+    return total
+
+
+def queue_bounds(size: int, max_bytes: int, names: tuple[str, str]) -> tuple[int, int]:
+    """``(size, max_bytes)`` checked: positive whole numbers (``names`` are
+    the settings' names, for the error)."""
+    for value, name in zip((size, max_bytes), names):
+        if isinstance(value, bool) or int(value) != value or value < 1:
+            raise ValueError(f"{name} must be a positive whole number")
+    return int(size), int(max_bytes)
+
+
+class EventBuffer(Generic[M]):
+    """The events waiting for one reader, bounded in count (``size``) and in
+    bytes (``max_bytes``, as ``event_bytes`` counts them; one event always
+    fits). Never blocks and never raises: past either bound events are
+    dropped and counted (``dropped``), and the reader gets one EventsLost
+    where the gap is, once it has caught up. Not locked: each front keeps it
+    on one thread (asyncio) or under its own lock (EventQueue)."""
+
+    def __init__(self, size: int, max_bytes: int) -> None:
         self._size = size
+        self._max_bytes = max_bytes
         self._items: collections.deque[MemberEvent | M] = collections.deque()
         self._lost = 0
+        self.bytes = 0          # event_bytes of the events waiting
+        self.dropped = 0
+
+    def offer(self, event: MemberEvent) -> None:
+        cost = event_bytes(event)
+        # Keep the gap in one place: drop until it has been reported.
+        if (self._lost or len(self._items) >= self._size
+                or (self.bytes and self.bytes + cost > self._max_bytes)):
+            self._lost += 1
+            self.dropped += 1
+        else:
+            self._items.append(event)
+            self.bytes += cost
+
+    def put_marker(self, item: M) -> None:
+        """``item`` in order with the events, past the bounds: a marker the
+        reader acts on (a listener's registration), never dropped."""
+        self._items.append(item)
+
+    def take(self) -> MemberEvent | EventsLost | M | None:
+        """The next event or marker, an EventsLost, or None when empty."""
+        if self._items:
+            item = self._items.popleft()
+            if isinstance(item, MemberEvent):
+                self.bytes -= event_bytes(item)
+            return item
+        if self._lost:
+            lost, self._lost = self._lost, 0
+            return EventsLost(lost)
+        return None
+
+    def __bool__(self) -> bool:
+        return bool(self._items or self._lost)
+
+
+class EventQueue(Generic[M]):
+    """An EventBuffer between threads: the producer never blocks, the
+    reader waits. ``close()`` ends the reader after what is queued."""
+
+    def __init__(self, size: int, max_bytes: int = EVENT_QUEUE_BYTES) -> None:
+        self._buffer: EventBuffer[M] = EventBuffer(size, max_bytes)
         self._closed = False
         self._cond = threading.Condition()
-        self.dropped = 0
+
+    @property
+    def dropped(self) -> int:
+        return self._buffer.dropped
 
     def put_many(self, events: Iterable[MemberEvent]) -> None:
         with self._cond:
             for event in events:
-                # Keep the gap in one place: drop until it has been reported.
-                if self._lost or len(self._items) >= self._size:
-                    self._lost += 1
-                    self.dropped += 1
-                else:
-                    self._items.append(event)
+                self._buffer.offer(event)
             self._cond.notify()
 
     def put_marker(self, item: M) -> None:
-        """``item`` in order with the events, past the bound: a marker the
-        reader acts on (a listener's registration), never dropped."""
+        """``item`` in order with the events, past the bounds (see EventBuffer)."""
         with self._cond:
-            self._items.append(item)
+            self._buffer.put_marker(item)
             self._cond.notify()
 
     def close(self) -> None:
@@ -180,11 +250,6 @@ class EventQueue(Generic[M]):
     def get(self) -> MemberEvent | EventsLost | M | None:
         """The next event, an EventsLost, or None once closed and drained."""
         with self._cond:
-            while not (self._items or self._lost or self._closed):
+            while not (self._buffer or self._closed):
                 self._cond.wait()
-            if self._items:
-                return self._items.popleft()
-            if self._lost:
-                lost, self._lost = self._lost, 0
-                return EventsLost(lost)
-            return None
+            return self._buffer.take()

@@ -14,7 +14,6 @@ macOS included), read with ctypes: no dependency, no subprocess.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import ipaddress
 import socket
 import sys
@@ -98,9 +97,23 @@ def _address_of(pointer: int | None) -> IPAddress | None:
     return None
 
 
+_libc: ctypes.CDLL | None = None
+
+
+def _c_library() -> ctypes.CDLL:
+    """The C library, as already loaded into this process: dlopen(NULL)
+    sees the symbols of the interpreter and of every library it loaded,
+    getifaddrs among them. (ctypes.util.find_library would run
+    ``/sbin/ldconfig -p`` in a subprocess to find a file we already have.)"""
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    return _libc
+
+
 def list_interfaces() -> list[Interface]:
     """Every interface of this host, in index order."""
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+    libc = _c_library()
     head = ctypes.POINTER(_IfAddrs)()
     if libc.getifaddrs(ctypes.byref(head)) != 0:
         raise OSError(ctypes.get_errno(), "getifaddrs failed")

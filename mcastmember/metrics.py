@@ -30,11 +30,19 @@ import threading
 from typing import TYPE_CHECKING, cast
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
-from prometheus_client import CollectorRegistry, make_wsgi_app
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-from prometheus_client.registry import Collector
+try:
+    from prometheus_client import CollectorRegistry, make_wsgi_app
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+    from prometheus_client.registry import Collector
+except ImportError as error:
+    if not (error.name or "").startswith("prometheus_client"):
+        raise                           # installed, but broken: its own error says more
+    raise ModuleNotFoundError("mcastmember.metrics needs prometheus_client: "
+                              "pip install 'mcastmember[prometheus]'",
+                              name="prometheus_client") from None
 
 from . import _layout as L
+from .events import Reason
 from .net import socket_address
 
 if TYPE_CHECKING:
@@ -45,16 +53,19 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
     from ._front import MembershipFront
+    from .stats import Stats
 
 # How long a scrape waits for the asyncio front's loop to read its stats.
 LOOP_TIMEOUT_S = 5.0
 
-# The reasons a series exists for from the first scrape (zero until counted),
-# so a rate() over them never starts from a missing series. Others that
-# stats() counts (a reason added later) appear when they are first counted.
-_MALFORMED = sorted(v for k, v in L.REASONS.items() if k not in (L.OK, L.CHANNEL_FRAME))
+# The label values a series exists for from the first scrape (zero until
+# counted), as Prometheus practice asks, so a rate() over them never starts
+# from a missing series. Channel frames and doctor probes have series of
+# their own: they are not malformed.
+_MALFORMED = sorted(v for k, v in L.REASONS.items()
+                    if k not in (L.OK, L.CHANNEL_FRAME, L.DOCTOR_PROBE))
 _AUTH = sorted(v for k, v in L.AUTH_REASONS.items() if k != L.AUTH_OK)
-_REMOVED = ["expired", "shutdown", "stopped"]
+_REMOVED = sorted(str(reason) for reason in Reason)
 
 
 class MembershipCollector(Collector):
@@ -77,14 +88,14 @@ class MembershipCollector(Collector):
         # "implementation", is not read.
         return self._families(cast("Mapping[str, int]", self._stats()))
 
-    def _stats(self) -> Mapping[str, int | bool | str]:
+    def _stats(self) -> Stats:
         from .aio import AsyncMembership
         front = self._front
         loop = front._loop if isinstance(front, AsyncMembership) else None
         if loop is None or not loop.is_running() or _running_loop() is loop:
             return front.stats()
 
-        async def read() -> Mapping[str, int | bool | str]:
+        async def read() -> Stats:
             return front.stats()
         return asyncio.run_coroutine_threadsafe(read(), loop).result(LOOP_TIMEOUT_S)
 
@@ -127,16 +138,21 @@ class MembershipCollector(Collector):
             counter("heartbeats_sent", "Heartbeats sent: multicast, one per card; "
                     "unicast, one per peer.", "transport", sent),
             counter("datagrams_received", "Datagrams received on the membership "
-                    "sockets, valid or not.", values=get("received", 0)),
+                    "sockets, valid or not, but for our own heartbeats heard back.",
+                    values=get("received", 0)),
             counter("fast_path", "Heartbeats of known members recognised without "
                     "parsing.", values=get("fast_path", 0)),
             counter("malformed", "Datagrams dropped as malformed, by verdict.", "verdict",
                     by("malformed.", _MALFORMED)),
             counter("channel_frames", "Tribes channel frames on the membership port, "
                     "dropped.", values=get("channel_frames", 0)),
-            counter("refused", "New members refused: the table was full (full), or a "
-                    "unicast sender that is not a peer (unlisted).", "reason",
-                    {"full": get("refused", 0), "unlisted": get("refused_unlisted", 0)}),
+            counter("doctor_probes", "mcast-demo doctor's probes heard on the membership "
+                    "port, dropped (not malformed).", values=get("doctor_probes", 0)),
+            counter("refused", "Datagrams refused: a new member, the table being full "
+                    "(full); a unicast sender that is not a peer (unlisted); unauthenticated, "
+                    "in an authenticated member's name (unauthenticated).", "reason",
+                    {"full": get("refused", 0), "unlisted": get("refused_unlisted", 0),
+                     "unauthenticated": get("refused_unauthenticated", 0)}),
             counter("auth_failures", "Datagrams that failed authentication, by reason "
                     "(dropped under enforce, admitted unauthenticated when permissive).",
                     "reason", by("auth.", _AUTH)),

@@ -12,10 +12,11 @@ DNS stays while it heartbeats.
 
 from __future__ import annotations
 
-import hashlib
 import ipaddress
 import struct
 from typing import TYPE_CHECKING
+
+import logging
 
 from .errors import ConfigurationError
 
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
     LookupFailure: TypeAlias = Literal["nxdomain", "servfail", "timeout", "no_answer", "error"]
     # Where a heartbeat goes: (raw address, 4 or 16 bytes; port).
     Peer: TypeAlias = "tuple[bytes, int]"
+
+log = logging.getLogger("mcastmember")
 
 
 def parse_peer(spec: str, default_port: int) -> tuple[str, int]:
@@ -124,11 +127,16 @@ class Lookup:
     def next_deadline(self) -> float | None:
         return None if self._in_flight else self._next
 
-    def on_answer(self, peers: Iterable[Peer], now: float) -> bool:
-        """The query ended with ``peers``; True when they changed."""
+    def on_answer(self, peers: Iterable[Peer], now: float,
+                  failures: Iterable[str] = ()) -> bool:
+        """The query ended with ``peers``; True when they changed. ``failures``:
+        reasons of the parts of it that failed (an AAAA query refused beside
+        an A answer), each counted."""
         self._in_flight = False
         self._next = now + self.interval
         self.answers += 1
+        for reason in failures:
+            self.failures[reason] = self.failures.get(reason, 0) + 1
         peers = frozenset(peers)
         changed = peers != self.peers
         self.peers = peers
@@ -158,6 +166,7 @@ def cloud_unique_id(address: bytes) -> bytes:
         text = ".".join(str(part) for part in address)
     else:
         text = ":".join(f"{group:x}" for group in struct.unpack("!8H", address))
+    import hashlib     # only Tomcat's cloud membership needs it (tests/test_startup.py)
     return hashlib.md5(text.encode("ascii")).digest()
 
 
@@ -167,11 +176,21 @@ class PeerSet:
     seconds, as one set of ``(address bytes, port)``, ourselves left out.
 
     ``specs`` are peer specifications (see ``parse_peer``), ``port`` the
-    default port, ``own`` our own ``(address bytes, port)``."""
+    default port, ``own`` our own ``(address bytes, port)``.
+
+    At most ``max_peers`` (the table's bound): every heartbeat goes to every
+    peer, so an answer of thousands of addresses would make us send
+    thousands of datagrams a period. Past it the static addresses are kept,
+    then the resolved ones in address order (every member keeps the same);
+    the others are counted (``peers_refused``, at each answer) and logged
+    when the bound is first hit."""
 
     def __init__(self, specs: Iterable[str] = (), *, port: int, own: Peer, interval: float,
-                 dns: str | None = None, srv: bool = False) -> None:
+                 dns: str | None = None, srv: bool = False, max_peers: int = 1024) -> None:
         self.own = own
+        self.max_peers = max_peers
+        self.refused = 0
+        self._over = False            # the last union was past max_peers (logged)
         self._static: set[Peer] = set()
         self.lookups: list[Lookup] = []
         for spec in specs:
@@ -191,11 +210,23 @@ class PeerSet:
 
     def _update(self) -> bool:
         """Recompute the union; True when it changed."""
-        union = set(self._static)
+        resolved: set[Peer] = set()
         for lookup in self.lookups:
-            union |= lookup.peers
-        union.discard(self.own)
-        peers = frozenset(union)
+            resolved |= lookup.peers
+        resolved -= self._static
+        resolved.discard(self.own)
+        static = self._static - {self.own}
+        room = max(0, self.max_peers - len(static))
+        over = len(resolved) - room
+        if over > 0:
+            self.refused += over
+            if not self._over:
+                log.warning("%d peer addresses resolved, more than max_members (%d): "
+                            "heartbeats go to the first %d only", len(static) + len(resolved),
+                            self.max_peers, self.max_peers)
+            resolved = set(sorted(resolved)[:room])
+        self._over = over > 0
+        peers = frozenset(static | resolved)
         changed = peers != self.peers
         self.peers = peers
         self.hosts = frozenset(address for address, _ in peers)
@@ -210,9 +241,11 @@ class PeerSet:
                      if d is not None]
         return min(deadlines) if deadlines else None
 
-    def on_answer(self, lookup: Lookup, peers: Iterable[tuple[str, int]], now: float) -> bool:
-        """``lookup`` answered ``{(address text, port)}``; True when the set changed."""
-        lookup.on_answer({(packed(host), port) for host, port in peers}, now)
+    def on_answer(self, lookup: Lookup, peers: Iterable[tuple[str, int]], now: float,
+                  failures: Iterable[str] = ()) -> bool:
+        """``lookup`` answered ``{(address text, port)}`` (``failures``: see
+        Lookup.on_answer); True when the set changed."""
+        lookup.on_answer({(packed(host), port) for host, port in peers}, now, failures)
         return self._update()
 
     def on_failure(self, lookup: Lookup, reason: str, now: float) -> None:
@@ -221,6 +254,7 @@ class PeerSet:
     def stats(self) -> dict[str, int]:
         stats = self.idle_stats()
         stats["peers"] = len(self.peers)
+        stats["peers_refused"] = self.refused
         stats["lookups_answered"] = sum(lookup.answers for lookup in self.lookups)
         for lookup in self.lookups:
             for reason, count in lookup.failures.items():
@@ -230,5 +264,5 @@ class PeerSet:
     @staticmethod
     def idle_stats() -> dict[str, int]:
         """The counters with nothing counted (also: no peers configured)."""
-        return {"peers": 0, "lookups_answered": 0,
+        return {"peers": 0, "peers_refused": 0, "lookups_answered": 0,
                 **{f"lookups_failed.{reason}": 0 for reason in LOOKUP_FAILURES}}

@@ -13,12 +13,13 @@ or in the loop's executor (asyncio), never on the receive path.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 from .errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterable, Sequence
     from types import ModuleType
 
     from dns.resolver import Resolver
@@ -35,6 +36,18 @@ class DnsFailure(Exception):
     def __init__(self, reason: str, detail: str = "") -> None:
         super().__init__(f"{reason}: {detail}" if detail else reason)
         self.reason = reason
+
+
+class Answer(set[tuple[str, int]]):
+    """The ``(address, port)`` pairs a lookup gave, and ``failures``: the
+    queries of it that failed while others answered (an AAAA query refused
+    beside an A answer, an SRV target that does not resolve), each a
+    DnsFailure, to be counted and reported; the pairs are used all the same."""
+
+    def __init__(self, peers: Iterable[tuple[str, int]] = (),
+                 failures: Iterable[DnsFailure] = ()) -> None:
+        super().__init__(peers)
+        self.failures = tuple(failures)
 
 
 def _dnspython() -> ModuleType:
@@ -72,45 +85,72 @@ def make_resolver(nameservers: Sequence[str] | None = None,
     return resolver
 
 
-def resolve(resolver: Resolver, name: str, port: int,
-            srv: bool = False) -> set[tuple[str, int]]:
-    """The set of ``(address, port)`` that ``name`` gives now: its A and AAAA
+def resolve(resolver: Resolver, name: str, port: int, srv: bool = False) -> Answer:
+    """The ``(address, port)`` pairs that ``name`` gives now: its A and AAAA
     records with ``port``, or with ``srv``, each SRV target's addresses with
-    the record's port. Raises DnsFailure."""
+    the record's port. A and AAAA are asked apart, both within a name's one
+    timeout (the resolver's lifetime), and count apart: when one answers, the other's failure (and an SRV
+    target's) is in the Answer's ``failures``. Raises DnsFailure when
+    nothing answered: the first failure, or no_answer."""
     dns = _dnspython()
-    try:
-        if not srv:
-            return {(address, port) for address in _addresses(dns, resolver, name)}
-        answer = resolver.resolve(name, "SRV")
-        peers: set[tuple[str, int]] = set()
-        for record in answer:
-            target = record.target.to_text().rstrip(".")
-            for address in _addresses(dns, resolver, target):
-                peers.add((address, record.port))
-        return peers
-    except dns.resolver.NXDOMAIN:
-        raise DnsFailure("nxdomain", name) from None
-    except dns.resolver.NoAnswer:
-        raise DnsFailure("no_answer", name) from None
-    except dns.resolver.NoNameservers as error:
-        raise DnsFailure("servfail", str(error)) from None
-    except dns.exception.Timeout:
-        raise DnsFailure("timeout", name) from None
-    except dns.exception.DNSException as error:
-        raise DnsFailure("error", str(error)) from None
-
-
-def _addresses(dns: ModuleType, resolver: Resolver, name: str) -> list[str]:
-    """A and AAAA addresses of ``name``; no answer of either kind is an error."""
-    found: list[str] = []
-    for kind in ("A", "AAAA"):
+    failures: list[DnsFailure] = []
+    peers: set[tuple[str, int]] = set()
+    if not srv:
+        peers = {(address, port) for address in _addresses(dns, resolver, name, failures)}
+    else:
         try:
-            found += [record.address for record in resolver.resolve(name, kind)]
+            records = resolver.resolve(name, "SRV")
+        except dns.exception.DNSException as error:
+            raise _failure(dns, error, name) from None
+        for record in records:
+            target = record.target.to_text().rstrip(".")
+            peers |= {(address, record.port)
+                      for address in _addresses(dns, resolver, target, failures)}
+    if not peers:
+        raise failures[0] if failures else DnsFailure("no_answer", name)
+    return Answer(peers, failures)
+
+
+def _addresses(dns: ModuleType, resolver: Resolver, name: str,
+               failures: list[DnsFailure]) -> list[str]:
+    """A and AAAA addresses of ``name``, each kind asked apart: a kind's
+    failure (not its having no records) is added to ``failures``, and so is
+    no_answer when neither kind has a record."""
+    found: list[str] = []
+    failed = len(failures)
+    # One timeout for both: a server gone away is a failure after one timeout, not two.
+    deadline = time.monotonic() + resolver.lifetime
+    for kind in ("A", "AAAA"):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            failures.append(DnsFailure("timeout", f"{name} {kind}"))
+            continue
+        try:
+            found += [record.address for record in resolver.resolve(name, kind, lifetime=left)]
         except dns.resolver.NoAnswer:
             pass
-    if not found:
-        raise dns.resolver.NoAnswer()
+        except dns.exception.DNSException as error:
+            failures.append(_failure(dns, error, name, kind))
+            if isinstance(error, dns.resolver.NXDOMAIN):
+                break                   # the name has no records of any kind
+    if not found and len(failures) == failed:
+        failures.append(DnsFailure("no_answer", name))
     return found
+
+
+def _failure(dns: ModuleType, error: BaseException, name: str, kind: str = "") -> DnsFailure:
+    """The DnsFailure that dnspython's ``error`` for ``name`` (records of
+    ``kind``) stands for."""
+    query = f"{name} {kind}" if kind else name
+    if isinstance(error, dns.resolver.NXDOMAIN):
+        return DnsFailure("nxdomain", name)     # no records of any kind
+    if isinstance(error, dns.resolver.NoAnswer):
+        return DnsFailure("no_answer", query)
+    if isinstance(error, dns.resolver.NoNameservers):
+        return DnsFailure("servfail", str(error))
+    if isinstance(error, dns.exception.Timeout):
+        return DnsFailure("timeout", query)
+    return DnsFailure("error", str(error))
 
 
 def lookup(query: Lookup, resolver: Resolver | None = None) -> set[tuple[str, int]]:

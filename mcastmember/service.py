@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from ._front import MembershipFront
 from .config import DEFAULT_GROUP, DEFAULT_PORT, takes_settings
-from .events import EventQueue, MemberEvent
+from .events import EVENT_QUEUE_BYTES, EventQueue, MemberEvent, queue_bounds
 from .probe import Prober, ProbeListener, probe_stats_idle
 from .table import ADDED
 
@@ -46,6 +46,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("mcastmember")
 
 EVENT_QUEUE_BOUND = 65536
+# How long stop() waits for the listeners to take the events queued before
+# it (a listener that blocks longer is left to finish on its daemon thread).
+STOP_TIMEOUT_S = 5.0
 # How the I/O thread waits (never when: that is the engine's). Two reads
 # closer than BUSY_GAP_S mean a busy group: pump then waits in the kernel for
 # up to BUSY_SLICE_S per call instead of returning to poll() per datagram.
@@ -64,16 +67,19 @@ class McastService(MembershipFront):
     Takes the settings of :class:`mcastmember.config.ServiceConfig` (Tomcat's
     defaults: group 228.0.0.4:45564, heartbeat every 500 ms, drop time
     3000 ms). Use as a context manager, or call ``start()`` and ``stop()``.
-    ``event_queue_size`` bounds the events waiting for listeners; past it
-    listeners get an ``EventsLost`` marker where events were dropped.
+    ``event_queue_size`` (65,536) and ``event_queue_bytes`` (16 MiB of
+    payload, domain and command bytes) bound the events waiting for
+    listeners; past either, listeners get an ``EventsLost`` marker where
+    events were dropped (counted: ``events_dropped``).
     """
 
     def __init__(self, address: str | None = DEFAULT_GROUP, port: int = DEFAULT_PORT, *,
-                 event_queue_size: int = EVENT_QUEUE_BOUND, **settings: Unpack[Settings]) -> None:
+                 event_queue_size: int = EVENT_QUEUE_BOUND,
+                 event_queue_bytes: int = EVENT_QUEUE_BYTES,
+                 **settings: Unpack[Settings]) -> None:
         super().__init__(address, port, settings)
-        if int(event_queue_size) != event_queue_size or event_queue_size < 1:
-            raise ValueError("event_queue_size must be a positive whole number")
-        self._queue_size = int(event_queue_size)
+        self._queue_size, self._queue_bytes = queue_bounds(
+            event_queue_size, event_queue_bytes, ("event_queue_size", "event_queue_bytes"))
         self._lock = self._table_lock = threading.Lock()
         self._state = threading.Condition()   # the lifecycle phase, start/stop one at a time
         self._phase = _STOPPED
@@ -136,7 +142,7 @@ class McastService(MembershipFront):
         self._wake_w.setblocking(False)
         self._stopping = False
         self._lookups = None
-        previous, self._events = self._dispatcher, EventQueue(self._queue_size)
+        previous, self._events = self._dispatcher, EventQueue(self._queue_size, self._queue_bytes)
         if cfg.verify:
             self._prober = Prober(self._probed, self.clock)
             self._prober.start()
@@ -157,12 +163,18 @@ class McastService(MembershipFront):
             log.info("joined %s as %s:%d", cfg.describe(), cfg.local_member().address,
                      cfg.member_port)
 
-    def stop(self) -> None:
+    def stop(self, timeout: float | None = STOP_TIMEOUT_S) -> None:
         """Send the shutdown packet, stop the threads and close the sockets.
         Listeners get every event that happened before the stop, then a
         "removed" (reason "stopped") for each member still present. A
         listener may call it too (the dispatcher then ends after that
-        listener), also while another thread is stopping us."""
+        listener), also while another thread is stopping us.
+
+        Waits at most ``timeout`` seconds (5; None: for ever) for the
+        listeners to take those events: past it, one that blocks is left
+        running on the dispatcher (a daemon thread, logged once), which
+        delivers the rest once it returns and then ends (a later start()
+        calls no listener until it has: listeners never run concurrently)."""
         me = threading.current_thread()
         with self._state:
             if self._phase == _STARTING:
@@ -177,11 +189,11 @@ class McastService(MembershipFront):
                 return
             self._phase = _STOPPING
         try:
-            self._stop(me)
+            self._stop(me, timeout)
         finally:
             self._set_phase(_STOPPED)
 
-    def _stop(self, me: threading.Thread) -> None:
+    def _stop(self, me: threading.Thread, timeout: float | None) -> None:
         dispatcher, events = self._dispatcher, self._events
         # Running: start() set every one of these.
         assert dispatcher is not None and events is not None and self._io is not None
@@ -203,7 +215,11 @@ class McastService(MembershipFront):
             self._lookups.put(None)
             self._lookups = None
         if me not in self._dispatchers and not self._inert:
-            dispatcher.join()      # (a listener's stop: the dispatcher ends after it)
+            dispatcher.join(timeout)   # (a listener's stop: the dispatcher ends after it)
+            if dispatcher.is_alive():
+                log.warning("stop(): a listener has not returned within %s s: its dispatcher "
+                            "thread is left running, to deliver the events left and end",
+                            timeout)
         self._close_sockets()
         for sock in (self._wake_r, self._wake_w):
             sock.close()
@@ -232,7 +248,7 @@ class McastService(MembershipFront):
         self._changed = threading.Condition()
         self._probe = None    # the parent's listener thread does not exist here
         self._prober = None   # nor its prober thread
-        self._events = EventQueue(self._queue_size)
+        self._events = EventQueue(self._queue_size, self._queue_bytes)
 
     # -- what the application sees --------------------------------------------
     def add_listener(self, callback: Listener, replay: bool = False) -> None:

@@ -38,17 +38,19 @@ _NO_EVENTS: tuple[MemberEvent, ...] = ()
 # Every counter the table keeps (stats()), present from the start at 0.
 TABLE_COUNTERS = (
     ("received", "fast_path", "slow_path", "members", "added", "updated", "refreshed_slow",
-     "refused", "refused_unlisted", "local", "filtered", "shutdown_unknown", "suspected",
-     "suspects_heard", "pauses", "channel_frames", "doctor_probes")
+     "refused", "refused_unlisted", "refused_unauthenticated", "local", "filtered",
+     "shutdown_unknown", "suspected", "suspects_heard", "unprobed", "pauses", "channel_frames",
+     "doctor_probes")
     + tuple("removed." + reason for reason in (SHUTDOWN, EXPIRED, FILTERED))
     + tuple("malformed." + reason for verdict, reason in L.REASONS.items()
             if verdict not in (L.OK, L.CHANNEL_FRAME, L.DOCTOR_PROBE))
     + tuple("auth." + reason for verdict, reason in L.AUTH_REASONS.items()
             if verdict != L.AUTH_OK))
 # A first packet from a sender is believed only when its sequence (the
-# sender's wall clock) is at most this old: a capture replayed later to a
-# table that never heard its sender (restarted) is refused. Generous, as
-# the clocks of a cluster's hosts differ.
+# sender's wall clock) is within this of ours, either way: a capture
+# replayed later to a table that never heard its sender (restarted) is
+# refused, and so is a sender whose clock is off by more (auth.skew; see
+# auth.ReplayGuard). Generous, as the clocks of a cluster's hosts differ.
 REPLAY_WINDOW_S = 60.0
 
 
@@ -66,8 +68,9 @@ class Membership:
 
     ``local`` is our own member (or its identity bytes): our heartbeats coming
     back are ignored. ``domain``, when not None, keeps only members whose
-    domain bytes are equal to it. At most ``max_members`` members are kept:
-    new ones beyond that are refused and counted, known ones never evicted.
+    domain bytes are equal to it. At most ``max_members`` members, suspects
+    included, are kept: new ones beyond that are refused and counted, known
+    ones never evicted.
 
     ``set_keys`` turns authentication on (see auth.py); ``wall_clock``
     (microseconds, default the system's) judges a first packet's sequence.
@@ -240,12 +243,11 @@ class Membership:
             return _NO_EVENTS
         identity = codec.identity(buf, n)
         if unlisted is not None:
-            slot = self._slot_of.get(identity)
-            present = self._members[slot] if slot is not None else self._suspects.get(identity)
+            present = self._present(identity, self._slot_of.get(identity))
             if present is None or present.host != unlisted:
                 self._counts["refused_unlisted"] += 1
                 return _NO_EVENTS
-        if (len(self._members) >= self.max_members and self._domain is None
+        if (len(self) >= self.max_members and self._domain is None
                 and identity not in self._slot_of and identity != self._local
                 and identity not in self._suspects):
             # Full, and a stranger: refuse before building anything, so that a
@@ -257,6 +259,7 @@ class Membership:
         datagram, n = n, _packet_part(buf, n)
         if identity == self._local:
             self._counts["local"] += 1
+            self._counts["slow_path"] -= 1     # ours, not received: counted as local only
             self._ignore(identity, buf, n, now, L.KIND_LOCAL, member.is_shutdown)
             return _NO_EVENTS
         slot = self._slot_of.get(identity)
@@ -268,6 +271,13 @@ class Membership:
             if judged is None:
                 return _NO_EVENTS
             authenticated, sequence = judged
+            present = self._present(identity, slot)
+            if not authenticated and present is not None and present.authenticated:
+                # Permissive admits unkeyed strangers, never an unkeyed
+                # packet in a keyed member's name: no change, no refresh,
+                # no goodbye, no domain move.
+                self._counts["refused_unauthenticated"] += 1
+                return _NO_EVENTS
             member = member.with_authenticated(authenticated)
         if self._domain is not None and member.domain != self._domain:
             self._counts["filtered"] += 1
@@ -308,21 +318,25 @@ class Membership:
         if verdict == L.AUTH_OK:
             guard = self._guard
             assert guard is not None          # made by set_keys, before any judging
+            wall = self._wall_clock()
             if slot is not None:     # what the fast path accepted since
-                guard.advance(identity, self._index.sequence(slot))
-            if not guard.fresh(identity, sequence, self._wall_clock()):
-                verdict = L.AUTH_REPLAY
+                guard.advance(identity, self._index.sequence(slot), wall)
+            verdict = guard.judge(identity, sequence, wall)
         if verdict == L.AUTH_OK:
             return True, sequence
         self._counts["auth." + L.AUTH_REASONS[verdict]] += 1
-        if verdict == L.AUTH_REPLAY or self._auth_mode == L.AUTH_ENFORCE:
+        if verdict in (L.AUTH_REPLAY, L.AUTH_SKEW) or self._auth_mode == L.AUTH_ENFORCE:
             return None
         return False, 0
+
+    def _present(self, identity: bytes, slot: int | None) -> Member | None:
+        """The member (in ``slot``) or suspect ``identity``, or None."""
+        return self._members[slot] if slot is not None else self._suspects.get(identity)
 
     def _remember_sequence(self, slot: int, identity: bytes) -> None:
         """A member leaves the index: the replay guard keeps its last sequence."""
         if self._guard is not None:
-            self._guard.advance(identity, self._index.sequence(slot))
+            self._guard.advance(identity, self._index.sequence(slot), self._wall_clock())
 
     @staticmethod
     def _drop_counter(verdict: int) -> str:
@@ -334,8 +348,8 @@ class Membership:
 
     def _add(self, member: Member, buf: Buffer, n: int, now: float,
              sequence: int = 0) -> Events:
-        if len(self._members) >= self.max_members:   # reached when filtering by domain
-            self._counts["refused"] += 1
+        if len(self) >= self.max_members and member.identity not in self._suspects:
+            self._counts["refused"] += 1     # reached when filtering by domain
             return _NO_EVENTS
         slot = self._index.add(buf, n, now, L.KIND_MEMBER)
         if self._auth_mode != L.AUTH_OFF:
@@ -388,7 +402,10 @@ class Membership:
     def expire(self, now: float, suspect: bool = False) -> Events:
         """Remove members not heard since ``now - drop_time``; O(expired).
         With ``suspect`` they become suspects instead ("suspect" events):
-        still members, until ``confirm`` removes them or they are heard."""
+        still members, until ``confirm`` removes them or they are heard;
+        but not a member admitted unauthenticated (permissive): an unkeyed
+        sender must not choose where we connect, so it is removed, counted
+        "unprobed"."""
         events = self._apply_domain() if self._reclassify else _NO_EVENTS
         if self._keys_pending:
             self._apply_keys()
@@ -407,11 +424,13 @@ class Membership:
             del self._slot_of[member.identity]
             self._remember_sequence(slot, member.identity)
             member = self._as_of(slot, member)
-            if suspect:
+            if suspect and member.authenticated is not False:
                 self._suspects[member.identity] = member
                 self._counts["suspected"] += 1
                 out.append(MemberEvent(SUSPECT, member))
             else:
+                if suspect:
+                    self._counts["unprobed"] += 1
                 self._counts["removed." + EXPIRED] += 1
                 out.append(MemberEvent(REMOVED, member, EXPIRED))
         return tuple(out)
@@ -482,8 +501,9 @@ class Membership:
 
     def auth_failures(self) -> dict[str, int]:
         """{reason: count} of datagrams whose trailer failed (no_trailer,
-        bad_trailer, unknown_key, bad_mac, replay): dropped under enforce
-        (replays in any mode), admitted as unauthenticated when permissive."""
+        bad_trailer, unknown_key, bad_mac, replay, skew): dropped under
+        enforce (replay and skew in any mode), admitted as unauthenticated
+        when permissive."""
         prefix = "auth."
         return {k[len(prefix):]: v for k, v in self.stats().items() if k.startswith(prefix) and v}
 
@@ -526,7 +546,11 @@ class Membership:
 
     def stats(self) -> dict[str, int]:
         """Counters: received, heartbeats recognised on the fast path, and the
-        slow path's outcomes (added, updated, removed.*, malformed.*, ...)."""
+        slow path's outcomes (added, updated, removed.*, malformed.*, ...).
+        Our own heartbeats heard back count in ``local`` only: ``received``
+        (= ``fast_path`` + ``slow_path`` + what ``pump`` dropped) and the two
+        paths count others' datagrams. ``local`` and ``filtered`` count every
+        such datagram, parsed or recognised."""
         counts = Counter(self._counts)
         dropped_in_pump = 0
         for verdict, count in self._index.dropped().items():
@@ -534,7 +558,10 @@ class Membership:
             dropped_in_pump += count
         for verdict, count in self._index.auth_failures().items():
             counts["auth." + L.AUTH_REASONS[verdict]] += count
-        fast = self._index.hits
+        hits = self._index.hits_by_kind()
+        counts["local"] += hits.get(L.KIND_LOCAL, 0)
+        counts["filtered"] += hits.get(L.KIND_FILTERED, 0)
+        fast = hits.get(L.KIND_MEMBER, 0) + hits.get(L.KIND_FILTERED, 0)
         counts["fast_path"] = fast
         counts["received"] = fast + counts.get("slow_path", 0) + dropped_in_pump
         counts["members"] = len(self._members) + len(self._suspects)

@@ -8,21 +8,43 @@ import socket
 
 import pytest
 
-from mcastmember import _fast_py
+import mcastmember
+from mcastmember import _codec, _fast_py
 
 from tribes import build_harness
 
-REQUIRE_COMPILED = os.environ.get("MCASTMEMBER_REQUIRE_EXTENSIONS", "") == "1"
-
 try:
     _fast = importlib.import_module("mcastmember._fast")
-except ImportError:
-    _fast = None
+    _MISSING = None
+except ImportError as error:
+    _fast, _MISSING = None, error
 
 IMPLEMENTATIONS = [pytest.param(_fast_py, id="python"),
                    pytest.param(_fast, id="compiled",
-                                marks=pytest.mark.skipif(_fast is None and not REQUIRE_COMPILED,
-                                                         reason="compiled extension not built"))]
+                                marks=pytest.mark.skipif(_fast is None,
+                                                         reason="MCASTMEMBER_NO_EXTENSIONS=1: "
+                                                                "pure Python only"))]
+
+
+def pytest_configure(config):
+    """The suite refuses to run without the compiled extension unless
+    MCASTMEMBER_NO_EXTENSIONS=1 says that pure Python is what is tested: a
+    contributor must not believe the compiled path passed when it never ran
+    (as when `python -m pytest` imports the source folder, where it is not
+    built)."""
+    if _fast is not None or _codec._FORCE_PYTHON:
+        return
+    where = os.path.dirname(mcastmember.__file__)
+    if _codec.source_tree() is not None:
+        why = (f"the tests imported mcastmember from its source folder {where}, where the "
+               "compiled extension is not built (python -m pytest puts the current folder "
+               "first on sys.path): install it (pip install '.[test]') and run `pytest` "
+               "itself, or build it in place (python setup.py build_ext --inplace)")
+    else:
+        why = (f"the mcastmember installed at {where} has no compiled extension that loads "
+               f"({_MISSING}): reinstall it where a C compiler is available")
+    raise pytest.UsageError(f"{why}; or set MCASTMEMBER_NO_EXTENSIONS=1 to test the "
+                            "pure-Python implementation alone.")
 
 
 def pytest_collection_modifyitems(items):
@@ -37,8 +59,6 @@ def pytest_collection_modifyitems(items):
 @pytest.fixture(params=IMPLEMENTATIONS)
 def codec(request):
     """Each codec test runs against the pure-Python twin and the compiled module."""
-    if request.param is None:
-        pytest.fail("MCASTMEMBER_REQUIRE_EXTENSIONS=1 but mcastmember._fast is not built")
     return request.param
 
 

@@ -24,10 +24,14 @@ def available():
 
 class DnsServer:
     """dnsmasq in namespace ``netns`` on ``address``:53. ``records`` maps a
-    name to its addresses; ``srv`` maps a name to ``[(target, port), ...]``."""
+    name to its addresses; ``srv`` maps a name to ``[(target, port), ...]``.
+    ``authoritative`` (the default): it answers every name itself; without,
+    it has no upstream either, and refuses what its files do not answer (an
+    AAAA query for a name with only an IPv4 address, as dnsmasq 2.90 does)."""
 
-    def __init__(self, netns, address, folder):
+    def __init__(self, netns, address, folder, authoritative=True):
         self.netns, self.address = netns, address
+        self.authoritative = authoritative
         self.folder = pathlib.Path(folder)
         self.hosts = self.folder / "hosts"
         self.conf = self.folder / "dnsmasq.conf"
@@ -47,7 +51,8 @@ class DnsServer:
     def start(self):
         self._write()
         argv = ["ip", "netns", "exec", self.netns, "dnsmasq", "--keep-in-foreground",
-                "--no-resolv", "--no-hosts", "--no-poll", "--local=/#/",  # answer everything itself
+                "--no-resolv", "--no-hosts", "--no-poll",
+                *(["--local=/#/"] if self.authoritative else []),   # answer everything itself
                 f"--addn-hosts={self.hosts}",
                 f"--conf-file={self.conf}", f"--listen-address={self.address}",
                 "--bind-interfaces", "--port=53", "--cache-size=0", "--local-ttl=0",

@@ -30,6 +30,18 @@ def test_lookups_len_in_and_iteration_on_both_fronts(running_front):
     assert bool(front) and call(lambda: a.front.local_member not in front)
 
 
+def test_a_lone_member_counts_its_own_heartbeats_as_local_not_received(running_front):
+    # Multicast loopback brings every heartbeat back: each counts in local
+    # (the first parsed, the rest recognised on the fast path), none in
+    # received, fast_path or slow_path.
+    a = running_front(4001)
+    wait_until(lambda: a.stats()["local"] >= 3)
+    stats = a.stats()
+    assert ((stats["received"], stats["fast_path"], stats["slow_path"], stats["members"])
+            == (0, 0, 0, 0))
+    assert stats["sent"] >= stats["local"] >= 3
+
+
 def service(group_port, member_port, **settings):
     return McastService(GROUP, group_port, member_port=member_port,
                         **dict(LOOPBACK, **FAST, **settings))

@@ -107,10 +107,31 @@ def test_missing_key_file(tmp_path):
         auth.KeyRing.from_file(tmp_path / "absent")
 
 
-def test_world_readable_key_file_warns(tmp_path, caplog):
+@pytest.mark.parametrize("mode", [0o644, 0o604, 0o602, 0o666], ids="{:03o}".format)
+def test_a_key_file_every_user_may_read_or_write_is_refused(tmp_path, mode):
+    path = write(tmp_path, f"1 {KEY.hex()}\n", mode=mode)
+    with pytest.raises(ConfigurationError) as caught:
+        auth.KeyRing.from_file(path)
+    assert str(caught.value) == (f"key file {path} can be read or written by every user of "
+                                 f"this host (mode {mode:03o}): chmod 600 it")
+
+
+@pytest.mark.parametrize("mode", [0o640, 0o660, 0o440, 0o620], ids="{:03o}".format)
+def test_a_key_file_its_group_may_read_or_write_is_warned_about(tmp_path, caplog, mode):
     with caplog.at_level(logging.WARNING, logger="mcastmember"):
-        auth.KeyRing.from_file(write(tmp_path, f"1 {KEY.hex()}\n", mode=0o644))
-    assert "can be read by every user of this host: chmod 600 it" in caplog.text
+        ring = auth.KeyRing.from_file(write(tmp_path, f"1 {KEY.hex()}\n", mode=mode))
+    assert ring.keys == {1: KEY}
+    [record] = caplog.records
+    assert record.getMessage().endswith(f"can be read or written by its group (mode {mode:03o}): "
+                                        "every user in it can forge members; chmod 600 it "
+                                        "unless the group is this service's own")
+
+
+@pytest.mark.parametrize("mode", [0o600, 0o400], ids="{:03o}".format)
+def test_a_key_file_only_its_owner_may_read_is_taken_silently(tmp_path, caplog, mode):
+    with caplog.at_level(logging.WARNING, logger="mcastmember"):
+        auth.KeyRing.from_file(write(tmp_path, f"1 {KEY.hex()}\n", mode=mode))
+    assert caplog.records == []
 
 
 def test_new_key_line_reads_back(tmp_path):

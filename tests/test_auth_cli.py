@@ -51,13 +51,22 @@ def test_auth_without_a_key_file_is_refused(tmp_path):
     assert result.returncode == 2 and "--auth enforce needs --key-file" in result.stderr
 
 
-@pytest.mark.network
-def test_a_world_readable_key_file_is_warned_about(group_port, tmp_path):
+def test_a_world_readable_key_file_is_refused(tmp_path):
     path = key_file(tmp_path, auth.new_key_line() + "\n", mode=0o644)
+    result = run(["join", GROUP, "--interface", "127.0.0.1", "--ttl", "0", "--key-file", path],
+                 tmp_path)
+    assert result.returncode == 2
+    assert result.stderr == (f"mcast-demo join: error: key file {path} can be read or written "
+                             "by every user of this host (mode 644): chmod 600 it\n")
+
+
+@pytest.mark.network
+def test_a_group_readable_key_file_is_warned_about(group_port, tmp_path):
+    path = key_file(tmp_path, auth.new_key_line() + "\n", mode=0o640)
     result = run(["join", GROUP, "--port", str(group_port), "--interface", "127.0.0.1",
                   "--ttl", "0", "--key-file", path, "--duration", "0.2"], tmp_path)
     assert result.returncode == 0
-    assert "can be read by every user" in result.stderr and "chmod 600" in result.stderr
+    assert "can be read or written by its group (mode 640)" in result.stderr
 
 
 @pytest.mark.network

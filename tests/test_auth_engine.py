@@ -4,6 +4,7 @@ packet changes, set_keys re-signs at once and is judged by the table; the
 report of what failed authentication is rate-limited."""
 
 import logging
+import time
 
 import pytest
 
@@ -67,3 +68,20 @@ def test_the_engine_judges_what_it_receives_and_reports_failures_rate_limited(ma
     lines = [r.getMessage() for r in caplog.records if "authentic" in r.getMessage()]
     assert lines == ["50 datagrams on 228.0.0.4:45564 so far were not authentic and fresh "
                      "(no_trailer 50): admitted as unauthenticated (permissive)"]
+
+
+def test_a_sender_whose_clock_is_off_is_counted_as_skew_and_the_log_says_so(make, codec,
+                                                                          caplog):
+    engine = make(keys=[OLD])
+    engine.start(0.0)
+    packet = heartbeat(codec, port=4009)
+    behind = time.time_ns() // 1000 - 120_000_000              # its clock 120 s behind ours
+    packet += auth.trailer(packet, auth.KeyRing([OLD]), behind)
+    caplog.set_level(logging.WARNING, logger="mcastmember")
+    engine.receive(bytearray(packet), len(packet), 0.0)
+    engine.on_timer(MALFORMED_REPORT_S + 0.1)
+    assert engine.events() == [] and engine.stats()["auth.skew"] == 1
+    lines = [r.getMessage() for r in caplog.records if "authentic" in r.getMessage()]
+    assert lines == ["1 datagrams on 228.0.0.4:45564 so far were not authentic and fresh "
+                     "(skew 1): dropped; skew: a sender's clock is off from ours by more "
+                     "than the replay window (check NTP)"]

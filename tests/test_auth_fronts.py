@@ -5,6 +5,7 @@ member removed; bad keys are a ConfigurationError."""
 
 import logging
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -65,6 +66,28 @@ def test_permissive_lists_unkeyed_members_as_unauthenticated(front):
     a.set_keys([OLD], "enforce")       # the roll-out's last step
     wait_until(lambda: listed(a) == {4002: True})
     assert a.events.kinds(4003) == [("added", None), ("removed", "expired")]
+
+
+def test_permissive_refuses_unkeyed_forgeries_in_a_keyed_members_name(front, group_port):
+    # Issue 23: a forged payload change and a forged goodbye, without a
+    # trailer, used to update and remove the keyed member b at a.
+    a = front(4001, keys=[OLD], auth="permissive")
+    b = front(4002, keys=[OLD], payload=b"real")
+    for member in (a, b):
+        member.start()
+    wait_until(lambda: listed(a) == {4002: True})
+    twin = McastService(GROUP, group_port, member_port=4002, unique_id=b.front.config.unique_id,
+                        payload=b"forged", **LOOPBACK).config
+    forged = [twin.encode(), twin.encode(L.SHUTDOWN_COMMAND)] * 3
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
+        tx.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton("127.0.0.1"))
+        tx.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 0)
+        for datagram in forged:
+            tx.sendto(datagram, (GROUP, group_port))
+    wait_until(lambda: a.stats()["auth.no_trailer"] == len(forged))
+    assert [(m.port, m.payload, m.authenticated) for m in a.members()] == [(4002, b"real", True)]
+    assert a.events.kinds(4002) == [("added", None)]
+    assert a.stats()["refused_unauthenticated"] == len(forged)
 
 
 FLOODER = r"""

@@ -243,8 +243,44 @@ def test_a_first_packet_older_than_the_window_is_refused(codec):
     table = keyed_table(codec)
     stale = NOW_US - int(60.5e6)
     assert feed(table, signed(hb(codec), stale), 0.0) == ()
-    assert table.auth_failures() == {"replay": 1}
+    assert table.auth_failures() == {"skew": 1}
     assert kinds(feed(table, signed(hb(codec), NOW_US - int(59e6)), 0.1)) == [("added", None)]
+
+
+def test_a_sender_whose_clock_is_off_by_more_than_the_window_is_refused_as_skew(codec):
+    # Either way, in both modes: a capture and a clock 120 s behind look
+    # the same; a clock far ahead would plant a sequence refusing its sender.
+    for mode in (L.AUTH_ENFORCE, L.AUTH_PERMISSIVE):
+        table = keyed_table(codec, mode)
+        for t, offset in enumerate((-120e6, 120e6, 86_400e6)):
+            assert feed(table, signed(hb(codec, uid=t + 1), NOW_US + int(offset)), t) == ()
+        assert (len(table), table.auth_failures()) == (0, {"skew": 3})
+
+
+def test_a_fixed_identity_whose_clock_was_far_ahead_is_admitted_again(codec):
+    # Its clock jumps a day ahead while it is a member (the fast path takes
+    # the newer sequences), it leaves, the clock is put right and it comes
+    # back with the same unique id: refused as a replay while any capture of
+    # it could still be fresh, admitted again two windows after it was last
+    # accepted (it used to be refused for as long as the table remembered it).
+    wall = [NOW_US]
+    table = Membership(drop_time=3.0, codec=codec, wall_clock=lambda: wall[0])
+    table.set_keys(L.AUTH_ENFORCE, RING)
+    day = 86_400_000_000
+    assert kinds(feed(table, signed(hb(codec, alive=1), NOW_US), 0.0)) == [("added", None)]
+    assert feed(table, signed(hb(codec, alive=2), NOW_US + day), 0.5) == ()
+    goodbye = signed(hb(codec, command=L.SHUTDOWN_COMMAND), NOW_US + day + 1)
+    assert kinds(feed(table, goodbye, 1.0)) == [("removed", "shutdown")]
+    back = NOW_US + 10_000_000                               # restarted, clock right
+    wall[0] = back
+    assert feed(table, signed(hb(codec, alive=1), back), 10.0) == ()
+    assert feed(table, goodbye, 10.1) == ()                  # a capture: refused
+    window = int(60e6)
+    wall[0] = NOW_US + 2 * window                            # the window after the last
+    assert feed(table, signed(hb(codec, alive=1), wall[0]), 120.0) == ()
+    wall[0] = NOW_US + 2 * window + 1_000_000
+    assert kinds(feed(table, signed(hb(codec, alive=1), wall[0]), 121.0)) == [("added", None)]
+    assert table.auth_failures() == {"replay": 3}
 
 
 def test_reordered_heartbeats_do_not_flap(codec):
@@ -330,3 +366,33 @@ def test_compiled_signing_and_checking_allocate_nothing():
     assert index.hits == 100 and index.auth_failures() == {}
     tx.close()
     rx.close()
+
+
+def test_permissive_never_lets_an_unkeyed_packet_touch_a_keyed_member(codec):
+    # Issue 23: unkeyed strangers are admitted and marked, but a forged copy
+    # with no trailer in a keyed member's name is refused, whatever it says.
+    table = keyed_table(codec, L.AUTH_PERMISSIVE, domain=b"d")
+    (added,) = feed(table, signed(hb(codec, payload=b"real", domain=b"d"), NOW_US), 0.0)
+    assert added.member.authenticated is True
+    forged = [hb(codec, payload=b"forged", domain=b"d"),                 # a payload change
+              hb(codec, payload=b"real", domain=b"d", alive=7),          # a refresh
+              hb(codec, payload=b"real", domain=b"other"),               # a domain move
+              hb(codec, payload=b"real", domain=b"d", command=L.SHUTDOWN_COMMAND)]
+    for t, datagram in enumerate(forged, 1):
+        assert feed(table, datagram, 0.1 * t) == ()
+    (member,) = table.members()
+    assert (member.payload, member.authenticated, member.last_heard) == (b"real", True, 0.0)
+    # A suspect too: no unkeyed packet brings it back or removes it.
+    assert kinds(table.expire(3.5, suspect=True)) == [("suspect", None)]
+    for t, datagram in enumerate(forged, 40):
+        assert feed(table, datagram, 0.1 * t) == ()
+    assert table.is_suspect(member.identity)
+    stats = table.stats()
+    assert (stats["refused_unauthenticated"], stats["auth.no_trailer"]) == (8, 8)
+    assert (stats["updated"], stats["removed.shutdown"], stats["removed.filtered"]) == (0, 0, 0)
+    # Strangers without keys are still admitted, marked.
+    (stranger,) = feed(table, hb(codec, uid=2, domain=b"d"), 5.0)
+    assert (stranger.kind, stranger.member.authenticated) == ("added", False)
+    # The member's own signed heartbeat brings it back.
+    (back,) = feed(table, signed(hb(codec, payload=b"real2", domain=b"d"), NOW_US + 1), 5.1)
+    assert (back.kind, back.member.authenticated) == ("updated", True)

@@ -4,7 +4,13 @@ the test makes: A/AAAA and SRV answers, changes, and every kind of failure
 
 import pytest
 
+import time
+import types
+
 pytest.importorskip("dns.resolver", reason="dnspython is not installed")
+import dns.exception                     # noqa: E402
+import dns.name                          # noqa: E402
+import dns.resolver                      # noqa: E402
 
 from mcastmember import resolver as mdns  # noqa: E402
 from mcastmember.peers import PeerSet    # noqa: E402
@@ -72,6 +78,101 @@ def test_each_failure_has_its_reason(lan, server):
     assert failure(lan, "members.test", timeout=0.5) == "timeout"
 
 
+def test_a_refused_aaaa_costs_not_the_a_answer(lan, tmp_path):
+    # dnsmasq without upstream answers A from its hosts file and refuses AAAA
+    # for the same name: the A records are used, the refusal reported apart.
+    dns = dnslab.DnsServer(lan.hosts[0], lan.address(0), tmp_path, authoritative=False)
+    dns.records = {"members.test": ["10.250.0.5", "10.250.0.6"]}
+    dns.start()
+    try:
+        answer = ask(lan, "members.test")
+        assert answer == {("10.250.0.5", 45564), ("10.250.0.6", 45564)}
+        [refused] = answer.failures
+        assert refused.reason == "servfail"
+        assert "members.test" in str(refused) and "AAAA" in str(refused)
+        assert "REFUSED" in str(refused)
+        assert failure(lan, "nobody.test") == "servfail"     # refused both ways: a failure
+    finally:
+        dns.stop()
+
+
+class FakeResolver:
+    """Answers ``resolve(name, kind)`` from ``records[(name, kind)]``: a list
+    of records, or an exception to raise; asked queries are kept."""
+
+    lifetime = 2.0
+
+    def __init__(self, records):
+        self.records, self.asked = records, []
+
+    def resolve(self, name, kind, lifetime=None):
+        assert kind == "SRV" or 0 < lifetime <= self.lifetime
+        self.asked.append((name, kind))
+        answer = self.records.get((name, kind), dns.resolver.NoAnswer())
+        if callable(answer):
+            answer = answer()
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+
+def a(address):
+    return types.SimpleNamespace(address=address)
+
+
+def srv(target, port):
+    return types.SimpleNamespace(target=dns.name.from_text(target), port=port)
+
+
+def test_a_and_aaaa_count_apart_one_answering_is_enough():
+    refused = dns.resolver.NoNameservers()
+    fake = FakeResolver({("m.test", "A"): [a("10.0.0.5")], ("m.test", "AAAA"): refused})
+    answer = mdns.resolve(fake, "m.test", 4000)
+    assert answer == {("10.0.0.5", 4000)}
+    assert [(f.reason, str(f)) for f in answer.failures] == [("servfail", f"servfail: {refused}")]
+    fake = FakeResolver({("m.test", "A"): dns.exception.Timeout(),
+                         ("m.test", "AAAA"): [a("fd00::5")]})
+    answer = mdns.resolve(fake, "m.test", 4000)
+    assert answer == {("fd00::5", 4000)}
+    assert [str(f) for f in answer.failures] == ["timeout: m.test A"]
+    fake = FakeResolver({("m.test", "A"): [a("10.0.0.5")]})        # no AAAA record: no failure
+    assert mdns.resolve(fake, "m.test", 4000).failures == ()
+
+
+def test_nothing_answered_is_the_first_failure():
+    fake = FakeResolver({("m.test", "A"): dns.exception.Timeout(),
+                         ("m.test", "AAAA"): dns.resolver.NoNameservers()})
+    with pytest.raises(mdns.DnsFailure, match="^timeout: m.test A$"):
+        mdns.resolve(fake, "m.test", 4000)
+    with pytest.raises(mdns.DnsFailure, match="^no_answer: m.test$"):
+        mdns.resolve(FakeResolver({}), "m.test", 4000)
+    fake = FakeResolver({("m.test", "A"): dns.resolver.NXDOMAIN()})
+    with pytest.raises(mdns.DnsFailure, match="^nxdomain: m.test$"):
+        mdns.resolve(fake, "m.test", 4000)
+    assert fake.asked == [("m.test", "A")]      # a name that does not exist has no AAAA either
+
+
+def test_a_and_aaaa_share_one_timeout():
+    # A server gone away costs one timeout, not one per record type.
+    def spend_it_all():
+        time.sleep(fake.lifetime * 1.5)
+        return dns.exception.Timeout()
+    fake = FakeResolver({("m.test", "A"): spend_it_all, ("m.test", "AAAA"): [a("fd00::5")]})
+    fake.lifetime = 0.05
+    with pytest.raises(mdns.DnsFailure, match="^timeout: m.test A$"):
+        mdns.resolve(fake, "m.test", 4000)
+    assert fake.asked == [("m.test", "A")]
+
+
+def test_an_srv_target_that_fails_costs_not_the_others():
+    fake = FakeResolver({("s.test", "SRV"): [srv("a.test.", 4001), srv("b.test.", 4002)],
+                         ("a.test", "A"): dns.resolver.NXDOMAIN(),
+                         ("b.test", "AAAA"): [a("fd00::6")]})
+    answer = mdns.resolve(fake, "s.test", 4000, srv=True)
+    assert answer == {("fd00::6", 4002)}
+    assert [str(f) for f in answer.failures] == ["nxdomain: a.test"]
+
+
 def test_failures_keep_the_last_good_answer():
     own = (bytes([10, 0, 0, 1]), 45564)
     peers = PeerSet(port=45564, own=own, interval=5.0, dns="members.test")
@@ -87,6 +188,7 @@ def test_failures_keep_the_last_good_answer():
         assert peers.due(at) == [lookup]
         peers.on_failure(lookup, reason, at)
         assert peers.peers == {(bytes([10, 0, 0, 5]), 45564)}
-    assert peers.stats() == {"peers": 1, "lookups_answered": 2, "lookups_failed.timeout": 1,
+    assert peers.stats() == {"peers": 1, "peers_refused": 0, "lookups_answered": 2,
+                             "lookups_failed.timeout": 1,
                              "lookups_failed.servfail": 1, "lookups_failed.nxdomain": 1,
                              "lookups_failed.no_answer": 0, "lookups_failed.error": 0}

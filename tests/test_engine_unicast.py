@@ -11,7 +11,7 @@ import pytest
 from mcastmember.config import ServiceConfig
 from mcastmember.engine import MembershipEngine
 from mcastmember.errors import ConfigurationError
-from mcastmember.resolver import DnsFailure
+from mcastmember.resolver import Answer, DnsFailure
 
 from support import heartbeat
 
@@ -115,6 +115,25 @@ def test_dns_answers_change_the_targets_and_failures_keep_the_last(make, caplog)
             stats["lookups_failed.servfail"]) == (2, 1, 2, 1)
     # Rate-limited: one warning for the run of failures.
     assert sum("cannot resolve members.test" in r.message for r in caplog.records) == 1
+
+
+def test_an_answer_in_part_is_used_and_its_failed_part_counted(make, caplog):
+    # An A answer beside a refused AAAA query: the addresses are peers, the
+    # refusal is counted and logged (rate-limited, as failures are).
+    engine = make(dns="members.test", dns_interval=1000)
+    engine.start(0.0)
+    refused = DnsFailure("servfail", "members.test. IN AAAA: answered REFUSED")
+    with caplog.at_level(logging.WARNING, "mcastmember"):
+        for at in (0.0, 1.0):
+            (lookup,) = engine.lookups_due(at)
+            engine.on_lookup(lookup, Answer({("127.0.0.2", PORT)}, [refused]), at)
+    assert engine.targets.peers == ((A, PORT),)
+    stats = engine.stats()
+    assert (stats["peers"], stats["lookups_answered"], stats["lookups_failed.servfail"]) == (
+        1, 2, 2)
+    assert [r.getMessage() for r in caplog.records] == [
+        "members.test answered in part (servfail: members.test. IN AAAA: answered REFUSED): "
+        "using its 1 addresses"]
 
 
 def test_a_lookup_that_raised_a_base_exception_is_a_failure(make):
@@ -228,6 +247,8 @@ def test_dns_members_name_ipv6_members_by_java_s_text_of_their_address(make):
     (dict(dns="a.test", dns_servers=["ns.example"]), "dns server 'ns.example' must be an address"),
     (dict(dns="a.test", dns_interval=50), "dns_interval 50 is out of range"),
     (dict(peers=["127.0.0.2"], accept_unknown="yes"), "accept_unknown must be True or False"),
+    (dict(peers=["127.0.0.2", "127.0.0.3", "node.test"], max_members=2),
+     "^3 peers listed, more than max_members \\(2\\)$"),
 ])
 def test_bad_unicast_settings_say_what_is_wrong(make, settings, message):
     with pytest.raises(ConfigurationError, match=message):
@@ -237,3 +258,43 @@ def test_bad_unicast_settings_say_what_is_wrong(make, settings, message):
 def test_peers_may_be_one_comma_separated_string(make):
     engine = make(peers="127.0.0.2, 127.0.0.3:5000")
     assert engine.targets.peers == ((A, PORT), (B, 5000))
+
+
+def addresses(prefix, count):
+    return {(f"{prefix}.{i}", PORT) for i in range(1, count + 1)}
+
+
+def test_peers_past_max_members_are_left_out_counted_and_logged_when_first_hit(make, caplog):
+    """One DNS answer of thousands of addresses made a member send thousands
+    of datagrams a period (issue 23): the peers are bounded by max_members,
+    the static address kept, then the resolved ones in address order."""
+    engine = make(peers=["127.9.0.1", "static.test"], dns="members.test", max_members=8)
+    engine.start(0.0)
+    static_name, dns_name = engine.lookups_due(0.0)
+    with caplog.at_level(logging.WARNING, "mcastmember"):
+        engine.on_lookup(dns_name, addresses("127.1.0", 20), 0.1)
+        assert [socket.inet_ntoa(a) for a, _ in engine.targets.peers] == [
+            f"127.1.0.{i}" for i in range(1, 8)] + ["127.9.0.1"]
+        engine.on_lookup(static_name, addresses("127.2.0", 3), 0.2)      # still past it
+        assert (engine.stats()["peers"], engine.stats()["peers_refused"]) == (8, 13 + 16)
+        static_name, dns_name = engine.lookups_due(6.0)
+        engine.on_lookup(dns_name, addresses("127.1.0", 3), 6.0)       # back under it
+        engine.on_lookup(static_name, addresses("127.2.0", 3), 6.0)
+        assert (engine.stats()["peers"], engine.stats()["peers_refused"]) == (7, 29)
+        static_name, dns_name = engine.lookups_due(12.0)
+        engine.on_lookup(dns_name, addresses("127.1.0", 20), 12.0)     # past it again
+    assert engine.stats()["peers_refused"] == 29 + 16
+    warned = [r.getMessage() for r in caplog.records]
+    assert warned == ["21 peer addresses resolved, more than max_members (8): heartbeats go "
+                      "to the first 8 only",
+                      "24 peer addresses resolved, more than max_members (8): heartbeats go "
+                      "to the first 8 only"]
+
+
+def test_dns_members_past_max_members_are_left_out(make):
+    engine = make(dns="tomcat.test", dns_members=True, member_port=4100, max_members=4)
+    engine.start(0.0)
+    (lookup,) = engine.lookups_due(0.0)
+    engine.on_lookup(lookup, addresses("127.1.0", 10), 0.1)
+    assert [e.member.address for e in engine.events()] == [f"127.1.0.{i}" for i in range(1, 5)]
+    assert engine.stats()["peers_refused"] == 6

@@ -196,3 +196,31 @@ def test_datagrams_after_a_stranger_are_handled_by_the_next_pump(codec, pair):
     assert index.pump(rx.fileno(), buf, math.inf) == -errno.EAGAIN
     assert index.hits == 3 and index.dropped() == {L.NOT_MEMBERSHIP: 1}
     assert index.pending() == 0
+
+
+def test_hits_are_counted_by_kind_by_lookup_and_by_pump(codec, pair):
+    # The table tells our own heartbeats (KIND_LOCAL) from others' by these.
+    tx, rx = pair
+    index = codec.MemberIndex(4)
+    member, own, other_domain = (heartbeat(codec, uid=_uid(i)) for i in (1, 2, 3))
+    for packet, kind in ((member, L.KIND_MEMBER), (own, L.KIND_LOCAL),
+                         (other_domain, L.KIND_FILTERED)):
+        index.add(packet, -1, 0.0, kind)
+    assert index.hits_by_kind() == {}
+    for packet in (own, member, own):
+        assert index.lookup(packet, len(packet), 1.0) >= 0
+    assert index.hits_by_kind() == {L.KIND_MEMBER: 1, L.KIND_LOCAL: 2}
+    for packet in (own, other_domain, member, own, own):
+        tx.send(packet)
+    buf = bytearray(65536)
+    assert index.pump(rx.fileno(), buf, math.inf) == -errno.EAGAIN
+    assert index.hits_by_kind() == {L.KIND_MEMBER: 2, L.KIND_LOCAL: 5, L.KIND_FILTERED: 1}
+    assert index.hits == 8
+
+
+def test_add_refuses_an_unknown_kind(codec):
+    index = codec.MemberIndex(2)
+    for kind in (L.KIND_FREE, 4, 255, -1):
+        with pytest.raises(ValueError, match="kind"):
+            index.add(heartbeat(codec), -1, 0.0, kind)
+    assert len(index) == 0

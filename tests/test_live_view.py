@@ -222,6 +222,15 @@ def test_the_table_updates_in_place_fits_the_terminal_and_colours_changes(
         member.stop()
 
 
+def test_a_lone_members_header_counts_nothing_received_of_its_own(terminals, group_port):
+    # Its heartbeats come back by multicast loopback: sent, not received.
+    term = terminals("lone", f"{DEMO} join {GROUP} --port {group_port} --interface 127.0.0.1 "
+                             f"--ttl 0 --member-port 4000 --frequency 100")
+    lines = term.wait_for(lambda lines: len(lines) > 1 and re.match(
+        r"0 member\(s\)  received \d+  sent ([3-9]|\d\d+)  ", lines[1]))
+    assert lines[1].startswith("0 member(s)  received 0  sent "), lines[1]
+
+
 def test_watch_shows_the_same_table_without_colours_under_no_color(terminals, group_port):
     member = McastService(GROUP, group_port, member_port=4001, **LOOPBACK, frequency=100,
                           drop_time=400)

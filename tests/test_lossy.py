@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from mcastmember.engine import MAX_PROBE_SOCKETS, MAX_PROBES, PROBE_ATTEMPTS
+from mcastmember.engine import MAX_PROBE_SOCKETS, MAX_PROBES, PROBE_ATTEMPTS, PROBES_PER_SILENCE
 
 from fronts import Asyncio, FRONTS, Threaded
 from netlab import (JsonProcess, Lan, demo_command, event, loss_rules, nft_available,
@@ -113,7 +113,9 @@ def test_a_killed_member_is_removed_with_and_without_verify(lan, cluster):
 # so every probe is answered by its third attempt, while a probe of one
 # connect would fail at the first drop. bench/lossy.py has random loss.
 
-HANDSHAKE_PROBES = 10
+# Probes kept in one silence: the last of PROBES_PER_SILENCE removes the member
+# (verify.exhausted); one fewer leaves a drop time's margin for the polling.
+HANDSHAKE_PROBES = PROBES_PER_SILENCE - 2
 MEMBER_PORT = 4000
 
 

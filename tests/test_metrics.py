@@ -26,7 +26,11 @@ pytestmark = pytest.mark.network
 def scrape(url):
     """{(sample name, frozenset of labels but the group): value}, and the groups seen."""
     with urllib.request.urlopen(url, timeout=5) as answer:
-        text = answer.read().decode()
+        return parse(answer.read().decode())
+
+
+def parse(text):
+    """As scrape(), from the exposition ``text``."""
     samples, groups = {}, set()
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
@@ -65,7 +69,8 @@ def test_a_scrape_sees_the_counters_move(kind, group_port):
         assert value(second, "mcastmember_malformed_total", verdict="truncated") == 0
         assert value(second, "mcastmember_refused_total", reason="unlisted") == 0
         assert value(second, "mcastmember_auth_failures_total", reason="bad_mac") == 0
-        assert value(second, "mcastmember_datagrams_received_total") >= 1 + 1 + 3 + 1
+        # the other's heartbeats, the junk, the stranger; our own are not received
+        assert value(second, "mcastmember_datagrams_received_total") >= 1 + 3 + 1
         for name, labels in (("mcastmember_fast_path_total", {}),    # the other's next beats
                              ("mcastmember_heartbeats_sent_total", {"transport": "multicast"})):
             wait_until(lambda: value(scrape(server.url)[0], name, **labels)
@@ -162,3 +167,48 @@ def test_without_prometheus_client_the_metrics_port_says_what_to_install(tmp_pat
     assert result.returncode == 2
     assert result.stderr == ("mcast-demo watch: error: --metrics-port needs prometheus_client: "
                              "pip install 'mcastmember[prometheus]'\n")
+
+
+def test_first_scrape_has_every_removal_reason_and_doctor_probes_apart(group_port):
+    # Prometheus practice: every known label value from the first scrape, at 0,
+    # so that rate() starts from a series; doctor probes are not malformed.
+    with McastService(GROUP, group_port, member_port=4001, **LOOPBACK, **FAST) as front:
+        samples, _ = scrape_collector(front)
+        assert {labels for name, labels in samples if name == "mcastmember_removed_total"} == {
+            frozenset({("reason", r)}) for r in
+            ("expired", "filtered", "shutdown", "stopped", "unlisted")}
+        assert all(samples[key] == 0 for key in samples if key[0] == "mcastmember_removed_total")
+        assert value(samples, "mcastmember_doctor_probes_total") == 0
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sender:
+            sender.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF,
+                              socket.inet_aton("127.0.0.1"))
+            sender.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 0)
+            for _ in range(2):
+                sender.sendto(b"MCDOCTOR" + bytes(30), (GROUP, group_port))
+        wait_until(lambda: front.stats()["doctor_probes"] == 2)
+        samples, _ = scrape_collector(front)
+    assert value(samples, "mcastmember_doctor_probes_total") == 2
+    assert not [labels for name, labels in samples if name == "mcastmember_malformed_total"
+                and ("verdict", "doctor_probe") in labels]
+    assert value(samples, "mcastmember_malformed_total", verdict="not_membership") == 0
+
+
+def scrape_collector(front):
+    """What a scrape of ``front``'s collector shows (as scrape())."""
+    from prometheus_client import CollectorRegistry, generate_latest
+    from mcastmember.metrics import MembershipCollector
+    registry = CollectorRegistry()
+    registry.register(MembershipCollector(front))
+    return parse(generate_latest(registry).decode())
+
+
+def test_importing_metrics_without_prometheus_client_says_what_to_install():
+    code = ("import sys; sys.modules['prometheus_client'] = None\n"
+            "try:\n    import mcastmember.metrics\n"
+            "except ImportError as error:\n"
+            "    print(type(error).__name__, error.name, error, sep='|')\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=30)
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout == ("ModuleNotFoundError|prometheus_client|mcastmember.metrics needs "
+                             "prometheus_client: pip install 'mcastmember[prometheus]'\n")

@@ -81,12 +81,19 @@ def test_expired_member_comes_back_as_added(table, codec):
     assert [e.kind for e in feed(table, hb(codec), 10.1)] == ["added"]
 
 
-def test_our_own_heartbeats_are_ignored(table, codec):
+def test_our_own_heartbeats_are_ignored_and_counted_as_local_only(table, codec):
+    # Every one of our heartbeats heard back counts in local (the first
+    # parsed, the later ones recognised); received, fast_path and slow_path
+    # count only others' datagrams.
     own = hb(codec, uid=99, port=4000)
     assert feed(table, own, 0.0) == ()
-    assert feed(table, hb(codec, uid=99, port=4000, alive=7), 0.5) == ()
+    for alive in (7, 8):
+        assert feed(table, hb(codec, uid=99, port=4000, alive=alive), 0.5) == ()
+    assert feed(table, hb(codec, uid=1), 0.6)[0].kind == "added"
+    assert feed(table, hb(codec, uid=1, alive=9), 0.7) == ()
     stats = table.stats()
-    assert (stats["local"], stats["fast_path"], stats["members"]) == (1, 1, 0)
+    assert ((stats["local"], stats["received"], stats["fast_path"], stats["slow_path"],
+             stats["members"]) == (3, 2, 1, 1, 1))
 
 
 def test_restart_with_new_unique_id_is_a_new_member(table, codec):
@@ -141,8 +148,9 @@ def test_domain_filter_compares_bytes(codec):
     assert [e.kind for e in feed(table, hb(codec, uid=2, domain=b"prod"), 0.5)] == ["added"]
     events = feed(table, hb(codec, uid=2, domain=b"other"), 1.0)   # moved away
     assert [(e.kind, e.reason) for e in events] == [("removed", "filtered")]
-    stats = table.stats()
-    assert (stats["filtered"], stats["fast_path"]) == (2, 1)
+    stats = table.stats()     # filtered: every datagram of another domain, recognised ones too
+    assert ((stats["filtered"], stats["fast_path"], stats["slow_path"], stats["received"])
+            == (3, 1, 3, 4))
 
 
 def test_ignored_senders_expire_quietly(codec):

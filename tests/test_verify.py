@@ -9,8 +9,9 @@ import pytest
 
 from mcastmember import _codec
 from mcastmember.config import ServiceConfig
+from mcastmember import auth
 from mcastmember.engine import (LOST_ATTEMPT_S, MAX_PROBE_SOCKETS, MAX_PROBES, PROBE_ATTEMPTS,
-                                MembershipEngine)
+                                PROBE_RATE, PROBES_PER_SILENCE, MembershipEngine)
 
 from support import GROUP, LOOPBACK, heartbeat, silent_port, wait_until
 
@@ -335,6 +336,92 @@ def test_without_verify_the_drop_time_removes(make):
     assert engine.probes_due(3.01) == []
 
 
+# -- what the network may make us do (issue 23) -------------------------------------------
+
+def test_suspects_count_against_max_members(make):
+    # Forged members that expire into suspects whose ports answer must not
+    # make room for more: the table holds max_members, suspects included.
+    engine = make(max_members=2)
+    engine.start(0.0)
+    for i in range(2):
+        hear(engine, 0.0, port=5000 + i, uid=uid(i + 10))
+    engine.on_timer(DROP + 0.01)
+    for attempt in engine.probes_due(DROP + 0.01):
+        engine.on_probe(attempt, True, DROP + 0.02)          # kept: still suspects
+    for i in range(2, 6):
+        hear(engine, DROP + 0.1, port=5000 + i, uid=uid(i + 10))
+    assert sorted(m.port for m in engine.members()) == [5000, 5001]
+    assert kinds(engine) == [("added", None, 5000), ("added", None, 5001),
+                             ("suspect", None, 5000), ("suspect", None, 5001)]
+    stats = engine.stats()
+    assert (stats["refused"], stats["members"], stats["verify.kept"]) == (4, 2, 2)
+    hear(engine, DROP + 0.2, port=5000, uid=uid(10))        # a suspect heard again: room for it
+    assert [m.port for m in engine.members()] == [5000, 5001]
+    assert engine.stats()["suspects_heard"] == 1
+
+
+def test_a_silent_member_whose_port_answers_is_probed_a_bounded_number_of_times(make):
+    engine = make()
+    now = DROP + 0.01
+    attempt = suspect(engine, now)
+    probes = 1
+    while probes <= 2 * PROBES_PER_SILENCE:
+        answered = now + 0.001
+        engine.on_probe(attempt, True, answered)
+        if engine.stats()["members"] == 0:
+            break
+        now = answered + DROP                                # kept one drop time
+        engine.on_timer(now)
+        (attempt,) = engine.probes_due(now)
+        probes += 1
+    assert probes == PROBES_PER_SILENCE
+    assert kinds(engine) == [("removed", "expired", 4002)]
+    stats = engine.stats()
+    assert (stats["verify.kept"], stats["verify.exhausted"]) == (PROBES_PER_SILENCE - 1, 1)
+    assert now == pytest.approx(DROP + 0.01 + (PROBES_PER_SILENCE - 1) * (DROP + 0.001))
+
+
+def test_probes_start_at_most_probe_rate_a_second(make):
+    # Ports that answer at once free their sockets at once: the rate, not
+    # the socket bound, is what holds a flood of them.
+    count = 3 * PROBE_RATE
+    engine = flooded(make, count)
+    now, started = 3.01, []
+    while len(started) < count:
+        assert now < 3.01 + 5.0, "stalled"
+        due = engine.probes_due(now)
+        started += [(now, a.member.port) for a in due]
+        for attempt in due:
+            engine.on_probe(attempt, True, now)
+        engine.on_timer(now)
+        engine.outgoing(now)
+        now = engine.next_deadline()
+    times = [t for t, _ in started]
+    assert sorted(p for _, p in started) == list(range(5000, 5000 + count))
+    assert times.count(3.01) == PROBE_RATE                   # the first burst
+    for k, t in enumerate(times):                            # then one per 1 / PROBE_RATE s
+        if k >= PROBE_RATE:
+            assert t == pytest.approx(3.01 + (k - PROBE_RATE + 1) / PROBE_RATE)
+    stats = engine.stats()
+    assert (stats["verify.deferred"], stats["verify.kept"]) == (count - PROBE_RATE, count)
+
+
+def test_permissive_probes_authenticated_suspects_only(make, codec):
+    key = (1, bytes(range(32)))
+    engine = make(keys=[key], auth="permissive")
+    engine.start(0.0)
+    plain = heartbeat(codec, port=4002, uid=uid(2))
+    keyed = heartbeat(codec, port=4003, uid=uid(3))
+    keyed += auth.trailer(keyed, auth.KeyRing([key]), time.time_ns() // 1000)
+    for packet in (plain, keyed):
+        engine.receive(bytearray(packet), len(packet), 0.0)
+    engine.on_timer(DROP + 0.01)
+    assert kinds(engine) == [("added", None, 4002), ("added", None, 4003),
+                             ("removed", "expired", 4002), ("suspect", None, 4003)]
+    assert [a.member.port for a in engine.probes_due(DROP + 0.01)] == [4003]
+    assert (engine.stats()["unprobed"], engine.stats()["suspected"]) == (1, 1)
+
+
 def test_the_prober_tells_acceptance_refusal_and_no_answer_and_keeps_no_socket():
     import os
     import queue
@@ -420,3 +507,30 @@ def test_a_killed_member_is_removed_within_drop_time_and_the_probe(front, group_
     took = time.monotonic() - heard
     assert took < 5.0, f"removed {took:.3f} s after it was heard"
     assert verified.stats()["verify.failed"] == 1
+
+
+def test_a_forged_member_naming_a_port_that_answers_costs_a_bounded_number_of_connects(
+        front, group_port):
+    # Issue 23: one datagram naming someone else's listening port used to
+    # make a member connect there every drop time, for ever.
+    victim = socket.create_server(("127.0.0.1", 0))
+    victim.settimeout(0.05)
+    accepted = 0
+    try:
+        port = victim.getsockname()[1]
+        # A bound of 1.2 s: its second connect (0.2 s on) is never needed on loopback.
+        verified = front(4001, verify=True, frequency=50, drop_time=200, verify_timeout=1200)
+        one_heartbeat(group_port, port, uid(9))
+        wait_until(lambda: verified.events.kinds(port)[-1:] == [("removed", "expired")],
+                   timeout=30)
+        while True:
+            try:
+                victim.accept()[0].close()
+                accepted += 1
+            except socket.timeout:
+                break
+        stats = verified.stats()
+        assert (stats["verify.kept"], stats["verify.exhausted"]) == (PROBES_PER_SILENCE - 1, 1)
+        assert accepted == PROBES_PER_SILENCE
+    finally:
+        victim.close()

@@ -1,0 +1,237 @@
+"""Compound messages, the CRC header, compression wrapping, and whole packets
+and TCP stream messages built from them (memberlist 0.2.x util.go and net.go;
+labels from >= 0.3).
+
+Layering, outermost first, as rawSendMsgPacket / ingestPacket do it:
+
+    packet:  [label header] [encryption] [hasCrc header] [compress] message-or-compound
+    stream:  [label header] [encrypt message] [compress] push/pull | user | ping | ack | err
+
+Compression on packets is used only when it makes the packet smaller; on
+streams always when enabled (rawSendMsgStream). A compound holds up to 255
+parts of at most 65535 bytes; its parts may themselves be compounds or
+compressed (Go recurses without a bound: here ``Limits.max_nesting`` bounds it).
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+
+from . import crypto, label as label_mod, lzw, messages
+from .errors import GossipWireError, Truncated
+from .layout import (COMPOUND_LENGTH_SIZE, COMPOUND_MAX_PART, COMPOUND_MAX_PARTS, CRC_HEADER_SIZE,
+                     ENCRYPTION_VERSION_MAX, LZW_ALGO, MessageType)
+from .limits import Limits
+
+# ----------------------------------------------------------------- compound
+
+
+def make_compound(parts: Sequence[bytes]) -> bytes:
+    """makeCompoundMessage: type, count, big-endian uint16 lengths, the parts."""
+    if len(parts) > COMPOUND_MAX_PARTS:
+        raise ValueError(f"a compound holds at most {COMPOUND_MAX_PARTS} messages")
+    if any(len(part) > COMPOUND_MAX_PART for part in parts):
+        raise ValueError(f"a compound part is at most {COMPOUND_MAX_PART} bytes")
+    lengths = b"".join(len(part).to_bytes(COMPOUND_LENGTH_SIZE, "big") for part in parts)
+    return bytes((MessageType.COMPOUND, len(parts))) + lengths + b"".join(parts)
+
+
+def split_compound(body: bytes) -> tuple[list[bytes], int]:
+    """decodeCompoundMessage on a compound's body (after its type byte): the
+    complete parts and how many were cut off (Go keeps the complete ones)."""
+    if not body:
+        raise Truncated("compound without its count byte")
+    count = body[0]
+    pos = 1 + count * COMPOUND_LENGTH_SIZE
+    if len(body) < pos:
+        raise Truncated("compound lengths cut short")
+    parts: list[bytes] = []
+    for index in range(count):
+        start = 1 + index * COMPOUND_LENGTH_SIZE
+        length = int.from_bytes(body[start:start + COMPOUND_LENGTH_SIZE], "big")
+        if len(body) - pos < length:
+            return parts, count - index
+        parts.append(bytes(body[pos:pos + length]))
+        pos += length
+    return parts, 0
+
+
+# ---------------------------------------------------------------- CRC header
+
+
+def add_crc(msg: bytes) -> bytes:
+    """The hasCrc header: type 12 and the CRC-32 (IEEE) of ``msg``, big-endian."""
+    return bytes((MessageType.HAS_CRC,)) + zlib.crc32(msg).to_bytes(4, "big") + msg
+
+
+def strip_crc(buf: bytes) -> bytes:
+    """``buf`` without its hasCrc header, checked; unchanged if it has none."""
+    if len(buf) < CRC_HEADER_SIZE or buf[0] != MessageType.HAS_CRC:
+        return buf
+    rest = buf[CRC_HEADER_SIZE:]
+    if zlib.crc32(rest) != int.from_bytes(buf[1:CRC_HEADER_SIZE], "big"):
+        raise GossipWireError("bad_crc", "packet CRC does not match")
+    return rest
+
+
+# --------------------------------------------------------------- compression
+
+
+def compress_message(msg: bytes) -> bytes:
+    """compressPayload: a compress message holding ``msg`` LZW-compressed."""
+    return messages.encode(messages.Compress(algo=LZW_ALGO, buf=lzw.compress(msg)))
+
+
+def decompress_body(comp: messages.Compress, max_size: int) -> bytes:
+    """decompressBuffer: the bytes a compress message holds."""
+    if comp.algo != LZW_ALGO:
+        raise GossipWireError("bad_compression", f"unknown compression algorithm {comp.algo}")
+    return lzw.decompress(comp.buf, max_size)
+
+
+# -------------------------------------------------------------------- packets
+
+
+def encode_packet(msg: bytes, *, compress: bool = False, crc: bool = False,
+                  keyring: crypto.Keyring | None = None, encryption_version: int = ENCRYPTION_VERSION_MAX,
+                  label: bytes = b"", nonce: bytes | None = None) -> bytes:
+    """A UDP packet as rawSendMsgPacket builds it from a message or compound.
+
+    ``crc`` when the peer's protocol max is >= 5; ``keyring`` when encryption
+    is on (and GossipVerifyOutgoing); ``label`` for memberlist >= 0.3 peers.
+    """
+    if compress:
+        packed = compress_message(msg)
+        if len(packed) < len(msg):
+            msg = packed
+    if crc:
+        msg = add_crc(msg)
+    if keyring is not None:
+        msg = crypto.encrypt_payload(encryption_version, keyring.primary_key, msg, label, nonce)
+    return label_mod.add_label(msg, label)
+
+
+def open_packet(buf: bytes, limits: Limits, *, keys: Sequence[bytes] = (), label: bytes = b"",
+                verify_incoming: bool = True) -> bytes:
+    """ingestPacket's first steps: the label checked and removed, the packet
+    decrypted with any of ``keys`` (if given), the CRC checked and removed.
+
+    Without ``verify_incoming`` (a key roll-out), a packet no key opens is
+    taken as plain, as memberlist does.
+    """
+    if len(buf) > limits.max_packet:
+        raise GossipWireError("too_large", f"packet of {len(buf)} bytes is over {limits.max_packet}")
+    got, start = label_mod.split_label(buf)
+    if got != label:
+        raise GossipWireError("bad_label", f"packet label {got!r} is not the expected {label!r}")
+    buf = buf[start:]
+    if keys:
+        try:
+            buf = crypto.decrypt_payload(keys, buf, label)
+        except GossipWireError:
+            if verify_incoming:
+                raise
+    buf = strip_crc(buf)
+    if not buf:
+        raise Truncated("empty packet")
+    return buf
+
+
+def split_messages(buf: bytes, limits: Limits) -> tuple[list[bytes], int]:
+    """handleCommand's unwrapping: the messages inside compounds and compress
+    messages, each still with its type byte, and how many compound parts were
+    cut off. Nesting, count and decompressed bytes are bounded by ``limits``."""
+    out: list[bytes] = []
+    truncated = 0
+    budget = limits.max_decompressed
+    stack: list[tuple[bytes, int]] = [(buf, 0)]
+    while stack:
+        msg, depth = stack.pop()
+        if not msg:
+            raise Truncated("empty message")
+        kind = msg[0]
+        if kind not in (MessageType.COMPOUND, MessageType.COMPRESS):
+            if len(out) == limits.max_messages:
+                raise GossipWireError("too_many", f"more than {limits.max_messages} messages in one packet")
+            out.append(msg)
+            continue
+        if depth == limits.max_nesting:
+            raise GossipWireError("too_deep", f"compound/compress nested deeper than {limits.max_nesting}")
+        if kind == MessageType.COMPOUND:
+            parts, cut = split_compound(msg[1:])
+            truncated += cut
+            stack.extend((part, depth + 1) for part in reversed(parts))
+        else:
+            comp, _end = messages.Compress.decode_body(msg, limits, 1)
+            inner = decompress_body(comp, budget)
+            budget -= len(inner)
+            stack.append((inner, depth + 1))
+    return out, truncated
+
+
+# -------------------------------------------------------------------- streams
+
+
+def encode_stream(msg: bytes, *, compress: bool = False, keyring: crypto.Keyring | None = None,
+                  encryption_version: int = ENCRYPTION_VERSION_MAX, label: bytes = b"",
+                  nonce: bytes | None = None) -> bytes:
+    """A TCP stream message as rawSendMsgStream writes it (the label header
+    first, as AddLabelHeaderToStream sends it before)."""
+    if compress:
+        msg = compress_message(msg)
+    if keyring is not None:
+        msg = crypto.encrypt_stream(encryption_version, keyring.primary_key, msg, label, nonce)
+    return label_mod.add_label(msg, label)
+
+
+StreamMessage = tuple[MessageType, object]
+
+
+def decode_stream(buf: bytes, limits: Limits, *, keys: Sequence[bytes] = (), label: bytes = b"",
+                  verify_incoming: bool = True) -> tuple[StreamMessage, int]:
+    """readStream and what follows it: one stream message at the start of
+    ``buf`` and the number of bytes it took.
+
+    The result is (PUSH_PULL, PushPull), (USER, payload bytes), or (PING,
+    Ping), (ACK, Ack), (ERR, Err). :class:`Truncated` means more bytes are
+    needed; any other :class:`GossipWireError` that the stream is bad.
+    """
+    got, pos = label_mod.split_label(buf)
+    if got != label:
+        raise GossipWireError("bad_label", f"stream label {got!r} is not the expected {label!r}")
+    if len(buf) <= pos:
+        raise Truncated("stream without a message type")
+    if buf[pos] == MessageType.ENCRYPT:
+        if not keys:
+            raise GossipWireError("bad_encryption", "remote state is encrypted and encryption is not configured")
+        inner, end = crypto.decrypt_stream(keys, buf, limits, label, pos)
+        (kind, msg), _ = _decode_inner(inner, limits)
+        return (kind, msg), end
+    if keys and verify_incoming:
+        raise GossipWireError("bad_encryption", "encryption is configured but remote state is not encrypted")
+    (kind, msg), used = _decode_inner(buf[pos:], limits)
+    return (kind, msg), pos + used
+
+
+def _decode_inner(buf: bytes, limits: Limits) -> tuple[StreamMessage, int]:
+    """A possibly compressed stream message after decryption."""
+    if not buf:
+        raise Truncated("empty stream message")
+    used: int | None = None
+    if buf[0] == MessageType.COMPRESS:
+        comp, used = messages.Compress.decode_body(buf, limits, 1)
+        buf = decompress_body(comp, limits.max_decompressed)
+        if not buf:
+            raise Truncated("empty compressed stream message")
+    kind = buf[0]
+    msg: object
+    if kind == MessageType.PUSH_PULL:
+        msg, end = messages.decode_push_pull(buf, limits, 1)
+    elif kind == MessageType.USER:
+        msg, end = messages.decode_user_stream(buf, limits, 1)
+    elif kind in (MessageType.PING, MessageType.ACK, MessageType.ERR):
+        msg, end = messages.SIMPLE[MessageType(kind)].decode_body(buf, limits, 1)
+    else:
+        raise GossipWireError("bad_type", f"message type {kind} does not travel on streams")
+    return (MessageType(kind), msg), (end if used is None else used)

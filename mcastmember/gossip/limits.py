@@ -1,0 +1,35 @@
+"""Bounds on everything the network can grow, for every parser of the layer."""
+
+from dataclasses import dataclass
+
+from . import layout
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What a parser accepts before it gives up with a GossipWireError.
+
+    The defaults follow memberlist where it has a bound (``maxPushStateBytes``
+    for streams, 512 bytes of node meta) and are generous but finite elsewhere
+    (memberlist has no bound on push/pull node counts or on nested compound and
+    compress wrappers).
+    """
+
+    #: a whole UDP packet, before decryption (IPv4's largest datagram)
+    max_packet: int = 65535
+    #: a whole TCP stream message (memberlist: maxPushStateBytes, 20 MiB)
+    max_stream: int = layout.MAX_PUSH_STATE_BYTES
+    #: bytes one LZW payload may decompress to
+    max_decompressed: int = layout.MAX_PUSH_STATE_BYTES
+    #: one string or byte string inside a msgpack body
+    max_string: int = layout.MAX_PUSH_STATE_BYTES
+    #: entries of one msgpack array or map (a struct has at most 8 fields)
+    max_container: int = 64
+    #: msgpack containers inside each other; compound/compress wrappers inside each other
+    max_nesting: int = 4
+    #: node states in one push/pull
+    max_push_nodes: int = 100_000
+    #: the delegate's user state in one push/pull or user stream
+    max_user_state: int = layout.MAX_PUSH_STATE_BYTES
+    #: messages taken out of one packet, all compounds together
+    max_messages: int = 1024

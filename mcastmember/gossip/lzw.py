@@ -1,0 +1,135 @@
+"""Go's ``compress/lzw`` in LSB order with 8-bit literals, both ways (pure Python).
+
+memberlist compresses with ``lzw.NewWriter(w, lzw.LSB, 8)`` (util.go); the
+behaviour below is Go 1.19's ``compress/lzw`` (reader.go, writer.go), which
+Debian's serf is built with, checked byte for byte against vectors:
+
+- codes start 9 bits wide and grow to 12; 256 is clear, 257 end of data;
+- the writer sends a clear code first, and a clear code (then starts over)
+  when its next code would be 4095; it widens when the next code reaches a
+  power of two;
+- the reader stops growing its table at 4095 codes until the next clear, and
+  refuses a code above the next one it can define; data must end with the
+  end-of-data code (Go reports an unexpected EOF otherwise).
+
+Decompression is bounded by ``max_size``: an LZW bomb (each 12-bit code can
+stand for up to 4,094 bytes) stops at the bound, with work proportional to it.
+"""
+
+from __future__ import annotations
+
+from .errors import GossipWireError, Truncated
+from .layout import LZW_LIT_WIDTH, LZW_MAX_WIDTH
+
+_CLEAR = 1 << LZW_LIT_WIDTH
+_EOF = _CLEAR + 1
+_MAX_CODE = (1 << LZW_MAX_WIDTH) - 1
+
+
+class _BitWriter:
+    """Codes packed least-significant bit first."""
+
+    def __init__(self) -> None:
+        self.out = bytearray()
+        self.bits = 0
+        self.n_bits = 0
+
+    def write(self, code: int, width: int) -> None:
+        self.bits |= code << self.n_bits
+        self.n_bits += width
+        while self.n_bits >= 8:
+            self.out.append(self.bits & 0xFF)
+            self.bits >>= 8
+            self.n_bits -= 8
+
+    def finish(self) -> bytes:
+        if self.n_bits:
+            self.out.append(self.bits & 0xFF)
+        return bytes(self.out)
+
+
+def compress(data: bytes) -> bytes:
+    """``data`` as Go's ``lzw.NewWriter(w, lzw.LSB, 8)`` writes it, Close included."""
+    out = _BitWriter()
+    width, hi, overflow = LZW_LIT_WIDTH + 1, _EOF, _CLEAR << 1
+    table: dict[int, int] = {}  # (prefix code << 8 | byte) -> code
+    out.write(_CLEAR, width)
+    if not data:
+        out.write(_EOF, width)
+        return out.finish()
+    code = data[0]
+    for literal in data[1:]:
+        key = code << 8 | literal
+        found = table.get(key)
+        if found is not None:
+            code = found
+            continue
+        out.write(code, width)
+        code = literal
+        # incHi: the next implied code; a full table is cleared (clear code sent
+        # at the current width) and the pair is not recorded.
+        hi += 1
+        if hi == overflow:
+            width += 1
+            overflow <<= 1
+        if hi == _MAX_CODE:
+            out.write(_CLEAR, width)
+            width, hi, overflow = LZW_LIT_WIDTH + 1, _EOF, _CLEAR << 1
+            table.clear()
+            continue
+        table[key] = hi
+    out.write(code, width)
+    # Close runs incHi once more: it may widen (or clear) before the EOF code.
+    hi += 1
+    if hi == overflow:
+        width += 1
+        overflow <<= 1
+    if hi == _MAX_CODE:
+        out.write(_CLEAR, width)
+        width = LZW_LIT_WIDTH + 1
+    out.write(_EOF, width)
+    return out.finish()
+
+
+def decompress(data: bytes, max_size: int) -> bytes:
+    """Reverse of :func:`compress` as Go's reader does it; at most ``max_size`` bytes out."""
+    out = bytearray()
+    table: list[bytes] = [bytes((i,)) for i in range(_CLEAR)] + [b""] * (_MAX_CODE + 1 - _CLEAR)
+    width, hi, overflow, last = LZW_LIT_WIDTH + 1, _EOF, _CLEAR << 1, -1
+    bits = n_bits = pos = 0
+    size = len(data)
+    while True:
+        while n_bits < width:
+            if pos == size:
+                raise Truncated("LZW data ends without its end-of-data code")
+            bits |= data[pos] << n_bits
+            pos += 1
+            n_bits += 8
+        code = bits & ((1 << width) - 1)
+        bits >>= width
+        n_bits -= width
+        if code == _CLEAR:
+            width, hi, overflow, last = LZW_LIT_WIDTH + 1, _EOF, _CLEAR << 1, -1
+            continue
+        if code == _EOF:
+            return bytes(out)
+        if code > hi:
+            raise GossipWireError("bad_lzw", f"invalid LZW code {code} (next is {hi})")
+        if code == hi and last >= 0:
+            # The code being defined right now: last's string plus its own head.
+            entry = table[last] + table[last][:1]
+        else:
+            entry = table[code]
+        if len(out) + len(entry) > max_size:
+            raise GossipWireError("too_large", f"LZW data decompresses to more than {max_size} bytes")
+        out += entry
+        if last >= 0:
+            table[hi] = table[last] + entry[:1]
+        last, hi = code, hi + 1
+        if hi >= overflow:
+            if width == LZW_MAX_WIDTH:
+                # Table full: Go stops defining codes until the next clear.
+                last, hi = -1, hi - 1
+            else:
+                width += 1
+                overflow <<= 1
