@@ -177,11 +177,14 @@ class ProbeListener(_ListenerBase):
                 self._close(sock)
             sel.close()
 
-    def _select_timeout(self) -> float:
-        if not self._outbound:
-            return 1.0
-        soonest = min(o.deadline for o in self._outbound.values())
-        return max(0.0, min(1.0, soonest - time.monotonic()))
+    def _select_timeout(self) -> float | None:
+        """Until the next deadline (a reply's, an idle connection's), or None:
+        a listener nobody uses does not wake (it is on in every member)."""
+        deadlines = [o.deadline for o in self._outbound.values()]
+        deadlines += [conn.heard + IDLE_TIMEOUT_S for conn in self._inbound.values()]
+        if not deadlines:
+            return None
+        return max(0.0, min(deadlines) - time.monotonic())
 
     def _expire(self, now: float) -> None:
         for sock, conn in list(self._inbound.items()):
