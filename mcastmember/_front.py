@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, cast
 
 from . import _layout as L
 from . import net
-from .config import ServiceConfig
+from .config import ServiceConfig, Settings
 from .engine import RECEIVE, SEND, UNICAST, MembershipEngine
 from .member import find_by_address, find_by_unique_id
 
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     import dns.resolver
 
     from ._fast import HeartbeatPacket
-    from .config import AuthMode, Keys, Settings
+    from .config import AuthMode, Keys
     from .engine import ProbeAttempt, SocketRole
     from .events import MemberEvent
     from .member import Member
@@ -61,6 +61,7 @@ class MembershipFront:
     clock = staticmethod(time.monotonic)    # the only clock: engine times come from it
 
     def __init__(self, address: str | None, port: int, settings: Settings) -> None:
+        self._refuse_unknown(settings)
         self.config = ServiceConfig(address, port, **settings)
         self._engine = MembershipEngine(self.config)
         self._recv_socks: list[socket.socket] = []
@@ -76,6 +77,24 @@ class MembershipFront:
         # goodbye for the parent nor touch the sockets it shares with it.
         self._inert = False
         _fronts.add(self)
+
+    def _refuse_unknown(self, settings: Settings) -> None:
+        """UnknownSetting for a keyword that is no setting, named with this
+        front (not ServiceConfig, which users never call) and the likeliest
+        one meant."""
+        unknown = [name for name in settings if name not in Settings.__optional_keys__]
+        if not unknown:
+            return
+        import difflib
+        import inspect
+
+        from .errors import UnknownSetting
+
+        front = type(self).__name__
+        known = list(inspect.signature(type(self)).parameters)
+        close = difflib.get_close_matches(unknown[0], known, n=1)
+        raise UnknownSetting(f"{front}() got an unexpected keyword argument {unknown[0]!r}"
+                             + (f". Did you mean {close[0]!r}?" if close else ""))
 
     # -- what the application sees ---------------------------------------------
     @property

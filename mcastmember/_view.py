@@ -43,8 +43,10 @@ AGE_S = 0.5
 CHANGES_SHOWN = 5       # the last few changes, under the table
 HIGHLIGHT_S = 3.0       # a row added or updated this recently is coloured
 
+# Green for what is well, yellow for a change or a warning, red for a loss
+# (the doctor's verdicts too).
 _SGR = {"added": "32", "updated": "33", "removed": "31", "suspect": "35", "lost": "31",
-        "header": "1"}
+        "header": "1", "pass": "32", "warn": "33", "fail": "31"}
 _CSI = "\x1b["
 # Synchronized output (DEC mode 2026): a terminal that knows it shows the
 # frame whole; the others ignore it.
@@ -86,6 +88,12 @@ def colour_wanted(stream: TextIO) -> bool:
     """Colours on a terminal, unless NO_COLOR is set (no-color.org) or TERM=dumb."""
     return (stream.isatty() and not os.environ.get("NO_COLOR")
             and os.environ.get("TERM") != "dumb")
+
+
+def paint(kind: str | None, text: str, colour: bool) -> str:
+    """``text`` in the colour of ``kind`` (an event kind, "header", or a
+    doctor's "pass", "warn" or "fail") when ``colour`` (colour_wanted)."""
+    return f"{_CSI}{_SGR[kind]}m{text}{_CSI}0m" if colour and kind in _SGR else text
 
 
 def fallback_note() -> str | None:
@@ -275,7 +283,7 @@ class TableView(LineView):
             self._write(_BEGIN + "".join(parts) + _END)
 
     def _paint(self, kind: str | None, text: str) -> str:
-        return f"{_CSI}{_SGR[kind]}m{text}{_CSI}0m" if self._colour and kind in _SGR else text
+        return paint(kind, text, self._colour)
 
     def _frame(self, service: McastService, size: os.terminal_size,
                changes: list[tuple[str, str]], recent: dict[bytes, str]) -> list[str]:

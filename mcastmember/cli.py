@@ -18,13 +18,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import select
 import signal
 import socket
 import sys
 import time
 
-from ._view import choose, host_port, member_address, show_bytes
+from ._view import choose, colour_wanted, host_port, member_address, show_bytes
 
 # typing.TYPE_CHECKING without importing typing (decode and keygen never
 # load it): both checkers take this name for it.
@@ -32,6 +33,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
     from types import FrameType
+    from typing import Any
     from typing import NoReturn
 
     from typing_extensions import Self
@@ -49,11 +51,31 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
+class _Version(argparse.Action):
+    """--version: the release, and which codec this install loads (compiled
+    or python), looked up only when asked."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0,
+                         help="show the version and the codec (compiled or python), and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        from . import __version__
+        from .packet import implementation
+
+        print(f"{parser.prog} {__version__} ({implementation()} codec)")
+        parser.exit(0)
+
+
 def _build_parser() -> _Parser:
     parser = _Parser(prog="mcast-demo",
-                     description="Tomcat Tribes-compatible multicast membership demo.")
-    commands = parser.add_subparsers(dest="command", metavar="{join,watch,doctor,decode,keygen}")
-    commands.required = True
+                     description="Tomcat Tribes-compatible multicast membership demo.",
+                     epilog="'mcast-demo COMMAND --help' shows a command's arguments.")
+    parser.add_argument("--version", action=_Version)
+    # Not required: without a command, main() shows this usage (an error
+    # naming {join,...} alone would not say what each does).
+    commands = parser.add_subparsers(dest="command", title="commands", metavar="COMMAND")
 
     join = commands.add_parser("join", help="heartbeat as a member and show the membership")
     join.prog = "mcast-demo join"
@@ -77,8 +99,7 @@ def _build_parser() -> _Parser:
                         help="run on every host at once with --peers naming the others: "
                              "probes each by multicast and unicast, reports loss and rtt")
     doctor.add_argument("--json", action="store_true",
-                        help="one JSON object on stdout (see README \"When members don't "
-                             "see each other\")")
+                        help="one JSON object on stdout (see docs/doctor.md)")
 
     watch = commands.add_parser("watch", help="show a group's membership without joining it "
                                               "(nothing sent)")
@@ -120,7 +141,7 @@ def _add_member_settings(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--frequency", type=int, default=500, metavar="MS",
                       help="heartbeat period in ms (500)")
     _add_table(parser)
-    unicast = parser.add_argument_group("without multicast (see README)")
+    unicast = parser.add_argument_group("without multicast (see docs/unicast.md)")
     unicast.add_argument("--peers", metavar="HOST[:PORT],...", action="append", default=[],
                          help="peers to send heartbeats to by unicast (repeatable)")
     unicast.add_argument("--dns", metavar="NAME",
@@ -145,10 +166,10 @@ def _add_member_settings(parser: argparse.ArgumentParser) -> None:
     _add_detector(parser)
     parser.add_argument("--tomcat", action="store_true",
                       help="join a Tomcat cluster as a listed member: answer Tribes' channel "
-                           "on the member port and sort after every Tomcat (see README)")
+                           "on the member port and sort after every Tomcat (see docs/tomcat.md)")
     parser.add_argument("--no-tcp-listener", action="store_true",
                         help="no TCP listener on the member port (it is on by default, so "
-                             "that a Tomcat listing us gets answers; see README)")
+                             "that a Tomcat listing us gets answers; see docs/tomcat.md)")
     _add_auth(parser)
 
 
@@ -187,7 +208,7 @@ def _add_detector(command: argparse.ArgumentParser) -> None:
 def _add_auth(command: argparse.ArgumentParser, verb: str = "authenticate") -> None:
     command.add_argument("--key-file", metavar="PATH",
                          help=f"{verb} heartbeats with the keys in PATH (one '<id> <64 hex "
-                              "digits>' per line, the first signs; see README \"Security\")")
+                              "digits>' per line, the first signs; see docs/security.md)")
     command.add_argument("--auth", choices=("off", "permissive", "enforce"),
                          help="with --key-file: drop what is not authentic (enforce, the "
                               "default) or accept and mark it (permissive)")
@@ -203,7 +224,11 @@ def _add_metrics(command: argparse.ArgumentParser) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _build_parser().parse_args(argv)
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
     try:
         if args.command == "decode":
             return _decode(args)
@@ -344,12 +369,12 @@ def _doctor(args: argparse.Namespace) -> int:
         report = doctor.Doctor(args.group, args.port, settings, wait=args.wait,
                                pair=args.pair).run()
     except ConfigurationError as error:
-        print(f"mcast-demo doctor: error: {error}", file=sys.stderr)
+        print(f"mcast-demo doctor: error: {_flag_names(str(error))}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(report.to_dict()))
     else:
-        print("\n".join(report.lines()))
+        print("\n".join(report.lines(colour_wanted(sys.stdout))))
     return 0 if report.ok else 1
 
 
@@ -381,7 +406,8 @@ def _settings(args: argparse.Namespace) -> Settings:
         raise ConfigurationError(f"--metrics-port {args.metrics_port} is out of range (1-65535)")
     interface = args.interface
     if interface is not None and "," in interface:
-        interface = [part.strip() for part in interface.split(",") if part.strip()]
+        # (a list of no card: the text, which names no card either)
+        interface = [part.strip() for part in interface.split(",") if part.strip()] or interface
     # Dict displays, not dict(...): the checkers take those for a Settings.
     settings: Settings = {"interface": interface, "drop_time": args.drop_time,
                           "max_members": args.max_members, "detector": args.detector,
@@ -411,6 +437,43 @@ def _settings(args: argparse.Namespace) -> Settings:
     if args.verify_timeout is not None:
         settings["verify_timeout"] = args.verify_timeout
     return settings
+
+
+# The settings _settings() passes from flags, and those flags: each is the
+# setting's name with dashes, but for these.
+_FLAGS = {name: "--" + name.replace("_", "-") for name in (
+    "interface", "port", "ttl", "host", "member_port", "domain", "payload", "frequency",
+    "drop_time", "max_members", "peers", "dns", "dns_srv", "dns_interval", "dns_members",
+    "accept_unknown", "verify", "verify_timeout", "detector", "phi_threshold", "tomcat",
+    "auth")}
+_FLAGS.update(keys="--key-file", dns_servers="--dns-server", multicast="--no-multicast")
+# A setting as a ConfigurationError names it: ``name=`` (maybe with a value),
+# else the bare name. Longest first, so that dns_srv is not dns.
+_SETTING = (r"(?<![\w-])(%s)\b(=(\"[^\"]*\"|'[^']*'|\w+)?)?"
+            % "|".join(sorted(_FLAGS, key=len, reverse=True)))
+# What follows a bare one-word name, within the sentence, when it names the
+# setting ("than frequency (500 ms)"), not a word ("this host", "port 'x'").
+# A sentence that opens with one is about that setting ("host '1.2.3' is ...").
+_VALUE_NEXT = r" (?:must |\(?-?\d)"
+
+
+def _flag_names(message: str) -> str:
+    """A ConfigurationError's text (it names the library's settings) with
+    the flags that set them instead: ``interface=`` is ``--interface``,
+    ``dns_interval 10`` is ``--dns-interval 10``, ``multicast=False`` is
+    ``--no-multicast``. The library checks; the CLI only words it its way."""
+    def flag(match: re.Match[str]) -> str:
+        name, assigned, value = match.groups()
+        if name == "multicast":             # only its value names the flag
+            return _FLAGS[name] if value == "False" else match[0]
+        if not (assigned or "_" in name or match.start() == 0
+                or re.match(_VALUE_NEXT, message[match.end():])):
+            return match[0]
+        if value in (None, "True"):
+            return _FLAGS[name]
+        return _FLAGS[name] + " " + value.strip("'\"")
+
+    return re.sub(_SETTING, flag, message)
 
 
 def _serve_metrics(service: McastService, args: argparse.Namespace) -> MetricsServer:
@@ -448,7 +511,7 @@ def _run(args: argparse.Namespace) -> int:
         if args.metrics_port is not None:
             metrics = _serve_metrics(service, args)
     except ConfigurationError as error:
-        print(f"{prog}: error: {error}", file=sys.stderr)
+        print(f"{prog}: error: {_flag_names(str(error))}", file=sys.stderr)
         return 2
 
     view = choose(service, args.json)
@@ -491,17 +554,27 @@ def _run(args: argparse.Namespace) -> int:
 
 
 class _Stop:
-    """What ends join and watch: SIGINT, SIGTERM, or a closed stdout (seen
-    by the dispatcher thread). The signal handler takes no lock: it runs in
-    the main thread, maybe while that holds one (an Event's, inside its
-    wait()), and would wait for itself. The main thread waits on a socket
-    that signal.set_wakeup_fd writes to instead."""
+    """What ends join and watch: SIGINT, SIGTERM, or a closed stdout: seen
+    by the dispatcher thread when a write fails, or by the main thread as
+    soon as the reader goes (``| head -3`` on a quiet group: no write may
+    come for hours). The signal handler takes no lock: it runs in the main
+    thread, maybe while that holds one (an Event's, inside its wait()), and
+    would wait for itself. The main thread waits on a socket that
+    signal.set_wakeup_fd writes to instead, and on stdout's errors."""
 
     def __init__(self) -> None:
         self._r, self._w = socket.socketpair()
         self._r.setblocking(False)
         self._w.setblocking(False)
         self.requested = False
+        self._poll = select.poll() if hasattr(select, "poll") else None
+        self._out = _stdout_fd() if self._poll is not None else None
+        if self._poll is not None:
+            self._poll.register(self._r, select.POLLIN)
+            if self._out is not None:
+                # No event asked: a pipe whose reader went reports POLLERR,
+                # a socket or a terminal that hung up POLLHUP; files nothing.
+                self._poll.register(self._out, 0)
 
     def __enter__(self) -> Self:
         self._handlers = {sig: signal.signal(sig, self._on_signal)
@@ -528,9 +601,25 @@ class _Stop:
 
     def wait(self, timeout: float | None) -> bool:
         """Wait up to ``timeout`` seconds; True once asked to stop."""
-        if not self.requested and select.select([self._r], [], [], timeout)[0]:
-            self.requested = True           # a signal's byte, or set()'s
+        if self.requested:
+            return True
+        if self._poll is None:
+            if select.select([self._r], [], [], timeout)[0]:
+                self.requested = True       # a signal's byte, or set()'s
+            return self.requested
+        for fd, _ in self._poll.poll(None if timeout is None else timeout * 1000):
+            if fd == self._out:             # the reader of our stdout went away
+                _silence_stdout()
+            self.requested = True           # else a signal's byte, or set()'s
         return self.requested
+
+
+def _stdout_fd() -> int | None:
+    """stdout's descriptor, or None (none, or not a file: under pytest's capsys)."""
+    try:
+        return sys.stdout.fileno()
+    except (AttributeError, ValueError, OSError):
+        return None
 
 
 if __name__ == "__main__":

@@ -357,7 +357,7 @@ class ServiceConfig:
         self.interface_names = names
         if self.multicast and not self.links and net.link_scoped(cast(str, self.address)):
             raise ConfigurationError(f"the IPv6 group {self.address} exists on one link only: "
-                                     f"name the card with interface= (e.g. \"eth0\")")
+                                     f"name the card, e.g. interface=\"eth0\"")
 
     def _detector(self, detector: Detector, threshold: float | None, min_std: int | None,
                   pause: int | None) -> None:
@@ -365,9 +365,12 @@ class ServiceConfig:
             raise ConfigurationError(f"detector must be 'fixed' or 'phi', not {detector!r}")
         self.detector = detector
         if detector == "fixed":
-            if (threshold, min_std, pause) != (None, None, None):
-                raise ConfigurationError("phi_threshold, phi_min_std and phi_pause need "
-                                         "detector='phi'")
+            given = [name for name, value in (("phi_threshold", threshold),
+                                              ("phi_min_std", min_std), ("phi_pause", pause))
+                     if value is not None]
+            if given:
+                raise ConfigurationError(f"{' and '.join(given)} need"
+                                         f"{'s' if len(given) == 1 else ''} detector='phi'")
             self.phi: PhiAccrual | None = None
             return
         from . import detector as phi
@@ -412,7 +415,7 @@ class ServiceConfig:
         for server in self.dns_servers or ():
             host, _ = parse_peer(server, 53)
             if not is_address(host):
-                raise ConfigurationError(f"dns server {server!r} must be an address")
+                raise ConfigurationError(f"dns_servers: {server!r} is not an address")
         if self.dns_srv and self.dns is None:
             raise ConfigurationError("dns_srv needs dns= (the SRV name to ask)")
         if self.dns_members:

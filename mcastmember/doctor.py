@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, cast
 
 from . import _layout as L
 from . import net
+from ._view import paint
 from .config import ServiceConfig
 from .errors import ConfigurationError, MalformedPacket
 from .interfaces import choose, list_interfaces
@@ -145,8 +146,8 @@ class Check:
         return {"name": self.name, "status": self.status, "detail": self.detail,
                 "fix": self.fix}
 
-    def line(self) -> str:
-        text = f"{self.status.upper()} {self.name:<10} {self.detail}"
+    def line(self, colour: bool = False) -> str:
+        text = f"{paint(self.status, self.status.upper(), colour)} {self.name:<10} {self.detail}"
         return text + (f"  fix: {self.fix}" if self.fix else "")
 
 
@@ -175,11 +176,13 @@ class Report:
         return {"ok": self.ok, "checks": [check.to_dict() for check in self.checks],
                 "members": self.members, "pairs": self.pairs}
 
-    def lines(self) -> list[str]:
+    def lines(self, colour: bool = False) -> list[str]:
+        """The report as text; ``colour``: verdicts coloured as the live view
+        colours (the CLI passes _view.colour_wanted)."""
         from ._codec import FALLBACK
         # Not a check (the --json contract lists those): a note on the install.
         out = [] if FALLBACK is None else [f"NOTE {FALLBACK}"]
-        out += [check.line() for check in self.checks]
+        out += [check.line(colour) for check in self.checks]
         for m in self.members:
             out.append(f"member  {_hostport(m['host'], m['port'])} from {m['source']}: id "
                        f"{m['unique_id'][:12]}, domain {_show_domain(m['domain_hex'])}, period "
@@ -191,9 +194,20 @@ class Report:
                        f"rtt {_ms(p['rtt_ms'], 2)}")
         counts = {status: sum(c.status == status for c in self.checks)
                   for status in (PASS, WARN, FAIL)}
-        out.append(f"{'ok' if self.ok else 'FAILED'}: {counts[PASS]} passed, {counts[WARN]} "
-                   f"warned, {counts[FAIL]} failed")
+        verdict = paint(PASS, "ok", colour) if self.ok else paint(FAIL, "FAILED", colour)
+        out.append(f"{verdict}: {counts[PASS]} passed, {counts[WARN]} warned, {counts[FAIL]} "
+                   f"failed")
         return out
+
+
+def _round_period(period_ms: float) -> int:
+    """A measured period as it was set: in round numbers (200 ms, not 201.3)."""
+    return max(10, round(period_ms / 10) * 10)
+
+
+def _periods(drop_ms: int, period_ms: int) -> str:
+    """How many periods a drop time is: "6 periods", "2.5 periods"."""
+    return f"{round(drop_ms / period_ms, 1):g} periods"
 
 
 def _ms(value: float | None, digits: int = 0) -> str:
@@ -1134,15 +1148,56 @@ class Doctor:
                                f"{self.wait:g} s")
         else:
             add("heard", WARN, f"nobody heard on {where} in {self.wait:g} s",
-                "start a member on another host (the pair check tests the path to the peers)"
-                if self.pair else
-                f"start a member, or run mcast-demo doctor --pair --peers {self._me()} on "
-                f"another host while this one runs --pair --peers THAT_HOST; where multicast "
-                f"is blocked, join with --peers or --dns")
+                self._nobody_heard_fix())
         self._domains(members)
         self._drop_time(members)
         self._loss(members)
         self._identity(members)
+
+    def _nobody_heard_fix(self) -> str:
+        if self._on_loopback():
+            # Loopback reaches no other host: a member here is the test.
+            command = self._loopback_member_command()
+            elsewhere = "loopback reaches no other host (to hear members elsewhere, give " \
+                        "--interface their card)"
+            return (f"start a member on this host while the doctor listens: {command}; "
+                    f"{elsewhere}" if command else elsewhere)
+        if self.pair:
+            return "start a member on another host (the pair check tests the path to the peers)"
+        return (f"start a member, or run mcast-demo doctor --pair --peers {self._me()} on "
+                f"another host while this one runs --pair --peers THAT_HOST; where multicast "
+                f"is blocked, join with --peers or --dns")
+
+    def _on_loopback(self) -> bool:
+        """Whether the doctor hears on loopback only (the group's cards, or
+        the unicast address without multicast)."""
+        if self.multicast:
+            cards = self._cards_used()
+            return bool(cards) and all(card.loopback for card in cards)
+        return ipaddress.ip_address(self._me()).is_loopback
+
+    def _loopback_member_command(self) -> str | None:
+        """A join command line for a member on this host that the doctor,
+        listening on loopback, hears (None for unicast on ::1, which has no
+        second address to send from)."""
+        config = self.config
+        assert config is not None
+        port = [] if self.port == 45564 else ["--port", str(self.port)]
+        if config.multicast:
+            assert config.address is not None
+            spec = self.settings.get("interface")
+            card = ",".join(map(str, spec)) if isinstance(spec, (list, tuple)) else \
+                str(spec if spec is not None else self._me())
+            words = ["mcast-demo", "join", config.address, *port, "--interface", card,
+                     "--ttl", "0"]
+        elif net.family_of(self._me()) == 4:
+            other = "127.0.0.2" if self._me() != "127.0.0.2" else "127.0.0.3"
+            words = ["mcast-demo", "join", "--no-multicast", *port, "--interface", other,
+                     "--peers", self._me()]
+        else:
+            return None
+        command = " ".join(shlex.quote(word) for word in words)
+        return command + (" " + _domain_flag(config.domain) if config.domain else "")
 
     def _me(self) -> str:
         assert self.config is not None
@@ -1170,12 +1225,12 @@ class Doctor:
     def _drop_time(self, members: list[MemberJson]) -> None:
         assert self.config is not None
         drop = self.config.drop_time
-        slow = [m for m in members if m["period_ms"] and drop < SAFE_PERIODS * m["period_ms"]]
         own = self.config.frequency
+        timed = [m for m in members if m["period_ms"]]
+        slow = [m for m in timed if drop < SAFE_PERIODS * (m["period_ms"] or 0.0)]
         if slow:
             longest = max(m["period_ms"] or 0.0 for m in slow)      # all measured
-            # Periods are set in round numbers: 6 x 200 ms, not 6 x 201.3 ms.
-            wanted = SUGGESTED_PERIODS * max(10, round(longest / 10) * 10)
+            wanted = SUGGESTED_PERIODS * _round_period(longest)
             under = "one period" if drop < longest else f"{SAFE_PERIODS} periods"
             who = ", ".join(f"{_hostport(m['host'], m['port'])} ({_ms(m['period_ms'])})"
                             for m in slow)
@@ -1189,14 +1244,18 @@ class Doctor:
                                                f"periods of this host's own --frequency {own}",
                             f"--drop-time {wanted} on every node ({SUGGESTED_PERIODS} "
                             f"periods)")
-        elif members:
-            periods = [m["period_ms"] for m in members if m["period_ms"]]
-            note = f" (the longest period heard is {_ms(max(periods))})" if periods else ""
-            self.report.add("drop_time", PASS, f"drop time {drop} ms covers {SAFE_PERIODS} "
-                                               f"periods of every member{note}")
+        elif timed:
+            slowest = max(timed, key=lambda m: m["period_ms"] or 0.0)
+            period = _round_period(slowest["period_ms"] or 0.0)
+            self.report.add("drop_time", PASS,
+                            f"drop time {drop} ms covers {_periods(drop, period)} of "
+                            f"{_hostport(slowest['host'], slowest['port'])} ({period} ms), the "
+                            f"slowest member heard")
         else:
-            self.report.add("drop_time", PASS, f"drop time {drop} ms covers {SAFE_PERIODS} "
-                                               f"periods of --frequency {own} (nobody heard)")
+            heard = "no period measured" if members else "nobody heard"
+            self.report.add("drop_time", PASS, f"drop time {drop} ms covers "
+                                               f"{_periods(drop, own)} of --frequency {own} "
+                                               f"({heard})")
 
     def _loss(self, members: list[MemberJson]) -> None:
         lossy = [m for m in members if m["loss"] is not None and m["loss"] > LOSSY]

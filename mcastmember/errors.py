@@ -19,3 +19,8 @@ class MalformedPacket(ValueError):
 
 class ConfigurationError(ValueError):
     """A bad setting: not a multicast group, port out of range, unknown interface..."""
+
+
+class UnknownSetting(ConfigurationError, TypeError):
+    """A keyword no front takes (``McastService(intreface=...)``): a bad
+    setting, and the TypeError Python raises for a wrong keyword."""

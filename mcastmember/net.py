@@ -97,7 +97,7 @@ def default_source_address(group: str, port: int) -> str:
         return str(probe.getsockname()[0])     # the address part of (address, port, ...)
     except OSError as error:
         raise ConfigurationError(
-            f"cannot tell which address reaches {group}; set interface or host ({error})") from None
+            f"cannot tell which address reaches {group}; set interface= or host= ({error})") from None
     finally:
         probe.close()
 

@@ -1,8 +1,8 @@
 """The type of ``stats()``: a TypedDict, so that a type checker knows each
 counter is an int (``stats["received"] + 1`` checks under ``mypy --strict``),
 ``implementation`` a str and ``healthy`` a bool. At run time it is a plain
-dict, the same keys on both fronts, every one present from the start; the
-README's Counters section says what each counts. A test keeps this list and
+dict, the same keys on both fronts, every one present from the start;
+docs/usage.md's Counters section says what each counts. A test keeps this list and
 the keys stats() returns the same.
 """
 

@@ -9,6 +9,8 @@ import time
 
 import pytest
 
+from mcastmember.cli import main
+
 from support import GROUP, V1, V3
 
 DEMO = [shutil.which("mcast-demo")] if shutil.which("mcast-demo") else \
@@ -191,20 +193,19 @@ def test_two_demos_by_unicast_alone(group_port, tmp_path):
     (["join", "228.0.0.4", "--interface", "nosuch0"], "no network interface 'nosuch0'"),
     (["join", "228.0.0.4", "--interface", "lo,nosuch0"], "no network interface 'nosuch0'"),
     (["join", "228.0.0.4", "--interface", "::1"], "is IPv6, the group is IPv4"),
-    (["join", "ff02::4"], "name the card with interface="),
+    (["join", "ff02::4"], "name the card, e.g. --interface eth0"),
     (["join", "fd00::4", "--interface", "lo"], "not a multicast group"),
     (["join", "228.0.0.4", "--no-multicast", "--peers", "127.0.0.2"], "leave out the group"),
     (["join", "--no-multicast"], "nobody to send to"),
-    (["join", "--no-multicast", "--peers", "127.0.0.2"], "set interface="),
+    (["join", "--no-multicast", "--peers", "127.0.0.2"], "set --interface (or --host)"),
     (["join", "--no-multicast", "--interface", "127.0.0.1", "--peers", "127.0.0.2:x"],
      "port 'x' is not 1-65535"),
     (["join", "--no-multicast", "--interface", "127.0.0.1", "--dns-members", "--peers",
-      "127.0.0.2"], "dns_members needs dns="),
+      "127.0.0.2"], "--dns-members needs --dns"),
     (["join", "228.0.0.4", "--verify-timeout", "500"], "--verify-timeout needs --verify"),
     (["join", "228.0.0.4", "--verify", "--verify-timeout", "0"],
-     "verify_timeout 0 is out of range (1-60000)"),
+     "--verify-timeout 0 is out of range (1-60000)"),
     (["frobnicate"], "invalid choice"),
-    ([], "required"),
 ])
 def test_bad_arguments_get_one_line_and_exit_2(tmp_path, args, message):
     result = run(args, tmp_path)
@@ -259,3 +260,111 @@ def test_decode_of_an_empty_or_missing_capture_is_one_line_and_exit_2(tmp_path, 
         (tmp_path / "capture.txt").write_text(content)
     result = run(["decode", "capture.txt"], tmp_path)
     assert (result.returncode, result.stderr, result.stdout) == (2, message + "\n", "")
+
+
+def test_version_names_the_release_and_the_codec(tmp_path):
+    import mcastmember
+
+    result = run(["--version"], tmp_path)
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout == (f"mcast-demo {mcastmember.__version__} "
+                             f"({mcastmember.implementation()} codec)\n")
+
+
+def test_bare_command_prints_the_usage_with_each_command_and_exits_2(tmp_path):
+    result = run([], tmp_path)
+    assert (result.returncode, result.stdout) == (2, "")
+    lines = result.stderr.splitlines()
+    assert lines[0] == "usage: mcast-demo [-h] [--version] COMMAND ..."
+    start = lines.index("commands:")
+    assert lines[start:start + 7] == [
+        "commands:",
+        "  COMMAND",
+        "    join      heartbeat as a member and show the membership",
+        "    doctor    check why members don't see each other, and say what to change",
+        "    watch     show a group's membership without joining it (nothing sent)",
+        "    decode    show the fields of packets given in hex",
+        "    keygen    print a new random key as a key file line"]
+    assert lines[-1] == "'mcast-demo COMMAND --help' shows a command's arguments."
+
+
+LO = ["--interface", "127.0.0.1", "--ttl", "0"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["join", "--no-multicast", "--ttl", "0", "--peers", "127.0.0.2"],
+     "without multicast, set --interface (or --host): the address to bind unicast heartbeats "
+     "to and advertise, such as the pod's IP"),
+    (["join", "ff02::4", "--ttl", "0"],
+     "the IPv6 group ff02::4 exists on one link only: name the card, e.g. --interface eth0"),
+    (["join", "--no-multicast", *LO, "--peers", "127.0.0.2", "--dns-interval", "10"],
+     "--dns-interval 10 is out of range (at least 100)"),
+    (["join", GROUP, *LO, "--verify", "--verify-timeout", "0"],
+     "--verify-timeout 0 is out of range (1-60000)"),
+    (["join", GROUP, *LO, "--drop-time", "400"],
+     "--drop-time (400 ms) must be longer than --frequency (500 ms), or every member would "
+     "be dropped between heartbeats"),
+    (["join", GROUP, "--interface", "127.0.0.1", "--ttl", "300"],
+     "--ttl 300 is out of range (0-255)"),
+    (["join", GROUP, *LO, "--frequency", "0"], "--frequency 0 is out of range (at least 1)"),
+    (["join", GROUP, *LO, "--member-port", "70000"],
+     "--member-port 70000 is out of range (0-65535)"),
+    (["join", GROUP, *LO, "--port", "0"], "--port 0 is out of range (1-65535)"),
+    (["join", GROUP, *LO, "--max-members", "0"],
+     "--max-members 0 is out of range (1-1048576)"),
+    (["join", GROUP, *LO, "--phi-threshold", "2"], "--phi-threshold needs --detector phi"),
+    (["join", GROUP, *LO, "--detector", "phi", "--phi-threshold", "20"],
+     "--phi-threshold must be a number in (0, 16], not 20.0"),
+    (["join", "--no-multicast", *LO], "with --no-multicast there is nobody to send to: give "
+                                      "--peers or --dns"),
+    (["join", "--no-multicast", *LO, "--dns-srv", "--peers", "127.0.0.2"],
+     "--dns-srv needs --dns (the SRV name to ask)"),
+    (["join", GROUP, *LO, "--dns-members", "--dns", "members.test"],
+     "--dns-members takes its members from DNS alone: set --no-multicast and no peers"),
+    (["join", "--no-multicast", *LO, "--peers", "127.0.0.2", "--dns-server", "x"],
+     "--dns-server: 'x' is not an address"),
+    (["join", GROUP, "--ttl", "0", "--interface", ","],
+     "no network interface ',' on this host"),
+    (["join", GROUP, "--ttl", "0", "--interface", "lo,127.0.0.1"],
+     "--interface lists a card twice: lo, lo"),
+    (["join", GROUP, *LO, "--host", "1.2.3"], "--host '1.2.3' is not an IPv4 or IPv6 address"),
+    (["join", GROUP, *LO, "--domain", "{1,x}"], "--domain '{1,x}': 'x' is not a number"),
+    (["watch", GROUP, "--interface", "127.0.0.1", "--drop-time", "0"],
+     "--drop-time 0 is out of range (at least 1)"),
+    (["doctor", "--no-multicast", "--peers", "127.0.0.2"],
+     "without multicast, set --interface (or --host): the address to bind unicast heartbeats "
+     "to and advertise, such as the pod's IP"),
+    (["doctor", GROUP, *LO, "--frequency", "500", "--drop-time", "500"],
+     "--drop-time (500 ms) must be longer than --frequency (500 ms), or every member would "
+     "be dropped between heartbeats"),
+])
+def test_errors_name_the_flags_typed(capsys, args, message):
+    assert main(args) == 2
+    out = capsys.readouterr()
+    assert out.out == ""
+    [line] = out.err.splitlines()
+    assert line.startswith(f"mcast-demo {args[0]}: error: {message}"), line
+
+
+@pytest.mark.network
+def test_a_closed_pipe_ends_the_demo_before_the_next_event(group_port, tmp_path):
+    # As `mcast-demo join ... | head -2`: the reader goes, then nothing happens
+    # on the group. The demo must see that its reader left, not wait for an event.
+    from mcastmember import McastService
+    from support import LOOPBACK
+
+    demo = subprocess.Popen(
+        DEMO + ["join", GROUP, "--port", str(group_port), *LO, "--member-port", "4001"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        with McastService(GROUP, group_port, member_port=4002, **LOOPBACK):
+            assert f" joined {GROUP}:{group_port} as " in demo.stdout.readline()
+            assert " added: 127.0.0.1:4002 " in demo.stdout.readline()
+            demo.stdout.close()                          # head -2 has its lines, and goes
+            assert demo.wait(timeout=20) == 0            # the member is still there: no event
+        assert demo.stderr.read() == ""                  # no BrokenPipeError, no traceback
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait()
+        demo.stderr.close()

@@ -111,3 +111,21 @@ def test_multicast_all_fallback_number_is_linux_only(platform, expected):
     out = subprocess.run([sys.executable, "-c", code, platform], check=True,
                          capture_output=True, text=True, cwd="/").stdout.strip()
     assert out == expected
+
+
+@pytest.mark.parametrize("front", ["McastService", "AsyncMembership"])
+@pytest.mark.parametrize("name, message", [
+    ("intreface", "got an unexpected keyword argument 'intreface'. Did you mean 'interface'?"),
+    ("drop_tim", "got an unexpected keyword argument 'drop_tim'. Did you mean 'drop_time'?"),
+    ("event_queue", "got an unexpected keyword argument 'event_queue'. Did you mean "
+                    "'event_queue_size'?"),
+    ("colour", "got an unexpected keyword argument 'colour'"),
+])
+def test_a_mistyped_setting_is_named_with_the_front_and_the_likely_one(front, name, message):
+    import mcastmember
+
+    cls = getattr(mcastmember, front)
+    with pytest.raises(ConfigurationError) as raised:
+        cls(GROUP, 45564, **LOCAL, **{name: "127.0.0.1"})
+    assert str(raised.value) == f"{front}() {message}"
+    assert isinstance(raised.value, TypeError)      # what Python raises for a wrong keyword

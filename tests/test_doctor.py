@@ -4,10 +4,13 @@ mcastmember member nor Tomcat takes for anything. The cases that need a
 network of their own are in test_doctor_netns.py."""
 
 import contextlib
+import io
 import json
 import logging
 import os
+import re
 import socket
+import sys
 import threading
 
 import pytest
@@ -96,9 +99,9 @@ def test_on_loopback_the_local_checks_and_the_loop_pass(group_port, capsys):
     assert checks["heard"] == {
         "name": "heard", "status": "warn",
         "detail": f"nobody heard on 228.0.0.4:{group_port} in 0.2 s",
-        "fix": "start a member, or run mcast-demo doctor --pair --peers 127.0.0.1 on another "
-               "host while this one runs --pair --peers THAT_HOST; where multicast is blocked, "
-               "join with --peers or --dns"}
+        "fix": f"start a member on this host while the doctor listens: mcast-demo join "
+               f"228.0.0.4 --port {group_port} --interface 127.0.0.1 --ttl 0; loopback reaches "
+               f"no other host (to hear members elsewhere, give --interface their card)"}
     # The fix: a member started, the doctor hears it.
     with member(group_port):
         code, report = doctor(capsys, *loopback(group_port, "--wait", "0.3"))
@@ -113,9 +116,10 @@ def test_text_output_is_one_line_per_check_and_a_verdict(group_port, capsys):
     assert [line.split()[:2] for line in lines[:-1]] == [
         ["PASS", name] if name != "heard" else ["WARN", name] for name in CHECKS]
     assert lines[6] == (f"PASS joined     the kernel lists 228.0.0.4 as joined on lo")
-    assert lines[7].endswith("  fix: start a member, or run mcast-demo doctor --pair --peers "
-                             "127.0.0.1 on another host while this one runs --pair --peers "
-                             "THAT_HOST; where multicast is blocked, join with --peers or --dns")
+    assert lines[7].endswith(f"  fix: start a member on this host while the doctor listens: "
+                             f"mcast-demo join 228.0.0.4 --port {group_port} --interface lo "
+                             f"--ttl 0; loopback reaches no other host (to hear members "
+                             f"elsewhere, give --interface their card)")
     assert lines[-1] == "ok: 11 passed, 1 warned, 0 failed"
 
 
@@ -171,9 +175,9 @@ def test_an_ipv6_group_on_loopback_fails_the_route_check(group_port, capsys):
     ([GROUP, "--wait", "-1"], "--wait must be a positive number of seconds"),
     ([GROUP, "--wait", "inf"], "--wait must be a positive number of seconds"),
     ([GROUP, "--pair"], "--pair probes the peers: name the other hosts with --peers"),
-    ([GROUP, "--frequency", "500", "--drop-time", "500"], "drop_time (500 ms) must be longer"),
+    ([GROUP, "--frequency", "500", "--drop-time", "500"], "--drop-time (500 ms) must be longer"),
     ([GROUP, "--no-multicast", "--peers", "127.0.0.2"], "leave out the group"),
-    (["--no-multicast", "--peers", "127.0.0.2"], "set interface= (or host=)"),
+    (["--no-multicast", "--peers", "127.0.0.2"], "set --interface (or --host)"),
 ])
 def test_settings_join_would_refuse_are_usage_errors(capsys, args, message):
     code = main(["doctor", *args, "--json"])
@@ -398,3 +402,69 @@ def test_help_shows_an_example(capsys):
     out = capsys.readouterr().out
     assert "$ mcast-demo doctor 228.0.0.4 --interface eth0 --domain shop --drop-time 2500" in out
     assert "--pair --peers 10.0.0.6,10.0.0.7" in out and "--wait SECONDS" in out
+
+
+def test_the_drop_time_counts_the_periods_it_covers(group_port, capsys):
+    # Nobody heard: this host's own period is the measure; 3000 ms is 6 of 500 ms.
+    code, report = doctor(capsys, *loopback(group_port, "--wait", "0"))
+    assert by_name(report)["drop_time"] == {
+        "name": "drop_time", "status": "pass",
+        "detail": "drop time 3000 ms covers 6 periods of --frequency 500 (nobody heard)",
+        "fix": None}
+    # A member heard every 100 ms (measured within a few ms: periods are round numbers).
+    with member(group_port):
+        code, report = doctor(capsys, *loopback(group_port, "--wait", "0.5", "--frequency",
+                                                "100", "--drop-time", "1000"))
+    [seen] = report["members"]
+    assert 95 <= seen["period_ms"] <= 105
+    assert by_name(report)["drop_time"] == {
+        "name": "drop_time", "status": "pass",
+        "detail": "drop time 1000 ms covers 10 periods of 127.0.0.1:4000 (100 ms), the "
+                  "slowest member heard", "fix": None}
+
+
+def test_a_unicast_doctor_on_loopback_says_how_to_start_a_member_here(group_port, capsys):
+    code, report = doctor(capsys, "--no-multicast", "--port", str(group_port), "--interface",
+                          "127.0.0.1", "--peers", "127.0.0.2", "--wait", "0")
+    assert by_name(report)["heard"] == {
+        "name": "heard", "status": "warn",
+        "detail": f"nobody heard on peers 127.0.0.2 on port {group_port} in 0 s",
+        "fix": f"start a member on this host while the doctor listens: mcast-demo join "
+               f"--no-multicast --port {group_port} --interface 127.0.0.2 --peers 127.0.0.1; "
+               f"loopback reaches no other host (to hear members elsewhere, give --interface "
+               f"their card)"}
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+@pytest.mark.parametrize("env, coloured", [({}, True), ({"NO_COLOR": "1"}, False),
+                                           ({"TERM": "dumb"}, False)])
+def test_on_a_terminal_the_verdicts_are_coloured_as_the_live_view_colours(
+        group_port, capsys, monkeypatch, env, coloured):
+    args = ["doctor", *loopback(group_port, "--wait", "0")]
+    assert main(args) == 0
+    plain = capsys.readouterr().out.splitlines()
+    for name in ("NO_COLOR", "TERM"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(sys, "stdout", Terminal())
+    assert main(args) == 0
+    lines = sys.stdout.getvalue().splitlines()
+    if not coloured:
+        assert lines == plain
+        return
+    assert lines[0] == ("\x1b[32mPASS\x1b[0m interface  lo is up, loopback, with 127.0.0.1 "
+                        "(127.0.0.1 was given)")
+    assert lines[7] == "\x1b[33mWARN\x1b[0m" + plain[7][4:]
+    assert lines[-1] == "\x1b[32mok\x1b[0m: 11 passed, 1 warned, 0 failed"
+    assert [re.sub(r"\x1b\[\d+m", "", line) for line in lines] == plain
+    monkeypatch.setattr(sys, "stdout", Terminal())
+    assert main(["doctor", "10.1.2.3", "--port", str(group_port), "--interface", "lo"]) == 1
+    assert sys.stdout.getvalue().splitlines() == [
+        "\x1b[31mFAIL\x1b[0m group      10.1.2.3 is not a multicast group  fix: use a group in "
+        "224.0.0.0/4, the same on every node, such as Tomcat's default 228.0.0.4",
+        "\x1b[31mFAILED\x1b[0m: 0 passed, 0 warned, 1 failed"]

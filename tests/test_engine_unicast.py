@@ -244,7 +244,7 @@ def test_dns_members_name_ipv6_members_by_java_s_text_of_their_address(make):
     (dict(dns="", peers=["127.0.0.2"]), "dns must be a host name"),
     (dict(peers=["127.0.0.2:0"]), "port '0' is not 1-65535"),
     (dict(peers=7), "peers must be a list of addresses"),
-    (dict(dns="a.test", dns_servers=["ns.example"]), "dns server 'ns.example' must be an address"),
+    (dict(dns="a.test", dns_servers=["ns.example"]), "dns_servers: 'ns.example' is not an address"),
     (dict(dns="a.test", dns_interval=50), "dns_interval 50 is out of range"),
     (dict(peers=["127.0.0.2"], accept_unknown="yes"), "accept_unknown must be True or False"),
     (dict(peers=["127.0.0.2", "127.0.0.3", "node.test"], max_members=2),

@@ -30,6 +30,14 @@ def test_import_does_not_load_prometheus_client_or_the_metrics():
     assert out == "[]"
 
 
+def test_import_and_the_fronts_do_not_load_the_gossip_engine():
+    """mcastmember.gossip (its engine included) is loaded only by who asks for it."""
+    out = _python("import sys, mcastmember, mcastmember.cli; mcastmember.McastService; "
+                  "mcastmember.AsyncMembership; "
+                  "print(sorted(m for m in sys.modules if m.startswith('mcastmember.gossip')))")
+    assert out == "[]"
+
+
 def test_no_extensions_forces_pure_python():
     assert _python("import mcastmember; print(mcastmember.implementation())",
                    MCASTMEMBER_NO_EXTENSIONS="1") == "python"

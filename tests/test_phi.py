@@ -115,7 +115,8 @@ def test_the_engine_expires_by_phi_when_asked(codec):
 
 @pytest.mark.parametrize("settings, message", [
     (dict(detector="accrual"), "detector must be 'fixed' or 'phi'"),
-    (dict(phi_threshold=8), "need detector='phi'"),
+    (dict(phi_threshold=8), "^phi_threshold needs detector='phi'$"),
+    (dict(phi_min_std=50, phi_pause=0), "^phi_min_std and phi_pause need detector='phi'$"),
     (dict(detector="phi", phi_threshold=0), "phi_threshold must be a number"),
     (dict(detector="phi", phi_threshold="8"), "phi_threshold must be a number"),
     (dict(detector="phi", phi_min_std=0), "phi_min_std 0 is out of range"),

@@ -127,7 +127,7 @@ def test_lifecycle(group_port):
     (dict(address="10.0.0.1"), "not a multicast group"),
     (dict(address="not-an-address"), "not an IPv4 or IPv6 address"),
     (dict(address="fd00::5"), "not a multicast group"),
-    (dict(address="ff02::4", interface=None), "name the card with interface="),
+    (dict(address="ff02::4", interface=None), 'name the card, e.g. interface="eth0"'),
     (dict(address="ff02::4"), "interface address 127.0.0.1 is IPv4, the group is IPv6"),
     (dict(address="228.0.0.4", interface="::1"), "interface address ::1 is IPv6, the group is IPv4"),
     (dict(interface="nosuch0"), "no network interface 'nosuch0' on this host \\(this host has: lo"),

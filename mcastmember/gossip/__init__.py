@@ -13,9 +13,14 @@ UDP and TCP, plus the label header of memberlist >= 0.3:
 - :mod:`.framing`: compound messages, the CRC header, compression wrapping,
   whole packets and TCP stream messages in and out.
 
-It owns no sockets, timers or membership decisions (those belong to a later
-gossip engine). Every parser takes a :class:`Limits` and raises
-:class:`GossipWireError` (with a ``reason``) on bad input.
+The wire modules own no sockets, timers or membership decisions. Every parser
+takes a :class:`Limits` and raises :class:`GossipWireError` (with a ``reason``)
+on bad input. On top of them, still without I/O:
+
+- :mod:`.engine`: the gossip engine (SWIM with Lifeguard as memberlist does
+  it), with :mod:`.settings`, :mod:`.state` (the node table),
+  :mod:`.awareness`, :mod:`.suspicion`, :mod:`.broadcasts` (the
+  transmit-limited queue) and :mod:`.events`.
 
 It needs the ``gossip`` extra (``pip install 'mcastmember[gossip]'``: msgpack and
 cryptography) and is never imported by ``import mcastmember``.

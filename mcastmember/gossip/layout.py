@@ -81,3 +81,10 @@ STREAM_ENCRYPT_HEADER_SIZE = 5
 # Label header (label.go, memberlist >= 0.3): type byte, length byte, label.
 LABEL_MAX_SIZE = 255
 LABEL_HEADER_SIZE = 2
+
+# What a sender budgets for framing when it fills a packet with piggybacked
+# broadcasts (net.go, security.go encryptOverhead): assumed, not exact sizes.
+COMPOUND_HEADER_OVERHEAD = 2
+COMPOUND_OVERHEAD = 2
+USER_MSG_OVERHEAD = 1
+ENCRYPT_OVERHEAD = {ENCRYPTION_VERSION_PADDED: 45, ENCRYPTION_VERSION_PLAIN: 29}

@@ -1,0 +1,131 @@
+"""The node table (memberlist state.go's nodes and nodeMap, util.go's
+helpers; read, not copied).
+
+``nodes`` is the probe order: a new node goes to a random place (so that,
+cluster-wide, a new node is probed soon on average), and the list is
+reshuffled each time the probe round-robin wraps, when dead nodes past
+GossipToTheDeadTime are reaped.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .layout import VSN_SIZE, NodeState
+
+Addr = tuple[str, int]
+
+
+def ip_text(raw: bytes) -> str:
+    """A wire address (4 or 16 bytes) as text; anything else as hex."""
+    if len(raw) in (4, 16):
+        return str(ipaddress.ip_address(raw))
+    return raw.hex()
+
+
+def ip_bytes(text: str) -> bytes:
+    """An IP address as the wire carries it (net.IP: 4 bytes for IPv4)."""
+    return ipaddress.ip_address(text).packed
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """A snapshot of one node, as events and ``members()`` give it."""
+
+    name: str
+    addr: str
+    port: int
+    meta: bytes
+    incarnation: int
+    state: NodeState
+    #: pmin, pmax, pcur, dmin, dmax, dcur
+    vsn: bytes
+
+
+@dataclass(eq=False)
+class Node:
+    """What we know of one node (memberlist's nodeState)."""
+
+    name: str
+    addr: bytes
+    port: int
+    meta: bytes = b""
+    incarnation: int = 0
+    state: NodeState = NodeState.DEAD
+    state_change: float = 0.0
+    vsn: bytes = bytes(VSN_SIZE)
+
+    @property
+    def address(self) -> Addr:
+        return (ip_text(self.addr), self.port)
+
+    @property
+    def pmax(self) -> int:
+        return self.vsn[1]
+
+    def dead_or_left(self) -> bool:
+        return self.state in (NodeState.DEAD, NodeState.LEFT)
+
+    def info(self) -> NodeInfo:
+        return NodeInfo(self.name, ip_text(self.addr), self.port, self.meta, self.incarnation, self.state,
+                        self.vsn)
+
+
+class NodeTable:
+    """The nodes in probe order and by name; bounded by the engine."""
+
+    def __init__(self, rng: random.Random):
+        self.rng = rng
+        self.nodes: list[Node] = []
+        self.by_name: dict[str, Node] = {}
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def get(self, name: str) -> Node | None:
+        return self.by_name.get(name)
+
+    def random_offset(self, n: int) -> int:
+        """util.go randomOffset: 0 <= offset < n (0 when n is 0)."""
+        return self.rng.randrange(n) if n else 0
+
+    def add(self, node: Node) -> None:
+        """Append, then swap with a random place (aliveNode)."""
+        n = len(self.nodes)
+        offset = self.random_offset(n)
+        self.nodes.append(node)
+        self.nodes[offset], self.nodes[n] = self.nodes[n], self.nodes[offset]
+        self.by_name[node.name] = node
+
+    def reap_and_shuffle(self, now: float, gossip_to_the_dead: float) -> list[Node]:
+        """resetNodes: remove dead and left nodes older than
+        ``gossip_to_the_dead`` (see the engine notes on left ones), shuffle
+        the rest; returns the removed."""
+        keep: list[Node] = []
+        gone: list[Node] = []
+        for node in self.nodes:
+            if node.dead_or_left() and now - node.state_change > gossip_to_the_dead:
+                gone.append(node)
+                del self.by_name[node.name]
+            else:
+                keep.append(node)
+        self.rng.shuffle(keep)
+        self.nodes = keep
+        return gone
+
+    def k_random(self, k: int, skip: Callable[[Node], bool]) -> list[Node]:
+        """util.go kRandomNodes: up to ``k`` distinct nodes ``skip`` does not
+        refuse, from at most 3n random draws."""
+        n = len(self.nodes)
+        out: list[Node] = []
+        for _ in range(3 * n):
+            if len(out) >= k:
+                break
+            node = self.nodes[self.random_offset(n)]
+            if skip(node) or node in out:
+                continue
+            out.append(node)
+        return out
