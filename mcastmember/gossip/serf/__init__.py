@@ -1,0 +1,24 @@
+"""Serf's layer on top of memberlist (serf 0.9.4), as bytes and rules only (sans-IO).
+
+- :mod:`.layout`: Serf's wire numbers and defaults, in one place;
+- :mod:`.codec`: Serf's structs as go-msgpack writes them, and :class:`SerfLimits`;
+- :mod:`.tags`: tags in the node meta (magic byte 255 + a msgpack map);
+- :mod:`.messages`: join/leave intents, user events, queries and responses,
+  the push/pull user state, key-management payloads, relays, filters, the
+  ping-ack coordinate;
+- :mod:`.clock`: the Lamport clock;
+- :mod:`.buffers`: the recent-intent, event and query buffers, query filters;
+- :mod:`.members`: member statuses from intents and memberlist's events, and
+  the push/pull merge (:class:`SerfCore`).
+
+Like :mod:`mcastmember.gossip` it needs the ``gossip`` extra and is never
+imported by ``import mcastmember``. Decoders raise
+:class:`~mcastmember.gossip.GossipWireError`.
+"""
+
+from .clock import LamportClock
+from .codec import SerfLimits
+from .layout import MemberStatus, SerfMessageType
+from .tags import decode_tags, encode_tags
+
+__all__ = ["LamportClock", "MemberStatus", "SerfLimits", "SerfMessageType", "decode_tags", "encode_tags"]

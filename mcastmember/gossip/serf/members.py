@@ -1,0 +1,319 @@
+"""Serf's member statuses, sans-IO: intents, memberlist's join/leave, push/pull.
+
+:class:`SerfMembers` follows serf.go: ``handleNodeJoinIntent``,
+``handleNodeLeaveIntent``, ``handleNodeJoin``, ``handleNodeLeave``,
+``handleNodeUpdate``, ``Leave``/``broadcastJoin``/``forceLeave`` (the local
+intents), ``handleReap``; :class:`SerfCore` adds the event and query buffers
+and the push/pull user state of delegate.go (``LocalState``,
+``MergeRemoteState``). Nothing here sends, sleeps or reads a clock: each call
+takes ``now`` (seconds, any monotonic origin), returns what to gossip, and the
+events Serf would put on its event channel collect in ``events`` for the
+caller to take (:meth:`SerfMembers.take_events`).
+
+What makes ``serf members`` show a node ``left`` rather than ``failed``: its
+leave intent (gossiped before memberlist's own dead/leave) turns it
+``leaving``; memberlist's leave then turns a leaving member ``left`` and an
+alive one ``failed``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .buffers import EventBuffer, IntentBuffer, QueryBuffer
+from .clock import LamportClock
+from .layout import (DEFAULT_RECONNECT_TIMEOUT, DEFAULT_TOMBSTONE_TIMEOUT, MemberStatus,
+                     SerfMessageType)
+from .messages import Join, Leave, PushPull, UserEvent
+
+
+@dataclass
+class MemberState:
+    """Serf's view of one member: its status and the Lamport time of the last
+    intent that set it; ``leave_time`` is when it failed or left (for reaping)."""
+
+    name: str
+    status: MemberStatus = MemberStatus.ALIVE
+    status_ltime: int = 0
+    leave_time: float | None = None
+
+
+@dataclass(frozen=True)
+class SerfEvent:
+    """What Serf hands its application: ``kind`` as Go's EventType.String()
+    (``member-join``, ``member-leave``, ``member-failed``, ``member-update``,
+    ``member-reap``, ``user``)."""
+
+    kind: str
+    name: str
+    payload: bytes = b""
+    ltime: int = 0
+    coalesce: bool = False
+
+
+@dataclass(frozen=True)
+class LeaveOutcome:
+    """A leave intent's result: ``rebroadcast`` it; ``refute``: it is about us
+    while we are alive, so send a fresh join intent (:meth:`SerfMembers.local_join`);
+    ``prune``: erase the member (:meth:`SerfMembers.erase`), at once if it has
+    left or failed, after the leave has propagated if it is leaving."""
+
+    rebroadcast: bool
+    refute: bool = False
+    prune: bool = False
+
+
+class SerfMembers:
+    """Member statuses by Serf's rules, for the node called ``name``.
+
+    ``max_members`` bounds the table (memberlist's own table bounds it first;
+    beyond it a join is refused and counted in ``refused``).
+    """
+
+    def __init__(self, name: str, intents: IntentBuffer | None = None, clock: LamportClock | None = None,
+                 reconnect_timeout: float = DEFAULT_RECONNECT_TIMEOUT,
+                 tombstone_timeout: float = DEFAULT_TOMBSTONE_TIMEOUT, max_members: int = 100_000):
+        self.name = name
+        self.clock = clock or LamportClock()
+        self.intents = intents or IntentBuffer()
+        self.reconnect_timeout = reconnect_timeout
+        self.tombstone_timeout = tombstone_timeout
+        self.max_members = max_members
+        self.refused = 0
+        #: this node: ALIVE, then LEAVING from local_leave(), LEFT from left()
+        self.state = MemberStatus.ALIVE
+        self.members: dict[str, MemberState] = {}
+        self.left_members: list[str] = []
+        self.failed_members: list[str] = []
+        self.events: list[SerfEvent] = []
+
+    def take_events(self) -> list[SerfEvent]:
+        """The events since the last call, oldest first."""
+        events, self.events = self.events, []
+        return events
+
+    # ----------------------------------------------------------- intents
+
+    def join_intent(self, msg: Join, now: float) -> bool:
+        """A join intent (handleNodeJoinIntent): True to gossip it on."""
+        self.clock.witness(msg.ltime)
+        member = self.members.get(msg.node)
+        if member is None:
+            return self.intents.upsert(msg.node, SerfMessageType.JOIN, msg.ltime, now)
+        if msg.ltime <= member.status_ltime:
+            return False
+        member.status_ltime = msg.ltime
+        if member.status == MemberStatus.LEAVING:
+            member.status = MemberStatus.ALIVE
+        return True
+
+    def leave_intent(self, msg: Leave, now: float) -> LeaveOutcome:
+        """A leave intent (handleNodeLeaveIntent)."""
+        self.clock.witness(msg.ltime)
+        member = self.members.get(msg.node)
+        if member is None:
+            return LeaveOutcome(self.intents.upsert(msg.node, SerfMessageType.LEAVE, msg.ltime, now))
+        if msg.ltime <= member.status_ltime:
+            return LeaveOutcome(False)
+        if msg.node == self.name and self.state == MemberStatus.ALIVE:
+            return LeaveOutcome(False, refute=True)
+        # the time moves even when the status does not: a second leave for a
+        # leaving member is then old and not gossiped forever (consul#8179)
+        member.status_ltime = msg.ltime
+        if member.status == MemberStatus.ALIVE:
+            member.status = MemberStatus.LEAVING
+        elif member.status == MemberStatus.FAILED:
+            member.status = MemberStatus.LEFT
+            self._drop(self.failed_members, member.name)
+            self.left_members.append(member.name)
+            self.events.append(SerfEvent("member-leave", member.name))
+        elif member.status not in (MemberStatus.LEAVING, MemberStatus.LEFT):
+            return LeaveOutcome(False)
+        return LeaveOutcome(True, prune=msg.prune)
+
+    # ------------------------------------------------ memberlist's events
+
+    def node_join(self, name: str, now: float) -> None:
+        """memberlist reports ``name`` alive (handleNodeJoin)."""
+        member = self.members.get(name)
+        if member is None:
+            if len(self.members) >= self.max_members:
+                self.refused += 1
+                return
+            member = MemberState(name)
+            join = self.intents.recent(name, SerfMessageType.JOIN)
+            if join is not None:
+                member.status_ltime = join
+            leave = self.intents.recent(name, SerfMessageType.LEAVE)
+            if leave is not None:
+                member.status = MemberStatus.LEAVING
+                member.status_ltime = leave
+            self.members[name] = member
+        else:
+            old = member.status
+            member.status = MemberStatus.ALIVE
+            member.leave_time = None
+            if old in (MemberStatus.FAILED, MemberStatus.LEFT):
+                self._drop(self.failed_members, name)
+                self._drop(self.left_members, name)
+        self.events.append(SerfEvent("member-join", name))
+
+    def node_leave(self, name: str, now: float) -> None:
+        """memberlist reports ``name`` gone (handleNodeLeave): left if it had
+        announced a leave, failed otherwise."""
+        member = self.members.get(name)
+        if member is None:
+            return
+        if member.status == MemberStatus.LEAVING:
+            member.status = MemberStatus.LEFT
+            self.left_members.append(name)
+            kind = "member-leave"
+        elif member.status == MemberStatus.ALIVE:
+            member.status = MemberStatus.FAILED
+            self.failed_members.append(name)
+            kind = "member-failed"
+        else:
+            return
+        member.leave_time = now
+        self.events.append(SerfEvent(kind, name))
+
+    def node_update(self, name: str) -> None:
+        """memberlist reports new meta (tags) for ``name`` (handleNodeUpdate)."""
+        if name in self.members:
+            self.events.append(SerfEvent("member-update", name))
+
+    # ------------------------------------------------------ our own intents
+
+    def local_join(self, now: float) -> Join:
+        """Our join intent at the current time (broadcastJoin): after
+        memberlist's join succeeded, or to refute a leave intent about us.
+        Applied here; gossip the returned message."""
+        msg = Join(ltime=self.clock.time(), node=self.name)
+        self.clock.witness(msg.ltime)
+        self.join_intent(msg, now)
+        return msg
+
+    def local_leave(self, now: float) -> Leave:
+        """Our leave intent (Serf.Leave): gossip it (when another member is
+        alive), wait for it to go out, then leave memberlist and call
+        :meth:`left`. Raises RuntimeError if not alive."""
+        if self.state != MemberStatus.ALIVE:
+            raise RuntimeError(f"cannot leave: this node is {self.state.name.lower()}")
+        self.state = MemberStatus.LEAVING
+        msg = Leave(ltime=self.clock.time(), node=self.name)
+        self.clock.increment()
+        self.leave_intent(msg, now)
+        return msg
+
+    def left(self) -> None:
+        """memberlist's leave is done: this node has left."""
+        self.state = MemberStatus.LEFT
+
+    def force_leave(self, name: str, now: float, prune: bool = False) -> tuple[Leave, LeaveOutcome]:
+        """A leave intent on behalf of a failed node (forceLeave), applied here;
+        gossip the message if another member is alive."""
+        msg = Leave(ltime=self.clock.time(), node=name, prune=prune)
+        self.clock.increment()
+        return msg, self.leave_intent(msg, now)
+
+    def has_alive_members(self) -> bool:
+        """Whether another member is alive (else a leave is not gossiped)."""
+        return any(m.status == MemberStatus.ALIVE for n, m in self.members.items() if n != self.name)
+
+    # ------------------------------------------------------------- reaping
+
+    def erase(self, name: str) -> None:
+        """Forget a member at once (eraseNode; a prune)."""
+        if self.members.pop(name, None) is not None:
+            self._drop(self.left_members, name)
+            self._drop(self.failed_members, name)
+            self.events.append(SerfEvent("member-reap", name))
+
+    def reap(self, now: float) -> None:
+        """Serf's periodic reap (handleReap, every 15 s by default): failed
+        members after the reconnect timeout, left ones after the tombstone
+        timeout, buffered intents after theirs."""
+        for names, timeout in ((self.failed_members, self.reconnect_timeout),
+                               (self.left_members, self.tombstone_timeout)):
+            for name in list(names):
+                member = self.members.get(name)
+                if member is not None and member.leave_time is not None and now - member.leave_time > timeout:
+                    self.erase(name)
+        self.intents.reap(now)
+
+    @staticmethod
+    def _drop(names: list[str], name: str) -> None:
+        if name in names:
+            names.remove(name)
+
+
+class SerfCore:
+    """Serf's state machine for one node: members, user events, queries and
+    the push/pull user state that carries them between nodes."""
+
+    def __init__(self, name: str, members: SerfMembers | None = None, events: EventBuffer | None = None,
+                 queries: QueryBuffer | None = None):
+        self.members = members or SerfMembers(name)
+        self.event_buffer = events or EventBuffer()
+        self.query_buffer = queries or QueryBuffer()
+        #: ignore events older than a join's push/pull: set it during a join
+        #: unless replaying (``serf join`` ignores old events, ``-replay`` does not)
+        self.event_join_ignore = False
+
+    @classmethod
+    def create(cls, name: str) -> SerfCore:
+        """A new node's state as serf.Create leaves it: the three clocks at 1
+        (no snapshot), the default buffers."""
+        core = cls(name)
+        for clock in (core.members.clock, core.event_buffer.clock, core.query_buffer.clock):
+            clock.increment()
+        return core
+
+    def take_events(self) -> list[SerfEvent]:
+        return self.members.take_events()
+
+    def user_event(self, msg: UserEvent) -> bool:
+        """A user event from the network: True if new (delivered, to gossip on)."""
+        if not self.event_buffer.handle(msg):
+            return False
+        self.members.events.append(SerfEvent("user", msg.name, msg.payload, msg.ltime, msg.cc))
+        return True
+
+    def local_state(self) -> PushPull:
+        """Our push/pull user state (delegate.go LocalState)."""
+        members = self.members
+        return PushPull(
+            ltime=members.clock.time(),
+            status_ltimes={name: m.status_ltime for name, m in members.members.items()},
+            left_members=list(members.left_members),
+            event_ltime=self.event_buffer.clock.time(),
+            events=self.event_buffer.slots(),
+            query_ltime=self.query_buffer.clock.time())
+
+    def merge_remote_state(self, state: PushPull, join: bool, now: float) -> bool:
+        """A peer's push/pull user state (delegate.go MergeRemoteState): its
+        clocks, its members' status times as join or leave intents, its recent
+        events. Returns True if it held a leave intent about us that we must
+        refute (:meth:`SerfMembers.local_join`)."""
+        members = self.members
+        for clock, ltime in ((members.clock, state.ltime), (self.event_buffer.clock, state.event_ltime),
+                             (self.query_buffer.clock, state.query_ltime)):
+            if ltime > 0:
+                clock.witness(ltime - 1)
+        refute = False
+        left = set(state.left_members)
+        # a left member's leave came after its last status time
+        for name in state.left_members:
+            outcome = members.leave_intent(Leave(ltime=state.status_ltimes.get(name, 0) + 1, node=name), now)
+            refute = refute or outcome.refute
+        for name, ltime in state.status_ltimes.items():
+            if name not in left:
+                members.join_intent(Join(ltime=ltime, node=name), now)
+        if join and self.event_join_ignore:
+            self.event_buffer.min_time = max(self.event_buffer.min_time, state.event_ltime)
+        for slot in state.events:
+            if slot is None:
+                continue
+            for entry in slot.events:
+                self.user_event(UserEvent(ltime=slot.ltime, name=entry.name, payload=entry.payload))
+        return refute
