@@ -624,7 +624,7 @@ cdef ssize_t _fan_out(int fd, Targets targets, const unsigned char* data, Py_ssi
     return failure
 
 
-# -- the authentication trailer (auth.py is the reference) ----------------------
+# -- the authentication trailer (wire/auth.py is the reference) -----------------
 cdef inline Py_ssize_t _packet_end(const unsigned char* p, Py_ssize_t n) noexcept nogil:
     """Where the packet in ``p[:n]`` ends by its body length (it may lie
     past ``n``); -1 when there is no body length to read."""
@@ -661,7 +661,7 @@ cdef int _verify(const KeyTable* ring, const unsigned char* p, Py_ssize_t n,
     cdef int key_id
     if n == end:
         return A_NO_TRAILER
-    if n - end != AUTH_TRAILER_LEN:
+    if end < 0 or n - end != AUTH_TRAILER_LEN:
         return A_BAD_TRAILER
     t = p + end
     if memcmp(t, AUTH_MAGIC, AUTH_MAGIC_LEN) != 0 or t[AUTH_MAGIC_LEN] != AUTH_VERSION:

@@ -18,6 +18,7 @@ import time
 from collections import OrderedDict
 from typing import TYPE_CHECKING
 
+from .wire import auth
 from .wire import layout as L
 from .wire.errors import MalformedPacket
 
@@ -209,15 +210,6 @@ def encode(alive: int, port: int, secure_port: int, udp_port: int, host: Buffer,
     ))
 
 
-# -- the authentication trailer (auth.py is the reference) ----------------------
-def _packet_end(mv: Buffer, n: int) -> int:
-    """See _fast.pyx: where the packet ends by its body length, or -1."""
-    if n < L.BODY_START:
-        return -1
-    body_len: int = _INT32.unpack_from(mv, L.OFF_BODY_LEN)[0]
-    return -1 if body_len < 0 else L.BODY_START + body_len + L.MARKER_LEN
-
-
 def _source_address(source: object) -> bytes | None:
     """The address bytes of a ``recvfrom`` sender (4 for IPv4, an
     IPv4-mapped one included; 16 for IPv6), or None."""
@@ -238,41 +230,6 @@ def _from_host(source: object, mv: memoryview) -> bool:
     host = mv[L.OFF_HOST:L.OFF_HOST + mv[L.OFF_HOST_LEN]]
     # (a memoryview equals the bytes it holds)
     return _source_address(source) == host  # type: ignore[comparison-overlap]
-
-
-def _packet_part(mv: memoryview, n: int) -> int:
-    """See _fast.pyx: the bytes the index compares (the trailer left out)."""
-    end = _packet_end(mv, n)
-    return end if end >= 0 and n - end == L.AUTH_TRAILER_LEN else n
-
-
-def _mac(secret: bytes, message: Buffer) -> bytes:
-    # imported here: hashing loads OpenSSL, which a member without keys
-    # never needs (tests/test_startup.py)
-    import hashlib
-    import hmac
-    return hmac.new(secret, message, hashlib.sha256).digest()[:L.AUTH_MAC_LEN]
-
-
-def _verify(ring: Mapping[int, bytes], mv: memoryview, n: int) -> tuple[int, int]:
-    """See _fast.pyx: (verdict, sequence) for the well-formed datagram mv[:n]."""
-    end = _packet_end(mv, n)
-    if n == end:
-        return L.AUTH_NO_TRAILER, 0
-    if n - end != L.AUTH_TRAILER_LEN:
-        return L.AUTH_BAD_TRAILER, 0
-    magic_len = len(L.AUTH_MAGIC)
-    if mv[end:end + magic_len] != L.AUTH_MAGIC or mv[end + magic_len] != L.AUTH_VERSION:
-        return L.AUTH_BAD_TRAILER, 0
-    secret = ring.get(mv[end + magic_len + 1])
-    if secret is None:
-        return L.AUTH_UNKNOWN_KEY, 0
-    header_end = end + L.AUTH_HEADER_LEN
-    import hmac
-    if not hmac.compare_digest(_mac(secret, mv[:header_end]), mv[header_end:n]):
-        return L.AUTH_BAD_MAC, 0
-    sequence: int = _UINT64.unpack_from(mv, end + _SEQUENCE_AT)[0]
-    return L.AUTH_OK, sequence
 
 
 class HeartbeatPacket:
@@ -328,7 +285,7 @@ class HeartbeatPacket:
         else:
             if not 1 <= key_id <= 255:
                 raise ValueError(f"key id {key_id} is not 1-255")
-            if _packet_end(packet, len(packet)) != len(packet):
+            if auth.packet_end(packet, len(packet)) != len(packet):
                 raise ValueError("the packet has bytes after its end marker: no room for a trailer")
             if secret is None:           # as the compiled one: no buffer to read
                 raise TypeError("a key id needs its secret")
@@ -349,7 +306,7 @@ class HeartbeatPacket:
         self.sequence = max(self.sequence + 1, time.time_ns() // 1000)
         _UINT64.pack_into(data, end + _SEQUENCE_AT, self.sequence)
         header_end = end + L.AUTH_HEADER_LEN
-        data[header_end:] = _mac(self._secret, data[:header_end])
+        data[header_end:] = auth.mac(self._secret, data[:header_end])
 
     def stamp_now(self) -> None:
         alive = max(0, (time.monotonic_ns() - self.origin_ns) // 1_000_000)
@@ -536,7 +493,7 @@ class MemberIndex:
         # without the begin marker (keeps floods of junk cheap here too).
         if n < L.OFF_PORT or n > L.MAX_PACKET_LEN or mv[:L.MARKER_TAG_LEN] != _BEGIN_TAG:
             return -1
-        slot = self._slot_of.get(self._key(mv, _packet_part(mv, n)))
+        slot = self._slot_of.get(self._key(mv, auth.packet_part(mv, n)))
         if slot is None:
             return -1
         action = self._admit(slot, mv, n)
@@ -555,7 +512,7 @@ class MemberIndex:
             return _ADMIT
         ring = self._ring
         assert ring is not None          # not AUTH_OFF: set_keys made one
-        verdict, sequence = _verify(ring, mv.cast("B"), n)
+        verdict, _, sequence = auth.verify(ring, mv, n)
         if verdict == L.AUTH_OK and sequence <= self._seqs[slot]:
             verdict = L.AUTH_REPLAY
         failures = self._auth_failures
@@ -678,7 +635,7 @@ class MemberIndex:
             now = clock()
             slot = None
             if L.OFF_PORT <= n <= L.MAX_PACKET_LEN and mv[:L.MARKER_TAG_LEN] == tag:
-                m = _packet_part(mv, n)
+                m = auth.packet_part(mv, n)
                 slot = slot_of.get(bytes(mv[:L.OFF_ALIVE]) + bytes(mv[L.OFF_PORT:m]))
             if slot is not None and sources and not _from_host(source, mv):
                 self._source = source    # a member's bytes from elsewhere: the caller decides

@@ -190,7 +190,7 @@ def run(count, seed, population=200, max_members=64, report=True, mode=None):
             path = save(data, "divergence")
             raise SystemExit(f"implementations disagree on datagram {i} ({path}): {results}")
         if i % 1000 == 0:
-            sweeps = [[(e.kind, e.member.identity) for e in t.sweep(now)] for t in tables]
+            sweeps = [[(e.kind, e.member.identity) for e in t.expire(now)] for t in tables]
             if any(s != sweeps[0] for s in sweeps[1:]):
                 raise SystemExit(f"expiry disagrees at datagram {i}")
             if any(len(t) > max_members for t in tables):

@@ -138,3 +138,21 @@ def test_new_key_line_reads_back(tmp_path):
     line = auth.new_key_line(9)
     ring = auth.KeyRing.from_file(write(tmp_path, line + "\n"))
     assert ring.signing_id == 9 and len(ring.keys[9]) == 32
+
+
+def _negative_body_length_with_a_trailer_after_it():
+    """A datagram whose body length is -1, and at the place that length would
+    put the end marker, a trailer with key id 1 (what the kernel never reads:
+    there is no packet end to read it from)."""
+    head = bytearray(V2[:L.BODY_START])
+    head[L.OFF_BODY_LEN:L.OFF_BODY_LEN + 4] = (-1).to_bytes(4, "big", signed=True)
+    head += bytes(L.BODY_START - 1 + L.MARKER_LEN - len(head))
+    return bytes(head) + TRAILER
+
+
+@pytest.mark.parametrize("datagram", [b"", V2[:L.OFF_BODY_LEN + 3],
+                                      _negative_body_length_with_a_trailer_after_it()],
+                         ids=["empty", "cut-in-body-length", "negative-body-length"])
+def test_a_datagram_without_a_packet_end_has_a_bad_trailer(datagram):
+    # the kernel's reading (_fast.pyx _packet_end: -1): no end, so no trailer to believe
+    assert auth.check(datagram, RING) == (auth.BAD_TRAILER, 0, 0)

@@ -149,6 +149,17 @@ def test_waking_long_after_a_deadline_gives_peers_grace(engine):
     assert engine.stats()["pauses"] == 1
 
 
+def test_a_pause_is_counted_once_by_the_engine_not_the_table(engine):
+    """One pause guard (the engine's): the table keeps no "pauses" of its own
+    for the engine's stats to overwrite."""
+    engine.outgoing(0.0)
+    hear(engine, 0.1)
+    engine.next_deadline()
+    engine.on_timer(5.0)
+    assert "pauses" not in engine.table.stats()
+    assert engine.stats()["pauses"] == 1
+
+
 def test_the_pause_threshold_has_a_floor(make, caplog):
     """drop_time 100 ms (issue 10, item 12): half of it is 50 ms, well within
     a busy host's scheduling noise; a 60 ms late wake-up is no pause, and a

@@ -39,7 +39,7 @@ _NO_EVENTS: tuple[MemberEvent, ...] = ()
 TABLE_COUNTERS = (
     ("received", "fast_path", "slow_path", "members", "added", "updated", "refreshed_slow",
      "refused", "refused_unlisted", "refused_unauthenticated", "local", "filtered",
-     "shutdown_unknown", "suspected", "suspects_heard", "unprobed", "pauses", "channel_frames",
+     "shutdown_unknown", "suspected", "suspects_heard", "unprobed", "channel_frames",
      "doctor_probes")
     + tuple("removed." + reason for reason in (SHUTDOWN, EXPIRED, FILTERED))
     + tuple("malformed." + reason for verdict, reason in L.REASONS.items()
@@ -107,8 +107,6 @@ class Membership:
         # index, still members until ``confirm`` (or a heartbeat, a goodbye).
         self._suspects: dict[bytes, Member] = {}
         self._reclassify = False   # set_domain() waiting for pump to return
-        self._last_sweep: float | None = None
-        self._grace_until = float("-inf")
         self._auth_mode = L.AUTH_OFF
         self._ring: auth.KeyRing | None = None
         # auth.ReplayGuard once authentication was on
@@ -256,7 +254,7 @@ class Membership:
             return _NO_EVENTS
         member = Member.from_fields(codec.parse(buf, n))
         # The index keeps the packet without its trailer (it changes every time).
-        datagram, n = n, _packet_part(buf, n)
+        datagram, n = n, auth.packet_part(buf, n)
         if identity == self._local:
             self._counts["local"] += 1
             self._counts["slow_path"] -= 1     # ours, not received: counted as local only
@@ -314,7 +312,7 @@ class Membership:
         0) for one admitted unauthenticated (permissive), None when dropped."""
         ring = self._ring
         assert ring is not None               # authentication is on (set_keys)
-        verdict, _, sequence = auth.check(memoryview(buf)[:n], ring)
+        verdict, _, sequence = auth.verify(ring.keys, buf, n)
         if verdict == L.AUTH_OK:
             guard = self._guard
             assert guard is not None          # made by set_keys, before any judging
@@ -447,23 +445,6 @@ class Membership:
     def is_suspect(self, identity: bytes) -> bool:
         return identity in self._suspects
 
-    def sweep(self, now: float) -> Events:
-        """``expire(now)`` for drivers that call it periodically (the threaded
-        and asyncio fronts do not). A gap of more than half the drop
-        time since the previous sweep means this process was frozen (SIGSTOP,
-        a suspended VM, a starved thread), so what looks like silence from the
-        peers is our own deafness: they get one drop time from now to be heard
-        again before anyone is expired (counted as "pauses"). Drivers call it
-        once when they start, so that a pause before the first regular sweep
-        is noticed too."""
-        last, self._last_sweep = self._last_sweep, now
-        if last is not None and now - last > self.drop_time / 2:
-            self._grace_until = now + self.drop_time
-            self._counts["pauses"] += 1
-        if now < self._grace_until:
-            return _NO_EVENTS
-        return self.expire(now)
-
     def next_expiry(self) -> float | None:
         """The earliest ``now`` at which ``expire`` could remove something, or None."""
         if self._phi is not None:
@@ -482,8 +463,6 @@ class Membership:
         self._suspects.clear()
         self._ignored.clear()
         self._ignored_slots.clear()
-        self._last_sweep = None
-        self._grace_until = float("-inf")
 
     # -- reading -------------------------------------------------------------
     def members(self) -> list[Member]:
@@ -566,10 +545,3 @@ class Membership:
         counts["received"] = fast + counts.get("slow_path", 0) + dropped_in_pump
         counts["members"] = len(self._members) + len(self._suspects)
         return dict(counts)
-
-
-def _packet_part(buf: Buffer, n: int) -> int:
-    """``n``, or where the packet ends when exactly a trailer follows it
-    (the bytes the index compares; see _fast.pyx)."""
-    end = auth.packet_length(buf)
-    return end if n - end == L.AUTH_TRAILER_LEN else n

@@ -24,7 +24,7 @@ from . import layout as L
 from .errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Mapping
 
     from typing_extensions import Buffer
 
@@ -41,6 +41,7 @@ SKEW = L.AUTH_SKEW
 VERDICTS = L.AUTH_REASONS
 
 _HEADER = struct.Struct(">3sBBQ")
+_INT32 = struct.Struct(">i")
 
 
 class KeyRing:
@@ -124,48 +125,69 @@ def new_key_line(key_id: int = 1) -> str:
     return f"{key_id} {os.urandom(L.AUTH_KEY_LEN).hex()}"
 
 
-def _mac(secret: bytes, packet: Buffer, header: bytes) -> bytes:
+def mac(secret: bytes, *parts: Buffer) -> bytes:
+    """The trailer's MAC of ``parts`` (the packet, then the trailer's header)."""
     # imported here: hashing loads OpenSSL, which a member without keys
     # never needs (tests/test_startup.py)
     import hashlib
     import hmac
-    digest = hmac.new(secret, packet, hashlib.sha256)
-    digest.update(header)
+    digest = hmac.new(secret, parts[0], hashlib.sha256)
+    for part in parts[1:]:
+        digest.update(part)
     return digest.digest()[:L.AUTH_MAC_LEN]
 
 
 def trailer(packet: Buffer, ring: KeyRing, sequence: int) -> bytes:
     """The trailer that authenticates ``packet`` (a whole Tribes packet)."""
     header = _HEADER.pack(L.AUTH_MAGIC, L.AUTH_VERSION, ring.signing_id, sequence)
-    return header + _mac(ring.keys[ring.signing_id], packet, header)
+    return header + mac(ring.keys[ring.signing_id], packet, header)
 
 
-def packet_length(datagram: Buffer) -> int:
-    """Where a well-formed Tribes packet ends (begin marker to end marker)."""
-    body_length: int = struct.unpack_from(">i", datagram, L.OFF_BODY_LEN)[0]
-    return L.BODY_START + body_length + L.MARKER_LEN
+# Reading a trailer: the one Python copy (the kernel's pure-Python twin calls
+# these); the compiled kernel has the same in C (_fast.pyx, same names).
+def packet_end(datagram: Buffer, n: int) -> int:
+    """Where the packet in ``datagram[:n]`` ends by its body length (it may
+    lie past ``n``); -1 when there is no body length to read (``n`` shorter
+    than the header, or a negative length)."""
+    if n < L.BODY_START:
+        return -1
+    body_length: int = _INT32.unpack_from(datagram, L.OFF_BODY_LEN)[0]
+    return -1 if body_length < 0 else L.BODY_START + body_length + L.MARKER_LEN
 
 
-def check(datagram: memoryview | bytes, ring: KeyRing) -> tuple[int, int, int]:
-    """``(verdict, key id, sequence)`` of a well-formed datagram's trailer."""
-    end = packet_length(datagram)
-    extra = len(datagram) - end
-    if extra == 0:
+def packet_part(datagram: Buffer, n: int) -> int:
+    """The bytes of ``datagram[:n]`` the index compares: without the trailer
+    when exactly a trailer's length follows the end marker, else all ``n``."""
+    end = packet_end(datagram, n)
+    return end if end >= 0 and n - end == L.AUTH_TRAILER_LEN else n
+
+
+def verify(keys: Mapping[int, bytes], datagram: Buffer, n: int) -> tuple[int, int, int]:
+    """``(verdict, key id, sequence)`` of the trailer of the well-formed
+    datagram ``datagram[:n]``, with ``keys`` secrets by key id; the MAC is
+    compared in constant time. One without a packet end has a BAD_TRAILER."""
+    mv = memoryview(datagram).cast("B")
+    end = packet_end(mv, n)
+    if n == end:
         return NO_TRAILER, 0, 0
-    if extra != L.AUTH_TRAILER_LEN:
+    if end < 0 or n - end != L.AUTH_TRAILER_LEN:
         return BAD_TRAILER, 0, 0
-    header = bytes(datagram[end:end + L.AUTH_HEADER_LEN])
-    magic, version, key_id, sequence = _HEADER.unpack(header)
+    header_end = end + L.AUTH_HEADER_LEN
+    magic, version, key_id, sequence = _HEADER.unpack_from(mv, end)
     if magic != L.AUTH_MAGIC or version != L.AUTH_VERSION:
         return BAD_TRAILER, 0, 0
-    secret = ring.keys.get(key_id)
+    secret = keys.get(key_id)
     if secret is None:
         return UNKNOWN_KEY, key_id, sequence
-    expected = _mac(secret, bytes(datagram[:end]), header)
     import hmac
-    if not hmac.compare_digest(expected, bytes(datagram[end + L.AUTH_HEADER_LEN:])):
+    if not hmac.compare_digest(mac(secret, mv[:header_end]), mv[header_end:n]):
         return BAD_MAC, key_id, sequence
     return AUTH_OK, key_id, sequence
+
+
+def check(datagram: Buffer, ring: KeyRing) -> tuple[int, int, int]:
+    """``(verdict, key id, sequence)`` of a whole datagram's trailer (``verify``)."""
+    return verify(ring.keys, datagram, memoryview(datagram).nbytes)
 
 
 class SequenceClock:
