@@ -14,6 +14,7 @@ import warnings
 import pytest
 
 from mcastmember import AsyncMembership, EventsLost, McastService
+from mcastmember.transport import net
 
 from fronts import FAST, FRONTS, Events
 from support import GROUP, LOOPBACK, fake_members, wait_until
@@ -94,18 +95,28 @@ def test_stop_removes_everyone_so_a_restart_never_adds_twice(front):
     assert member.stats()["removed.stopped"] == 2
 
 
-def test_the_driver_reopens_a_socket_when_the_engine_asks(front):
+def test_the_driver_reopens_a_socket_when_the_engine_asks(front, monkeypatch):
     """Wiring only (the count of errors is test_engine's): sends on a dead
     descriptor fail, the engine asks for a new socket, the driver opens one
     and heartbeats flow again."""
+    opened = []
+
+    def senders(*args):
+        socks = real(*args)
+        if not opened:              # the first senders become no sockets: every send fails
+            dead = os.open(os.devnull, os.O_RDONLY)
+            for sock in socks:
+                os.dup2(dead, sock.fileno())
+            os.close(dead)
+        opened.append(socks)
+        return socks
+
+    real = net.open_senders
+    monkeypatch.setattr(net, "open_senders", senders)
     member = front(4001, frequency=20, drop_time=200)
     member.start()
-    dead = os.open(os.devnull, os.O_RDONLY)      # not a socket: every send fails
-    member.front._send_fd = dead
-    try:
-        wait_until(lambda: member.stats()["socket_reopened"] == 1)
-    finally:
-        os.close(dead)
+    wait_until(lambda: member.stats()["socket_reopened"] == 1)
+    assert len(opened) == 2
     sent = member.stats()["sent"]
     wait_until(lambda: member.stats()["sent"] > sent)
     assert member.stats()["send_errors"] >= 10
@@ -271,20 +282,23 @@ def test_an_overflowing_queue_gives_listeners_an_events_lost_marker(group_port):
 
 
 # -- item 16: listeners and loops that fail ---------------------------------------------------
-def test_a_listener_raising_systemexit_does_not_end_the_dispatcher(group_port, caplog):
+def test_a_listener_raising_keyboardinterrupt_is_not_swallowed(group_port, monkeypatch):
+    """A listener's Exception is counted (listener_errors) and survived; a
+    KeyboardInterrupt or SystemExit is not swallowed: it ends the dispatcher
+    thread it was raised on, as it would end any thread."""
     member = service(group_port, 4001)
-    events = Events()
+    ended = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: ended.append(args.exc_type))
 
     def quitter(event):
-        raise SystemExit(3)
+        raise KeyboardInterrupt
 
     member.add_listener(quitter)
-    member.add_listener(events)
     with member:
-        fake_members(group_port, 2)
-        wait_until(lambda: len(events.events) == 2)
-        assert member.stats()["listener_errors"] == 2
-    assert "membership listener" in caplog.text
+        fake_members(group_port, 1)
+        wait_until(lambda: ended)
+        assert ended == [KeyboardInterrupt]
+        assert member.stats()["listener_errors"] == 0
 
 
 def test_an_unexpected_error_in_the_driver_is_logged_flagged_and_survived(front, caplog):
@@ -482,6 +496,25 @@ def test_more_current_members_than_queue_room_gives_events_lost(group_port, run_
             assert [e.kind for e in got] == ["added", "added", "events_lost"]
             assert got[2] == EventsLost(3)
             await stream.aclose()
+
+    run_loop(scenario())
+
+
+def test_asyncio_listeners_errors_are_counted_and_keyboardinterrupt_goes_on(group_port,
+                                                                             run_loop):
+    async def scenario():
+        async with joined_with_strangers(group_port, 2) as member:
+            def broken(event):
+                raise ValueError("listener bug")
+
+            def quitter(event):
+                raise KeyboardInterrupt
+
+            member.add_listener(broken, replay=True)        # an "added" for each of 2
+            assert member.stats()["listener_errors"] == 2
+            with pytest.raises(KeyboardInterrupt):
+                member.add_listener(quitter, replay=True)
+            assert member.stats()["listener_errors"] == 2
 
     run_loop(scenario())
 

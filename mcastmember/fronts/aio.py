@@ -122,16 +122,13 @@ class AsyncMembership(MembershipFront):
                  event_queue_size: int = DEFAULT_EVENT_QUEUE,
                  event_queue_bytes: int = EVENT_QUEUE_BYTES,
                  **settings: Unpack[Settings]) -> None:
-        super().__init__(address, port, settings)
-        self._queue_size, self._queue_bytes = queue_bounds(
-            event_queue_size, event_queue_bytes, ("event_queue_size", "event_queue_bytes"))
+        super().__init__(address, port, settings, event_queue_size, event_queue_bytes)
         self._loop: asyncio.AbstractEventLoop | None = None
         # Weakly held: a stream the application dropped (a ``break`` out of
         # ``async for``) unsubscribes itself when it is collected.
         self._streams: weakref.WeakSet[EventStream] = weakref.WeakSet()
         self._waiters: list[tuple[Predicate, asyncio.Future[list[Member]]]] = []
         self._listeners: list[AsyncListener] = []
-        self._listener_errors = 0
         self._timer: asyncio.TimerHandle | None
         self._again: asyncio.Handle | None
         self._timer = self._again = None
@@ -232,13 +229,6 @@ class AsyncMembership(MembershipFront):
 
     def remove_listener(self, callback: AsyncListener) -> None:
         self._listeners = [c for c in self._listeners if c != callback]
-
-    def _call(self, callback: AsyncListener, event: MemberEvent) -> None:
-        try:
-            callback(event)
-        except Exception:       # a failing listener never stops the driver
-            self._listener_errors += 1
-            log.exception("membership listener %r failed on %r", callback, event)
 
     def _unsubscribe(self, stream: EventStream) -> None:
         self._streams.discard(stream)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import os
 import time
 import weakref
@@ -15,6 +16,7 @@ from ..wire import layout as L
 from ..transport import net
 from ..engine.config import ServiceConfig, Settings
 from ..engine.engine import RECEIVE, SEND, UNICAST, MembershipEngine
+from ..engine.events import queue_bounds
 from ..engine.member import find_by_address, find_by_unique_id
 
 if TYPE_CHECKING:
@@ -27,7 +29,7 @@ if TYPE_CHECKING:
     from .._fast import HeartbeatPacket
     from ..engine.config import AuthMode, Keys
     from ..engine.engine import ProbeAttempt, SocketRole
-    from ..engine.events import MemberEvent
+    from ..engine.events import EventsLost, MemberEvent
     from ..engine.member import Member
     from ..discovery.peers import Lookup
     from ..engine.stats import Stats
@@ -38,6 +40,8 @@ if TYPE_CHECKING:
 PUMP_BUDGET = 256
 PUMP_CALLS = 64
 _AGAIN = (-errno.EAGAIN, -errno.EINTR)
+
+log = logging.getLogger("mcastmember")
 
 _fronts: weakref.WeakSet[MembershipFront] = weakref.WeakSet()    # every front, so a forked child can disarm its copies
 
@@ -60,16 +64,16 @@ class MembershipFront:
     _table_lock: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
     clock = staticmethod(time.monotonic)    # the only clock: engine times come from it
 
-    def __init__(self, address: str | None, port: int, settings: Settings) -> None:
+    def __init__(self, address: str | None, port: int, settings: Settings,
+                 event_queue_size: int, event_queue_bytes: int) -> None:
         self._refuse_unknown(settings)
         self.config = ServiceConfig(address, port, **settings)
+        self._queue_size, self._queue_bytes = queue_bounds(
+            event_queue_size, event_queue_bytes, ("event_queue_size", "event_queue_bytes"))
         self._engine = MembershipEngine(self.config)
-        self._recv_socks: list[socket.socket] = []
-        self._send_socks: list[socket.socket] = []
-        self._uni_socks: list[socket.socket] = []
-        self._recv_fds: list[int] = []
-        self._send_fds: list[int] = []
-        self._uni_fds: list[int] = []
+        self._listener_errors = 0
+        # The open sockets by role (none while stopped).
+        self._sockets = {role: _Sockets() for role in self._OPENERS}
         self._more_fd: int | None = None       # the socket whose datagrams pump's batch still holds
         self._dns_resolver: dns.resolver.Resolver | None = None
         self._buf = bytearray(L.RECV_BUFFER_LEN)
@@ -205,75 +209,55 @@ class MembershipFront:
         cfg = self.config
         return [net.open_unicast(cfg.unicast_address, cfg.port)]
 
-    # The sockets by role: (attribute of the sockets, of their fds, how to
-    # open them). Multicast has one sender per card (one receiver, or one
-    # per card for a link-scoped IPv6 group); unicast one socket for both.
-    _SOCKETS: ClassVar[dict[SocketRole, tuple[str, str,
-                                              Callable[[MembershipFront], list[socket.socket]]]]]
-    _SOCKETS = {RECEIVE: ("_recv_socks", "_recv_fds", _open_receivers),
-                SEND: ("_send_socks", "_send_fds", _open_senders),
-                UNICAST: ("_uni_socks", "_uni_fds", _open_unicast)}
+    # How to open the sockets of each role. Multicast has one sender per card
+    # (one receiver, or one per card for a link-scoped IPv6 group); unicast
+    # one socket for both.
+    _OPENERS: ClassVar[dict[SocketRole, Callable[[MembershipFront], list[socket.socket]]]]
+    _OPENERS = {RECEIVE: _open_receivers, SEND: _open_senders, UNICAST: _open_unicast}
 
-    # The first socket of each role, under the names drivers and tests use.
-    # (Functions, not lambdas, so that the checkers know their types.)
     @property
-    def _recv_sock(self) -> socket.socket | None:
-        return self._recv_socks[0] if self._recv_socks else None
+    def _recv_fds(self) -> list[int]:
+        return self._sockets[RECEIVE].fds
+
+    @property
+    def _send_fds(self) -> list[int]:
+        return self._sockets[SEND].fds
+
+    @property
+    def _uni_fds(self) -> list[int]:
+        return self._sockets[UNICAST].fds
 
     @property
     def _recv_fd(self) -> int:
         return (self._recv_fds or [-1])[0]
 
     @property
-    def _uni_sock(self) -> socket.socket | None:
-        return self._uni_socks[0] if self._uni_socks else None
-
-    @property
     def _uni_fd(self) -> int:
         return (self._uni_fds or [-1])[0]
-
-    @property
-    def _send_fd(self) -> int:
-        return (self._send_fds or [-1])[0]
-
-    @_send_fd.setter
-    def _send_fd(self, fd: int) -> None:       # a test breaks the first sender this way
-        self._send_fds[0] = fd
 
     def _open_sockets(self) -> None:
         try:
             for role in self._engine.sockets():
-                socks_name, fds_name, opener = self._SOCKETS[role]
-                socks = opener(self)
-                setattr(self, socks_name, socks)
-                setattr(self, fds_name, [sock.fileno() for sock in socks])
+                self._sockets[role].replace(self._OPENERS[role](self))
         except BaseException:
             self._close_sockets()
             raise
 
     def _close_sockets(self) -> None:
-        for socks_name, fds_name, _ in self._SOCKETS.values():
-            for sock in getattr(self, socks_name):
-                sock.close()
-            setattr(self, socks_name, [])
-            setattr(self, fds_name, [])
+        for sockets in self._sockets.values():
+            sockets.replace([])
         self._more_fd = None
 
     def _reopen(self, which: SocketRole) -> None:
-        socks_name, fds_name, opener = self._SOCKETS[which]
         try:
-            fresh = opener(self)
+            fresh = self._OPENERS[which](self)
         except OSError as error:
             self._engine.on_reopened(which, error)
             return
         if which != SEND:
             self._watch_receiver(None)
             self._more_fd = None
-        old = getattr(self, socks_name)
-        setattr(self, socks_name, fresh)
-        setattr(self, fds_name, [sock.fileno() for sock in fresh])
-        for sock in old:
-            sock.close()
+        self._sockets[which].replace(fresh)
         self._engine.on_reopened(which)
 
     def _receive_fds(self, now: float) -> tuple[int, ...]:
@@ -284,7 +268,7 @@ class MembershipFront:
 
     def _socket_of(self, fd: int) -> socket.socket | None:
         """The receiving socket whose descriptor is ``fd``."""
-        for sock in self._recv_socks + self._uni_socks:
+        for sock in self._sockets[RECEIVE].socks + self._sockets[UNICAST].socks:
             if sock.fileno() == fd:
                 return sock
         return None
@@ -387,6 +371,18 @@ class MembershipFront:
         self._inert = True
 
     # -- for subclasses ----------------------------------------------------------------
+    def _call(self, callback: Callable[[MemberEvent | EventsLost], object],
+              event: MemberEvent | EventsLost) -> None:
+        """Call a listener. An Exception it raises is logged and counted
+        (``listener_errors``): a failing listener never stops the driver. A
+        KeyboardInterrupt or SystemExit is not swallowed: it goes on to
+        whoever runs the driver (the event loop; the dispatcher thread ends)."""
+        try:
+            callback(event)
+        except Exception:
+            self._listener_errors += 1
+            log.exception("membership listener %r failed on %r", callback, event)
+
     def _publish(self, events: Sequence[MemberEvent]) -> None:
         raise NotImplementedError
 
@@ -412,3 +408,20 @@ class MembershipFront:
 
     def _front_counts(self) -> dict[str, int]:
         raise NotImplementedError
+
+
+class _Sockets:
+    """The open sockets of one role, and their descriptors (what pump and
+    send take), replaced together."""
+
+    __slots__ = ("socks", "fds")
+
+    def __init__(self) -> None:
+        self.socks: list[socket.socket] = []
+        self.fds: list[int] = []
+
+    def replace(self, fresh: list[socket.socket]) -> None:
+        """Take ``fresh`` (none: close them all) and close the ones held before."""
+        old, self.socks, self.fds = self.socks, fresh, [sock.fileno() for sock in fresh]
+        for sock in old:
+            sock.close()

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from .driver import MembershipFront
 from ..engine.config import DEFAULT_GROUP, DEFAULT_PORT, takes_settings
-from ..engine.events import EVENT_QUEUE_BYTES, EventQueue, MemberEvent, queue_bounds
+from ..engine.events import EVENT_QUEUE_BYTES, EventQueue, MemberEvent
 from .tribes_listener import TribesListener, probe_stats_idle
 from .verify_prober import Prober
 from ..engine.table import ADDED
@@ -78,9 +78,7 @@ class McastService(MembershipFront):
                  event_queue_size: int = EVENT_QUEUE_BOUND,
                  event_queue_bytes: int = EVENT_QUEUE_BYTES,
                  **settings: Unpack[Settings]) -> None:
-        super().__init__(address, port, settings)
-        self._queue_size, self._queue_bytes = queue_bounds(
-            event_queue_size, event_queue_bytes, ("event_queue_size", "event_queue_bytes"))
+        super().__init__(address, port, settings, event_queue_size, event_queue_bytes)
         self._lock = self._table_lock = threading.Lock()
         self._state = threading.Condition()   # the lifecycle phase, start/stop one at a time
         self._phase = _STOPPED
@@ -99,7 +97,6 @@ class McastService(MembershipFront):
         self._prober: Prober | None = None      # verify's connects, while running
         # the queue of the DNS worker thread, while running
         self._lookups: queue.SimpleQueue[Lookup | None] | None = None
-        self._counts = {"listener_errors": 0}
         # Every dispatcher thread of ours that may still run a listener (one
         # that restarted us keeps running on the old one for a while).
         self._dispatchers: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
@@ -299,7 +296,7 @@ class McastService(MembershipFront):
 
     def _front_counts(self) -> dict[str, int]:
         return {"events_dropped": self._events.dropped if self._events else 0,
-                "listener_errors": self._counts["listener_errors"],
+                "listener_errors": self._listener_errors,
                 "subscribers": len(self._listeners),
                 **(self._probe.stats() if self._probe else probe_stats_idle())}
 
@@ -469,13 +466,6 @@ class McastService(MembershipFront):
                 continue
             for callback in self._listeners:
                 self._call(callback, event)
-
-    def _call(self, callback: Listener, event: MemberEvent | EventsLost) -> None:
-        try:
-            callback(event)
-        except BaseException:   # SystemExit too: a listener never ends the dispatcher
-            self._counts["listener_errors"] += 1
-            log.exception("membership listener %r failed on %r", callback, event)
 
     def _replay(self, replay: _Replay) -> None:
         for member in replay.members:
