@@ -15,6 +15,7 @@ from ..wire import auth
 from ..transport import net
 from ..wire.errors import ConfigurationError
 from .member import Member, domain_from_text
+from .units import seconds
 from ..discovery.peers import PeerSet, cloud_unique_id, is_address, packed, parse_peer
 
 if TYPE_CHECKING:
@@ -385,8 +386,8 @@ class ServiceConfig:
         # An acceptable pause of two heartbeats: patient with a lost one or
         # two, and still quicker than the fixed drop time on a clean network.
         pause = _whole(2 * self.frequency if pause is None else pause, "phi_pause", 0)
-        self.phi = phi.PhiAccrual(threshold, min_std / 1000.0, pause / 1000.0,
-                                  first_mean=self.frequency / 1000.0)
+        self.phi = phi.PhiAccrual(threshold, seconds(min_std), seconds(pause),
+                                  first_mean=self.frequency_s)
 
     def _discovery(self, peers: str | Sequence[str], dns: str | None, dns_srv: bool,
                    dns_interval: int, dns_servers: str | Sequence[str] | None,
@@ -447,8 +448,21 @@ class ServiceConfig:
     def peer_set(self) -> PeerSet:
         """Where unicast heartbeats go (peers.PeerSet), ourselves left out."""
         return PeerSet(self.peers, port=self.port, own=(packed(self.unicast_address), self.port),
-                       interval=self.dns_interval / 1000.0, dns=self.dns, srv=self.dns_srv,
+                       interval=seconds(self.dns_interval), dns=self.dns, srv=self.dns_srv,
                        max_peers=self.max_members)
+
+    # The times the engine works with, in seconds (the settings are ms).
+    @property
+    def frequency_s(self) -> float:
+        return seconds(self.frequency)
+
+    @property
+    def drop_time_s(self) -> float:
+        return seconds(self.drop_time)
+
+    @property
+    def verify_timeout_s(self) -> float:
+        return seconds(self.verify_timeout)
 
     def describe(self) -> str:
         """What we join, in words: the group, the peers, or both."""

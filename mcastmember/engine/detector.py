@@ -22,6 +22,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from .units import seconds
+
 if TYPE_CHECKING:
     from .._fast import MemberIndex
 
@@ -67,7 +69,7 @@ class PhiAccrual:
     ``first_mean`` the interval a new member is assumed to keep."""
 
     def __init__(self, threshold: float = DEFAULT_THRESHOLD,
-                 min_std: float = DEFAULT_MIN_STD_MS / 1000.0, pause: float = 0.0,
+                 min_std: float = seconds(DEFAULT_MIN_STD_MS), pause: float = 0.0,
                  first_mean: float = 0.5, window: int = DEFAULT_WINDOW) -> None:
         self.threshold = float(threshold)
         self.y = threshold_y(self.threshold)

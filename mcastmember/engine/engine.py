@@ -160,7 +160,7 @@ class MembershipEngine:
     def __init__(self, config: ServiceConfig, *, codec: ModuleType | None = None) -> None:
         self.config = config
         self._codec: ModuleType = codec or _codec.impl
-        self.table = Membership(drop_time=config.drop_time / 1000.0,
+        self.table = Membership(drop_time=config.drop_time_s,
                                 max_members=config.max_members, local=config.local_member(),
                                 domain=config.domain if config.filter_domain else None,
                                 codec=self._codec, phi=config.phi)
@@ -170,8 +170,8 @@ class MembershipEngine:
         # no heartbeat, no goodbye; the heartbeat grid still paces the wake-ups
         # (the pause guard and the report ride on them).
         self._sends = config.heartbeats and not config.listen_only
-        self._period = config.frequency / 1000.0
-        self._drop = config.drop_time / 1000.0
+        self._period = config.frequency_s
+        self._drop = config.drop_time_s
         self._pause_after = max(self._drop / 2, PAUSE_FLOOR_S)
         if config.drop_time < SAFE_BEATS_PER_DROP * config.frequency:
             log.warning("drop_time %d ms is under %d heartbeats of %d ms: members that lose "
@@ -465,7 +465,7 @@ class MembershipEngine:
         if not self._probes:
             return []
         self._now = now
-        bound = self.config.verify_timeout / 1000.0
+        bound = self.config.verify_timeout_s
         due: list[ProbeAttempt] = []
         waiting: list[_Probe] = []
         for probe in self._probes.values():

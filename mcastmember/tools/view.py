@@ -18,6 +18,8 @@ import sys
 import threading
 import time
 
+from ..engine.units import seconds
+
 # typing.TYPE_CHECKING without importing typing (mcast-demo decode and keygen
 # never load it): both checkers take this name for it.
 TYPE_CHECKING = False
@@ -368,7 +370,7 @@ def _age(seconds: float) -> str:
 
 def _uptime(member: Member) -> str:
     # Below zero: a member Tomcat must sort last (tcp_listener), not an age.
-    return _age(member.alive_ms / 1000) if member.alive_ms >= 0 else "-"
+    return _age(seconds(member.alive_ms)) if member.alive_ms >= 0 else "-"
 
 
 # The columns, most wanted first: (title, width or None for the rest, value).
