@@ -512,7 +512,7 @@ class MemberIndex:
             return _ADMIT
         ring = self._ring
         assert ring is not None          # not AUTH_OFF: set_keys made one
-        verdict, _, sequence = auth.verify(ring, mv, n)
+        verdict, _, sequence = auth.verify(ring, mv.cast("B"), n)
         if verdict == L.AUTH_OK and sequence <= self._seqs[slot]:
             verdict = L.AUTH_REPLAY
         failures = self._auth_failures

@@ -10,7 +10,7 @@ import logging
 import os
 import time
 import weakref
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from ..wire import layout as L
 from ..transport import net
@@ -42,6 +42,8 @@ PUMP_CALLS = 64
 _AGAIN = (-errno.EAGAIN, -errno.EINTR)
 
 log = logging.getLogger("mcastmember")
+# What a listener is given: a MemberEvent, or (threads) an EventsLost too.
+_Event = TypeVar("_Event", "MemberEvent", "MemberEvent | EventsLost")
 
 _fronts: weakref.WeakSet[MembershipFront] = weakref.WeakSet()    # every front, so a forked child can disarm its copies
 
@@ -371,8 +373,7 @@ class MembershipFront:
         self._inert = True
 
     # -- for subclasses ----------------------------------------------------------------
-    def _call(self, callback: Callable[[MemberEvent | EventsLost], object],
-              event: MemberEvent | EventsLost) -> None:
+    def _call(self, callback: Callable[[_Event], object], event: _Event) -> None:
         """Call a listener. An Exception it raises is logged and counted
         (``listener_errors``): a failing listener never stops the driver. A
         KeyboardInterrupt or SystemExit is not swallowed: it goes on to

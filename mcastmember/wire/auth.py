@@ -125,15 +125,15 @@ def new_key_line(key_id: int = 1) -> str:
     return f"{key_id} {os.urandom(L.AUTH_KEY_LEN).hex()}"
 
 
-def mac(secret: bytes, *parts: Buffer) -> bytes:
-    """The trailer's MAC of ``parts`` (the packet, then the trailer's header)."""
+def mac(secret: bytes, packet: Buffer, header: Buffer = b"") -> bytes:
+    """The trailer's MAC of ``packet`` then ``header`` (the trailer's header)."""
     # imported here: hashing loads OpenSSL, which a member without keys
     # never needs (tests/test_startup.py)
     import hashlib
     import hmac
-    digest = hmac.new(secret, parts[0], hashlib.sha256)
-    for part in parts[1:]:
-        digest.update(part)
+    digest = hmac.new(secret, packet, hashlib.sha256)
+    if header:
+        digest.update(header)
     return digest.digest()[:L.AUTH_MAC_LEN]
 
 
@@ -166,19 +166,19 @@ def verify(keys: Mapping[int, bytes], datagram: Buffer, n: int) -> tuple[int, in
     """``(verdict, key id, sequence)`` of the trailer of the well-formed
     datagram ``datagram[:n]``, with ``keys`` secrets by key id; the MAC is
     compared in constant time. One without a packet end has a BAD_TRAILER."""
-    mv = memoryview(datagram).cast("B")
-    end = packet_end(mv, n)
+    end = packet_end(datagram, n)
     if n == end:
         return NO_TRAILER, 0, 0
     if end < 0 or n - end != L.AUTH_TRAILER_LEN:
         return BAD_TRAILER, 0, 0
-    header_end = end + L.AUTH_HEADER_LEN
-    magic, version, key_id, sequence = _HEADER.unpack_from(mv, end)
+    magic, version, key_id, sequence = _HEADER.unpack_from(datagram, end)
     if magic != L.AUTH_MAGIC or version != L.AUTH_VERSION:
         return BAD_TRAILER, 0, 0
     secret = keys.get(key_id)
     if secret is None:
         return UNKNOWN_KEY, key_id, sequence
+    header_end = end + L.AUTH_HEADER_LEN
+    mv = datagram if isinstance(datagram, memoryview) else memoryview(datagram)
     import hmac
     if not hmac.compare_digest(mac(secret, mv[:header_end]), mv[header_end:n]):
         return BAD_MAC, key_id, sequence
