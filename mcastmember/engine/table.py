@@ -312,7 +312,7 @@ class Membership:
         0) for one admitted unauthenticated (permissive), None when dropped."""
         ring = self._ring
         assert ring is not None               # authentication is on (set_keys)
-        verdict, _, sequence = auth.verify(ring.keys, buf, n)
+        verdict, _, sequence = auth.verify(ring.keys, memoryview(buf), n)
         if verdict == L.AUTH_OK:
             guard = self._guard
             assert guard is not None          # made by set_keys, before any judging

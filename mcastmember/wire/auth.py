@@ -42,6 +42,7 @@ VERDICTS = L.AUTH_REASONS
 
 _HEADER = struct.Struct(">3sBBQ")
 _INT32 = struct.Struct(">i")
+_UINT64 = struct.Struct(">Q")
 
 
 class KeyRing:
@@ -131,9 +132,10 @@ def mac(secret: bytes, packet: Buffer, header: Buffer = b"") -> bytes:
     # never needs (tests/test_startup.py)
     import hashlib
     import hmac
+    if not header:         # (one expression: nothing held while it is hashed)
+        return hmac.new(secret, packet, hashlib.sha256).digest()[:L.AUTH_MAC_LEN]
     digest = hmac.new(secret, packet, hashlib.sha256)
-    if header:
-        digest.update(header)
+    digest.update(header)
     return digest.digest()[:L.AUTH_MAC_LEN]
 
 
@@ -162,32 +164,36 @@ def packet_part(datagram: Buffer, n: int) -> int:
     return end if end >= 0 and n - end == L.AUTH_TRAILER_LEN else n
 
 
-def verify(keys: Mapping[int, bytes], datagram: Buffer, n: int) -> tuple[int, int, int]:
+def verify(keys: Mapping[int, bytes], datagram: bytes | bytearray | memoryview,
+           n: int) -> tuple[int, int, int]:
     """``(verdict, key id, sequence)`` of the trailer of the well-formed
-    datagram ``datagram[:n]``, with ``keys`` secrets by key id; the MAC is
-    compared in constant time. One without a packet end has a BAD_TRAILER."""
+    datagram ``datagram[:n]`` (a memoryview: of bytes), with ``keys``
+    secrets by key id; the MAC is compared in constant time. One without a
+    packet end has a BAD_TRAILER."""
     end = packet_end(datagram, n)
     if n == end:
         return NO_TRAILER, 0, 0
     if end < 0 or n - end != L.AUTH_TRAILER_LEN:
         return BAD_TRAILER, 0, 0
-    magic, version, key_id, sequence = _HEADER.unpack_from(datagram, end)
-    if magic != L.AUTH_MAGIC or version != L.AUTH_VERSION:
+    at = end + len(L.AUTH_MAGIC)
+    if datagram[end:at] != L.AUTH_MAGIC or datagram[at] != L.AUTH_VERSION:
         return BAD_TRAILER, 0, 0
+    key_id = datagram[at + 1]
     secret = keys.get(key_id)
-    if secret is None:
-        return UNKNOWN_KEY, key_id, sequence
-    header_end = end + L.AUTH_HEADER_LEN
-    mv = datagram if isinstance(datagram, memoryview) else memoryview(datagram)
-    import hmac
-    if not hmac.compare_digest(mac(secret, mv[:header_end]), mv[header_end:n]):
-        return BAD_MAC, key_id, sequence
-    return AUTH_OK, key_id, sequence
+    if secret is not None:
+        header_end = end + L.AUTH_HEADER_LEN
+        import hmac
+        verdict = AUTH_OK if hmac.compare_digest(mac(secret, datagram[:header_end]),
+                                                 datagram[header_end:n]) else BAD_MAC
+    else:
+        verdict = UNKNOWN_KEY
+    sequence: int = _UINT64.unpack_from(datagram, at + 2)[0]
+    return verdict, key_id, sequence
 
 
-def check(datagram: Buffer, ring: KeyRing) -> tuple[int, int, int]:
+def check(datagram: memoryview | bytes, ring: KeyRing) -> tuple[int, int, int]:
     """``(verdict, key id, sequence)`` of a whole datagram's trailer (``verify``)."""
-    return verify(ring.keys, datagram, memoryview(datagram).nbytes)
+    return verify(ring.keys, datagram, len(datagram))
 
 
 class SequenceClock:
