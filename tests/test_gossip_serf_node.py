@@ -1,0 +1,245 @@
+"""SerfNode (mcastmember.gossip.serf.node): Serf's layer wired into the gossip
+engine, several nodes on tests/gossipnet.py's fake network and clock. No
+sockets, no real time; pure Python (one implementation)."""
+
+import pytest
+
+from gossipnet import Net
+from mcastmember.gossip import Limits, framing
+from mcastmember.gossip import messages as wire
+from mcastmember.gossip.layout import MessageType
+from mcastmember.gossip.settings import GossipSettings
+from mcastmember.gossip.serf import MemberStatus, SerfLimits, SerfMessageType, decode_tags, messages
+from mcastmember.gossip.serf.node import (JoinDone, KeyResult, KeyringChanged, LeaveDone, MemberEvent,
+                                          QueryAnswer, QueryFinished, QueryReceived, SerfNode,
+                                          UserEventReceived, b64)
+
+TAGS = {"a": {"role": "web", "dc": "east"}, "b": {"role": "db"}, "c": {"role": "cache"},
+        "d": {"role": "web", "dc": "west"}, "e": {}}
+K1, K2 = bytes(range(16)), bytes(range(100, 132))
+
+
+def serf_net(**net_args):
+    return Net(factory=lambda settings, seed: SerfNode(settings, TAGS[settings.name], seed=seed), **net_args)
+
+
+def cluster(names, settle=5.0, **overrides):
+    net = serf_net()
+    net.cluster(names, settle=settle, **overrides)
+    return net
+
+
+def view(net, name):
+    return {m.name: (m.status.name.lower(), m.tags) for m in net[name].members()}
+
+
+def of(net, name, kind):
+    return [e for _t, e in net.events[name] if isinstance(e, kind)]
+
+
+def member_events(net, name, about):
+    return [e.kind for e in of(net, name, MemberEvent) if e.member.name == about]
+
+
+def test_versions_and_tags_are_what_a_serf_agent_advertises():
+    node = SerfNode(GossipSettings(name="py", protocol_version=5), {"role": "web"})
+    # serf.Create: memberlist protocol 2 (ProtocolVersionMap[5]), delegate 2..5, current 5
+    assert node.engine.settings.vsn() == bytes((1, 5, 2, 2, 5, 5))
+    node.start(0.0)
+    me = node.engine.node("py")
+    assert me.meta == b"\xff\x81\xa4role\xa3web" and decode_tags(me.meta) == {"role": "web"}
+    (joined,) = node.events()
+    assert joined == MemberEvent("joined", node.member("py")) and joined.member.status == MemberStatus.ALIVE
+
+
+def test_five_nodes_join_and_see_each_others_tags():
+    names = ["a", "b", "c", "d", "e"]
+    net = cluster(names)
+    expected = {n: ("alive", TAGS[n]) for n in names}
+    for name in names:
+        assert view(net, name) == expected
+        assert sorted(e.member.name for e in of(net, name, MemberEvent) if e.kind == "joined") == names
+        assert of(net, name, JoinDone) == ([] if name == "a" else [JoinDone(1, ())])
+        # every joiner's intent reached everyone (the seed a joined nobody, so sent none)
+        times = {n: m.status_ltime for n, m in net[name].core.members.members.items()}
+        assert sorted(n for n, t in times.items() if t > 0) == names[1:]
+
+
+def test_tag_change_shows_as_updated_everywhere():
+    net = cluster(["a", "b", "c"])
+    net["b"].set_tags({"role": "db", "primary": "yes"}, net.now)
+    net.run(net.now + 3.0)
+    for name in "abc":
+        assert member_events(net, name, "b") == ["joined", "updated"]
+        assert view(net, name)["b"] == ("alive", {"role": "db", "primary": "yes"})
+
+
+def test_graceful_leave_shows_left_everywhere_not_failed():
+    net = cluster(["a", "b", "c", "d"])
+    start = len(net.sent)
+    net["c"].leave(net.now)
+    net.run(net.now + 10.0)
+    assert of(net, "c", LeaveDone) == [LeaveDone(True)] and net["c"].leave_done
+    for name in "abd":
+        assert view(net, name)["c"] == ("left", TAGS["c"])
+        assert member_events(net, name, "c") == ["joined", "left"]
+    # the leave intent went out before memberlist's own dead message about c
+    first_leave = first_dead = None
+    for i, (_t, src, _dst, data) in enumerate(net.sent[start:]):
+        if src != net.names["c"]:
+            continue
+        for part in _user_and_wire(data):
+            if isinstance(part, messages.Leave) and first_leave is None:
+                first_leave = i
+            if isinstance(part, wire.Dead) and first_dead is None:
+                first_dead = i
+    assert first_leave is not None and first_dead is not None and first_leave < first_dead
+
+
+def test_silent_node_shows_failed_everywhere():
+    net = cluster(["a", "b", "c", "d"])
+    net.silence("d")
+    net.run(net.now + 30.0)
+    for name in "abc":
+        assert view(net, name)["d"] == ("failed", TAGS["d"])
+        assert member_events(net, name, "d") == ["joined", "failed"]
+
+
+def test_user_event_reaches_everyone_once():
+    names = ["a", "b", "c", "d", "e"]
+    net = cluster(names)
+    net["b"].user_event("deploy", b"v2", net.now)
+    net["d"].user_event("deploy", b"v3", net.now, coalesce=False)
+    net.run(net.now + 5.0)
+    for name in names:
+        got = sorted((e.name, e.payload, e.coalesce) for e in of(net, name, UserEventReceived))
+        assert got == [("deploy", b"v2", True), ("deploy", b"v3", False)]
+    # the same LTime from two senders is two events; one sender's repeat is not
+    assert {e.ltime for e in of(net, "a", UserEventReceived)} == {1}
+
+
+def test_user_event_over_the_limit_is_refused():
+    net = cluster(["a"])
+    with pytest.raises(ValueError, match="exceeds configured limit of 512 bytes"):
+        net["a"].user_event("big", b"x" * 600, net.now)
+
+
+def test_key_queries_rotate_a_shared_keyring_and_nobody_is_removed():
+    names = ["a", "b", "c", "d"]
+    net = cluster(names, keys=(K1,))
+    for op, key in (("install", K2), ("use", K2), ("remove", K1), ("list", b"")):
+        net["b"].key_operation(op, key, net.now)
+        net.run(net.now + 3.0)
+        (result,) = [r for r in of(net, "b", KeyResult) if r.op == op]
+        assert (result.ok, result.num_nodes, result.num_resp, result.num_err, result.messages) == (
+            True, 4, 4, 0, {})
+    assert result.keys == {b64(K2): 4} and result.primary_keys == {b64(K2): 4}
+    for name in names:
+        assert net[name].engine.keyring.keys == (K2,)
+        assert [e.keys for e in of(net, name, KeyringChanged)] == [(K1, K2), (K2, K1), (K2,)]
+        assert view(net, name) == {n: ("alive", TAGS[n]) for n in names}
+        assert net[name].stats()["bad_input"] == 0
+    net.run(net.now + 20.0)     # still one cluster on the new key alone
+    for name in names:
+        assert view(net, name) == {n: ("alive", TAGS[n]) for n in names}
+
+
+def test_removing_the_primary_key_fails_on_every_node():
+    net = cluster(["a", "b", "c"], keys=(K1,))
+    net["a"].key_operation("remove", K1, net.now)
+    net.run(net.now + 3.0)
+    (result,) = of(net, "a", KeyResult)
+    assert (result.ok, result.num_resp, result.num_err) == (False, 3, 3)
+    assert result.messages == dict.fromkeys("abc", "Removing the primary key is not allowed")
+
+
+def test_a_query_is_answered_by_udp_to_the_asker_and_collected():
+    net = cluster(["a", "b", "c"])
+    query = net["a"].query("load", b"?", net.now, request_ack=True)
+    net.run(net.now + 0.1)
+    for name in "abc":
+        (received,) = of(net, name, QueryReceived)
+        assert (received.query.name, received.query.payload) == ("load", b"?")
+        net[name].respond(received.query, name.encode() * 2, net.now)
+    net.run(net.now + 5.0)
+    answers = of(net, "a", QueryAnswer)
+    assert sorted((e.from_, e.payload, e.ack) for e in answers) == [
+        ("a", b"", True), ("a", b"aa", False), ("b", b"", True), ("b", b"bb", False), ("c", b"", True),
+        ("c", b"cc", False)]
+    assert of(net, "a", QueryFinished) == [QueryFinished(query.id, "load", tuple(e.from_ for e in answers if e.ack),
+                                                         tuple(e.from_ for e in answers if not e.ack))]
+
+
+def test_push_pull_carries_serf_state_to_a_late_joiner():
+    net = cluster(["a", "b", "c"])
+    net["c"].leave(net.now)
+    net.run(net.now + 10.0)
+    net.run(net.now + 40.0)     # memberlist reaps c; Serf keeps it as left (tombstone)
+    assert net["a"].engine.node("c") is None and view(net, "a")["c"] == ("left", TAGS["c"])
+    net["a"].user_event("old", b"", net.now)
+    net.run(net.now + 5.0)
+    late = net.add("d")
+    late.join([net.names["a"]], net.now)
+    net.run(net.now + 5.0)
+    # the push/pull's LeftMembers and StatusLTimes told d of c's leave
+    core = late.core.members
+    assert "c" in core.intents and core.intents.recent("c", SerfMessageType.LEAVE) == \
+        net["a"].core.members.members["c"].status_ltime
+    assert late.core.members.clock.time() >= net["a"].core.members.clock.time() - 1
+    # ignore_old (serf join's default): the old event is not delivered to d
+    assert of(net, "d", UserEventReceived) == []
+    assert late.core.event_buffer.min_time == net["a"].core.event_buffer.clock.time()
+    assert view(net, "d") == {n: ("alive", TAGS[n]) for n in "abd"}
+
+
+def test_a_join_with_replay_delivers_old_events():
+    net = cluster(["a", "b"])
+    net["a"].user_event("old", b"1", net.now)
+    net.run(net.now + 5.0)
+    late = net.add("c")
+    late.join([net.names["a"]], net.now, ignore_old=False)
+    net.run(net.now + 1.0)
+    assert [(e.name, e.payload) for e in of(net, "c", UserEventReceived)] == [("old", b"1")]
+
+
+def test_a_leave_intent_about_a_live_node_is_refuted():
+    net = cluster(["a", "b", "c"])
+    b = net["b"]
+    before = b.core.members.members["b"].status_ltime
+    fake = messages.encode(messages.Leave(ltime=b.core.members.clock.time() + 5, node="b"))
+    net["a"]._queue(net["a"].intents, fake)
+    net.run(net.now + 5.0)
+    assert b.core.members.members["b"].status_ltime > before + 5
+    for name in "abc":
+        assert view(net, name)["b"] == ("alive", TAGS["b"])
+
+
+def test_outgoing_bytes_are_valid_serf_messages():
+    net = cluster(["a", "b", "c"], keys=(K1,))
+    net["a"].user_event("e", b"p", net.now)
+    net["b"].query("q", b"", net.now, request_ack=True)
+    net.run(net.now + 0.2)
+    net["b"].respond(of(net, "b", QueryReceived)[0].query, b"r", net.now)
+    net["c"].leave(net.now)
+    net.run(net.now + 10.0)
+    kinds = set()
+    for _t, _src, _dst, data in net.sent:
+        for part in _user_and_wire(data, keys=(K1,)):
+            kinds.add(type(part).__name__)
+    assert {"Join", "Leave", "UserEvent", "Query", "QueryResponse"} <= kinds
+    state = messages.decode(net["a"]._local_state(False), SerfLimits())
+    assert isinstance(state, messages.PushPull) and state.left_members == ["c"]
+    assert set(state.status_ltimes) == {"a", "b", "c"}
+
+
+def _user_and_wire(data, keys=()):
+    """Every message in a datagram: memberlist's decoded, user messages as Serf's."""
+    parts, cut = framing.split_messages(framing.open_packet(data, Limits(), keys=keys), Limits())
+    assert cut == 0
+    out = []
+    for p in parts:
+        if p[0] == MessageType.USER:
+            out.append(messages.decode(p[1:], SerfLimits()))
+        else:
+            out.append(wire.decode(p, Limits()))
+    return out
