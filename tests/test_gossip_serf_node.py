@@ -243,3 +243,22 @@ def _user_and_wire(data, keys=()):
         else:
             out.append(wire.decode(p, Limits()))
     return out
+
+
+def test_bad_serf_messages_and_full_queues_are_counted_and_relays_forwarded():
+    net = cluster(["a", "b"], max_broadcasts=2)
+    a = net["a"]
+    for n in range(3):
+        a.user_event("e", b"%d" % n, net.now)
+    assert len(a.user_events) == 2 and a.stats()["serf_broadcasts_dropped"] == 1
+    a.engine.send_user(net.names["b"], b"\x03\xc1", net.now)        # a user event with a bad body
+    answer = messages.encode(messages.QueryResponse(ltime=9, id=1, from_="x", payload=b"r"))
+    relay = messages.encode_relay(bytes([127, 0, 0, 1]), 7946, "a", answer)
+    a.engine.send_user(net.names["b"], relay, net.now)
+    start = len(net.sent)
+    net.run(net.now + 0.01)
+    stats = net["b"].stats()
+    assert (stats["serf_messages_bad"], stats["relays_forwarded"]) == (1, 1)
+    forwarded = [d for _t, src, dst, d in net.sent[start:] if src == net.names["b"] and dst == net.names["a"]]
+    assert any(messages.QueryResponse(ltime=9, id=1, from_="x", payload=b"r") in _user_and_wire(d)
+               for d in forwarded)

@@ -60,7 +60,7 @@ from .tags import decode_tags, encode_tags
 #: every counter, present from the start
 COUNTERS = ("serf_messages", "serf_messages_bad", "intents_rebroadcast", "events_rebroadcast",
             "queries_rebroadcast", "queries_answered", "relays_forwarded", "responses_received",
-            "keyring_changes", "broadcasts_dropped", "events_dropped")
+            "keyring_changes", "serf_broadcasts_dropped", "serf_events_dropped")
 
 _KEY_OPS = {QUERY_INSTALL_KEY: "install", QUERY_USE_KEY: "use", QUERY_REMOVE_KEY: "remove",
             QUERY_LIST_KEYS: "list"}
@@ -258,7 +258,7 @@ class SerfNode:
         self._open: dict[int, _OpenQuery] = {}
         self._known: dict[str, NodeInfo] = {}
         self._events: deque[SerfNodeEvent] = deque()
-        self._counts = dict.fromkeys(COUNTERS, 0)
+        self._counts: dict[str, int] = dict.fromkeys(COUNTERS, 0)
         self._joining = 0
         self._join_ok = 0
         self._join_errors: list[str] = []
@@ -542,14 +542,14 @@ class SerfNode:
             return
         members = self.core.members
         if isinstance(msg, messages.Leave):
-            outcome = members.leave_intent(msg, now)
-            if outcome.refute:
+            leave = members.leave_intent(msg, now)
+            if leave.refute:
                 self._broadcast_join(now)
-            if outcome.rebroadcast:
+            if leave.rebroadcast:
                 self._counts["intents_rebroadcast"] += 1
                 self._queue(self.intents, buf)
             state = members.members.get(msg.node)
-            if outcome.prune and state is not None and state.status == MemberStatus.LEFT:
+            if leave.prune and state is not None and state.status == MemberStatus.LEFT:
                 members.erase(msg.node)
         elif isinstance(msg, messages.Join):
             if members.join_intent(msg, now):
@@ -681,11 +681,11 @@ class SerfNode:
     def _queue(self, queue: BroadcastQueue, raw: bytes, token: object | None = None) -> None:
         before = queue.dropped
         queue.queue(raw, None, token)
-        self._counts["broadcasts_dropped"] += queue.dropped - before
+        self._counts["serf_broadcasts_dropped"] += queue.dropped - before
 
     def _event(self, event: SerfNodeEvent) -> None:
         if len(self._events) >= self.engine.settings.max_events:
-            self._counts["events_dropped"] += 1
+            self._counts["serf_events_dropped"] += 1
             return
         self._events.append(event)
 
