@@ -63,6 +63,9 @@ def test_five_nodes_join_and_see_each_others_tags():
         # every joiner's intent reached everyone (the seed a joined nobody, so sent none)
         times = {n: m.status_ltime for n, m in net[name].core.members.members.items()}
         assert sorted(n for n, t in times.items() if t > 0) == names[1:]
+    # a joiner hears of the seed's members before its join is done
+    kinds = [e.kind if isinstance(e, MemberEvent) else type(e).__name__ for _t, e in net.events["b"]]
+    assert kinds[:3] == ["joined", "joined", "JoinDone"]
 
 
 def test_tag_change_shows_as_updated_everywhere():

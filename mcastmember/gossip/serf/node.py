@@ -473,9 +473,14 @@ class SerfNode:
                     self._join_finished(now)
             elif isinstance(event, NameConflict):
                 self._event(event)
+            self._take_core_events()
+        self._take_core_events()
+        self._advance_leave(now)
+
+    def _take_core_events(self) -> None:
+        """Serf's events, in the order they happened among ours."""
         for serf_event in self.core.take_events():
             self._serf_event(serf_event)
-        self._advance_leave(now)
 
     def _serf_event(self, event: SerfEvent) -> None:
         if event.kind == "user":
