@@ -265,3 +265,18 @@ def test_bad_serf_messages_and_full_queues_are_counted_and_relays_forwarded():
     forwarded = [d for _t, src, dst, d in net.sent[start:] if src == net.names["b"] and dst == net.names["a"]]
     assert any(messages.QueryResponse(ltime=9, id=1, from_="x", payload=b"r") in _user_and_wire(d)
                for d in forwarded)
+
+
+def test_a_healed_partition_re_merges_by_reconnecting_to_failed_members():
+    net = cluster(["a", "b", "c", "d"])
+    for other in "abc":
+        net.cut_both("d", other)
+    net.run(net.now + 45.0)     # d's health is low, so it is slower to find the others failed
+    assert {n: view(net, n)["d" if n != "d" else "a"][0] for n in "abcd"} == dict.fromkeys("abcd", "failed")
+    net.cut.clear()
+    net.run(net.now + 35.0)     # d's next reconnect tick (failed 3 / alive 1: it always tries)
+    for name in "abcd":
+        assert view(net, name) == {n: ("alive", TAGS[n]) for n in "abcd"}
+        assert member_events(net, name, "d" if name != "d" else "a") == ["joined", "failed", "joined"]
+    assert net["d"].stats()["reconnects_ok"] >= 1
+    assert of(net, "d", JoinDone) == [JoinDone(1, ())]      # reconnects are not joins

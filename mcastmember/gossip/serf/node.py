@@ -60,7 +60,8 @@ from .tags import decode_tags, encode_tags
 #: every counter, present from the start
 COUNTERS = ("serf_messages", "serf_messages_bad", "intents_rebroadcast", "events_rebroadcast",
             "queries_rebroadcast", "queries_answered", "relays_forwarded", "responses_received",
-            "keyring_changes", "serf_broadcasts_dropped", "serf_events_dropped")
+            "keyring_changes", "serf_broadcasts_dropped", "serf_events_dropped", "reconnects_ok",
+            "reconnects_failed")
 
 _KEY_OPS = {QUERY_INSTALL_KEY: "install", QUERY_USE_KEY: "use", QUERY_REMOVE_KEY: "remove",
             QUERY_LIST_KEYS: "list"}
@@ -78,6 +79,8 @@ class SerfSettings:
     #: how long a leave stays up after memberlist's leave went out
     leave_propagate_delay: float = 1.0
     reap_interval: float = DEFAULT_REAP_INTERVAL
+    #: how often a failed member may be tried again (a memberlist join with it)
+    reconnect_interval: float = 30.0
     reconnect_timeout: float = DEFAULT_RECONNECT_TIMEOUT
     tombstone_timeout: float = DEFAULT_TOMBSTONE_TIMEOUT
     query_timeout_mult: int = DEFAULT_QUERY_TIMEOUT_MULT
@@ -90,7 +93,7 @@ class SerfSettings:
         if not PROTOCOL_VERSION_MIN <= self.protocol_version <= PROTOCOL_VERSION_MAX:
             raise ConfigurationError(f"Serf protocol_version {self.protocol_version} is outside "
                                      f"{PROTOCOL_VERSION_MIN}-{PROTOCOL_VERSION_MAX}")
-        for name in ("broadcast_timeout", "reap_interval"):
+        for name in ("broadcast_timeout", "reap_interval", "reconnect_interval"):
             if not getattr(self, name) > 0:
                 raise ConfigurationError(f"{name} must be positive")
         for name in ("leave_propagate_delay", "reconnect_timeout", "tombstone_timeout"):
@@ -264,12 +267,15 @@ class SerfNode:
         self._join_errors: list[str] = []
         self._leaving: _Leaving | None = None
         self._next_reap = float("inf")
+        self._next_reconnect = float("inf")
+        self._reconnecting: list[Addr] = []
 
     # ----------------------------------------------------------- lifecycle
 
     def start(self, now: float) -> None:
         self.engine.start(now)
         self._next_reap = now + self.serf_settings.reap_interval
+        self._next_reconnect = now + self.serf_settings.reconnect_interval
         self._pump(now)
 
     def join(self, seeds: Iterable[Addr], now: float, ignore_old: bool = True) -> int:
@@ -425,7 +431,7 @@ class SerfNode:
         return out
 
     def next_deadline(self) -> float | None:
-        times = [self._next_reap, *(q.deadline for q in self._open.values())]
+        times = [self._next_reap, self._next_reconnect, *(q.deadline for q in self._open.values())]
         if self._leaving is not None:
             times.append(self._leaving.deadline)
         engine = self.engine.next_deadline()
@@ -439,6 +445,9 @@ class SerfNode:
         if self._next_reap <= now:
             self._next_reap = now + self.serf_settings.reap_interval
             self.core.members.reap(now)
+        if self._next_reconnect <= now:
+            self._next_reconnect = now + self.serf_settings.reconnect_interval
+            self._reconnect(now)
         for ltime, open_query in list(self._open.items()):
             if open_query.deadline <= now:
                 self._finish_query(ltime, now)
@@ -464,6 +473,10 @@ class SerfNode:
             elif isinstance(event, RemoteState):
                 self._merge_remote(event, now)
             elif isinstance(event, JoinResult):
+                if event.addr in self._reconnecting:
+                    self._reconnecting.remove(event.addr)
+                    self._counts["reconnects_ok" if event.ok else "reconnects_failed"] += 1
+                    continue
                 self._joining -= 1
                 if event.ok:
                     self._join_ok += 1
@@ -476,6 +489,22 @@ class SerfNode:
             self._take_core_events()
         self._take_core_events()
         self._advance_leave(now)
+
+    def _reconnect(self, now: float) -> None:
+        """serf.go reconnect: with probability failed / alive, a memberlist join
+        with one failed member picked at random (no join intent follows)."""
+        members = self.core.members
+        failed = [name for name in members.failed_members if name in self._known]
+        if not failed or self.core.members.state != MemberStatus.ALIVE:
+            return
+        alive = len(members.members) - len(members.failed_members) - len(members.left_members)
+        if self.engine.rng.random() > len(failed) / max(alive, 1):
+            return
+        info = self._known[failed[self.engine.rng.randrange(len(failed))]]
+        addr = (info.addr, info.port)
+        if len(self._reconnecting) < self.engine.settings.max_streams:
+            self._reconnecting.append(addr)
+            self.engine.join([addr], now)
 
     def _take_core_events(self) -> None:
         """Serf's events, in the order they happened among ours."""
