@@ -158,12 +158,12 @@ def test_removing_the_primary_key_fails_on_every_node():
 
 def test_a_query_is_answered_by_udp_to_the_asker_and_collected():
     net = cluster(["a", "b", "c"])
-    query = net["a"].query("load", b"?", net.now, request_ack=True)
+    query = net["a"].query("load", b"?", net.now, request_ack=True, relay_factor=1)
     net.run(net.now + 0.1)
     for name in "abc":
         (received,) = of(net, name, QueryReceived)
         assert (received.query.name, received.query.payload) == ("load", b"?")
-        net[name].respond(received.query, name.encode() * 2, net.now)
+        net[name].respond(received, name.encode() * 2, net.now)
     net.run(net.now + 5.0)
     answers = of(net, "a", QueryAnswer)
     assert sorted((e.from_, e.payload, e.ack) for e in answers) == [
@@ -171,6 +171,11 @@ def test_a_query_is_answered_by_udp_to_the_asker_and_collected():
         ("c", b"cc", False)]
     assert of(net, "a", QueryFinished) == [QueryFinished(query.id, "load", tuple(e.from_ for e in answers if e.ack),
                                                          tuple(e.from_ for e in answers if not e.ack))]
+    # relay factor 1: each ack and answer also came through one other member, counted once
+    assert sum(net[n].stats()["relays_forwarded"] for n in "abc") == 6
+    assert net["a"].tracker.duplicates == 6
+    with pytest.raises(ValueError, match="past the deadline"):
+        net["b"].respond(of(net, "b", QueryReceived)[0], b"late", net.now)
 
 
 def test_push_pull_carries_serf_state_to_a_late_joiner():
@@ -222,7 +227,7 @@ def test_outgoing_bytes_are_valid_serf_messages():
     net["a"].user_event("e", b"p", net.now)
     net["b"].query("q", b"", net.now, request_ack=True)
     net.run(net.now + 0.2)
-    net["b"].respond(of(net, "b", QueryReceived)[0].query, b"r", net.now)
+    net["b"].respond(of(net, "b", QueryReceived)[0], b"r", net.now)
     net["c"].leave(net.now)
     net.run(net.now + 10.0)
     kinds = set()

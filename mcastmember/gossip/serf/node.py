@@ -140,9 +140,10 @@ class UserEventReceived:
 @dataclass(frozen=True)
 class QueryReceived:
     """A query (not one of Serf's internal ones) whose filters select us:
-    answer with :meth:`SerfNode.respond`."""
+    answer with :meth:`SerfNode.respond` before ``deadline``."""
 
     query: messages.Query
+    deadline: float
 
 
 @dataclass(frozen=True)
@@ -328,7 +329,7 @@ class SerfNode:
         self._pump(now)
 
     def query(self, name: str, payload: bytes, now: float, *, filters: Iterable[bytes] = (),
-              request_ack: bool = False, timeout: float | None = None) -> messages.Query:
+              request_ack: bool = False, timeout: float | None = None, relay_factor: int = 0) -> messages.Query:
         """Serf.Query: processed here too, gossiped, answers collected until its
         timeout (Serf's default: gossip interval x 16 x ceil(log10(N + 1))) as
         :class:`QueryAnswer` events, then :class:`QueryFinished`. Raises
@@ -342,7 +343,8 @@ class SerfNode:
         s = self.engine.settings
         query, raw = new_query(self.core.query_buffer, self.engine.rng.getrandbits(31), name, payload, self.name,
                                ip_bytes(s.advertise_addr), s.advertise_port, timeout, filters=list(filters),
-                               request_ack=request_ack, size_limit=self.serf_settings.query_size_limit)
+                               request_ack=request_ack, relay_factor=relay_factor,
+                               size_limit=self.serf_settings.query_size_limit)
         self.tracker.open(query, now)
         self._open[query.ltime] = _OpenQuery(query, now + timeout, members)
         self._process_query(query, now)
@@ -359,9 +361,13 @@ class SerfNode:
             raise ValueError(f"unknown key operation {op!r} (install, use, remove or list)")
         return self.query(names[op], messages.encode(messages.KeyRequest(key=key)), now)
 
-    def respond(self, query: messages.Query, payload: bytes, now: float) -> None:
-        """Answer a :class:`QueryReceived` (Query.Respond): by UDP to the asker.
-        Raises ValueError over the response size limit."""
+    def respond(self, received: QueryReceived, payload: bytes, now: float) -> None:
+        """Answer a :class:`QueryReceived` (Query.Respond): by UDP to the asker,
+        and through ``relay_factor`` other members if it asked. Raises
+        ValueError past the deadline or over the response size limit."""
+        if now > received.deadline:
+            raise ValueError("response is past the deadline")
+        query = received.query
         raw = make_response(query, self.name, payload, self.serf_settings.query_response_size_limit)
         self._send_to_asker(query, raw, now)
 
@@ -613,7 +619,7 @@ class SerfNode:
         if query.ack:
             self._send_to_asker(query, make_ack(query, self.name), now)
         if not query.name.startswith(INTERNAL_QUERY_PREFIX):
-            self._event(QueryReceived(query))
+            self._event(QueryReceived(query, now + query.timeout / 1e9))
             return
         keyring = self.engine.keyring
         answer = answer_internal_query(query, self.name, keyring, self._serf_member, self.serf_settings.limits,
@@ -630,6 +636,21 @@ class SerfNode:
             self._counts["serf_messages_bad"] += 1
             return
         self.engine.send_user((ip_text(query.addr), query.port), raw, now)
+        self._relay(query, raw, now)
+
+    def _relay(self, query: messages.Query, raw: bytes, now: float) -> None:
+        """query.go relayResponse: the same answer through ``relay_factor``
+        random alive members that speak memberlist 5, ourselves excepted."""
+        members = self.members()
+        if query.relay_factor == 0 or len(members) < query.relay_factor + 1:
+            return
+        wrapped = messages.encode_relay(query.addr, query.port, query.source_node, raw)
+        if len(wrapped) > self.serf_settings.query_response_size_limit:
+            return
+        relays = [m for m in members if m.status == MemberStatus.ALIVE and m.name != self.name
+                  and len(m.vsn) > 1 and m.vsn[1] >= 5]
+        for m in self.engine.rng.sample(relays, min(query.relay_factor, len(relays))):
+            self.engine.send_user((m.addr, m.port), wrapped, now)
 
     def _serf_member(self, name: str) -> messages.SerfMember | None:
         """The conflict query's answer: the member we know by that name."""
