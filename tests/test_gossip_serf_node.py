@@ -10,7 +10,7 @@ from mcastmember.gossip import messages as wire
 from mcastmember.gossip.layout import MessageType
 from mcastmember.gossip.settings import GossipSettings
 from mcastmember.gossip.serf import MemberStatus, SerfLimits, SerfMessageType, decode_tags, messages
-from mcastmember.gossip.serf.node import (JoinDone, KeyResult, KeyringChanged, LeaveDone, MemberEvent,
+from mcastmember.gossip.serf.node import (ConflictResolved, JoinDone, KeyResult, KeyringChanged, LeaveDone, MemberEvent,
                                           QueryAnswer, QueryFinished, QueryReceived, SerfNode,
                                           UserEventReceived, b64)
 
@@ -285,3 +285,17 @@ def test_a_healed_partition_re_merges_by_reconnecting_to_failed_members():
         assert member_events(net, name, "d" if name != "d" else "a") == ["joined", "failed", "joined"]
     assert net["d"].stats()["reconnects_ok"] >= 1
     assert of(net, "d", JoinDone) == [JoinDone(1, ())]      # reconnects are not joins
+
+
+def test_a_node_claiming_a_known_name_asks_the_cluster_and_is_in_the_minority():
+    net = cluster(["a", "b", "c", "d"])
+    impostor = SerfNode(GossipSettings(name="b", advertise_addr="127.0.0.9"), {}, seed=9)
+    net.engines[("127.0.0.9", 7946)] = impostor
+    impostor.start(net.now)
+    impostor.join([net.names["a"]], net.now)
+    net.run(net.now + 5.0)
+    # a, c and d answer with the b they know (127.0.0.2); the real b does not answer about itself
+    resolved = [e for _t, e in net.events["b"] if isinstance(e, ConflictResolved)]
+    assert resolved == [ConflictResolved(matching=0, responses=3)] and not resolved[0].majority
+    for name in "acd":
+        assert net[name].member("b").addr == "127.0.0.2"

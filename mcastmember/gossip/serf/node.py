@@ -50,7 +50,7 @@ from .layout import (AGENT_PROTOCOL_VERSION, DEFAULT_QUERY_RESPONSE_SIZE_LIMIT, 
                      DEFAULT_QUERY_TIMEOUT_MULT, DEFAULT_REAP_INTERVAL, DEFAULT_RECONNECT_TIMEOUT,
                      DEFAULT_TOMBSTONE_TIMEOUT, DEFAULT_USER_EVENT_SIZE_LIMIT, INTERNAL_QUERY_PREFIX,
                      MEMBERLIST_PROTOCOL_FOR, PROTOCOL_VERSION_MAX, PROTOCOL_VERSION_MIN, QUERY_INSTALL_KEY,
-                     QUERY_LIST_KEYS, QUERY_MIN_PROTOCOL, QUERY_REMOVE_KEY, QUERY_USE_KEY, MemberStatus,
+                     QUERY_CONFLICT, QUERY_LIST_KEYS, QUERY_MIN_PROTOCOL, QUERY_REMOVE_KEY, QUERY_USE_KEY, MemberStatus,
                      SerfMessageType)
 from .members import SerfCore, SerfEvent, SerfMembers
 from .queries import QueryTracker, answer_internal_query, default_query_timeout, make_ack, make_response, \
@@ -203,6 +203,20 @@ class LeaveDone:
 
 
 @dataclass(frozen=True)
+class ConflictResolved:
+    """Another node claimed our name; the ``_serf_conflict`` query asked the
+    cluster which address it knows for it. In the minority (``majority``
+    false) Serf shuts down: the front should stop this node."""
+
+    matching: int
+    responses: int
+
+    @property
+    def majority(self) -> bool:
+        return self.matching >= self.responses // 2 + 1
+
+
+@dataclass(frozen=True)
 class KeyringChanged:
     """A key query changed our keyring (Serf rewrites its keyring file)."""
 
@@ -210,7 +224,7 @@ class KeyringChanged:
 
 
 SerfNodeEvent = Union[MemberEvent, UserEventReceived, QueryReceived, QueryAnswer, QueryFinished, KeyResult,
-                      JoinDone, LeaveDone, KeyringChanged, NameConflict]
+                      JoinDone, LeaveDone, KeyringChanged, ConflictResolved, NameConflict]
 
 
 @dataclass(eq=False)
@@ -492,6 +506,10 @@ class SerfNode:
                     self._join_finished(now)
             elif isinstance(event, NameConflict):
                 self._event(event)
+                if (event.existing.name == self.name and self.serf_settings.protocol_version >= QUERY_MIN_PROTOCOL
+                        and not any(q.query.name == QUERY_CONFLICT for q in self._open.values())):
+                    # handleNodeConflict: ask the cluster who it knows by our name
+                    self.query(QUERY_CONFLICT, self.name.encode("utf-8", "surrogateescape"), now)
             self._take_core_events()
         self._take_core_events()
         self._advance_leave(now)
@@ -684,6 +702,9 @@ class SerfNode:
         open_query = self._open.pop(ltime)
         query = open_query.query
         op = _KEY_OPS.get(query.name)
+        if query.name == QUERY_CONFLICT:
+            self._event(self._count_conflict(open_query.answers))
+            return
         if op is None:
             self._event(QueryFinished(query.id, query.name, tuple(open_query.acks),
                                       tuple(name for name, _payload in open_query.answers)))
@@ -692,6 +713,21 @@ class SerfNode:
         for node, payload in open_query.answers:
             result = _count_key_response(result, node, payload, self.serf_settings.limits)
         self._event(result)
+
+    def _count_conflict(self, answers: list[tuple[str, bytes]]) -> ConflictResolved:
+        """resolveNodeConflict: how many answers name our address and port."""
+        s = self.engine.settings
+        responses = matching = 0
+        for _node, payload in answers:
+            try:
+                member = messages.decode_conflict_response(payload, self.serf_settings.limits)
+            except GossipWireError:
+                continue
+            responses += 1
+            if member is not None and (member.addr, member.port) == (ip_bytes(s.advertise_addr),
+                                                                     s.advertise_port):
+                matching += 1
+        return ConflictResolved(matching, responses)
 
     def _advance_leave(self, now: float) -> None:
         leaving = self._leaving
