@@ -144,13 +144,19 @@ class AsyncMembership(MembershipFront):
         if self.running:
             raise RuntimeError("AsyncMembership is already running")
         self._loop = asyncio.get_running_loop()
+        unanswered = None
         if self.config.tcp_listener:
-            await self._start_probe_server()
+            try:
+                await self._start_probe_server()
+            except OSError as error:
+                unanswered = self.config.listener_failed(error)
         try:
             self._open_sockets()
         except BaseException:
             await self._stop_probe_server()
             raise
+        if unanswered:
+            log.warning("%s", unanswered)
         self._start_engine()      # the first heartbeat goes out at once
         self._rearm()
         return self

@@ -167,6 +167,9 @@ def _add_member_settings(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tomcat", action="store_true",
                       help="join a Tomcat cluster as a listed member: answer Tribes' channel "
                            "on the member port and sort after every Tomcat (see docs/tomcat.md)")
+    parser.add_argument("--no-tcp-listener", action="store_true",
+                        help="no TCP listener on the member port (it is on by default, so "
+                             "that a Tomcat listing us gets answers; see docs/tomcat.md)")
     _add_auth(parser)
 
 
@@ -429,6 +432,8 @@ def _settings(args: argparse.Namespace) -> Settings:
         "dns_srv": args.dns_srv, "dns_interval": args.dns_interval,
         "dns_servers": args.dns_server, "dns_members": args.dns_members,
         "accept_unknown": args.accept_unknown, "verify": args.verify})
+    if args.no_tcp_listener:
+        settings["tcp_listener"] = False
     if args.verify_timeout is not None:
         settings["verify_timeout"] = args.verify_timeout
     return settings

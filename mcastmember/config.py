@@ -188,8 +188,12 @@ class ServiceConfig:
     - ``tcp_listener``: serve Tribes' TCP channel on the member port,
       answering every message at once, and advertise a negative alive time
       so that every Tomcat sorts us after its own nodes (see probe.py).
-    - ``tomcat``: join a Tomcat cluster as a listed member (turns the TCP
-      listener on).
+      On by default (off with ``listen_only``): a Tomcat whose channel has
+      no TcpFailureDetector lists every member it hears and may ask it for
+      sessions. By default a busy member port leaves it off, with a
+      warning; True makes that an error.
+    - ``tomcat``: join a Tomcat cluster as a listed member: the TCP
+      listener, required.
     - ``multicast``: heartbeats on the group (True); False: unicast only.
     - ``peers``: unicast peers, "10.0.0.5", "10.0.0.5:45564",
       "[fd00::5]:45564" or host names (a str: comma-separated).
@@ -262,9 +266,15 @@ class ServiceConfig:
         self.verify = _flag(verify, "verify")
         self.verify_timeout = _whole(verify_timeout, "verify_timeout", 1, 60_000)
         self._detector(detector, phi_threshold, phi_min_std, phi_pause)
-        # Under verify our peers probe our member port as we probe theirs:
-        # the listener answers them (and Tomcat's failure detector).
-        self.tcp_listener = (self.tomcat or self.verify if tcp_listener is None
+        # On by default (README, "Joining a Tomcat cluster"): a Tomcat whose
+        # channel has no TcpFailureDetector lists every member it hears and
+        # asks one for its sessions, so a member must answer. Under verify our
+        # peers probe our member port as we probe theirs: it answers them too.
+        # Only a member that sends nothing (listen_only) has none. Asked for
+        # (tomcat, verify, tcp_listener=True), a busy port stops the start;
+        # by default the member runs on without it (listener_failed).
+        self.listener_asked = self.tomcat or self.verify or tcp_listener is True
+        self.tcp_listener = (self.listener_asked or not self.listen_only if tcp_listener is None
                              else _flag(tcp_listener, "tcp_listener"))
         # Listed by Tomcat, we must sort after every Tomcat node (see above).
         self.alive_below_zero = self.tcp_listener
@@ -300,6 +310,17 @@ class ServiceConfig:
         self.key_ring, self.auth = _as_auth(keys, auth)
         self.local_member()   # refuse settings that cannot be encoded, now
         self.encode()
+
+    def listener_failed(self, error: OSError) -> str:
+        """The TCP listener could not start (``error``, from its bind):
+        raised again if it was asked for; by default the warning to log once
+        the rest has started (an error of the sockets is the one to show),
+        and the member runs on without it, as before it was on by default."""
+        if self.listener_asked:
+            raise error
+        return (f"{error.strerror or error}: running without the TCP listener, so a Tomcat "
+                f"whose channel has no TcpFailureDetector would wait on this member (choose "
+                f"a free member port, or turn the listener off)")
 
     def _check_listen_only(self) -> None:
         sending = [name for name, on in (("tomcat", self.tomcat), ("verify", self.verify),

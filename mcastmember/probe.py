@@ -278,15 +278,20 @@ class ProbeListener(_ListenerBase):
                 self._close(sock)
             sel.close()
 
-    def _select_timeout(self) -> float:
+    def _select_timeout(self) -> float | None:
+        """Until the next deadline (a reply's, an idle connection's, accept's
+        back-off, a held reply's next check), or None: a listener nobody uses
+        does not wake (it is on in every member)."""
+        now = time.monotonic()
         deadlines = [o.deadline for o in self._outbound.values()]
+        deadlines += [conn.heard + IDLE_TIMEOUT_S for conn in self._inbound.values()]
         if self._resume_accept is not None:
             deadlines.append(self._resume_accept)
         if self._held:
-            deadlines.append(time.monotonic() + HOLD_CHECK_S)
+            deadlines.append(now + HOLD_CHECK_S)
         if not deadlines:
-            return 1.0
-        return max(0.0, min(1.0, min(deadlines) - time.monotonic()))
+            return None
+        return max(0.0, min(deadlines) - now)
 
     def _expire(self, now: float) -> None:
         for sock, conn in list(self._inbound.items()):

@@ -124,13 +124,19 @@ class McastService(MembershipFront):
 
     def _start(self) -> None:
         cfg = self.config
+        unanswered = None
         if cfg.tcp_listener:
-            self._start_probe_listener()
+            try:
+                self._start_probe_listener()
+            except OSError as error:
+                unanswered = cfg.listener_failed(error)
         try:
             self._open_sockets()
         except BaseException:
             self._stop_probe_listener()
             raise
+        if unanswered:
+            log.warning("%s", unanswered)
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)

@@ -211,8 +211,9 @@ def test_tomcat_s_failure_detector_lists_us_only_with_our_listener_and_keeps_us_
     cloud.list(TOMCAT, PYTHON)
     node = tomcat(cloud, classpath, nodes, "cloud-fd")
 
-    # Without our TCP listener the detector cannot connect: Tomcat never lists us.
-    deaf = python(cloud, nodes)
+    # Without our TCP listener (on by default) the detector cannot connect:
+    # Tomcat never lists us.
+    deaf = python(cloud, nodes, "--no-tcp-listener")
     deaf.wait_for(event("added", cloud.address(TOMCAT)), WAIT)
     time.sleep(5 * POLL_MS / 1000)
     assert tomcat_members(node) == [] and node.events == []

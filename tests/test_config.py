@@ -59,9 +59,22 @@ def test_integral_floats_are_whole_numbers():
 
 
 def test_switches_keep_their_meaning():
-    assert config().tcp_listener is False
     assert config(tomcat=True).tcp_listener is True
     assert config(tomcat=True, tcp_listener=False).tcp_listener is False
+
+
+def test_the_listener_is_on_by_default_and_sorts_us_after_every_tomcat():
+    """A Tomcat without TcpFailureDetector lists every member it hears and
+    asks one for its sessions (README, "Joining a Tomcat cluster"): a
+    default member answers, and its alive time is below zero."""
+    cfg = config()
+    assert (cfg.tcp_listener, cfg.alive_below_zero, cfg.listener_asked) == (True, True, False)
+    cfg = config(listen_only=True)
+    assert (cfg.tcp_listener, cfg.alive_below_zero) == (False, False)
+    cfg = config(tcp_listener=False)
+    assert (cfg.tcp_listener, cfg.alive_below_zero, cfg.listener_asked) == (False, False, False)
+    assert config(tcp_listener=True).listener_asked is True
+    assert config(verify=True).listener_asked is True
 
 
 @pytest.mark.network

@@ -78,9 +78,11 @@ import sys
 from mcastmember.cli import main
 port = sys.argv[1]
 loopback = ["228.0.0.4", "--port", port, "--interface", "127.0.0.1", "--ttl", "0"]
-main(["join", *loopback, "--member-port", "4001", "--duration", "0"])
+# No TCP listener: a concurrent run holding port 4001 would add its warning.
+main(["join", *loopback, "--member-port", "4001", "--no-tcp-listener", "--duration", "0"])
 print("--")
-main(["join", *loopback, "--member-port", "4001", "--duration", "0", "--json"])
+main(["join", *loopback, "--member-port", "4001", "--no-tcp-listener", "--duration", "0",
+      "--json"])
 print("--")
 main(["doctor", *loopback, "--wait", "0"])
 """

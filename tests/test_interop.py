@@ -241,11 +241,11 @@ def test_demo_tomcat_flag_in_json_mode(tomcat, group_port, tmp_path):
 
 @pytest.mark.parametrize("mode", ["stack"])
 def test_without_the_listener_tomcats_stack_never_reports_us(classpath, group_port, mode):
-    """Why ``tomcat=True`` opens the TCP listener: TcpFailureDetector refuses
+    """Why a listed member needs the TCP listener: TcpFailureDetector refuses
     a member it cannot connect to, even though it hears the heartbeats."""
     node = TribesNode(classpath, mode, GROUP, group_port, free_tcp_port(), **TIMING)
     try:
-        with python_service(group_port, tomcat=False) as service:
+        with python_service(group_port, tomcat=False, tcp_listener=False) as service:
             time.sleep(DROP_TIME / 1000 + 0.5)
             heard = [m.port for m in node.members()]
             assert service.config.member_port in heard       # the heartbeats arrive...

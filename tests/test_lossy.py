@@ -51,11 +51,12 @@ def lan():
 
 @pytest.fixture
 def cluster(lan, group_port):
-    """Host 1 runs a member that answers on its port (--verify turns its
-    TCP listener on); host 0 watches it with and without --verify."""
+    """Host 1 runs a member that answers on its port (--verify requires its
+    TCP listener); host 0 watches it with and without --verify (the plain one
+    without the listener it has by default: the verified one holds the port)."""
     member = join(lan, 1, group_port, "--verify")
     verified = join(lan, 0, group_port, "--verify")
-    plain = join(lan, 0, group_port)
+    plain = join(lan, 0, group_port, "--no-tcp-listener")
     procs = [member, verified, plain]
     try:
         for proc in (verified, plain):

@@ -37,6 +37,7 @@ import pathlib
 import re
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -354,6 +355,10 @@ if (s == null) { out.print("NOSESSION"); } else { out.print("VALUE=" + s.getAttr
 LOG_LINE = re.compile(r"^\S+ \S+ (SEVERE|WARNING) \[(.*?)\] (\S+) (.*)$")
 STARTUP = re.compile(r"Server startup in \[([\d,.]+)\] milliseconds")
 MEMBER_ADDED = re.compile(r"Replication member added:\[.*?\{127, 0, 0, 1\}:(\d+),")
+# A DeltaManager's state transfer at start: whom it asked, and how it ended.
+STATE_ASKED = re.compile(r"requesting session state from \[.*?\{127, 0, 0, 1\}:(\d+),")
+STATE_RECEIVED = re.compile(r"\]; session state sent at \[.*?\] received in \[")
+STATE_TIMED_OUT = re.compile(r"No session state sent at \[.*?\] received, timing out")
 MEMBER_GONE = re.compile(r"Received member disappeared:\[.*?\{127, 0, 0, 1\}:(\d+),")
 PEER = re.compile(r"\{127, 0, 0, 1\}:\d+")
 
@@ -504,6 +509,22 @@ class PythonMember:
         with open(self.log, "wb") as out:
             self.proc = netns.popen(argv, stdout=out, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL)
+
+    def wait_listening(self, client, timeout):
+        """Whether the member's TCP port accepts a connection within timeout
+        (from inside the namespace)."""
+        def connect():
+            try:
+                socket.create_connection(("127.0.0.1", MEMBER_PORT), timeout=1.0).close()
+                return True
+            except OSError:
+                return False
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            if client.pool.submit(connect).result():
+                return True
+            time.sleep(0.1)
+        return False
 
     def stop(self):
         if self.proc.poll() is None:
@@ -729,6 +750,33 @@ def _lone(cluster, server, sizes):
             "timed_out": http is None, "members_added": server.members_added()}
 
 
+def lone_start(stack, mode, root, timeout=30.0):
+    """One Tomcat of ``stack`` started alone, with only the Python member
+    (``mode``: "tomcat" or "default") on the group: one server start. What
+    its manager did ({"asked": [ports its DeltaManager asked for sessions],
+    "received", "timed_out": how that ended}), when HTTP answered
+    ("http_s", None past ``timeout``), its WARNING/SEVERE lines and the
+    ports it listed."""
+    with Cluster(stack, root, servers=1) as cluster:
+        server = cluster.servers[0]
+        member = PythonMember(cluster.netns, cluster.root, mode)
+        try:
+            # Heard before Tomcat's manager asks (a member that answers is
+            # listening by then; one that cannot, not after waiting longer).
+            member.wait_listening(cluster.client, 10.0)
+            server.start()
+            http = server.wait_http(cluster.client, timeout)
+        finally:
+            cluster.stop([server])
+            member.stop()
+        text = server.log_text()
+    return {"http_s": http, "asked": [int(p) for p in STATE_ASKED.findall(text)],
+            "received": bool(STATE_RECEIVED.search(text)),
+            "timed_out": bool(STATE_TIMED_OUT.search(text)),
+            "log_lines": dict(collections.Counter(warnings_in(text))),
+            "listed": [int(p) for p in MEMBER_ADDED.findall(text)]}
+
+
 def run_mode(cluster, mode, sizes):
     """One member mode against the cluster, from a fresh start of t1 and t2."""
     t1, t2 = cluster.servers[0], cluster.servers[1]
@@ -753,7 +801,7 @@ def run_mode(cluster, mode, sizes):
             return result
         if mode != "none":
             member = PythonMember(cluster.netns, cluster.root, mode)
-            if mode == "tomcat" and cluster.stack.detector:
+            if cluster.stack.detector:      # listed once its failure detector connected
                 t1.wait_member(MEMBER_PORT, sizes.listed_timeout)
                 t2.wait_member(MEMBER_PORT, sizes.listed_timeout)
             else:
@@ -824,13 +872,9 @@ def figures(run):
 
 
 def expected_listing(run):
-    """True: Tomcat must list us; False: must not; None: not judged (a stack
-    without TcpFailureDetector lists whatever it hears)."""
-    if run["member"] == "none":
-        return False
-    if run["member"] == "tomcat":
-        return True
-    return False if run["detector"] else None
+    """Whether Tomcat must list us: the Python member answers on its member
+    port (the default since issue 24, and --tomcat), so every stack lists it."""
+    return run["member"] != "none"
 
 
 def verdict(base, run, stall_ms=1000.0):
