@@ -5,14 +5,15 @@ sockets, no real time; pure Python (one implementation)."""
 import pytest
 
 from gossipnet import Net
+from mcastmember.errors import ConfigurationError
 from mcastmember.gossip import Limits, framing
 from mcastmember.gossip import messages as wire
 from mcastmember.gossip.layout import MessageType
 from mcastmember.gossip.settings import GossipSettings
 from mcastmember.gossip.serf import MemberStatus, SerfLimits, SerfMessageType, decode_tags, messages
-from mcastmember.gossip.serf.node import (ConflictResolved, JoinDone, KeyResult, KeyringChanged, LeaveDone, MemberEvent,
-                                          QueryAnswer, QueryFinished, QueryReceived, SerfNode,
-                                          UserEventReceived, b64)
+from mcastmember.gossip.serf.node import (ConflictResolved, JoinDone, KeyResult, KeyringChanged, LeaveDone,
+                                          MemberEvent, QueryAnswer, QueryFinished, QueryReceived, SerfNode,
+                                          SerfSettings, UserEventReceived, b64)
 
 TAGS = {"a": {"role": "web", "dc": "east"}, "b": {"role": "db"}, "c": {"role": "cache"},
         "d": {"role": "web", "dc": "west"}, "e": {}}
@@ -299,3 +300,18 @@ def test_a_node_claiming_a_known_name_asks_the_cluster_and_is_in_the_minority():
     assert resolved == [ConflictResolved(matching=0, responses=3)] and not resolved[0].majority
     for name in "acd":
         assert net[name].member("b").addr == "127.0.0.2"
+
+
+def test_settings_are_checked_and_old_protocols_have_no_queries():
+    with pytest.raises(ConfigurationError, match="Serf protocol_version 6 is outside 2-5"):
+        SerfSettings(protocol_version=6)
+    with pytest.raises(ConfigurationError, match="reconnect_interval must be positive"):
+        SerfSettings(reconnect_interval=0)
+    old = SerfNode(GossipSettings(name="old"), {"role": "web", "dc": "x"}, SerfSettings(protocol_version=3))
+    assert old.engine.settings.vsn() == bytes((1, 5, 2, 2, 5, 3))
+    old.start(0.0)
+    with pytest.raises(RuntimeError, match="queries need Serf protocol 4 or newer"):
+        old.query("q", b"", 0.0)
+    proto2 = SerfNode(GossipSettings(name="p2"), {"role": "web", "dc": "x"}, SerfSettings(protocol_version=2))
+    proto2.start(0.0)
+    assert proto2.member("p2").tags == {"role": "web"}      # below protocol 3 only the role travels
