@@ -216,7 +216,10 @@ def test_a_leave_intent_about_a_live_node_is_refuted():
     b = net["b"]
     before = b.core.members.members["b"].status_ltime
     fake = messages.encode(messages.Leave(ltime=b.core.members.clock.time() + 5, node="b"))
-    net["a"]._queue(net["a"].intents, fake)
+    for target in "bc":
+        net["a"].engine.send_user(net.names[target], fake, net.now)
+    net.run(net.now + 0.01)
+    assert view(net, "c")["b"] == ("leaving", TAGS["b"])
     net.run(net.now + 5.0)
     assert b.core.members.members["b"].status_ltime > before + 5
     for name in "abc":
