@@ -410,6 +410,7 @@ class SerfNode:
         out = self.engine.stats()
         out.update(self._counts)
         out["serf_members"] = len(self.core.members.members)
+        out["serf_members_refused"] = self.core.members.refused
         out["intents_queued"] = len(self.intents)
         out["events_queued"] = len(self.user_events)
         out["queries_queued"] = len(self.queries)
@@ -482,6 +483,8 @@ class SerfNode:
             if isinstance(event, MemberJoined):
                 self._known[event.node.name] = event.node
                 self.core.members.node_join(event.node.name, now)
+                if event.node.name not in self.core.members.members:
+                    del self._known[event.node.name]     # over max_members: refused and counted
             elif isinstance(event, MemberUpdated):
                 self._known[event.node.name] = event.node
                 self.core.members.node_update(event.node.name)
