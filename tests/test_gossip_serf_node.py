@@ -5,7 +5,7 @@ sockets, no real time; pure Python (one implementation)."""
 import pytest
 
 from gossipnet import Net
-from mcastmember.errors import ConfigurationError
+from mcastmember.wire.errors import ConfigurationError
 from mcastmember.gossip import Limits, framing
 from mcastmember.gossip import messages as wire
 from mcastmember.gossip.layout import MessageType

@@ -35,7 +35,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Union
 
-from ...errors import ConfigurationError
+from ...wire.errors import ConfigurationError
 from ..broadcasts import BroadcastQueue
 from ..engine import GossipEngine, OutgoingStream
 from ..errors import GossipWireError
