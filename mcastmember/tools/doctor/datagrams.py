@@ -28,9 +28,9 @@ if TYPE_CHECKING:
     # parse(): kind, sender's doctor id, sequence, sent_ns, report.
     Datagram: TypeAlias = tuple[bytes, bytes, int, int, Counts | None]
 
-_HEAD = struct.Struct(L.DOCTOR_PROBE_HEAD)
-_REPORT = struct.Struct(L.DOCTOR_PROBE_REPORT)
-_ENTRY = struct.Struct(L.DOCTOR_PROBE_ENTRY)
+_HEAD = struct.Struct(L.DOCTOR_DATAGRAM_HEAD)
+_REPORT = struct.Struct(L.DOCTOR_DATAGRAM_REPORT)
+_ENTRY = struct.Struct(L.DOCTOR_DATAGRAM_ENTRY)
 
 
 def encode(kind: Kind, sender: bytes, sequence: int, sent_ns: int,
@@ -38,7 +38,7 @@ def encode(kind: Kind, sender: bytes, sequence: int, sent_ns: int,
     """A doctor datagram. ``report``: for a U datagram, the four counts of
     what we heard from its receiver; for an M datagram, ``{doctor id: four
     counts}`` of every doctor heard."""
-    data = _HEAD.pack(L.DOCTOR_PROBE_TAG, L.DOCTOR_PROBE_VERSION, kind, sender, sequence,
+    data = _HEAD.pack(L.DOCTOR_DATAGRAM_TAG, L.DOCTOR_DATAGRAM_VERSION, kind, sender, sequence,
                       sent_ns)
     if report is None:
         return data
@@ -52,10 +52,10 @@ def parse(data: bytes, me: bytes | None = None) -> Datagram | None:
     datagram, or None for any other; the report is what its sender heard
     from the doctor whose id is ``me`` (a U datagram's own, or ``me``'s
     entry of an M datagram)."""
-    if len(data) < _HEAD.size or not data.startswith(L.DOCTOR_PROBE_TAG):
+    if len(data) < _HEAD.size or not data.startswith(L.DOCTOR_DATAGRAM_TAG):
         return None
     _, version, kind, sender, sequence, sent_ns = _HEAD.unpack_from(data)
-    if version != L.DOCTOR_PROBE_VERSION:
+    if version != L.DOCTOR_DATAGRAM_VERSION:
         return None
     report: Counts | None = None
     if kind == b"M":

@@ -44,7 +44,8 @@ LOOP_WAIT_S = 0.5             # how long the loop datagrams may take to come bac
 PAIR_INTERVAL_S = 0.1         # one multicast and one unicast datagram per peer this often
 
 
-def open_sockets(doctor: Doctor) -> tuple[list[socket.socket], list[socket.socket], socket.socket | None]:
+def open_sockets(doctor: Doctor
+                 ) -> tuple[list[socket.socket], list[socket.socket], socket.socket | None]:
     """The receivers and senders of the group (multicast) and the unicast
     socket (with peers or ``pair``, when the port is ours to bind)."""
     receivers: list[socket.socket]
@@ -172,7 +173,7 @@ def _peer_addresses(doctor: Doctor) -> list[str]:
     peer_set = doctor.config.peer_set()
     resolver = None
     for lookup in peer_set.due(time.monotonic()):
-        from ..discovery import resolver as dns
+        from ...discovery import resolver as dns
         try:
             if not lookup.system and resolver is None:
                 resolver = dns.make_resolver(doctor.config.dns_servers)
@@ -234,7 +235,8 @@ def _on_datagram(doctor: Doctor, got: Datagram, source: SockAddress, by_unicast:
         state["rtt"].append((time.monotonic_ns() - sent_ns) / 1e6)
 
 
-def _heard_datagram(doctor: Doctor, data: bytes, source: SockAddress, way: Way = "multicast") -> None:
+def _heard_datagram(doctor: Doctor, data: bytes, source: SockAddress,
+                    way: Way = "multicast") -> None:
     try:
         member = decode(data)
     except MalformedPacket:
