@@ -68,7 +68,7 @@ def open_sockets(doctor: Doctor
         for sock in receivers + senders:
             sock.close()
         doctor.report.add("loop", FAIL, f"cannot join {config.address}:{doctor.port}: "
-                                      f"{error.strerror or error}",
+                                        f"{error.strerror or error}",
                           "see the interface and route checks; name a card that carries "
                           "multicast with --interface")
         return [], [], None
@@ -86,7 +86,7 @@ def loop(doctor: Doctor, receivers: list[socket.socket], senders: list[socket.so
         for number, sock in enumerate(senders):
             try:
                 sock.send(datagrams.encode(b"L", doctor.ident, number << 16 | sequence,
-                                time.monotonic_ns()))
+                                           time.monotonic_ns()))
             except OSError as error:
                 failed.append(error.strerror or str(error))
     deadline = time.monotonic() + LOOP_WAIT_S
@@ -106,13 +106,13 @@ def loop(doctor: Doctor, receivers: list[socket.socket], senders: list[socket.so
                           f"add {MULTICAST_ROUTE[doctor.family]} dev CARD")
     elif not silent:
         doctor.report.add("loop", PASS, f"{len(back)} of {LOOP_DATAGRAMS * len(senders)} probes "
-                                      f"to {where} came back: this host sends and hears "
-                                      f"the group")
+                                        f"to {where} came back: this host sends and hears "
+                                        f"the group")
     else:
         cards = ", ".join(_link_name(doctor, n) for n in silent)
         doctor.report.add("loop", FAIL, f"no probe sent to {where} on {cards} came back: "
-                                      f"this host drops the group's datagrams (a firewall, "
-                                      f"most often)",
+                                        f"this host drops the group's datagrams (a firewall, "
+                                        f"most often)",
                           f"allow the group in, e.g. nft insert rule inet filter input "
                           f"{'ip' if doctor.family == 4 else 'ip6'} daddr {config.address} "
                           f"udp dport {doctor.port} accept")
@@ -132,17 +132,17 @@ def joined(doctor: Doctor) -> None:
     missing = [name for name in wanted if name not in cards]
     if cards and not missing:
         doctor.report.add("joined", PASS, f"the kernel lists {config.address} as joined on "
-                                        f"{', '.join(sorted(cards))}")
+                                          f"{', '.join(sorted(cards))}")
     else:
         where = ", ".join(missing) or "any card"
         doctor.report.add("joined", WARN, f"the kernel does not list {config.address} as "
-                                        f"joined on {where}: switches will not forward it "
-                                        f"here", f"name the card the other members are on "
-                                                 f"with --interface")
+                                          f"joined on {where}: switches will not forward it "
+                                          f"here", f"name the card the other members are on "
+                                                   f"with --interface")
 
 
 def listen(doctor: Doctor, sockets: list[socket.socket], senders: list[socket.socket],
-            unicast: socket.socket | None) -> None:
+           unicast: socket.socket | None) -> None:
     peers = _peer_addresses(doctor) if doctor.pair else []
     for peer in peers:
         doctor.peers[peer] = {"m_in": set(), "u_in": set(), "rtt": [], "report": None,
@@ -162,7 +162,7 @@ def listen(doctor: Doctor, sockets: list[socket.socket], senders: list[socket.so
             got = datagrams.parse(data, doctor.ident)
             if got is None:
                 _heard_datagram(doctor, data, source,
-                                     "unicast" if sock is unicast else "multicast")
+                                "unicast" if sock is unicast else "multicast")
             elif peers and got[1] != doctor.ident:
                 _on_datagram(doctor, got, source, sock is unicast, unicast)
 
@@ -187,7 +187,7 @@ def _peer_addresses(doctor: Doctor) -> list[str]:
 
 
 def _send_pair_datagrams(doctor: Doctor, sequence: int, senders: list[socket.socket],
-                      unicast: socket.socket | None) -> None:
+                         unicast: socket.socket | None) -> None:
     now = time.monotonic_ns()
     reports = {peer: (len(state["m_in"]), span(state["m_in"]), len(state["u_in"]),
                       span(state["u_in"])) for peer, state in doctor.peers.items()}
@@ -211,7 +211,7 @@ def _send_pair_datagrams(doctor: Doctor, sequence: int, senders: list[socket.soc
 
 
 def _on_datagram(doctor: Doctor, got: Datagram, source: SockAddress, by_unicast: bool,
-              unicast: socket.socket | None) -> None:
+                 unicast: socket.socket | None) -> None:
     kind, sender, sequence, sent_ns, report = got
     state = doctor.peers.get(str(net.unscoped(source[0])))
     if state is None:          # another card of a peer: known by its id

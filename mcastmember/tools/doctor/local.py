@@ -53,7 +53,7 @@ def interfaces(doctor: Doctor) -> bool:
     if spec is None:
         if doctor.multicast:
             doctor.report.add("interface", PASS, "none given: the kernel chooses the card "
-                                               "(see route)")
+                                                 "(see route)")
         else:
             doctor.report.add("interface", PASS, "none given: unicast from --host")
         return True
@@ -159,30 +159,30 @@ def group_scope(doctor: Doctor) -> None:
     hops = 1 if ttl is None else ttl
     if group.version == 4 and group in ipaddress.IPv4Network("232.0.0.0/8"):
         doctor.report.add("group", WARN, f"{group} is in 232.0.0.0/8, source-specific "
-                                       f"multicast: routers and snooping switches do not "
-                                       f"forward it to members that join it any-source",
+                                         f"multicast: routers and snooping switches do not "
+                                         f"forward it to members that join it any-source",
                           "use 228.0.0.4 (Tomcat's default) or a group in 239.0.0.0/8, the "
                           "same on every node")
     elif hops == 0 and not loopback:
         doctor.report.add("group", WARN, f"{group} with TTL 0: heartbeats never leave this "
-                                       f"host", "--ttl 1 for this subnet (more to cross "
-                                                "routers)")
+                                         f"host", "--ttl 1 for this subnet (more to cross "
+                                                  "routers)")
     elif group.version == 6 and (group.packed[1] & 0x0F) == 1 and not loopback:
         doctor.report.add("group", WARN, f"{group} is interface-local (ff01::/16): it never "
-                                       f"leaves this host",
+                                         f"leaves this host",
                           "use a link-local group (ff02::4) or a site-local one (ff05::4)")
     elif loopback:
         doctor.report.add("group", PASS, f"{group}, TTL {hops}, on loopback: this host only")
     elif (group.version == 4 and group in ipaddress.IPv4Network("224.0.0.0/24")) or \
             net.link_scoped(str(group)):
         doctor.report.add("group", PASS, f"{group} is link-local: this subnet only, "
-                                       f"whatever the TTL")
+                                         f"whatever the TTL")
     else:
         reach = ("this subnet only (routers need --ttl 2 or more)" if hops == 1
                  else f"{hops - 1} router(s) away")
         doctor.report.add("group", PASS, f"{group} is a multicast group; TTL {hops}"
-                                       f"{' (the default)' if ttl is None else ''} "
-                                       f"reaches {reach}")
+                                         f"{' (the default)' if ttl is None else ''} "
+                                         f"reaches {reach}")
 
 
 def port(doctor: Doctor) -> None:
@@ -193,7 +193,7 @@ def port(doctor: Doctor) -> None:
     # Binding sends nothing (joining would: an IGMP or MLD report).
     if config.multicast and config.address is not None and \
             taken(config.address, doctor.port, True,
-                   config.links[0].index if config.links else 0):
+                  config.links[0].index if config.links else 0):
         blocked.append(("a member", True))
     address = doctor.unicast_address()
     if (config.unicast or doctor.pair) and taken(address, doctor.port, False):
@@ -222,7 +222,7 @@ def reverse_path(doctor: Doctor) -> None:
     cards = [card for card in doctor.cards_used() if not card.loopback]
     if doctor.family != 4 or not cards:
         doctor.report.add("rp_filter", PASS, "no reverse-path filtering applies "
-                                           f"({'IPv6' if doctor.family == 6 else 'loopback'})")
+                                             f"({'IPv6' if doctor.family == 6 else 'loopback'})")
         return
     default = ipv4_route_card("0.0.0.0")
     strict = [card.name for card in cards if rp_filter(card.name) == 1
@@ -243,7 +243,7 @@ def reverse_path(doctor: Doctor) -> None:
                           " and ".join(f"sysctl -w net.ipv4.conf.{name}.rp_filter=0"
                                        for name in off)
                           + f", or route the members' subnets through {unrouted[0]} (ip "
-                          f"route add SUBNET dev {unrouted[0]})")
+                            f"route add SUBNET dev {unrouted[0]})")
     elif strict:
         doctor.report.add("rp_filter", WARN,
                           f"strict reverse-path filtering on {', '.join(strict)}, and the "
@@ -254,7 +254,7 @@ def reverse_path(doctor: Doctor) -> None:
     else:
         modes = ", ".join(f"{card.name} {rp_filter(card.name)}" for card in cards)
         doctor.report.add("rp_filter", PASS, f"rp_filter {modes}: it drops no heartbeat "
-                                           f"that can reach this host")
+                                             f"that can reach this host")
 
 
 def default_group(family: int) -> str:

@@ -112,7 +112,7 @@ def _domains(doctor: Doctor, members: list[MemberJson]) -> None:
                       if m["domain_hex"] == d) + f" in {show_domain(d)}" for d in domains)
         flag = domain_flag(bytes.fromhex(domains[0]))
         doctor.report.add("domain", WARN, f"{count(len(others), 'member')} in another "
-                                        f"domain: {listed}; this host is in {mine}",
+                                          f"domain: {listed}; this host is in {mine}",
                           f"use one domain on every node: {flag} here, or {mine} there")
     else:
         doctor.report.add("domain", PASS, f"every member is in this host's domain {mine}")
@@ -131,13 +131,13 @@ def _drop_time(doctor: Doctor, members: list[MemberJson]) -> None:
         who = ", ".join(f"{hostport(m['host'], m['port'])} ({ms(m['period_ms'])})"
                         for m in slow)
         doctor.report.add("drop_time", WARN, f"drop time {drop} ms is under {under} of {who}: "
-                                           f"members will be dropped and added again",
+                                             f"members will be dropped and added again",
                           f"--drop-time {wanted} on every node ({SUGGESTED_PERIODS} "
                           f"periods)")
     elif drop < SAFE_PERIODS * own:
         wanted = SUGGESTED_PERIODS * own
         doctor.report.add("drop_time", WARN, f"drop time {drop} ms is under {SAFE_PERIODS} "
-                                           f"periods of this host's own --frequency {own}",
+                                             f"periods of this host's own --frequency {own}",
                           f"--drop-time {wanted} on every node ({SUGGESTED_PERIODS} "
                           f"periods)")
     elif timed:
@@ -150,8 +150,8 @@ def _drop_time(doctor: Doctor, members: list[MemberJson]) -> None:
     else:
         heard = "no period measured" if members else "nobody heard"
         doctor.report.add("drop_time", PASS, f"drop time {drop} ms covers "
-                                           f"{periods(drop, own)} of --frequency {own} "
-                                           f"({heard})")
+                                             f"{periods(drop, own)} of --frequency {own} "
+                                             f"({heard})")
 
 
 def _loss(doctor: Doctor, members: list[MemberJson]) -> None:
@@ -166,7 +166,7 @@ def _loss(doctor: Doctor, members: list[MemberJson]) -> None:
     elif members:
         measured = [m for m in members if m["loss"] is not None]
         doctor.report.add("loss", PASS, f"no heartbeat lost ({len(measured)} of "
-                                      f"{count(len(members), 'member')} measured)"
+                                        f"{count(len(members), 'member')} measured)"
                           if not [m for m in measured if m["loss"]] else
                           f"loss at most {pct(max(m['loss'] or 0.0 for m in measured))}")
     else:
@@ -203,6 +203,6 @@ def _identity(doctor: Doctor, members: list[MemberJson]) -> None:
                           "; ".join(dict.fromkeys(fixes)))
     elif members:
         doctor.report.add("identity", PASS, "every member has its own address and id, and "
-                                          "sends from the host it advertises")
+                                            "sends from the host it advertises")
     else:
         doctor.report.add("identity", PASS, "nothing to compare (nobody heard)")
