@@ -13,8 +13,8 @@ import time
 import pytest
 
 from mcastmember import ConfigurationError, McastService, _codec
-from mcastmember import _layout as L
-from mcastmember import auth
+from mcastmember.wire import layout as L
+from mcastmember.wire import auth
 
 from test_lifecycle import front  # noqa: F401 (the fixture: a factory of members of one front)
 from fronts import FAST

@@ -20,7 +20,7 @@ from test_cli import read_event, run, start_join
 prometheus_client = pytest.importorskip("prometheus_client")
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from mcastmember.metrics import serve  # noqa: E402
+from mcastmember.fronts.metrics import serve  # noqa: E402
 
 pytestmark = pytest.mark.network
 
@@ -162,7 +162,7 @@ def test_bad_metrics_arguments_are_one_line_and_exit_2(tmp_path, args, message):
 
 def test_without_prometheus_client_the_metrics_port_says_what_to_install(tmp_path):
     code = ("import sys; sys.modules['prometheus_client'] = None; "   # import fails
-            "from mcastmember.cli import main; sys.exit(main(sys.argv[1:]))")
+            "from mcastmember.tools.cli import main; sys.exit(main(sys.argv[1:]))")
     result = subprocess.run([sys.executable, "-c", code, "watch", GROUP, "--interface",
                              "127.0.0.1", "--metrics-port", "9464"], capture_output=True,
                             text=True, cwd=tmp_path, timeout=30)
@@ -196,19 +196,19 @@ def test_half_sent_requests_take_neither_threads_nor_more_than_a_share(kind, gro
     """1,014 half-sent requests once held 1,013 threads and every descriptor:
     now one thread serves them all, one source holds at most its share (the
     rest are refused, counted), and another source is still served."""
-    from mcastmember import _metrics_http
+    from mcastmember.fronts import metrics_http
     front = FRONTS[kind](group_port, 4001)
     front.start()
     server = serve(front.front, 0)
     try:
         threads = threading.active_count()
-        share = _metrics_http.MAX_PER_SOURCE
+        share = metrics_http.MAX_PER_SOURCE
         held = [_connect(server.port) for _ in range(share + 30)]
         for sock in held:
             sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")      # and never the end
         wait_until(lambda: sum(server.stats().values()) == 30)
         assert threading.active_count() == threads
-        assert server.stats() == dict.fromkeys(_metrics_http.OUTCOMES, 0) | {"refused": 30,
+        assert server.stats() == dict.fromkeys(metrics_http.OUTCOMES, 0) | {"refused": 30,
                                                                                "accept_errors": 0}
         samples = _scrape_from(server.port, "127.0.0.2")     # another source: served
         assert value(samples, "mcastmember_metrics_server_connections_total",
@@ -222,8 +222,8 @@ def test_half_sent_requests_take_neither_threads_nor_more_than_a_share(kind, gro
 
 
 def test_a_request_never_finished_is_closed_at_the_timeout(monkeypatch, group_port):
-    from mcastmember import _metrics_http
-    monkeypatch.setattr(_metrics_http, "REQUEST_TIMEOUT_S", 0.5)
+    from mcastmember.fronts import metrics_http
+    monkeypatch.setattr(metrics_http, "REQUEST_TIMEOUT_S", 0.5)
     front = FRONTS["threads"](group_port, 4001)
     server = serve(front.front, 0)
     try:
@@ -240,7 +240,7 @@ def test_a_request_never_finished_is_closed_at_the_timeout(monkeypatch, group_po
 
 _EXHAUSTED = """
 import json, resource, socket, sys, threading, time
-from mcastmember._metrics_http import MetricsHTTPServer
+from mcastmember.fronts.metrics_http import MetricsHTTPServer
 def app(environ, start_response):
     start_response("200 OK", [("Content-Type", "text/plain")])
     return [b"ok"]
@@ -269,7 +269,7 @@ sys.stdin.readline()
 
 
 def test_accept_backs_off_when_descriptors_run_out():
-    from mcastmember import _listen
+    from mcastmember.transport import listen
     child = subprocess.Popen([sys.executable, "-c", _EXHAUSTED], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, text=True)
     try:
@@ -278,7 +278,7 @@ def test_accept_backs_off_when_descriptors_run_out():
             child.stdin.write("go\n")
             child.stdin.flush()
             errors, elapsed = json.loads(child.stdout.readline())
-            assert 1 <= errors <= elapsed / _listen.BACKOFF_FIRST_S + 2   # not 10^5: no spin
+            assert 1 <= errors <= elapsed / listen.BACKOFF_FIRST_S + 2   # not 10^5: no spin
             sock.sendall(b"GET / HTTP/1.0\r\n\r\n")
             assert sock.recv(100).startswith(b"HTTP/1.0 200 OK\r\n")     # served once it can
         child.stdin.write("done\n")
@@ -319,7 +319,7 @@ def test_first_scrape_has_every_removal_reason_and_doctor_probes_apart(group_por
 def scrape_collector(front):
     """What a scrape of ``front``'s collector shows (as scrape())."""
     from prometheus_client import CollectorRegistry, generate_latest
-    from mcastmember.metrics import MembershipCollector
+    from mcastmember.fronts.metrics import MembershipCollector
     registry = CollectorRegistry()
     registry.register(MembershipCollector(front))
     return parse(generate_latest(registry).decode())
@@ -327,11 +327,11 @@ def scrape_collector(front):
 
 def test_importing_metrics_without_prometheus_client_says_what_to_install():
     code = ("import sys; sys.modules['prometheus_client'] = None\n"
-            "try:\n    import mcastmember.metrics\n"
+            "try:\n    import mcastmember.fronts.metrics\n"
             "except ImportError as error:\n"
             "    print(type(error).__name__, error.name, error, sep='|')\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=30)
     assert (result.returncode, result.stderr) == (0, "")
-    assert result.stdout == ("ModuleNotFoundError|prometheus_client|mcastmember.metrics needs "
+    assert result.stdout == ("ModuleNotFoundError|prometheus_client|mcastmember.fronts.metrics needs "
                              "prometheus_client: pip install 'mcastmember[prometheus]'\n")
