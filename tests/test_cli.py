@@ -354,7 +354,8 @@ def test_a_closed_pipe_ends_the_demo_before_the_next_event(group_port, tmp_path)
     from support import LOOPBACK
 
     demo = subprocess.Popen(
-        DEMO + ["join", GROUP, "--port", str(group_port), *LO, "--member-port", "4001"],
+        DEMO + ["join", GROUP, "--port", str(group_port), *LO, "--member-port", "4001",
+                "--no-tcp-listener"],          # stderr stays empty even if 4001 is taken
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     try:
         with McastService(GROUP, group_port, member_port=4002, **LOOPBACK):
