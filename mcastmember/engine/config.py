@@ -247,6 +247,9 @@ class ServiceConfig:
                  listen_only: bool = False) -> None:
         self.multicast = _flag(multicast, "multicast")
         self.listen_only = _flag(listen_only, "listen_only")
+        if self.multicast and address is None:
+            raise ConfigurationError("no multicast group: give the group (e.g. '228.0.0.4'), "
+                                     "or multicast=False with peers= or dns=")
         self.address: str | None = net.check_group(address) if self.multicast else None
         self.port = net.check_port(port)
         self._choose_interfaces(interface)
