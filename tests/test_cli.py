@@ -92,10 +92,10 @@ def test_verify_timeout_is_how_long_a_silent_port_is_probed(group_port, tmp_path
     # A member heard once whose port never answers (a full backlog: SYNs go
     # unanswered) is removed no sooner than drop time + --verify-timeout
     # after it was heard (300 ms by default would remove it at 0.7 s).
-    from support import heartbeat, loopback_sender, silent_port
+    from support import free_tcp_port, heartbeat, loopback_sender, silent_port
 
     with silent_port() as (_, port):
-        watcher = start_join(group_port, 4001, tmp_path, "--frequency", "100",
+        watcher = start_join(group_port, free_tcp_port(), tmp_path, "--frequency", "100",
                              "--drop-time", "400", "--verify", "--verify-timeout", "1500")
         try:
             kinds = []
