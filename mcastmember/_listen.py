@@ -7,6 +7,7 @@ No I/O here: the listeners ask and act.
 from __future__ import annotations
 
 import errno
+import ipaddress
 from collections import Counter
 
 # accept() failures that say the process or the host is out of something:
@@ -89,3 +90,89 @@ def source_of(peer: object) -> str:
     if isinstance(peer, tuple) and peer:
         return str(peer[0])
     return str(peer)
+
+
+def same_host(a: str, b: str) -> bool:
+    """Whether address texts ``a`` and ``b`` name one host (an IPv4 address
+    and its IPv4-mapped IPv6 form are one; a zone index is ignored)."""
+    return _host_key(a) == _host_key(b)
+
+
+def _host_key(text: str) -> str:
+    try:
+        address = ipaddress.ip_address(text.split("%", 1)[0])
+    except ValueError:
+        return text
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return str(address)
+
+
+def source_group(source: str) -> str:
+    """The key a source's connections are counted under: its address, or for
+    IPv6 its /64 (one host can take any address of its subnet)."""
+    key = _host_key(source)
+    if ":" in key:
+        return str(ipaddress.IPv6Network((key, 64), strict=False))
+    return key
+
+
+class _Bucket:
+    __slots__ = ("count", "bytes", "at")
+
+    def __init__(self, count: float, size: float, now: float) -> None:
+        self.count, self.bytes, self.at = count, size, now
+
+
+class ReplyBudget:
+    """Token buckets on the replies the TCP listener sends, in count and in
+    bytes, in all and per destination address: ``take(destination, size,
+    now)`` says whether a reply of ``size`` bytes may go now (and spends it).
+    Counts refill at ``rate`` per second up to ``burst``; bytes at
+    ``byte_rate`` per second up to one second's worth, and a reply needs only
+    some left (it may overdraw, so a reply larger than a second's worth is
+    never refused for ever: the debt delays the next). At most
+    ``max_destinations`` are followed; full ones are forgotten first."""
+
+    def __init__(self, rate: float, burst: float, byte_rate: float, per_rate: float,
+                 per_burst: float, per_byte_rate: float, max_destinations: int = 4096) -> None:
+        self._all = (rate, burst, byte_rate)
+        self._one = (per_rate, per_burst, per_byte_rate)
+        self._total: _Bucket | None = None
+        self._each: dict[str, _Bucket] = {}
+        self._max = max_destinations
+
+    @staticmethod
+    def _refill(bucket: _Bucket, shape: tuple[float, float, float], now: float) -> _Bucket:
+        rate, burst, byte_rate = shape
+        elapsed = max(0.0, now - bucket.at)
+        bucket.count = min(burst, bucket.count + elapsed * rate)
+        bucket.bytes = min(byte_rate, bucket.bytes + elapsed * byte_rate)
+        bucket.at = now
+        return bucket
+
+    def _bucket(self, destination: str, now: float) -> _Bucket | None:
+        bucket = self._each.get(destination)
+        if bucket is not None:
+            return self._refill(bucket, self._one, now)
+        if len(self._each) >= self._max:
+            for key, old in list(self._each.items()):
+                self._refill(old, self._one, now)
+                if old.count >= self._one[1] and old.bytes >= self._one[2]:
+                    del self._each[key]
+            if len(self._each) >= self._max:
+                return None
+        bucket = self._each[destination] = _Bucket(self._one[1], self._one[2], now)
+        return bucket
+
+    def take(self, destination: str, size: int, now: float) -> bool:
+        if self._total is None:
+            self._total = _Bucket(self._all[1], self._all[2], now)
+        total = self._refill(self._total, self._all, now)
+        one = self._bucket(_host_key(destination), now)
+        if one is None or min(total.count, one.count) < 1 or min(total.bytes, one.bytes) <= 0:
+            return False
+        for bucket in (total, one):
+            bucket.count -= 1
+            bucket.bytes -= size
+        return True

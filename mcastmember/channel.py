@@ -303,8 +303,6 @@ class ChannelConnection:
         if sender is None:
             return None
         accepted = self._accepts is not None and self._accepts(sender)
-        if accepted:
-            self._counters.count_sent(kind)
         # Sent as Tomcat sends these answers: asynchronously, no ack awaited.
         data = ChannelData(L.SEND_OPTIONS_ASYNCHRONOUS, int(time.time() * 1000), os.urandom(16),
                            self._local_packet(), answer)

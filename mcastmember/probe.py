@@ -13,7 +13,9 @@ cannot lock Tomcat's probes out, and a source past its share is refused
 rather than taking others' connections: ``_listen.ConnectionShares``), an
 idle timeout longer than Tomcat's senders keep a connection (60 s), a cap on
 unsent acknowledgements per connection, a cap and a timeout on replies in
-flight (sent only to members we accept, see channel.py), and a back-off when
+flight, and on replies a second in count and bytes, in all and per
+destination (sent only to members we accept, see channel.py, and only to
+the host the request came from), and a back-off when
 ``accept`` fails for want of descriptors.
 
 ``Prober`` makes the threaded service's probe attempts (verify): connects
@@ -31,7 +33,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from ._listen import AcceptBackoff, ConnectionShares, source_of
+from ._listen import AcceptBackoff, ConnectionShares, ReplyBudget, same_host, source_of
 from ._ratelimit import RateLimitedLog
 from .channel import ChannelConnection, ChannelCounters, ChannelError
 from .net import socket_address
@@ -68,6 +70,12 @@ REPLY_TIMEOUT_S = 5.0
 HOLD_S = 3.0
 MAX_HELD = 32
 HOLD_CHECK_S = 0.1
+# Replies sent, in all and per destination host: Tomcat asks (an RPC to a
+# new member, a session-state request per web application at start) a few
+# times when a member joins; beyond these a reply is dropped
+# (probe_replies_limited). Counts per second and burst; bytes per second.
+REPLY_RATE, REPLY_BURST, REPLY_BYTES_PER_S = 32, 64, 2 * 1024 * 1024
+DEST_REPLY_RATE, DEST_REPLY_BURST, DEST_REPLY_BYTES_PER_S = 8, 16, 512 * 1024
 
 
 def probe_stats_idle() -> dict[str, int]:
@@ -99,6 +107,8 @@ class _ListenerBase:
         self.evicted = 0
         self.refused = 0
         self.replies_failed = 0
+        self.replies_limited = 0
+        self._budget: ReplyBudget | None = None      # made at the first reply
         self.counters = ChannelCounters()
         self._held: list[tuple[float, Reply]] = []     # (deadline, reply): senders not listed yet
         self._shares = ConnectionShares(MAX_CONNECTIONS, MAX_PER_SOURCE)
@@ -108,7 +118,8 @@ class _ListenerBase:
     def stats(self) -> dict[str, int]:
         stats = {"probe_connections": self.accepted, "probe_evicted": self.evicted,
                  "probe_refused": self.refused, "probe_accept_errors": self._backoff.failures,
-                 "probe_replies_failed": self.replies_failed}
+                 "probe_replies_failed": self.replies_failed,
+                 "probe_replies_limited": self.replies_limited}
         stats.update(self.counters.as_stats())
         return stats
 
@@ -137,12 +148,17 @@ class _ListenerBase:
                            "" if delay is None else f"; accepting again in {delay:.1f} s")
         return delay
 
-    def _to_send(self, replies: list[Reply]) -> list[Reply]:
-        """Of the replies a connection produced, those to send now; the
-        others (their sender is not a member we accept yet) are held."""
+    def _to_send(self, replies: list[Reply], source: str) -> list[Reply]:
+        """Of the replies a connection from ``source`` produced, those to
+        send now. A reply goes only to the host the request came from (TCP:
+        the source is not forged), so a frame naming someone else, member or
+        not, makes no connection there (refused); the others whose sender
+        is not a member we accept yet are held."""
         now, ready = time.monotonic(), []
         for reply in replies:
-            if reply.accepted:
+            if not same_host(reply.address, source):
+                self._refuse(reply, f"the request came from {source}")
+            elif reply.accepted:
                 ready.append(reply)
             elif len(self._held) >= MAX_HELD:
                 self._refuse(reply)
@@ -156,7 +172,6 @@ class _ListenerBase:
         ready, kept = [], []
         for deadline, reply in self._held:
             if self._accepts(reply.sender):
-                self.counters.count_sent(reply.kind)
                 ready.append(reply)
             elif now >= deadline:
                 self._refuse(reply)
@@ -165,10 +180,27 @@ class _ListenerBase:
         self._held = kept
         return ready
 
-    def _refuse(self, reply: Reply) -> None:
+    def _refuse(self, reply: Reply, why: str = "not a member we accept") -> None:
         self.counters.replies_refused += 1
-        self._rate_log.log(logging.WARNING, "refuse", "no %s reply to %s:%d: not a member we "
-                           "accept", reply.kind, reply.address, reply.port)
+        self._rate_log.log(logging.WARNING, "refuse", "no %s reply to %s:%d: %s", reply.kind,
+                           reply.address, reply.port, why)
+
+    def _clear_to_send(self, reply: Reply, in_flight: int) -> bool:
+        """Whether ``reply`` may go now, with ``in_flight`` replies on their
+        way: within the cap and the rates (else counted, not sent)."""
+        if in_flight >= MAX_REPLIES_IN_FLIGHT:
+            self._reply_failed(reply, "too many replies in flight")
+            return False
+        if self._budget is None:    # the module's rates, read then (a test lowers them)
+            self._budget = ReplyBudget(REPLY_RATE, REPLY_BURST, REPLY_BYTES_PER_S, DEST_REPLY_RATE,
+                                       DEST_REPLY_BURST, DEST_REPLY_BYTES_PER_S)
+        if not self._budget.take(reply.address, len(reply.frame), time.monotonic()):
+            self.replies_limited += 1
+            self._rate_log.log(logging.WARNING, "limited", "no %s reply to %s:%d: more replies "
+                               "than %d a second in all, %d to one host", reply.kind,
+                               reply.address, reply.port, REPLY_RATE, DEST_REPLY_RATE)
+            return False
+        return True
 
     def _reply_failed(self, reply: Reply, error: object) -> None:
         self.replies_failed += 1
@@ -348,13 +380,13 @@ class ProbeListener(_ListenerBase):
                 back, replies = conn.channel.receive(data)
             except ChannelError as error:    # answer what came whole before the bad bytes
                 conn.unsent += error.back
-                for reply in self._to_send(error.replies):
+                for reply in self._to_send(error.replies, conn.source):
                     self._send_reply(reply)
                 if self._flush(conn):
                     self._close(conn.sock)
                 return
             conn.unsent += back
-            for reply in self._to_send(replies):
+            for reply in self._to_send(replies, conn.source):
                 self._send_reply(reply)
         self._flush(conn)
 
@@ -378,8 +410,7 @@ class ProbeListener(_ListenerBase):
         return True
 
     def _send_reply(self, reply: Reply) -> None:
-        if len(self._outbound) >= MAX_REPLIES_IN_FLIGHT:
-            self._reply_failed(reply, "too many replies in flight")
+        if not self._clear_to_send(reply, len(self._outbound)):
             return
         sock = socket.socket(_family(reply.address), socket.SOCK_STREAM)
         sock.setblocking(False)
@@ -407,6 +438,7 @@ class ProbeListener(_ListenerBase):
             self._close(out.sock)
             return
         if not out.data:
+            self.counters.count_sent(out.reply.kind)
             self._close(out.sock)
 
     def _close(self, sock: socket.socket) -> None:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from ._listen import source_of
 from .channel import ChannelError
 from .net import socket_address
-from .probe import (HOLD_CHECK_S, IDLE_TIMEOUT_S, MAX_REPLIES_IN_FLIGHT, MAX_UNSENT, READ_SIZE,
+from .probe import (HOLD_CHECK_S, IDLE_TIMEOUT_S, MAX_UNSENT, READ_SIZE,
                     REPLY_TIMEOUT_S, SEND_BUFFER, _family, _ListenerBase, _no_one)
 
 if TYPE_CHECKING:
@@ -169,7 +169,7 @@ class AsyncProbeListener(_ListenerBase):
                     writer.write(back)
                     if writer.transport.get_write_buffer_size() > MAX_UNSENT:
                         break
-                self._send(self._to_send(replies))
+                self._send(self._to_send(replies, conn.source))
                 if self._held and self._hold_check is None:
                     self._hold_check = asyncio.get_running_loop().call_later(
                         HOLD_CHECK_S, self._check_held)
@@ -187,9 +187,7 @@ class AsyncProbeListener(_ListenerBase):
 
     def _send(self, replies: list[Reply]) -> None:
         for reply in replies:
-            if len(self._deliveries) >= MAX_REPLIES_IN_FLIGHT:
-                self._reply_failed(reply, "too many replies in flight")
-            else:
+            if self._clear_to_send(reply, len(self._deliveries)):
                 self._spawn(self._deliver(reply), self._deliveries)
 
     def _check_held(self) -> None:
@@ -210,6 +208,7 @@ class AsyncProbeListener(_ListenerBase):
         try:
             writer.write(reply.frame)
             await asyncio.wait_for(writer.drain(), REPLY_TIMEOUT_S)
+            self.counters.count_sent(reply.kind)
         except (OSError, asyncio.TimeoutError) as error:
             self._reply_failed(reply, error or "timed out")
         finally:

@@ -125,7 +125,7 @@ def test_an_rpc_reply_reaches_the_senders_receiver(listener):
     (head, complete), = FrameReader().feed(data)
     reply = ChannelData.parse(head, complete)
     assert reply.message == JAVA_NO_RPC_REPLY and reply.sender == OURS
-    assert listener.stats()["probe_rpc_replies"] == 1
+    wait_until(lambda: listener.stats()["probe_rpc_replies"] == 1)     # once written
 
 
 def test_a_reply_nobody_takes_is_counted_not_retried(listener):
@@ -140,7 +140,8 @@ def test_a_reply_nobody_takes_is_counted_not_retried(listener):
         while listener.stats()["probe_replies_failed"] == 0 and deadline:
             threading.Event().wait(0.1)
             deadline -= 1
-    assert listener.stats()["probe_replies_failed"] == 1
+    stats = listener.stats()
+    assert (stats["probe_replies_failed"], stats["probe_rpc_replies"]) == (1, 0)   # none sent
 
 
 def quiet(sock, seconds=0.3):
@@ -369,6 +370,7 @@ def test_replies_go_to_members_only(kind, group_port, monkeypatch):
                 receiver.settimeout(5)
                 conn, _ = receiver.accept()
                 conn.close()
+            wait_until(lambda: front.stats()["probe_rpc_replies"] == 1)
             stats = front.stats()
             assert (stats["probe_replies_refused"], stats["probe_rpc_replies"]) == (1, 1)
         finally:
@@ -393,3 +395,81 @@ def test_a_reply_waits_for_its_senders_first_heartbeat(listener):
             conn.close()
     wait_until(lambda: listener.stats()["probe_rpc_replies"] == 1)
     assert listener.stats()["probe_replies_refused"] == 0
+
+
+# -- replies: only to the requester's host, within rates (security review) ---------
+
+def _receiver():
+    receiver = socket.socket()
+    receiver.bind(("127.0.0.1", 0))
+    receiver.listen(64)
+    return receiver
+
+
+def _accept_all(receiver, n):
+    """Accept ``n`` connections on ``receiver`` and read each to its end."""
+    total = 0
+    receiver.settimeout(5)
+    for _ in range(n):
+        conn, _ = receiver.accept()
+        with conn:
+            conn.settimeout(5)
+            while chunk := conn.recv(65536):
+                total += len(chunk)
+    return total
+
+
+def test_a_frame_naming_a_member_from_another_host_gets_no_reply(listener):
+    """A client at 127.0.0.7 sending frames whose sender is a member's
+    packet (public bytes) must not make us connect to that member: the
+    reply would go where the request did not come from (a relay and an
+    amplifier: our whole packet, payload included, per frame)."""
+    with _receiver() as receiver:
+        member = heartbeat(port=receiver.getsockname()[1])     # at 127.0.0.1, accepted
+        listener.members.add(member)
+        with connect(listener, "127.0.0.7") as sock:
+            sock.sendall(message(8, JAVA_RPC_REQUEST, sender=member) * 5
+                         + message(8, JAVA_GET_ALL_SESSIONS, sender=member) + message(2, b"sync"))
+            assert read_exactly(sock, len(ACK_FRAME)) == ACK_FRAME
+            wait_until(lambda: listener.stats()["probe_replies_refused"] == 6)
+        assert quiet(receiver)
+    stats = listener.stats()
+    assert (stats["probe_rpc_replies"], stats["probe_state_replies"],
+            stats["probe_replies_failed"]) == (0, 0, 0)
+
+
+@pytest.mark.parametrize("bound", ["count", "bytes"])
+@pytest.mark.parametrize("kind", ["threads", "asyncio"])
+def test_replies_to_one_host_are_bounded_in_count_and_bytes(kind, bound, monkeypatch):
+    if bound == "count":       # a burst of 3, then (almost) nothing
+        monkeypatch.setattr(probe, "DEST_REPLY_BURST", 3, raising=False)
+        monkeypatch.setattr(probe, "DEST_REPLY_RATE", 1e-9, raising=False)
+        sent = 3
+    else:                      # one reply spends the second's bytes, and more
+        monkeypatch.setattr(probe, "DEST_REPLY_BYTES_PER_S", 1, raising=False)
+        sent = 1
+    with (threaded_listener if kind == "threads" else asyncio_listener)() as listener, \
+            _receiver() as receiver:
+        member = heartbeat(port=receiver.getsockname()[1])
+        listener.members.add(member)
+        with connect(listener) as sock:
+            sock.sendall(message(8, JAVA_RPC_REQUEST, sender=member) * 10 + message(2, b"sync"))
+            assert read_exactly(sock, len(ACK_FRAME)) == ACK_FRAME
+            _accept_all(receiver, sent)
+            wait_until(lambda: listener.stats()["probe_rpc_replies"] == sent)
+            assert quiet(receiver)
+        stats = listener.stats()
+    assert (stats["probe_rpc_replies"], stats["probe_replies_limited"],
+            stats["probe_replies_failed"]) == (sent, 10 - sent, 0)
+
+
+def test_a_reply_over_the_in_flight_cap_is_not_counted_as_sent(listener, monkeypatch):
+    monkeypatch.setattr(probe, "MAX_REPLIES_IN_FLIGHT", 0)
+    with _receiver() as receiver:
+        member = heartbeat(port=receiver.getsockname()[1])
+        listener.members.add(member)
+        with connect(listener) as sock:
+            sock.sendall(message(8, JAVA_RPC_REQUEST, sender=member) + message(2, b"sync"))
+            assert read_exactly(sock, len(ACK_FRAME)) == ACK_FRAME
+            wait_until(lambda: listener.stats()["probe_replies_failed"] == 1)
+    assert listener.stats()["probe_rpc_replies"] == 0
