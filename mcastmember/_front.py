@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, cast
 
 from . import _layout as L
 from . import net
+from ._listen import host_key
 from .config import ServiceConfig, Settings
 from .engine import RECEIVE, SEND, UNICAST, MembershipEngine
 from .member import find_by_address, find_by_unique_id
@@ -137,6 +138,11 @@ class MembershipFront:
         with self._table_lock:
             stored = self._engine.table.get(member)
         return stored is not None and stored.authenticated is not False
+
+    def _member_hosts(self) -> set[str]:
+        """The hosts (``_listen.host_key``) of the members the TCP listener
+        may reply to: their connections come first at its cap."""
+        return {host_key(m.address) for m in self.members() if m.authenticated is not False}
 
     def __len__(self) -> int:
         return len(self.members())

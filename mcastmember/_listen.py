@@ -9,6 +9,10 @@ from __future__ import annotations
 import errno
 import ipaddress
 from collections import Counter
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Container
 
 # accept() failures that say the process or the host is out of something:
 # the pending connection stays in the backlog, so accepting again at once
@@ -21,43 +25,66 @@ ADMIT = True
 REFUSE = False
 
 
-class ConnectionShares:
-    """The connections of one listening socket, counted by source address.
+def _nobody() -> Container[str]:
+    return ()
 
-    ``admit(source)`` decides for a new connection: ``ADMIT``; ``REFUSE``
-    (close the newcomer: its source holds ``per_source`` already, or the
-    listener holds ``total`` and no source holds more than the newcomer's
-    would); or a source (text) one of whose connections must be closed to
-    make room: the source that holds the most, and only when it holds more
-    than the newcomer's source would. So one source can never take others'
-    connections away however many it opens: at worst it evens out with
-    them. ``add`` and ``remove`` follow what the listener opened and closed.
+
+class ConnectionShares:
+    """The connections of one listening socket, counted by source (its
+    address; an IPv6 source by its /64, see ``source_group``).
+
+    ``admit(source, known)`` decides for a new connection: ``ADMIT``;
+    ``REFUSE`` (close the newcomer); or a test on a held connection's source
+    address: close the idlest connection that passes it to make room (none
+    passes: refuse). ``known()`` gives the hosts (``host_key``) that come
+    first, asked only when it matters: the members' hosts for the TCP
+    listener (Tomcat connects from its own), the sources that completed a
+    request for the metrics server. A source may hold ``per_source``
+    connections, ``stranger_share`` when it is not known. At the cap
+    (``total``) a known host's newcomer closes a stranger's connection; a
+    stranger's closes one of the stranger source holding the most, and only
+    when it holds more than the newcomer's source would. So strangers never
+    take a known host's connection away, and one stranger source takes no
+    other's: at worst they end with a connection each (``total`` sources
+    holding one fill it, and then only known hosts get in).
+    ``add`` and ``remove`` follow what the listener opened and closed.
     """
 
-    def __init__(self, total: int, per_source: int) -> None:
+    def __init__(self, total: int, per_source: int, stranger_share: int | None = None) -> None:
         self.total = total
         self.per_source = per_source
+        self.stranger_share = per_source if stranger_share is None else stranger_share
         self._held: Counter[str] = Counter()
         self._count = 0
 
-    def admit(self, source: str) -> bool | str:
-        mine = self._held[source]
-        if mine >= self.per_source:
-            return REFUSE
+    def admit(self, source: str, known: Callable[[], Container[str]] = _nobody
+              ) -> bool | Callable[[str], bool]:
+        mine = self._held[source_group(source)]
+        hosts: Container[str] | None = None
+        if mine >= min(self.per_source, self.stranger_share):
+            hosts = known()
+            if mine >= (self.per_source if host_key(source) in hosts else self.stranger_share):
+                return REFUSE
         if self._count < self.total:
             return ADMIT
+        strangers = known() if hosts is None else hosts
+        if host_key(source) in strangers:
+            return lambda held: host_key(held) not in strangers
         heaviest, most = max(self._held.items(), key=lambda item: item[1])
-        return heaviest if most > mine + 1 else REFUSE
+        if most <= mine + 1:
+            return REFUSE
+        return lambda held: source_group(held) == heaviest and host_key(held) not in strangers
 
     def add(self, source: str) -> None:
-        self._held[source] += 1
+        self._held[source_group(source)] += 1
         self._count += 1
 
     def remove(self, source: str) -> None:
-        self._held[source] -= 1
+        group = source_group(source)
+        self._held[group] -= 1
         self._count -= 1
-        if not self._held[source]:
-            del self._held[source]
+        if not self._held[group]:
+            del self._held[group]
 
     def __len__(self) -> int:
         return self._count
@@ -95,10 +122,11 @@ def source_of(peer: object) -> str:
 def same_host(a: str, b: str) -> bool:
     """Whether address texts ``a`` and ``b`` name one host (an IPv4 address
     and its IPv4-mapped IPv6 form are one; a zone index is ignored)."""
-    return _host_key(a) == _host_key(b)
+    return host_key(a) == host_key(b)
 
 
-def _host_key(text: str) -> str:
+def host_key(text: str) -> str:
+    """One text per host: an IPv4-mapped IPv6 address as IPv4, no zone."""
     try:
         address = ipaddress.ip_address(text.split("%", 1)[0])
     except ValueError:
@@ -111,7 +139,7 @@ def _host_key(text: str) -> str:
 def source_group(source: str) -> str:
     """The key a source's connections are counted under: its address, or for
     IPv6 its /64 (one host can take any address of its subnet)."""
-    key = _host_key(source)
+    key = host_key(source)
     if ":" in key:
         return str(ipaddress.IPv6Network((key, 64), strict=False))
     return key
@@ -169,7 +197,7 @@ class ReplyBudget:
         if self._total is None:
             self._total = _Bucket(self._all[1], self._all[2], now)
         total = self._refill(self._total, self._all, now)
-        one = self._bucket(_host_key(destination), now)
+        one = self._bucket(host_key(destination), now)
         if one is None or min(total.count, one.count) < 1 or min(total.bytes, one.bytes) <= 0:
             return False
         for bucket in (total, one):

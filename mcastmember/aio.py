@@ -404,7 +404,7 @@ class AsyncMembership(MembershipFront):
         cfg = self.config
         from .probe_aio import AsyncProbeListener
         listener = AsyncProbeListener(cfg.listen_address, cfg.member_port, cfg.encode,
-                                      self._may_reply_to)
+                                      self._may_reply_to, self._member_hosts)
         await listener.start()
         self._probe_server = listener
         if cfg.member_port == 0:

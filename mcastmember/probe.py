@@ -7,15 +7,17 @@ replicated message, and must answer each at once as its options ask
 (``channel.py`` decides how). The listeners only move bytes: this one, for
 the threaded service, runs a selector on one thread; ``probe_aio.py`` has
 the asyncio one. Both are bounded: fixed-size reads, a cap on inbound
-connections in all and per source address (at the cap the idlest connection
-of the source holding the most makes room, so a crowd of silent clients
-cannot lock Tomcat's probes out, and a source past its share is refused
-rather than taking others' connections: ``_listen.ConnectionShares``), an
-idle timeout longer than Tomcat's senders keep a connection (60 s), a cap on
-unsent acknowledgements per connection, a cap and a timeout on replies in
-flight, and on replies a second in count and bytes, in all and per
-destination (sent only to members we accept, see channel.py, and only to
-the host the request came from), and a back-off when
+connections in all and per source (an IPv6 source by its /64; a source past
+its share is refused; at the cap a member's host, where Tomcat connects
+from, closes a stranger's idlest connection to get in, and a stranger only
+one of the stranger source holding the most: ``_listen.ConnectionShares``;
+so a crowd of sources cannot lock Tomcat out), a connection closed when it
+sent no whole frame in its first FIRST_FRAME_TIMEOUT_S, an idle timeout
+longer than Tomcat's senders keep a connection (60 s), a cap on unsent
+acknowledgements per connection, a cap and a timeout on replies in flight,
+and rates on replies in count and bytes, in all and per destination (sent
+only to members we accept, see channel.py, and only to the host the request
+came from), and a back-off when
 ``accept`` fails for want of descriptors.
 
 ``Prober`` makes the threaded service's probe attempts (verify): connects
@@ -33,13 +35,14 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from ._listen import AcceptBackoff, ConnectionShares, ReplyBudget, same_host, source_of
+from ._listen import (ADMIT, AcceptBackoff, ConnectionShares, ReplyBudget, same_host,
+                      source_of)
 from ._ratelimit import RateLimitedLog
 from .channel import ChannelConnection, ChannelCounters, ChannelError
 from .net import socket_address
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Container, Iterable
 
     from typing import Literal
 
@@ -56,6 +59,9 @@ MAX_CONNECTIONS = 256
 # least four sources to fill the listener.
 MAX_PER_SOURCE = 64
 IDLE_TIMEOUT_S = 300.0
+# A connection that has not sent one whole frame by then is closed: Tomcat
+# sends its first at once.
+FIRST_FRAME_TIMEOUT_S = 10.0
 # Acks a peer has not read yet; beyond this it is not reading them at all.
 MAX_UNSENT = 64 * 1024
 # The kernel's send buffer per inbound connection: acks are 21 bytes each, so
@@ -88,6 +94,26 @@ def _no_one(member: Member) -> bool:
     return False
 
 
+def _no_hosts() -> Container[str]:
+    return ()
+
+
+class _Held:
+    """What the listeners know of an inbound connection: its source, when
+    it was opened and last heard from, and its Tribes stream."""
+
+    __slots__ = ("source", "opened", "heard", "channel")
+
+    def __init__(self, source: str, channel: ChannelConnection, now: float) -> None:
+        self.source, self.channel, self.opened, self.heard = source, channel, now, now
+
+    def deadline(self) -> float:
+        """When it is closed unless heard from: soon until a whole frame came."""
+        if self.channel.frames:
+            return self.heard + IDLE_TIMEOUT_S
+        return min(self.opened + FIRST_FRAME_TIMEOUT_S, self.heard + IDLE_TIMEOUT_S)
+
+
 def _family(address: str) -> socket.AddressFamily:
     return socket.AF_INET6 if ":" in address else socket.AF_INET
 
@@ -95,11 +121,15 @@ def _family(address: str) -> socket.AddressFamily:
 class _ListenerBase:
     """Counters and the reply bookkeeping both listeners share.
     ``accepts(member)``: whether a frame's sender is a member replies may
-    be sent to (the front's table; by default nobody)."""
+    be sent to (the front's table; by default nobody); ``member_hosts()``:
+    the members' hosts (``_listen.host_key``), whose connections come first
+    at the cap."""
 
     def __init__(self, address: str, port: int, local_packet: Callable[[], bytes],
-                 accepts: Callable[[Member], bool] = _no_one) -> None:
+                 accepts: Callable[[Member], bool] = _no_one,
+                 member_hosts: Callable[[], Container[str]] = _no_hosts) -> None:
         self.address = address
+        self._member_hosts = member_hosts
         self.port = port
         self._local_packet = local_packet
         self._accepts = accepts
@@ -126,20 +156,25 @@ class _ListenerBase:
     def _new_connection(self) -> ChannelConnection:
         return ChannelConnection(self._local_packet, self.counters, self._accepts)
 
-    def _admit(self, source: str) -> bool | str:
-        """The share's verdict on a new connection from ``source`` (see
-        ConnectionShares), counted; the caller closes what it says."""
+    def _admit(self, source: str, held: Iterable[_Held]) -> tuple[bool, _Held | None]:
+        """Whether to take a new connection from ``source`` and which one of
+        ``held`` (those that may be closed) to close first for it (see
+        ConnectionShares), counted."""
         # The module's bounds, read at each admission (a test lowers them).
         self._shares.total, self._shares.per_source = MAX_CONNECTIONS, MAX_PER_SOURCE
-        verdict = self._shares.admit(source)
-        if verdict is False:
+        self._shares.stranger_share = MAX_PER_SOURCE
+        verdict = self._shares.admit(source, self._member_hosts)
+        if verdict is ADMIT:
+            return True, None
+        victims = [] if isinstance(verdict, bool) else [c for c in held if verdict(c.source)]
+        if not victims:
             self.refused += 1
             self._rate_log.log(logging.WARNING, "refused", "TCP listener: refused a connection "
                                "from %s (%d connections in all, at most %d per source)",
                                source, len(self._shares), self._shares.per_source)
-        elif verdict is not True:
-            self.evicted += 1
-        return verdict
+            return False, None
+        self.evicted += 1
+        return True, min(victims, key=lambda c: c.heard)
 
     def _accept_failed(self, error: OSError) -> float | None:
         """Seconds to stop accepting after ``error`` (None: accept on)."""
@@ -212,13 +247,13 @@ class _ListenerBase:
                                     f"for Tomcat: {error.strerror}")
 
 
-class _Inbound:
-    __slots__ = ("sock", "source", "channel", "unsent", "heard")
+class _Inbound(_Held):
+    __slots__ = ("sock", "unsent")
 
     def __init__(self, sock: socket.socket, source: str, channel: ChannelConnection,
                  now: float) -> None:
-        self.sock, self.source, self.channel = sock, source, channel
-        self.unsent, self.heard = bytearray(), now
+        super().__init__(source, channel, now)
+        self.sock, self.unsent = sock, bytearray()
 
 
 class _Outbound:
@@ -232,8 +267,9 @@ class ProbeListener(_ListenerBase):
     """Serve ``(address, port)`` on one thread, for the threaded service."""
 
     def __init__(self, address: str, port: int, local_packet: Callable[[], bytes],
-                 accepts: Callable[[Member], bool] = _no_one) -> None:
-        super().__init__(address, port, local_packet, accepts)
+                 accepts: Callable[[Member], bool] = _no_one,
+                 member_hosts: Callable[[], Container[str]] = _no_hosts) -> None:
+        super().__init__(address, port, local_packet, accepts, member_hosts)
         self._sock: socket.socket | None = None
         self._resume_accept: float | None = None    # while accept backs off: when it resumes
         self._thread: threading.Thread | None = None
@@ -316,7 +352,7 @@ class ProbeListener(_ListenerBase):
         does not wake (it is on in every member)."""
         now = time.monotonic()
         deadlines = [o.deadline for o in self._outbound.values()]
-        deadlines += [conn.heard + IDLE_TIMEOUT_S for conn in self._inbound.values()]
+        deadlines += [conn.deadline() for conn in self._inbound.values()]
         if self._resume_accept is not None:
             deadlines.append(self._resume_accept)
         if self._held:
@@ -327,7 +363,7 @@ class ProbeListener(_ListenerBase):
 
     def _expire(self, now: float) -> None:
         for sock, conn in list(self._inbound.items()):
-            if now - conn.heard > IDLE_TIMEOUT_S:
+            if now >= conn.deadline():
                 self._close(sock)
         for sock, out in list(self._outbound.items()):
             if now >= out.deadline:
@@ -349,13 +385,12 @@ class ProbeListener(_ListenerBase):
         self._backoff.accepted()
         self.accepted += 1
         source = source_of(peer)
-        verdict = self._admit(source)
-        if verdict is False:
+        admitted, idlest = self._admit(source, list(self._inbound.values()))
+        if not admitted:
             sock.close()
             return
-        if verdict is not True:
-            idlest = min((c for c in self._inbound.values() if c.source == verdict),
-                         key=lambda c: c.heard)
+        if idlest is not None:
+            assert isinstance(idlest, _Inbound)     # one of ours
             self._close(idlest.sock)
         sock.setblocking(False)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)

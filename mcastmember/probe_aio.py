@@ -11,11 +11,13 @@ from typing import TYPE_CHECKING
 from ._listen import source_of
 from .channel import ChannelError
 from .net import socket_address
-from .probe import (HOLD_CHECK_S, IDLE_TIMEOUT_S, MAX_UNSENT, READ_SIZE,
-                    REPLY_TIMEOUT_S, SEND_BUFFER, _family, _ListenerBase, _no_one)
+from .probe import (HOLD_CHECK_S, MAX_UNSENT, READ_SIZE, REPLY_TIMEOUT_S, SEND_BUFFER, _family,
+                    _Held, _ListenerBase, _no_hosts, _no_one)
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Container
+
+    from .channel import ChannelConnection
 
     from .channel import Reply
     from .member import Member
@@ -25,11 +27,11 @@ if TYPE_CHECKING:
 ACCEPTS_PER_WAKEUP = 16
 
 
-class _Conn:
-    __slots__ = ("source", "heard", "writer")
+class _Conn(_Held):
+    __slots__ = ("writer",)
 
-    def __init__(self, source: str, now: float) -> None:
-        self.source, self.heard = source, now
+    def __init__(self, source: str, channel: ChannelConnection, now: float) -> None:
+        super().__init__(source, channel, now)
         self.writer: asyncio.StreamWriter | None = None
 
 
@@ -40,8 +42,9 @@ class AsyncProbeListener(_ListenerBase):
     ``accept`` fails for want of descriptors."""
 
     def __init__(self, address: str, port: int, local_packet: Callable[[], bytes],
-                 accepts: Callable[[Member], bool] = _no_one) -> None:
-        super().__init__(address, port, local_packet, accepts)
+                 accepts: Callable[[Member], bool] = _no_one,
+                 member_hosts: Callable[[], Container[str]] = _no_hosts) -> None:
+        super().__init__(address, port, local_packet, accepts, member_hosts)
         self._sock: socket.socket | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._resume: asyncio.TimerHandle | None = None
@@ -110,17 +113,15 @@ class AsyncProbeListener(_ListenerBase):
             self._loop.add_reader(self._sock.fileno(), self._on_acceptable)
 
     def _take(self, sock: socket.socket, source: str) -> None:
-        verdict = self._admit(source)
-        if verdict is not True and verdict is not False:
-            held = [c for c in self._conns if c.source == verdict and c.writer is not None]
-            if held:
-                self._release(min(held, key=lambda c: c.heard))
-            else:           # its connections are still being set up: none to close
-                verdict = False
-        if verdict is False:
+        # (a connection still being set up has nothing to close yet)
+        admitted, idlest = self._admit(source, [c for c in self._conns if c.writer is not None])
+        if not admitted:
             sock.close()
             return
-        conn = _Conn(source, time.monotonic())
+        if idlest is not None:
+            assert isinstance(idlest, _Conn)     # one of ours
+            self._release(idlest)
+        conn = _Conn(source, self._new_connection(), time.monotonic())
         self._conns.add(conn)
         self._shares.add(source)
         self._spawn(self._serve(sock, conn))
@@ -153,11 +154,12 @@ class AsyncProbeListener(_ListenerBase):
         if conn not in self._conns:          # closed while it was being set up
             writer.transport.abort()
             return
-        channel = self._new_connection()
+        channel = conn.channel
         graceful = False
         try:
             while True:
-                data = await asyncio.wait_for(reader.read(READ_SIZE), IDLE_TIMEOUT_S)
+                data = await asyncio.wait_for(reader.read(READ_SIZE),
+                                              conn.deadline() - time.monotonic())
                 if not data or conn not in self._conns:
                     break
                 conn.heard = time.monotonic()

@@ -202,7 +202,7 @@ def test_half_sent_requests_take_neither_threads_nor_more_than_a_share(kind, gro
     server = serve(front.front, 0)
     try:
         threads = threading.active_count()
-        share = _metrics_http.MAX_PER_SOURCE
+        share = _metrics_http.STRANGER_SHARE     # a source none of whose requests was answered
         held = [_connect(server.port) for _ in range(share + 30)]
         for sock in held:
             sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")      # and never the end
@@ -215,6 +215,32 @@ def test_half_sent_requests_take_neither_threads_nor_more_than_a_share(kind, gro
                      outcome="refused") == 30
         assert value(samples, "mcastmember_members") == 0
         for sock in held:
+            sock.close()
+    finally:
+        server.close()
+        front.close()
+
+
+def test_a_scraper_gets_in_past_a_crowd_of_half_sent_requests(monkeypatch, group_port):
+    """Sources that never completed a request, one connection each, fill
+    the server: a source that was answered before (the scraper) closes the
+    oldest of theirs to get in."""
+    from mcastmember import _metrics_http
+    monkeypatch.setattr(_metrics_http, "MAX_CONNECTIONS", 4)
+    front = FRONTS["threads"](group_port, 4001)
+    server = serve(front.front, 0)
+    try:
+        _scrape_from(server.port, "127.0.0.1")
+        crowd = [_connect(server.port, f"127.0.0.{n}") for n in range(2, 6)]
+        for sock in crowd:
+            sock.sendall(b"GET /metrics HTTP/1.1\r\n")        # and never the end
+        samples = _scrape_from(server.port, "127.0.0.1")
+        assert value(samples, "mcastmember_members") == 0
+        assert crowd[0].recv(1) == b""                           # the oldest made room
+        wait_until(lambda: server.stats()["served"] == 2)
+        assert server.stats() == dict.fromkeys(_metrics_http.OUTCOMES, 0) | {
+            "served": 2, "evicted": 1, "accept_errors": 0}
+        for sock in crowd:
             sock.close()
     finally:
         server.close()

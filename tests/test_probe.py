@@ -34,7 +34,9 @@ def accepting(listener_class):
 
     def accepts(member):
         return any(member == _member(packet) for packet in members)
-    listener = listener_class("127.0.0.1", 0, lambda: OURS, accepts)
+    def hosts():
+        return {_member(packet).address for packet in members}
+    listener = listener_class("127.0.0.1", 0, lambda: OURS, accepts, hosts)
     listener.members = members
     return listener
 
@@ -206,6 +208,46 @@ def test_at_the_cap_the_idlest_connection_makes_room(listener, monkeypatch):
         for sock in idle:
             sock.close()
     assert listener.stats()["probe_evicted"] == 1
+
+
+def test_at_the_cap_a_members_host_gets_in_past_a_crowd_of_sources(listener, monkeypatch):
+    """Sources holding one idle connection each fill the listener: Tomcat,
+    connecting from a member's host, closes the idlest of theirs to get in
+    (a stranger could not: one connection each is even)."""
+    monkeypatch.setattr(probe, "MAX_CONNECTIONS", 3)
+    listener.members.add(heartbeat(port=4000))          # a member at 127.0.0.1
+    crowd = [connect(listener, f"127.0.0.{n}") for n in (2, 3, 4)]
+    try:
+        wait_until(lambda: listener.stats()["probe_connections"] == 3)
+        with connect(listener, "127.0.0.5") as stranger:
+            assert stranger.recv(1) == b""               # refused
+        with connect(listener, "127.0.0.1") as tomcat:
+            tomcat.sendall(message(2, b"probe"))
+            assert read_exactly(tomcat, len(ACK_FRAME)) == ACK_FRAME
+            assert crowd[0].recv(1) == b""               # the idlest stranger made room
+    finally:
+        for sock in crowd:
+            sock.close()
+    stats = listener.stats()
+    assert (stats["probe_refused"], stats["probe_evicted"]) == (1, 1)
+
+
+def test_a_connection_that_sends_no_whole_frame_is_closed_soon(listener, monkeypatch):
+    monkeypatch.setattr(probe, "FIRST_FRAME_TIMEOUT_S", 0.3, raising=False)
+    with connect(listener) as silent, connect(listener) as partial, connect(listener) as tomcat:
+        partial.sendall(message(2, b"half")[:20])
+        tomcat.sendall(message(2, b"whole"))
+        assert read_exactly(tomcat, len(ACK_FRAME)) == ACK_FRAME
+        assert silent.recv(1) == b"" and partial.recv(1) == b""    # closed by the listener
+        tomcat.sendall(message(2, b"still here"))
+        assert read_exactly(tomcat, len(ACK_FRAME)) == ACK_FRAME
+
+
+def test_an_ipv6_source_is_counted_by_its_64():
+    assert _listen.source_group("2001:db8::1") == _listen.source_group("2001:db8::ffff:2") \
+        == "2001:db8::/64"
+    assert _listen.source_group("::ffff:127.0.0.2") == "127.0.0.2"
+    assert _listen.same_host("::ffff:127.0.0.2", "127.0.0.2")
 
 
 def test_a_flood_from_one_source_never_takes_another_sources_connection(listener, monkeypatch):
