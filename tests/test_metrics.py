@@ -361,3 +361,26 @@ def test_importing_metrics_without_prometheus_client_says_what_to_install():
     assert (result.returncode, result.stderr) == (0, "")
     assert result.stdout == ("ModuleNotFoundError|prometheus_client|mcastmember.metrics needs "
                              "prometheus_client: pip install 'mcastmember[prometheus]'\n")
+
+
+def test_every_stats_key_is_exported_once_and_listed_in_the_docs():
+    """A counter added to stats() cannot be forgotten in /metrics: each key
+    of Stats gets a value of its own, and each appears in exactly one sample."""
+    import pathlib
+    import types
+
+    from mcastmember.metrics import MembershipCollector
+    from mcastmember.stats import Stats
+    keys = [k for k in Stats.__annotations__ if k not in ("implementation", "healthy")]
+    stats = {key: 1000 + n for n, key in enumerate(keys)}
+    stats.update(implementation="compiled", healthy=True)
+    front = types.SimpleNamespace(stats=lambda: stats, config=types.SimpleNamespace(
+        describe=lambda: "228.0.0.4:45564"))
+    samples = [s for family in MembershipCollector(front).collect() for s in family.samples]
+    values = sorted(s.value for s in samples if s.value >= 1000)
+    assert values == sorted(stats[k] for k in keys)
+    assert {s.labels["implementation"] for s in samples if s.name == "mcastmember_implementation"} \
+        == {"compiled"}
+    docs = (pathlib.Path(__file__).parent.parent / "docs" / "metrics.md").read_text()
+    names = {s.name for s in samples}
+    assert {n for n in names if f"`{n}`" not in docs} == set()
