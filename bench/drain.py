@@ -37,7 +37,8 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from heartbeat import GROUP, SENDER_SCRIPT, build_c, free_udp_port  # noqa: E402
-from mcastmember import _layout as L, net  # noqa: E402
+from mcastmember.wire import layout as L  # noqa: E402
+from mcastmember.transport import net
 
 INTERFACE = "127.0.0.1"
 RCVBUF = 4 << 20            # as net.open_receiver
@@ -125,7 +126,7 @@ int main(int argc, char **argv) {
 LIBRARY_SCRIPT = r"""
 import json, resource, sys, time
 from mcastmember import implementation
-from mcastmember.service import McastService
+from mcastmember.fronts.service import McastService
 
 def cpu():
     ru = resource.getrusage(resource.RUSAGE_SELF)

@@ -43,8 +43,10 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import naive  # noqa: E402  (bench/naive.py)
-from mcastmember import _codec, _fast_py, _layout as L, auth  # noqa: E402
-from mcastmember.table import Membership  # noqa: E402
+from mcastmember import _codec, _fast_py  # noqa: E402
+from mcastmember.wire import layout as L
+from mcastmember.wire import auth
+from mcastmember.engine.table import Membership  # noqa: E402
 
 try:
     from mcastmember import _fast
@@ -644,7 +646,7 @@ def gil_impact(seconds=3.0, members=10000, rate=20000, rounds=3):
     receiver thread and the sending process share CPU 1, so what is measured
     is the library's hold on the interpreter (the GIL), not a fight for cores.
     """
-    from mcastmember.service import McastService
+    from mcastmember.fronts.service import McastService
     all_cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     pinned = bool(all_cpus and len(all_cpus) >= 2)
     work_cpu, other_cpu = ({min(all_cpus)}, set(sorted(all_cpus)[1:2])) if pinned else (None, None)
@@ -799,13 +801,13 @@ def import_time(runs=15):
             best = min(best, total)
         return best
     lib = cumulative_us("import mcastmember", "mcastmember")
-    service = lib + cumulative_us("import mcastmember.service", "mcastmember.service")
+    service = lib + cumulative_us("import mcastmember.fronts.service", "mcastmember.fronts.service")
     return {"import_mcastmember_ms": lib / 1000, "import_service_ms": service / 1000}
 
 
 def first_heartbeat(runs=5):
     """ms from McastService.start() to its first heartbeat arriving on the group."""
-    from mcastmember.service import McastService
+    from mcastmember.fronts.service import McastService
     times = []
     for _ in range(runs):
         port = free_udp_port()
@@ -829,7 +831,7 @@ def departures(runs=5):
     """ms from a member's stop() to its removal on another member (shutdown),
     and ms past the drop time before a silent member is removed (expiry)."""
     import threading as _threading
-    from mcastmember.service import McastService
+    from mcastmember.fronts.service import McastService
     shutdown, expiry = [], []
     for _ in range(runs):
         port = free_udp_port()

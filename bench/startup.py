@@ -61,7 +61,7 @@ def demo_command(python: str = sys.executable) -> list[str]:
     script = os.path.join(os.path.dirname(python), "mcast-demo")
     if os.path.exists(script):
         return [script]
-    return [python, "-c", "import sys; from mcastmember.cli import main; sys.exit(main())"]
+    return [python, "-c", "import sys; from mcastmember.tools.cli import main; sys.exit(main())"]
 
 
 def join_args(port: int, member_port: int = 4001) -> list[str]:
@@ -174,7 +174,7 @@ def import_costs(top: int = 8) -> dict[str, object]:
     cost most (cumulative, µs) and the total."""
     port = free_udp_port()
     done = subprocess.run([sys.executable, "-X", "importtime", "-c",
-                           "import sys; from mcastmember.cli import main; sys.exit(main())"]
+                           "import sys; from mcastmember.tools.cli import main; sys.exit(main())"]
                           + join_args(port) + ["--duration", "0.2"],
                           capture_output=True, text=True, timeout=60, check=False)
     rows = []

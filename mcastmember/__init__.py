@@ -16,42 +16,42 @@ from __future__ import annotations
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     # What the checkers see: the names __getattr__ loads on first use.
-    from .aio import AsyncMembership as AsyncMembership
-    from .config import ServiceConfig as ServiceConfig
-    from .errors import ConfigurationError as ConfigurationError
-    from .errors import MalformedPacket as MalformedPacket
-    from .events import EventKind as EventKind
-    from .events import EventsLost as EventsLost
-    from .events import MemberEvent as MemberEvent
-    from .events import Reason as Reason
-    from .member import Member as Member
-    from .member import domain_from_text as domain_from_text
-    from .packet import decode as decode
-    from .packet import encode as encode
-    from .packet import implementation as implementation
-    from .service import McastService as McastService
-    from .stats import Stats as Stats
-    from .table import Membership as Membership
+    from .fronts.aio import AsyncMembership as AsyncMembership
+    from .engine.config import ServiceConfig as ServiceConfig
+    from .wire.errors import ConfigurationError as ConfigurationError
+    from .wire.errors import MalformedPacket as MalformedPacket
+    from .engine.events import EventKind as EventKind
+    from .engine.events import EventsLost as EventsLost
+    from .engine.events import MemberEvent as MemberEvent
+    from .engine.events import Reason as Reason
+    from .engine.member import Member as Member
+    from .engine.member import domain_from_text as domain_from_text
+    from .engine.packet import decode as decode
+    from .engine.packet import encode as encode
+    from .engine.packet import implementation as implementation
+    from .fronts.service import McastService as McastService
+    from .engine.stats import Stats as Stats
+    from .engine.table import Membership as Membership
 
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "McastService": "service",
-    "AsyncMembership": "aio",
-    "EventsLost": "events",
-    "ServiceConfig": "config",
-    "Member": "member",
-    "domain_from_text": "member",
-    "Membership": "table",
-    "MemberEvent": "events",
-    "EventKind": "events",
-    "Reason": "events",
-    "MalformedPacket": "errors",
-    "ConfigurationError": "errors",
-    "decode": "packet",
-    "encode": "packet",
-    "implementation": "packet",
-    "Stats": "stats",
+    "McastService": "fronts.service",
+    "AsyncMembership": "fronts.aio",
+    "EventsLost": "engine.events",
+    "ServiceConfig": "engine.config",
+    "Member": "engine.member",
+    "domain_from_text": "engine.member",
+    "Membership": "engine.table",
+    "MemberEvent": "engine.events",
+    "EventKind": "engine.events",
+    "Reason": "engine.events",
+    "MalformedPacket": "wire.errors",
+    "ConfigurationError": "wire.errors",
+    "decode": "engine.packet",
+    "encode": "engine.packet",
+    "implementation": "engine.packet",
+    "Stats": "engine.stats",
 }
 
 # Spelled out, for the checkers and IDEs (a test keeps it sorted(_EXPORTS)).

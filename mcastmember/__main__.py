@@ -12,7 +12,7 @@ import sys
 
 def main() -> int:
     try:
-        from .cli import main as run
+        from .tools.cli import main as run
         return run()
     except KeyboardInterrupt:
         return 130

@@ -1,4 +1,4 @@
-/* HMAC-SHA256 for the authentication trailer (see auth.py and _layout.py),
+/* HMAC-SHA256 for the authentication trailer (see wire/auth.py and wire/layout.py),
  * in plain C: no allocation, no library, no global state.
  *
  * A key is prepared once (mcm_hmac_prepare): the SHA-256 states after the

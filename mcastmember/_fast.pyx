@@ -3,7 +3,7 @@
 the index that recognises known members' heartbeats without parsing.
 
 Same names and verdicts as ``_fast_py.py`` (the tests hold them to it). The
-wire numbers are read from ``_layout`` once at import, so they still live in
+wire numbers are read from ``wire.layout`` once at import, so they still live in
 one place. Buffers are taken with the buffer protocol directly (no memoryview
 objects), so recognising a known heartbeat allocates nothing.
 """
@@ -227,12 +227,12 @@ cdef extern from "_auth.h" nogil:
     uint64_t mcm_wall_us()
     int mcm_sha_ni_use(int wanted)
 
-from . import _layout as L
-from .errors import MalformedPacket
+from .wire import layout as L
+from .wire.errors import MalformedPacket
 
 IMPLEMENTATION = "compiled"
 
-# Wire numbers, copied once from _layout (read-only after import).
+# Wire numbers, copied once from wire.layout (read-only after import).
 cdef Py_ssize_t OFF_BODY_LEN = L.OFF_BODY_LEN
 cdef Py_ssize_t OFF_ALIVE = L.OFF_ALIVE
 cdef Py_ssize_t OFF_PORT = L.OFF_PORT
@@ -404,7 +404,7 @@ cdef inline Py_ssize_t _clamp(Py_ssize_t n, Py_ssize_t size) noexcept nogil:
 
 def check(buf, Py_ssize_t n=-1):
     """Verdict for the first ``n`` bytes of ``buf`` (all of it by default):
-    ``_layout.OK`` or the reason code it is malformed."""
+    ``layout.OK`` or the reason code it is malformed."""
     cdef Py_buffer view
     cdef Offsets offs
     cdef int verdict
@@ -1375,7 +1375,7 @@ cdef class MemberIndex:
         return ADMIT
 
     def set_keys(self, int mode, keys=None):
-        """Judge members' trailers from now on: ``mode`` is _layout.AUTH_OFF,
+        """Judge members' trailers from now on: ``mode`` is layout.AUTH_OFF,
         AUTH_PERMISSIVE or AUTH_ENFORCE; ``keys`` maps key ids (1-255) to
         32-byte secrets (needed unless off). Entries keep their sequence and
         status: a rotation forgets nothing."""

@@ -18,8 +18,8 @@ import time
 from collections import OrderedDict
 from typing import TYPE_CHECKING
 
-from . import _layout as L
-from .errors import MalformedPacket
+from .wire import layout as L
+from .wire.errors import MalformedPacket
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -137,7 +137,7 @@ def _scan(mv: memoryview, n: int) -> tuple[int, list[int] | None]:
 
 def check(buf: Buffer, n: int = -1) -> int:
     """Verdict for the first ``n`` bytes of ``buf`` (all of it by default):
-    ``_layout.OK`` or the reason code it is malformed."""
+    ``layout.OK`` or the reason code it is malformed."""
     mv = memoryview(buf).cast("B")
     return _scan(mv, _length(mv, n))[0]
 

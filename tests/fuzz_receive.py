@@ -35,9 +35,13 @@ import socket
 import sys
 import time
 
-from mcastmember import _fast_py, _layout as L, auth
-from mcastmember.errors import MalformedPacket
-from mcastmember.table import Membership
+from mcastmember import _fast_py
+
+from mcastmember.wire import layout as L
+
+from mcastmember.wire import auth
+from mcastmember.wire.errors import MalformedPacket
+from mcastmember.engine.table import Membership
 
 try:
     from mcastmember import _fast

@@ -296,7 +296,7 @@ class JsonProcess:
 def demo_command():
     """How to run ``mcast-demo`` (the installed script, else the module)."""
     demo = shutil.which("mcast-demo")
-    return [demo] if demo else [sys.executable, "-m", "mcastmember.cli"]
+    return [demo] if demo else [sys.executable, "-m", "mcastmember"]
 
 
 SERVICE_SCRIPT = r"""

@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-from mcastmember import _layout as L
-from mcastmember import auth
-from mcastmember.errors import ConfigurationError
+from mcastmember.wire import layout as L
+from mcastmember.wire import auth
+from mcastmember.wire.errors import ConfigurationError
 
 from support import V2
 

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from mcastmember import auth
+from mcastmember.wire import auth
 
 from support import GROUP
 from test_cli import read_event, run, start_join

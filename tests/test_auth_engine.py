@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from mcastmember import _layout as L
-from mcastmember import auth
-from mcastmember.engine import MALFORMED_REPORT_S
+from mcastmember.wire import layout as L
+from mcastmember.wire import auth
+from mcastmember.engine.engine import MALFORMED_REPORT_S
 
 from support import heartbeat
 from test_engine import make  # noqa: F401 (the fixture: an engine of the codec under test)

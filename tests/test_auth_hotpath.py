@@ -12,9 +12,9 @@ import socket
 
 import pytest
 
-from mcastmember import _layout as L
-from mcastmember import auth
-from mcastmember.table import MemberEvent, Membership
+from mcastmember.wire import layout as L
+from mcastmember.wire import auth
+from mcastmember.engine.table import MemberEvent, Membership
 
 from support import heartbeat
 

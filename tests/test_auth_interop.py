@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from mcastmember import auth
+from mcastmember.wire import auth
 
 from support import GROUP
 from test_interop import Events, free_tcp_port, python_service  # noqa: F401

@@ -15,8 +15,8 @@ import tempfile
 
 import pytest
 
-from mcastmember import _layout as L
-from mcastmember.table import Membership
+from mcastmember.wire import layout as L
+from mcastmember.engine.table import Membership
 
 from support import V1, heartbeat
 

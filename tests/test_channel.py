@@ -9,11 +9,11 @@ import pytest
 import fuzz_channel
 
 from mcastmember import _codec
-from mcastmember import _layout as L
-from mcastmember import javaser
-from mcastmember.channel import (ACK_FRAME, ChannelConnection, ChannelCounters, ChannelData,
+from mcastmember.wire import layout as L
+from mcastmember.wire import javaser
+from mcastmember.engine.channel import (ACK_FRAME, ChannelConnection, ChannelCounters, ChannelData,
                                  ChannelError, FrameReader, frame)
-from mcastmember.member import Member
+from mcastmember.engine.member import Member
 
 from support import (JAVA_GET_ALL_SESSIONS, JAVA_NO_RPC_REPLY, JAVA_RPC_REQUEST,
                      JAVA_RPC_REQUEST_LONG_ID, V2, heartbeat)

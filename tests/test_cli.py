@@ -9,12 +9,12 @@ import time
 
 import pytest
 
-from mcastmember.cli import main
+from mcastmember.tools.cli import main
 
 from support import GROUP, V1, V3
 
 DEMO = [shutil.which("mcast-demo")] if shutil.which("mcast-demo") else \
-    [sys.executable, "-m", "mcastmember.cli"]
+    [sys.executable, "-m", "mcastmember"]
 
 
 def run(args, tmp_path, **kw):

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from mcastmember import ConfigurationError
-from mcastmember.config import ServiceConfig
+from mcastmember.engine.config import ServiceConfig
 
 from support import GROUP, LOOPBACK
 
@@ -82,7 +82,7 @@ def test_wait_for_raises_the_builtin_timeout_error_where_asyncio_has_its_own(mon
                                                                             group_port):
     """On Python 3.10 asyncio.wait_for raises asyncio.TimeoutError, which is
     not the builtin; docs/asyncio.md promises the builtin. Stand that in here."""
-    from mcastmember.aio import AsyncMembership
+    from mcastmember.fronts.aio import AsyncMembership
 
     class OldAsyncioTimeout(Exception):
         pass
@@ -107,7 +107,7 @@ def test_wait_for_raises_the_builtin_timeout_error_where_asyncio_has_its_own(mon
 def test_multicast_all_fallback_number_is_linux_only(platform, expected):
     code = ("import sys, socket; sys.platform = sys.argv[1]; "
             "socket.__dict__.pop('IP_MULTICAST_ALL', None); "
-            "from mcastmember import net; print(net.IP_MULTICAST_ALL)")
+            "from mcastmember.transport import net; print(net.IP_MULTICAST_ALL)")
     out = subprocess.run([sys.executable, "-c", code, platform], check=True,
                          capture_output=True, text=True, cwd="/").stdout.strip()
     assert out == expected

@@ -70,7 +70,7 @@ def _free_tcp_port():
                          ids=["default", "no-tcp-listener"])
 def test_mcast_demo_join_listens_unless_told_not_to(group_port, tmp_path, flags, listening):
     demo = [shutil.which("mcast-demo")] if shutil.which("mcast-demo") else \
-        [sys.executable, "-m", "mcastmember.cli"]
+        [sys.executable, "-m", "mcastmember"]
     port = _free_tcp_port()
     proc = subprocess.Popen(demo + ["join", GROUP, "--port", str(group_port), "--interface",
                                     "127.0.0.1", "--ttl", "0", "--member-port", str(port),

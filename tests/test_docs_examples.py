@@ -33,8 +33,10 @@ import time
 
 import pytest
 
-from mcastmember import McastService, cli
-from mcastmember.errors import ConfigurationError
+from mcastmember import McastService
+
+from mcastmember.tools import cli
+from mcastmember.wire.errors import ConfigurationError
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -78,8 +80,8 @@ def python_pages():
 GUARD = """\
 import ipaddress as _ip, os as _os
 from mcastmember import McastService as _Threads
-from mcastmember.aio import AsyncMembership as _Async
-from mcastmember.peers import parse_peer as _parse_peer
+from mcastmember.fronts.aio import AsyncMembership as _Async
+from mcastmember.discovery.peers import parse_peer as _parse_peer
 
 def _loopback_only(front):
     cfg = front.config

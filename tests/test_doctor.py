@@ -16,9 +16,9 @@ import threading
 import pytest
 
 from mcastmember import McastService
-from mcastmember.cli import main
-from mcastmember.doctor import estimate
-from mcastmember.interfaces import list_interfaces
+from mcastmember.tools.cli import main
+from mcastmember.tools.doctor import estimate
+from mcastmember.transport.interfaces import list_interfaces
 
 from fronts import Events
 from support import GROUP, LOOPBACK, fix_flag, heartbeat, loopback_sender

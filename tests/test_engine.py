@@ -6,11 +6,11 @@ import logging
 
 import pytest
 
-from mcastmember import _layout as L
-from mcastmember.config import ServiceConfig
-from mcastmember.engine import (ERROR_BACKOFF_S, EXPIRY_SLACK_S, MALFORMED_REPORT_S,
+from mcastmember.wire import layout as L
+from mcastmember.engine.config import ServiceConfig
+from mcastmember.engine.engine import (ERROR_BACKOFF_S, EXPIRY_SLACK_S, MALFORMED_REPORT_S,
                                 RECEIVE, RECOVERY_ERRORS, SEND, MembershipEngine)
-from mcastmember.member import Member
+from mcastmember.engine.member import Member
 
 from support import GROUP, LOOPBACK, heartbeat
 

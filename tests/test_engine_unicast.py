@@ -8,10 +8,10 @@ import socket
 
 import pytest
 
-from mcastmember.config import ServiceConfig
-from mcastmember.engine import MembershipEngine
-from mcastmember.errors import ConfigurationError
-from mcastmember.resolver import Answer, DnsFailure
+from mcastmember.engine.config import ServiceConfig
+from mcastmember.engine.engine import MembershipEngine
+from mcastmember.wire.errors import ConfigurationError
+from mcastmember.discovery.resolver import Answer, DnsFailure
 
 from support import heartbeat
 

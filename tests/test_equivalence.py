@@ -4,8 +4,12 @@ agree with the construct schema (an independent statement of the layout)."""
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from mcastmember import _fast_py, _layout as L, schema
-from mcastmember.errors import MalformedPacket
+from mcastmember import _fast_py
+
+from mcastmember.wire import layout as L
+
+from mcastmember.wire import schema
+from mcastmember.wire.errors import MalformedPacket
 
 from support import UID, VECTORS
 
@@ -125,7 +129,7 @@ AUTH_KEYS = {1: bytes(range(32)), 2: bytes(range(32, 64))}
 def keyed(draw):
     """A member's packet, its stored form, and a datagram of it: with a trailer
     (any key id, sequence, MAC bytes or a valid MAC), cut, extended, mutated."""
-    from mcastmember import auth
+    from mcastmember.wire import auth
     packet = draw(packets())
     key_id = draw(st.sampled_from([0, 1, 2, 3, 255]))
     sequence = draw(st.integers(0, 2**64 - 1))

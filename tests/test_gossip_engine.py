@@ -5,7 +5,7 @@ no real time; pure Python (one implementation)."""
 import pytest
 
 from gossipnet import Net, NodeState
-from mcastmember.errors import ConfigurationError
+from mcastmember.wire.errors import ConfigurationError
 from mcastmember.gossip import Limits, framing, messages
 from mcastmember.gossip.broadcasts import BroadcastQueue, retransmit_limit
 from mcastmember.gossip.engine import GossipEngine, push_pull_scale

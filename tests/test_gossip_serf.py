@@ -11,7 +11,7 @@ import pathlib
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from mcastmember.errors import ConfigurationError
+from mcastmember.wire.errors import ConfigurationError
 from mcastmember.gossip import GossipWireError, Truncated
 from mcastmember.gossip.crypto import Keyring
 from mcastmember.gossip.serf import LamportClock, MemberStatus, SerfLimits, SerfMessageType, decode_tags, encode_tags

@@ -518,7 +518,7 @@ def test_import_mcastmember_loads_no_gossip_code():
     """The gossip layer and its extra's packages stay out of `import mcastmember`."""
     import subprocess
     import sys
-    out = subprocess.run([sys.executable, "-c", "import sys, mcastmember, mcastmember.cli; print(sorted(m for m in "
+    out = subprocess.run([sys.executable, "-c", "import sys, mcastmember, mcastmember.tools.cli; print(sorted(m for m in "
                           "sys.modules if m.startswith(('mcastmember.gossip', 'msgpack', 'cryptography'))))"],
                          capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"

@@ -16,9 +16,9 @@ import time
 
 import pytest
 
-from mcastmember import _layout as L
-from mcastmember.errors import MalformedPacket
-from mcastmember.table import Membership
+from mcastmember.wire import layout as L
+from mcastmember.wire.errors import MalformedPacket
+from mcastmember.engine.table import Membership
 
 from support import heartbeat
 

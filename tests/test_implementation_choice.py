@@ -75,7 +75,7 @@ def test_an_extension_that_does_not_load_warns_at_import(tmp_path):
 # mcast-demo join (line view, then JSON lines) and the doctor, in the copy
 DEMO = """
 import sys
-from mcastmember.cli import main
+from mcastmember.tools.cli import main
 port = sys.argv[1]
 loopback = ["228.0.0.4", "--port", port, "--interface", "127.0.0.1", "--ttl", "0"]
 # No TCP listener: a concurrent run holding port 4001 would add its warning.

@@ -15,24 +15,24 @@ def _python(code, **env):
 
 def test_import_does_not_load_construct_or_the_service():
     out = _python("import sys, mcastmember; mcastmember.decode; "
-                  "print(sorted(m for m in ('construct', 'mcastmember.service', 'threading', "
-                  "'mcastmember.schema') if m in sys.modules))")
-    assert "construct" not in out and "mcastmember.schema" not in out
-    assert "mcastmember.service" not in out
+                  "print(sorted(m for m in ('construct', 'mcastmember.fronts.service', 'threading', "
+                  "'mcastmember.wire.schema') if m in sys.modules))")
+    assert "construct" not in out and "mcastmember.wire.schema" not in out
+    assert "mcastmember.fronts.service" not in out
 
 
 def test_import_does_not_load_prometheus_client_or_the_metrics():
-    """mcastmember.metrics (the optional Prometheus collector) is imported
+    """mcastmember.fronts.metrics (the optional Prometheus collector) is imported
     only by who asks for it, mcast-demo only with --metrics-port."""
-    out = _python("import sys, mcastmember, mcastmember.cli; mcastmember.McastService; "
+    out = _python("import sys, mcastmember, mcastmember.tools.cli; mcastmember.McastService; "
                   "mcastmember.AsyncMembership; print(sorted(m for m in ('prometheus_client', "
-                  "'mcastmember.metrics') if m in sys.modules))")
+                  "'mcastmember.fronts.metrics') if m in sys.modules))")
     assert out == "[]"
 
 
 def test_import_and_the_fronts_do_not_load_the_gossip_engine():
     """mcastmember.gossip (its engine included) is loaded only by who asks for it."""
-    out = _python("import sys, mcastmember, mcastmember.cli; mcastmember.McastService; "
+    out = _python("import sys, mcastmember, mcastmember.tools.cli; mcastmember.McastService; "
                   "mcastmember.AsyncMembership; "
                   "print(sorted(m for m in sys.modules if m.startswith('mcastmember.gossip')))")
     assert out == "[]"

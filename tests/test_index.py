@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from mcastmember import _layout as L
+from mcastmember.wire import layout as L
 
 from support import heartbeat
 

@@ -8,8 +8,8 @@ import uuid
 
 import pytest
 
-from mcastmember import interfaces
-from mcastmember.errors import ConfigurationError
+from mcastmember.transport import interfaces
+from mcastmember.wire.errors import ConfigurationError
 
 from netlab import Lan, run_in_netns
 

@@ -21,7 +21,7 @@ import time
 import pytest
 
 from mcastmember import McastService
-from mcastmember.aio import AsyncMembership
+from mcastmember.fronts.aio import AsyncMembership
 
 from support import GROUP, LOOPBACK
 from tribes import TribesNode
@@ -162,7 +162,7 @@ def test_killed_python_node_is_dropped_by_tomcat(tomcat, group_port, tmp_path):
             str(member_port), "--frequency", str(FREQUENCY), "--drop-time", str(DROP_TIME),
             "--tomcat", "--json"]
     if not shutil.which("mcast-demo"):
-        demo[1:1] = ["-m", "mcastmember.cli"]
+        demo[1:1] = ["-m", "mcastmember"]
     proc = subprocess.Popen(demo, stdout=subprocess.PIPE, text=True, cwd=tmp_path)
     try:
         tomcat.wait_event("ADDED", member_port)
@@ -265,7 +265,7 @@ def tomcat_reads(classpath, data):
 
 
 def test_tomcat_reads_our_answers_as_its_own_classes(classpath):
-    from mcastmember import javaser
+    from mcastmember.wire import javaser
     from support import JAVA_GET_ALL_SESSIONS, JAVA_RPC_REQUEST_LONG_ID
     request = javaser.rpc_request(JAVA_RPC_REQUEST_LONG_ID)
     assert tomcat_reads(classpath, javaser.no_rpc_reply(request)) == [

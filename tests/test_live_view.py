@@ -21,7 +21,7 @@ TMUX = shutil.which("tmux")
 pytestmark = [pytest.mark.network,
               pytest.mark.skipif(TMUX is None, reason="tmux not installed (Debian: tmux)")]
 
-DEMO = shutil.which("mcast-demo") or f"{sys.executable} -m mcastmember.cli"
+DEMO = shutil.which("mcast-demo") or f"{sys.executable} -m mcastmember"
 BEGIN, CLEAR = "\x1b[?2026h", "\x1b[2J"
 IPV6_HOST = bytes(15) + b"\x01"          # a member that advertises ::1
 

@@ -20,7 +20,7 @@ from test_cli import read_event, run, start_join
 prometheus_client = pytest.importorskip("prometheus_client")
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from mcastmember.metrics import serve  # noqa: E402
+from mcastmember.fronts.metrics import serve  # noqa: E402
 
 pytestmark = pytest.mark.network
 
@@ -162,7 +162,7 @@ def test_bad_metrics_arguments_are_one_line_and_exit_2(tmp_path, args, message):
 
 def test_without_prometheus_client_the_metrics_port_says_what_to_install(tmp_path):
     code = ("import sys; sys.modules['prometheus_client'] = None; "   # import fails
-            "from mcastmember.cli import main; sys.exit(main(sys.argv[1:]))")
+            "from mcastmember.tools.cli import main; sys.exit(main(sys.argv[1:]))")
     result = subprocess.run([sys.executable, "-c", code, "watch", GROUP, "--interface",
                              "127.0.0.1", "--metrics-port", "9464"], capture_output=True,
                             text=True, cwd=tmp_path, timeout=30)
@@ -196,19 +196,19 @@ def test_half_sent_requests_take_neither_threads_nor_more_than_a_share(kind, gro
     """1,014 half-sent requests once held 1,013 threads and every descriptor:
     now one thread serves them all, one source holds at most its share (the
     rest are refused, counted), and another source is still served."""
-    from mcastmember import _metrics_http
+    from mcastmember.fronts import metrics_http
     front = FRONTS[kind](group_port, 4001)
     front.start()
     server = serve(front.front, 0)
     try:
         threads = threading.active_count()
-        share = _metrics_http.STRANGER_SHARE     # a source none of whose requests was answered
+        share = metrics_http.STRANGER_SHARE     # a source none of whose requests was answered
         held = [_connect(server.port) for _ in range(share + 30)]
         for sock in held:
             sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")      # and never the end
         wait_until(lambda: sum(server.stats().values()) == 30)
         assert threading.active_count() == threads
-        assert server.stats() == dict.fromkeys(_metrics_http.OUTCOMES, 0) | {"refused": 30,
+        assert server.stats() == dict.fromkeys(metrics_http.OUTCOMES, 0) | {"refused": 30,
                                                                                "accept_errors": 0}
         samples = _scrape_from(server.port, "127.0.0.2")     # another source: served
         assert value(samples, "mcastmember_metrics_server_connections_total",
@@ -225,8 +225,8 @@ def test_a_scraper_gets_in_past_a_crowd_of_half_sent_requests(monkeypatch, group
     """Sources that never completed a request, one connection each, fill
     the server: a source that was answered before (the scraper) closes the
     oldest of theirs to get in."""
-    from mcastmember import _metrics_http
-    monkeypatch.setattr(_metrics_http, "MAX_CONNECTIONS", 4)
+    from mcastmember.fronts import metrics_http
+    monkeypatch.setattr(metrics_http, "MAX_CONNECTIONS", 4)
     front = FRONTS["threads"](group_port, 4001)
     server = serve(front.front, 0)
     try:
@@ -238,7 +238,7 @@ def test_a_scraper_gets_in_past_a_crowd_of_half_sent_requests(monkeypatch, group
         assert value(samples, "mcastmember_members") == 0
         assert crowd[0].recv(1) == b""                           # the oldest made room
         wait_until(lambda: server.stats()["served"] == 2)
-        assert server.stats() == dict.fromkeys(_metrics_http.OUTCOMES, 0) | {
+        assert server.stats() == dict.fromkeys(metrics_http.OUTCOMES, 0) | {
             "served": 2, "evicted": 1, "accept_errors": 0}
         for sock in crowd:
             sock.close()
@@ -248,8 +248,8 @@ def test_a_scraper_gets_in_past_a_crowd_of_half_sent_requests(monkeypatch, group
 
 
 def test_a_request_never_finished_is_closed_at_the_timeout(monkeypatch, group_port):
-    from mcastmember import _metrics_http
-    monkeypatch.setattr(_metrics_http, "REQUEST_TIMEOUT_S", 0.5)
+    from mcastmember.fronts import metrics_http
+    monkeypatch.setattr(metrics_http, "REQUEST_TIMEOUT_S", 0.5)
     front = FRONTS["threads"](group_port, 4001)
     server = serve(front.front, 0)
     try:
@@ -266,7 +266,7 @@ def test_a_request_never_finished_is_closed_at_the_timeout(monkeypatch, group_po
 
 _EXHAUSTED = """
 import json, resource, socket, sys, threading, time
-from mcastmember._metrics_http import MetricsHTTPServer
+from mcastmember.fronts.metrics_http import MetricsHTTPServer
 def app(environ, start_response):
     start_response("200 OK", [("Content-Type", "text/plain")])
     return [b"ok"]
@@ -295,7 +295,7 @@ sys.stdin.readline()
 
 
 def test_accept_backs_off_when_descriptors_run_out():
-    from mcastmember import _listen
+    from mcastmember.transport import listen
     child = subprocess.Popen([sys.executable, "-c", _EXHAUSTED], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, text=True)
     try:
@@ -304,7 +304,7 @@ def test_accept_backs_off_when_descriptors_run_out():
             child.stdin.write("go\n")
             child.stdin.flush()
             errors, elapsed = json.loads(child.stdout.readline())
-            assert 1 <= errors <= elapsed / _listen.BACKOFF_FIRST_S + 2   # not 10^5: no spin
+            assert 1 <= errors <= elapsed / listen.BACKOFF_FIRST_S + 2   # not 10^5: no spin
             sock.sendall(b"GET / HTTP/1.0\r\n\r\n")
             assert sock.recv(100).startswith(b"HTTP/1.0 200 OK\r\n")     # served once it can
         child.stdin.write("done\n")
@@ -345,7 +345,7 @@ def test_first_scrape_has_every_removal_reason_and_doctor_probes_apart(group_por
 def scrape_collector(front):
     """What a scrape of ``front``'s collector shows (as scrape())."""
     from prometheus_client import CollectorRegistry, generate_latest
-    from mcastmember.metrics import MembershipCollector
+    from mcastmember.fronts.metrics import MembershipCollector
     registry = CollectorRegistry()
     registry.register(MembershipCollector(front))
     return parse(generate_latest(registry).decode())
@@ -353,13 +353,13 @@ def scrape_collector(front):
 
 def test_importing_metrics_without_prometheus_client_says_what_to_install():
     code = ("import sys; sys.modules['prometheus_client'] = None\n"
-            "try:\n    import mcastmember.metrics\n"
+            "try:\n    import mcastmember.fronts.metrics\n"
             "except ImportError as error:\n"
             "    print(type(error).__name__, error.name, error, sep='|')\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=30)
     assert (result.returncode, result.stderr) == (0, "")
-    assert result.stdout == ("ModuleNotFoundError|prometheus_client|mcastmember.metrics needs "
+    assert result.stdout == ("ModuleNotFoundError|prometheus_client|mcastmember.fronts.metrics needs "
                              "prometheus_client: pip install 'mcastmember[prometheus]'\n")
 
 
@@ -369,8 +369,8 @@ def test_every_stats_key_is_exported_once_and_listed_in_the_docs():
     import pathlib
     import types
 
-    from mcastmember.metrics import MembershipCollector
-    from mcastmember.stats import Stats
+    from mcastmember.fronts.metrics import MembershipCollector
+    from mcastmember.engine.stats import Stats
     keys = [k for k in Stats.__annotations__ if k not in ("implementation", "healthy")]
     stats = {key: 1000 + n for n, key in enumerate(keys)}
     stats.update(implementation="compiled", healthy=True)

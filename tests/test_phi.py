@@ -6,12 +6,12 @@ import math
 
 import pytest
 
-from mcastmember import _layout as L
-from mcastmember import detector
-from mcastmember.config import ServiceConfig
-from mcastmember.engine import MembershipEngine
-from mcastmember.errors import ConfigurationError
-from mcastmember.table import Membership
+from mcastmember.wire import layout as L
+from mcastmember.engine import detector
+from mcastmember.engine.config import ServiceConfig
+from mcastmember.engine.engine import MembershipEngine
+from mcastmember.wire.errors import ConfigurationError
+from mcastmember.engine.table import Membership
 
 from support import GROUP, LOOPBACK, heartbeat
 

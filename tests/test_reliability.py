@@ -12,7 +12,7 @@ import tracemalloc
 import pytest
 
 from mcastmember import McastService, _codec
-from mcastmember.table import Membership
+from mcastmember.engine.table import Membership
 
 from support import GROUP, LOOPBACK
 

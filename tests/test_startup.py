@@ -25,7 +25,7 @@ def hook(event, args):
 sys.addaudithook(hook)
 front, port = sys.argv[1], sys.argv[2]
 if front == "cli":
-    from mcastmember.cli import main
+    from mcastmember.tools.cli import main
     status = main(["join", "228.0.0.4", "--interface", "127.0.0.1", "--ttl", "0",
                    "--port", port, "--member-port", "4001", "--duration", "0", "--json"])
     assert status == 0, status

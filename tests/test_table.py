@@ -2,9 +2,9 @@
 
 import pytest
 
-from mcastmember import _layout as L
-from mcastmember.member import Member
-from mcastmember.table import MemberEvent, Membership
+from mcastmember.wire import layout as L
+from mcastmember.engine.member import Member
+from mcastmember.engine.table import MemberEvent, Membership
 
 from support import LOCALHOST, heartbeat
 

@@ -22,7 +22,9 @@ import uuid
 
 import pytest
 
-from mcastmember import _codec, _fast_py, _layout
+from mcastmember import _codec, _fast_py
+
+from mcastmember.wire import layout as _layout
 
 import dnslab
 from netlab import (JsonProcess, Lan, assert_alternating, count_datagrams, demo_command, event,

@@ -8,9 +8,9 @@ import time
 import pytest
 
 from mcastmember import _codec
-from mcastmember.config import ServiceConfig
-from mcastmember import auth
-from mcastmember.engine import (LOST_ATTEMPT_S, MAX_PROBE_SOCKETS, MAX_PROBES, PROBE_ATTEMPTS,
+from mcastmember.engine.config import ServiceConfig
+from mcastmember.wire import auth
+from mcastmember.engine.engine import (LOST_ATTEMPT_S, MAX_PROBE_SOCKETS, MAX_PROBES, PROBE_ATTEMPTS,
                                 PROBE_RATE, PROBES_PER_SILENCE, MembershipEngine)
 
 from support import GROUP, LOOPBACK, heartbeat, silent_port, wait_until
@@ -427,7 +427,7 @@ def test_the_prober_tells_acceptance_refusal_and_no_answer_and_keeps_no_socket()
     import queue
     from types import SimpleNamespace
 
-    from mcastmember.probe import Prober
+    from mcastmember.fronts.verify_prober import Prober
 
     def attempt(address, timeout):
         return SimpleNamespace(member=SimpleNamespace(address=address[0], port=address[1]),

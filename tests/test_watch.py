@@ -12,8 +12,8 @@ import subprocess
 import pytest
 
 from mcastmember import ConfigurationError, McastService, _fast_py, implementation
-from mcastmember.config import ServiceConfig
-from mcastmember.engine import RECEIVE, MembershipEngine
+from mcastmember.engine.config import ServiceConfig
+from mcastmember.engine.engine import RECEIVE, MembershipEngine
 
 from fronts import FAST, FRONTS
 from support import GROUP, LOOPBACK, heartbeat, wait_until

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass, field
 
-from ..errors import ConfigurationError
+from ..wire.errors import ConfigurationError
 from . import layout
 from .limits import Limits
 

@@ -94,7 +94,7 @@ def mcast_demo():
     if sibling.exists():
         return [str(sibling)]
     found = shutil.which("mcast-demo")
-    return [found] if found else [sys.executable, "-m", "mcastmember.cli"]
+    return [found] if found else [sys.executable, "-m", "mcastmember"]
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,622 @@
+"""mcast-demo: join a group and watch its membership, watch one without
+joining it, or decode packets.
+
+    mcast-demo join GROUP [--interface ADDR] [--ttl N] [--json] [--key-file PATH] ...
+    mcast-demo join [GROUP] --peers HOST[:PORT],... --dns NAME --no-multicast ...
+    mcast-demo watch GROUP [--interface ADDR] [--json] ...
+    mcast-demo doctor [GROUP] [join's settings] [--pair] [--wait SECONDS] [--json]
+    mcast-demo decode HEX|FILE|- [--json]
+    mcast-demo keygen [--id N]
+
+Exit status: 0 after a clean leave or decode, 2 for bad arguments or a
+malformed packet, 1 when the network refused (cannot join the group); the
+doctor: 0 when no check failed, 1 when one did, 2 for bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import select
+import signal
+import socket
+import sys
+import time
+
+from .view import choose, colour_wanted, host_port, member_address, show_bytes
+
+# typing.TYPE_CHECKING without importing typing (decode and keygen never
+# load it): both checkers take this name for it.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+    from types import FrameType
+    from typing import Any
+    from typing import NoReturn
+
+    from typing_extensions import Self
+
+    from ..engine.config import Settings
+    from ..engine.events import EventsLost, MemberEvent
+    from ..fronts.metrics import MetricsServer
+    from ..fronts.service import McastService
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a bad argument is one clear line and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+class _Version(argparse.Action):
+    """--version: the release, and which codec this install loads (compiled
+    or python), looked up only when asked."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0,
+                         help="show the version and the codec (compiled or python), and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        from .. import __version__
+        from ..engine.packet import implementation
+
+        print(f"{parser.prog} {__version__} ({implementation()} codec)")
+        parser.exit(0)
+
+
+def _build_parser() -> _Parser:
+    parser = _Parser(prog="mcast-demo",
+                     description="Tomcat Tribes-compatible multicast membership demo.",
+                     epilog="'mcast-demo COMMAND --help' shows a command's arguments.")
+    parser.add_argument("--version", action=_Version)
+    # Not required: without a command, main() shows this usage (an error
+    # naming {join,...} alone would not say what each does).
+    commands = parser.add_subparsers(dest="command", title="commands", metavar="COMMAND")
+
+    join = commands.add_parser("join", help="heartbeat as a member and show the membership")
+    join.prog = "mcast-demo join"
+    _add_member_settings(join)
+    _add_output(join)
+    _add_metrics(join)
+
+    doctor = commands.add_parser(
+        "doctor", help="check why members don't see each other, and say what to change",
+        description="Check this host and network for a membership with join's settings "
+                    "(paste your join command line): one line per check, pass, warn or "
+                    "fail, with the fix for each warn and fail. Exit 0 when no check "
+                    "failed, 1 when one did, 2 for bad arguments.",
+        epilog=DOCTOR_EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    doctor.prog = "mcast-demo doctor"
+    _add_member_settings(doctor)
+    doctor.add_argument("--wait", type=float, default=5.0, metavar="SECONDS",
+                        help="how long to listen for members (and, with --pair, to probe "
+                             "the peers) (5)")
+    doctor.add_argument("--pair", action="store_true",
+                        help="run on every host at once with --peers naming the others: "
+                             "probes each by multicast and unicast, reports loss and rtt")
+    doctor.add_argument("--json", action="store_true",
+                        help="one JSON object on stdout (see docs/doctor.md)")
+
+    watch = commands.add_parser("watch", help="show a group's membership without joining it "
+                                              "(nothing sent)")
+    watch.prog = "mcast-demo watch"
+    watch.add_argument("group", help="multicast group, e.g. 228.0.0.4 or ff02::4")
+    _add_listening(watch)
+    _add_table(watch)
+    _add_output(watch)
+    _add_detector(watch)
+    _add_auth(watch, verb="check")
+    _add_metrics(watch)
+
+    decode = commands.add_parser("decode", help="show the fields of packets given in hex")
+    decode.prog = "mcast-demo decode"
+    decode.add_argument("hex", metavar="HEX|FILE|-",
+                        help="a packet as hexadecimal, or a capture file (- for stdin) of "
+                             "one hex packet per line, blank lines and # comments skipped")
+    decode.add_argument("--json", action="store_true", help="print the fields as JSON")
+
+    keygen = commands.add_parser("keygen", help="print a new random key as a key file line")
+    keygen.prog = "mcast-demo keygen"
+    keygen.add_argument("--id", type=int, default=1, help="the key id, 1-255 (1)")
+    return parser
+
+
+def _add_member_settings(parser: argparse.ArgumentParser) -> None:
+    """A member's settings, as join takes them (doctor takes the same, so
+    that an operator can paste the command line of a member)."""
+    parser.add_argument("group", nargs="?",
+                      help="multicast group, e.g. 228.0.0.4 or ff02::4 (left out only with --no-multicast)")
+    _add_listening(parser)
+    parser.add_argument("--ttl", type=int, help="multicast TTL (default: the OS default, 1)")
+    parser.add_argument("--host", metavar="ADDR",
+                      help="address to advertise (default: the interface address)")
+    parser.add_argument("--member-port", type=int, default=4000, help="advertised member port (4000)")
+    parser.add_argument("--domain", default="",
+                      help="domain: ISO-8859-1 text, or {b1,b2,...} as in Tomcat")
+    parser.add_argument("--payload", default="", help="payload (UTF-8 text)")
+    parser.add_argument("--frequency", type=int, default=500, metavar="MS",
+                      help="heartbeat period in ms (500)")
+    _add_table(parser)
+    unicast = parser.add_argument_group("without multicast (see docs/unicast.md)")
+    unicast.add_argument("--peers", metavar="HOST[:PORT],...", action="append", default=[],
+                         help="peers to send heartbeats to by unicast (repeatable)")
+    unicast.add_argument("--dns", metavar="NAME",
+                         help="a name whose A/AAAA records are peers, asked every --dns-interval")
+    unicast.add_argument("--dns-srv", action="store_true",
+                         help="read SRV records of --dns instead (each peer's port from them)")
+    unicast.add_argument("--dns-interval", type=int, default=5000, metavar="MS",
+                         help="how often to ask DNS again (5000)")
+    unicast.add_argument("--dns-server", metavar="ADDR[:PORT]", action="append",
+                         help="DNS server to ask (default: the system's; repeatable)")
+    unicast.add_argument("--dns-members", action="store_true",
+                         help="members are the DNS answer, as Tomcat's cloud membership has them")
+    unicast.add_argument("--no-multicast", action="store_true",
+                         help="send and hear heartbeats by unicast only")
+    unicast.add_argument("--accept-unknown", action="store_true",
+                         help="let members join by unicast from addresses that are not peers")
+    parser.add_argument("--verify", action="store_true",
+                      help="probe a member's port before removing it at its drop time "
+                           "(a second opinion on lossy networks; turns the TCP listener on)")
+    parser.add_argument("--verify-timeout", type=int, metavar="MS",
+                        help="with --verify: how long a probe may take (300)")
+    _add_detector(parser)
+    parser.add_argument("--tomcat", action="store_true",
+                      help="join a Tomcat cluster as a listed member: answer Tribes' channel "
+                           "on the member port and sort after every Tomcat (see docs/tomcat.md)")
+    parser.add_argument("--no-tcp-listener", action="store_true",
+                        help="no TCP listener on the member port (it is on by default, so "
+                             "that a Tomcat listing us gets answers; see docs/tomcat.md)")
+    _add_auth(parser)
+
+
+def _add_listening(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--port", type=int, default=45564,
+                         help="membership port, of the group and of unicast peers (45564)")
+    command.add_argument("--interface", metavar="NAME|ADDR[,...]",
+                         help="card to send and receive on: a name (eth0), an index or an "
+                              "address; several, comma-separated, to heartbeat on each "
+                              "(default: the kernel's choice for IPv4); with peers, where "
+                              "unicast binds")
+
+
+def _add_table(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--drop-time", type=int, default=3000, metavar="MS",
+                         help="silence in ms after which a member is dropped (3000)")
+    command.add_argument("--max-members", type=int, default=1024,
+                         help="member table bound (1024)")
+
+
+def _add_output(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--duration", type=float, metavar="SECONDS",
+                         help="stop after this many seconds (default: until Ctrl-C or SIGTERM)")
+    command.add_argument("--json", action="store_true",
+                         help="one JSON object per event per line on stdout, nothing else")
+
+
+def _add_detector(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--detector", choices=("fixed", "phi"), default="fixed",
+                         help="expire members at the drop time (fixed), or by phi accrual on "
+                              "each member's own heartbeat intervals (phi)")
+    command.add_argument("--phi-threshold", type=float, metavar="PHI",
+                         help="with --detector phi: the phi past which a member is removed (8)")
+
+
+def _add_auth(command: argparse.ArgumentParser, verb: str = "authenticate") -> None:
+    command.add_argument("--key-file", metavar="PATH",
+                         help=f"{verb} heartbeats with the keys in PATH (one '<id> <64 hex "
+                              "digits>' per line, the first signs; see docs/security.md)")
+    command.add_argument("--auth", choices=("off", "permissive", "enforce"),
+                         help="with --key-file: drop what is not authentic (enforce, the "
+                              "default) or accept and mark it (permissive)")
+
+
+def _add_metrics(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--metrics-port", type=int, metavar="PORT",
+                         help="serve Prometheus metrics on this TCP port (needs "
+                              "prometheus_client: pip install 'mcastmember[prometheus]')")
+    command.add_argument("--metrics-address", metavar="ADDR",
+                         help="address the metrics are served on (default: the interface "
+                              "address, else 127.0.0.1)")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        if args.command == "decode":
+            return _decode(args)
+        if args.command == "keygen":
+            return _keygen(args)
+        if args.command == "doctor":
+            return _doctor(args)
+        return _run(args)
+    except BrokenPipeError:
+        _silence_stdout()
+        return 0
+
+
+def _silence_stdout() -> None:
+    """The reader of our stdout went away (``| head -1``): send what is left
+    to /dev/null, so neither a later write nor the flush at exit fails."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
+# -- decode ---------------------------------------------------------------------
+def _decode(args: argparse.Namespace) -> int:
+    source = args.hex
+    packet = _hex_bytes(source)
+    if packet is not None:
+        return 0 if _show_packet(packet, args.json) else 2
+    if source == "-":
+        lines, name = sys.stdin, "stdin"
+    else:
+        try:
+            lines, name = open(source, encoding="utf-8", errors="replace"), source
+        except OSError as error:
+            print(f"mcast-demo decode: error: {source!r} is not hexadecimal, and not a file "
+                  f"we can read ({error.strerror or error})", file=sys.stderr)
+            return 2
+    with lines:
+        return _decode_capture(lines, name, args.json)
+
+
+def _hex_bytes(text: str) -> bytes | None:
+    """The bytes of ``text`` as hexadecimal (spaces and colons between
+    digits allowed), or None when it is not."""
+    try:
+        return bytes.fromhex("".join(text.split()).replace(":", ""))
+    except ValueError:
+        return None
+
+
+def _decode_capture(lines: Iterable[str], name: str, json_lines: bool) -> int:
+    """A capture: one hex packet per line, blank lines and # comments
+    skipped. Each packet is shown; each bad line is named on stderr, and
+    makes the exit status 2."""
+    shown = bad = 0
+    for number, line in enumerate(lines, 1):
+        text = line.split("#", 1)[0].strip()
+        if not text:
+            continue
+        packet = _hex_bytes(text)
+        if not json_lines:
+            if shown + bad:
+                print()
+            print(f"-- {name} line {number}")
+        if packet is None:
+            print(f"mcast-demo decode: {name} line {number}: not hexadecimal", file=sys.stderr)
+            bad += 1
+            continue
+        if _show_packet(packet, json_lines, f"{name} line {number}: ", {"line": number}):
+            shown += 1
+        else:
+            bad += 1
+    if shown + bad == 0:
+        print(f"mcast-demo decode: error: no packet in {name}", file=sys.stderr)
+        return 2
+    return 2 if bad else 0
+
+
+def _show_packet(data: bytes, json_lines: bool, where: str = "",
+                 extra: dict[str, object] | None = None) -> bool:
+    """Print a packet's fields; False (and why, on stderr) when it is malformed."""
+    from ..wire.errors import MalformedPacket
+    from ..engine.packet import decode
+
+    try:
+        member = decode(data)
+    except MalformedPacket as error:
+        print(f"mcast-demo decode: {where}{error}", file=sys.stderr)
+        return False
+    fields = dict(extra or {})
+    fields.update(member.to_dict())
+    fields.update(secure_port=member.secure_port, udp_port=member.udp_port,
+                  command_hex=member.command.hex(), shutdown=member.is_shutdown)
+    if json_lines:
+        print(json.dumps(fields))
+        return True
+    print(f"member      {member_address(member)}")
+    print(f"unique id   {fields['unique_id']}")
+    print(f"alive       {member.alive_ms} ms")
+    print(f"secure port {member.secure_port}")
+    print(f"udp port    {member.udp_port}")
+    for name in ("domain", "payload", "command"):
+        value = getattr(member, name)
+        print(f"{name:<11} {show_bytes(value)}")
+    if member.is_shutdown:
+        print("this is a shutdown packet: the member is leaving")
+    return True
+
+
+# -- doctor -------------------------------------------------------------------------
+DOCTOR_EXAMPLE = """\
+example (one line per check; a fix for each warn and fail):
+
+  $ mcast-demo doctor 228.0.0.4 --interface eth0 --domain shop --drop-time 2500
+  PASS interface  eth0 is up, multicast, with 10.0.0.5 (10.0.0.5 is eth0's only IPv4 address)
+  ...
+  WARN domain     1 member in another domain: 10.0.0.7:4000 in 'shop2'; this host is in
+                  'shop'  fix: use one domain on every node: --domain shop2 here, or 'shop' there
+  WARN drop_time  drop time 2500 ms is under 3 periods of 10.0.0.7:4000 (1001 ms): members
+                  will be dropped and added again  fix: --drop-time 6000 on every node (6 periods)
+
+between hosts, on each at once, naming the others (like omping):
+
+  $ mcast-demo doctor 228.0.0.4 --interface eth0 --pair --peers 10.0.0.6,10.0.0.7
+"""
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from . import doctor
+    from ..wire.errors import ConfigurationError
+
+    try:
+        if not 0 <= args.wait < float("inf"):
+            raise ConfigurationError("--wait must be a positive number of seconds")
+        settings = _settings(args)
+        report = doctor.Doctor(args.group, args.port, settings, wait=args.wait,
+                               pair=args.pair).run()
+    except ConfigurationError as error:
+        print(f"mcast-demo doctor: error: {_flag_names(str(error))}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(report.to_dict()))
+    else:
+        print("\n".join(report.lines(colour_wanted(sys.stdout))))
+    return 0 if report.ok else 1
+
+
+# -- keygen -------------------------------------------------------------------------
+def _keygen(args: argparse.Namespace) -> int:
+    from ..wire import layout as L
+    from ..wire.auth import new_key_line
+
+    if args.id not in L.AUTH_KEY_IDS:
+        print(f"mcast-demo keygen: error: key id {args.id} is not 1-255", file=sys.stderr)
+        return 2
+    print(new_key_line(args.id))
+    return 0
+
+
+# -- join and watch -------------------------------------------------------------------
+def _settings(args: argparse.Namespace) -> Settings:
+    """McastService's settings from join's, watch's or doctor's arguments
+    (ConfigurationError for a combination that cannot work)."""
+    from ..wire.errors import ConfigurationError
+
+    if getattr(args, "duration", None) is not None and not args.duration >= 0:
+        raise ConfigurationError("--duration must be a positive number of seconds")
+    if args.auth not in (None, "off") and args.key_file is None:
+        raise ConfigurationError(f"--auth {args.auth} needs --key-file")
+    if getattr(args, "metrics_address", None) is not None and args.metrics_port is None:
+        raise ConfigurationError("--metrics-address needs --metrics-port")
+    if getattr(args, "metrics_port", None) is not None and not 1 <= args.metrics_port <= 65535:
+        raise ConfigurationError(f"--metrics-port {args.metrics_port} is out of range (1-65535)")
+    interface = args.interface
+    if interface is not None and "," in interface:
+        # (a list of no card: the text, which names no card either)
+        interface = [part.strip() for part in interface.split(",") if part.strip()] or interface
+    # Dict displays, not dict(...): the checkers take those for a Settings.
+    settings: Settings = {"interface": interface, "drop_time": args.drop_time,
+                          "max_members": args.max_members, "detector": args.detector,
+                          "phi_threshold": args.phi_threshold, "keys": args.key_file,
+                          "auth": args.auth}
+    if args.command == "watch":
+        settings.update({"listen_only": True})
+        return settings
+    multicast = not args.no_multicast
+    if multicast and args.group is None:
+        raise ConfigurationError("give the multicast GROUP, or --no-multicast with "
+                                 "--peers or --dns")
+    if not multicast and args.group is not None:
+        raise ConfigurationError(f"--no-multicast: leave out the group ({args.group})")
+    if args.verify_timeout is not None and not args.verify:
+        raise ConfigurationError("--verify-timeout needs --verify")
+    peers = [spec for specs in args.peers for spec in specs.split(",") if spec.strip()]
+    settings.update({
+        "ttl": args.ttl, "host": args.host, "member_port": args.member_port,
+        "domain": args.domain, "payload": args.payload, "frequency": args.frequency,
+        "tomcat": args.tomcat, "multicast": multicast, "peers": peers, "dns": args.dns,
+        "dns_srv": args.dns_srv, "dns_interval": args.dns_interval,
+        "dns_servers": args.dns_server, "dns_members": args.dns_members,
+        "accept_unknown": args.accept_unknown, "verify": args.verify})
+    if args.no_tcp_listener:
+        settings["tcp_listener"] = False
+    if args.verify_timeout is not None:
+        settings["verify_timeout"] = args.verify_timeout
+    return settings
+
+
+# The settings _settings() passes from flags, and those flags: each is the
+# setting's name with dashes, but for these.
+_FLAGS = {name: "--" + name.replace("_", "-") for name in (
+    "interface", "port", "ttl", "host", "member_port", "domain", "payload", "frequency",
+    "drop_time", "max_members", "peers", "dns", "dns_srv", "dns_interval", "dns_members",
+    "accept_unknown", "verify", "verify_timeout", "detector", "phi_threshold", "tomcat",
+    "auth")}
+_FLAGS.update(keys="--key-file", dns_servers="--dns-server", multicast="--no-multicast")
+# A setting as a ConfigurationError names it: ``name=`` (maybe with a value),
+# else the bare name. Longest first, so that dns_srv is not dns.
+_SETTING = (r"(?<![\w-])(%s)\b(=(\"[^\"]*\"|'[^']*'|\w+)?)?"
+            % "|".join(sorted(_FLAGS, key=len, reverse=True)))
+# What follows a bare one-word name, within the sentence, when it names the
+# setting ("than frequency (500 ms)"), not a word ("this host", "port 'x'").
+# A sentence that opens with one is about that setting ("host '1.2.3' is ...").
+_VALUE_NEXT = r" (?:must |\(?-?\d)"
+
+
+def _flag_names(message: str) -> str:
+    """A ConfigurationError's text (it names the library's settings) with
+    the flags that set them instead: ``interface=`` is ``--interface``,
+    ``dns_interval 10`` is ``--dns-interval 10``, ``multicast=False`` is
+    ``--no-multicast``. The library checks; the CLI only words it its way."""
+    def flag(match: re.Match[str]) -> str:
+        name, assigned, value = match.groups()
+        if name == "multicast":             # only its value names the flag
+            return _FLAGS[name] if value == "False" else match[0]
+        if not (assigned or "_" in name or match.start() == 0
+                or re.match(_VALUE_NEXT, message[match.end():])):
+            return match[0]
+        if value in (None, "True"):
+            return _FLAGS[name]
+        return _FLAGS[name] + " " + value.strip("'\"")
+
+    return re.sub(_SETTING, flag, message)
+
+
+def _serve_metrics(service: McastService, args: argparse.Namespace) -> MetricsServer:
+    """The metrics server of ``--metrics-port``, bound before we join (so a
+    taken port stops us before a heartbeat goes out); ConfigurationError."""
+    from ..wire.errors import ConfigurationError
+
+    try:
+        import prometheus_client  # noqa: F401
+    except ImportError:
+        raise ConfigurationError("--metrics-port needs prometheus_client: "
+                                 "pip install 'mcastmember[prometheus]'") from None
+    from ..fronts.metrics import serve
+
+    cfg = service.config
+    address = args.metrics_address
+    if address is None:     # never every address of the host unless asked
+        address = cfg.listen_address if cfg.interface else "127.0.0.1"
+    try:
+        return serve(service, args.metrics_port, address)
+    except OSError as error:
+        raise ConfigurationError(f"cannot serve metrics on "
+                                 f"{host_port(address, args.metrics_port)}: "
+                                 f"{error.strerror or error}") from None
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ..wire.errors import ConfigurationError
+    from ..fronts.service import McastService
+
+    prog = f"mcast-demo {args.command}"
+    metrics = None
+    try:
+        service = McastService(args.group, args.port, **_settings(args))
+        if args.metrics_port is not None:
+            metrics = _serve_metrics(service, args)
+    except ConfigurationError as error:
+        print(f"{prog}: error: {_flag_names(str(error))}", file=sys.stderr)
+        return 2
+
+    view = choose(service, args.json)
+    with _Stop() as stop:
+        # on the dispatcher thread: a closed pipe ends the demo
+        def on_event(event: MemberEvent | EventsLost) -> None:
+            try:
+                view.on_event(event)
+            except BrokenPipeError:
+                _silence_stdout()
+                stop.set()
+
+        service.add_listener(on_event)
+        try:
+            try:
+                service.start()
+            except OSError as error:
+                verb = "listen to" if args.command == "watch" else "join"
+                print(f"{prog}: cannot {verb} {service.config.describe()}: {error}",
+                      file=sys.stderr)
+                return 1
+            view.started(service, metrics)
+            deadline = None if args.duration is None else time.monotonic() + args.duration
+            while True:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    break
+                if stop.wait(view.refresh if remaining is None else min(remaining, view.refresh)):
+                    break
+                view.tick(service)
+            service.stop()
+            view.stopped(service)
+        finally:
+            if service.running:
+                service.stop()
+            if metrics is not None:
+                metrics.close()
+            view.close()
+    return 0
+
+
+class _Stop:
+    """What ends join and watch: SIGINT, SIGTERM, or a closed stdout: seen
+    by the dispatcher thread when a write fails, or by the main thread as
+    soon as the reader goes (``| head -3`` on a quiet group: no write may
+    come for hours). The signal handler takes no lock: it runs in the main
+    thread, maybe while that holds one (an Event's, inside its wait()), and
+    would wait for itself. The main thread waits on a socket that
+    signal.set_wakeup_fd writes to instead, and on stdout's errors."""
+
+    def __init__(self) -> None:
+        self._r, self._w = socket.socketpair()
+        self._r.setblocking(False)
+        self._w.setblocking(False)
+        self.requested = False
+        self._poll = select.poll() if hasattr(select, "poll") else None
+        self._out = _stdout_fd() if self._poll is not None else None
+        if self._poll is not None:
+            self._poll.register(self._r, select.POLLIN)
+            if self._out is not None:
+                # No event asked: a pipe whose reader went reports POLLERR,
+                # a socket or a terminal that hung up POLLHUP; files nothing.
+                self._poll.register(self._out, 0)
+
+    def __enter__(self) -> Self:
+        self._handlers = {sig: signal.signal(sig, self._on_signal)
+                          for sig in (signal.SIGINT, signal.SIGTERM)}
+        self._wakeup = signal.set_wakeup_fd(self._w.fileno())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        signal.set_wakeup_fd(self._wakeup)
+        for sig, handler in self._handlers.items():
+            signal.signal(sig, handler)
+        self._r.close()
+        self._w.close()
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self.requested = True
+
+    def set(self) -> None:
+        self.requested = True
+        try:
+            self._w.send(b"\0")
+        except OSError:
+            pass        # full: a wake-up is pending already
+
+    def wait(self, timeout: float | None) -> bool:
+        """Wait up to ``timeout`` seconds; True once asked to stop."""
+        if self.requested:
+            return True
+        if self._poll is None:
+            if select.select([self._r], [], [], timeout)[0]:
+                self.requested = True       # a signal's byte, or set()'s
+            return self.requested
+        for fd, _ in self._poll.poll(None if timeout is None else timeout * 1000):
+            if fd == self._out:             # the reader of our stdout went away
+                _silence_stdout()
+            self.requested = True           # else a signal's byte, or set()'s
+        return self.requested
+
+
+def _stdout_fd() -> int | None:
+    """stdout's descriptor, or None (none, or not a file: under pytest's capsys)."""
+    try:
+        return sys.stdout.fileno()
+    except (AttributeError, ValueError, OSError):
+        return None

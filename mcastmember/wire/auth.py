@@ -1,0 +1,269 @@
+"""Authenticated heartbeats: the key ring, the trailer, sequences and replay.
+
+Tribes' membership packet has no authentication: anyone who hears a
+member's heartbeat can forge its shutdown. With a shared key ring each of
+our packets carries a trailer after ``TRIBES-E`` (Tomcat ignores bytes
+there, so Tomcat still lists us): a key id, a 64-bit sequence that never
+repeats for a sender and key, and an HMAC-SHA256 (first 16 bytes) over the
+whole packet and the trailer's header. Layout and numbers: ``layout.py``.
+
+This module is the reference (pure Python, ``hmac``): the key file, signing,
+checking, the sequence clock and the replay guard. No I/O but reading the
+key file; the engine and the hot path build on it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+import struct
+from typing import TYPE_CHECKING
+
+from . import layout as L
+from .errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from typing_extensions import Buffer
+
+log = logging.getLogger("mcastmember")
+
+# Verdicts of checking a datagram's trailer (0 = authentic); see _layout.py.
+AUTH_OK = L.AUTH_OK
+NO_TRAILER = L.AUTH_NO_TRAILER
+BAD_TRAILER = L.AUTH_BAD_TRAILER
+UNKNOWN_KEY = L.AUTH_UNKNOWN_KEY
+BAD_MAC = L.AUTH_BAD_MAC
+REPLAY = L.AUTH_REPLAY
+SKEW = L.AUTH_SKEW
+# A key file is a few lines (255 keys at most): anything larger is not one.
+MAX_KEY_FILE_BYTES = 64 * 1024
+VERDICTS = L.AUTH_REASONS
+
+_HEADER = struct.Struct(">3sBBQ")
+
+
+class KeyRing:
+    """Keys by id; the first one signs, every one verifies."""
+
+    def __init__(self, keys: Iterable[tuple[int, bytes | bytearray]]) -> None:
+        keys = list(keys)
+        if not keys:
+            raise ConfigurationError("a key ring needs at least one key")
+        self.keys: dict[int, bytes] = {}
+        for key_id, secret in keys:
+            if isinstance(key_id, bool) or not isinstance(key_id, int) \
+                    or key_id not in L.AUTH_KEY_IDS:
+                raise ConfigurationError(f"key id {key_id!r} is not 1-255")
+            if not isinstance(secret, (bytes, bytearray)) or len(secret) != L.AUTH_KEY_LEN:
+                raise ConfigurationError(f"key {key_id} must be {L.AUTH_KEY_LEN} bytes")
+            if key_id in self.keys:
+                raise ConfigurationError(f"key id {key_id} is listed twice")
+            self.keys[key_id] = bytes(secret)
+        self.signing_id = keys[0][0]
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str]) -> KeyRing:
+        """Read a key file: one key per line, ``<key id 1-255> <64 hex digits>``;
+        blank lines and ``#`` comments allowed; the first key signs."""
+        try:
+            # Non-blocking: opening a FIFO must not wait for a writer.
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except OSError as error:
+            raise ConfigurationError(f"key file {path}: {error.strerror}") from None
+        with os.fdopen(fd, "rb") as source:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise ConfigurationError(f"key file {path}: not a regular file")
+            if info.st_size > MAX_KEY_FILE_BYTES:
+                raise ConfigurationError(f"key file {path}: {info.st_size} bytes, more than a "
+                                         f"key file's {MAX_KEY_FILE_BYTES}")
+            try:
+                data = source.read(MAX_KEY_FILE_BYTES + 1)
+            except OSError as error:
+                raise ConfigurationError(f"key file {path}: {error.strerror}") from None
+        if len(data) > MAX_KEY_FILE_BYTES:      # grew since
+            raise ConfigurationError(f"key file {path}: more than {MAX_KEY_FILE_BYTES} bytes")
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ConfigurationError(f"key file {path}: not a text file") from None
+        _check_mode(path, info.st_mode)
+        keys: list[tuple[int, bytes]] = []
+        seen: dict[int, int] = {}
+        for number, line in enumerate(text.splitlines(), 1):
+            line = line.split("#", 1)[0].strip()
+            if not line:
+                continue
+            fields = line.split()
+            where = f"key file {path}, line {number}"
+            if len(fields) != 2 or not fields[0].isdigit():
+                raise ConfigurationError(f"{where}: expected '<key id 1-255> <64 hex digits>'")
+            key_id = int(fields[0])
+            if key_id not in L.AUTH_KEY_IDS:
+                raise ConfigurationError(f"{where}: key id {key_id} is not 1-255")
+            if key_id in seen:
+                raise ConfigurationError(f"{where}: key id {key_id} already on line {seen[key_id]}")
+            try:
+                secret = bytes.fromhex(fields[1])
+            except ValueError:
+                raise ConfigurationError(f"{where}: the key is not hex digits") from None
+            if len(secret) != L.AUTH_KEY_LEN:
+                raise ConfigurationError(f"{where}: the key has {len(fields[1])} hex digits, "
+                                         f"not {2 * L.AUTH_KEY_LEN}")
+            seen[key_id] = number
+            keys.append((key_id, secret))
+        if not keys:
+            raise ConfigurationError(f"key file {path}: no keys")
+        return cls(keys)
+
+
+def _check_mode(path: str | os.PathLike[str], mode: int) -> None:
+    """Who else may read the key file. Whoever reads it can forge members
+    and goodbyes, so a file every user of the host may read or write is
+    refused (as ssh refuses such a private key); one its group may is
+    warned about, as the way to share it with a service's group (what a
+    Kubernetes Secret with fsGroup gives: 0440)."""
+    if mode & (stat.S_IROTH | stat.S_IWOTH):
+        raise ConfigurationError(f"key file {path} can be read or written by every user of "
+                                 f"this host (mode {stat.S_IMODE(mode):03o}): chmod 600 it")
+    if mode & (stat.S_IRGRP | stat.S_IWGRP):
+        log.warning("key file %s can be read or written by its group (mode %03o): every user "
+                    "in it can forge members; chmod 600 it unless the group is this "
+                    "service's own", path, stat.S_IMODE(mode))
+
+
+def new_key_line(key_id: int = 1) -> str:
+    """A fresh random key as a key file line (for ``mcast-demo keygen``)."""
+    return f"{key_id} {os.urandom(L.AUTH_KEY_LEN).hex()}"
+
+
+def _mac(secret: bytes, packet: Buffer, header: bytes) -> bytes:
+    # imported here: hashing loads OpenSSL, which a member without keys
+    # never needs (tests/test_startup.py)
+    import hashlib
+    import hmac
+    digest = hmac.new(secret, packet, hashlib.sha256)
+    digest.update(header)
+    return digest.digest()[:L.AUTH_MAC_LEN]
+
+
+def trailer(packet: Buffer, ring: KeyRing, sequence: int) -> bytes:
+    """The trailer that authenticates ``packet`` (a whole Tribes packet)."""
+    header = _HEADER.pack(L.AUTH_MAGIC, L.AUTH_VERSION, ring.signing_id, sequence)
+    return header + _mac(ring.keys[ring.signing_id], packet, header)
+
+
+def packet_length(datagram: Buffer) -> int:
+    """Where a well-formed Tribes packet ends (begin marker to end marker)."""
+    body_length: int = struct.unpack_from(">i", datagram, L.OFF_BODY_LEN)[0]
+    return L.BODY_START + body_length + L.MARKER_LEN
+
+
+def check(datagram: memoryview | bytes, ring: KeyRing) -> tuple[int, int, int]:
+    """``(verdict, key id, sequence)`` of a well-formed datagram's trailer."""
+    end = packet_length(datagram)
+    extra = len(datagram) - end
+    if extra == 0:
+        return NO_TRAILER, 0, 0
+    if extra != L.AUTH_TRAILER_LEN:
+        return BAD_TRAILER, 0, 0
+    header = bytes(datagram[end:end + L.AUTH_HEADER_LEN])
+    magic, version, key_id, sequence = _HEADER.unpack(header)
+    if magic != L.AUTH_MAGIC or version != L.AUTH_VERSION:
+        return BAD_TRAILER, 0, 0
+    secret = ring.keys.get(key_id)
+    if secret is None:
+        return UNKNOWN_KEY, key_id, sequence
+    expected = _mac(secret, bytes(datagram[:end]), header)
+    import hmac
+    if not hmac.compare_digest(expected, bytes(datagram[end + L.AUTH_HEADER_LEN:])):
+        return BAD_MAC, key_id, sequence
+    return AUTH_OK, key_id, sequence
+
+
+class SequenceClock:
+    """Sequences for our own packets: microseconds of the wall clock, and
+    always one more than the last, so they never repeat, not even across a
+    restart (the wall clock has moved on) or when the clock steps back while
+    we run (we keep counting from where we were)."""
+
+    def __init__(self) -> None:
+        self.last = 0
+
+    def next(self, wall_us: float) -> int:
+        self.last = max(self.last + 1, int(wall_us))
+        return self.last
+
+
+class ReplayGuard:
+    """The newest sequence accepted from each sender (by identity bytes).
+
+    A sequence is the sender's wall clock in µs, always above its last
+    (SequenceClock). A packet is fresh when its sequence is newer than the
+    last one accepted from its sender (else REPLAY). A sender not seen yet
+    (or forgotten, below) is believed when its sequence is within
+    ``window_us`` of our wall clock, either way (else SKEW): a capture
+    replayed long after it was made is refused even after we restarted, and
+    a clock far ahead cannot plant a sequence that would refuse its sender
+    for as long. Heartbeats reordered on the network lose only the older
+    one: the member stays, it was just heard.
+
+    An entry outlives its member (a captured heartbeat replayed just after
+    a shutdown must not bring the member back), until the window alone
+    refuses every capture of it: one window after its last sequence, or
+    after it was last recorded when that sequence was further ahead of our
+    clock. So a sender with a fixed identity whose clock was once far ahead
+    is admitted again two windows after it was last accepted, not never.
+    ``max_senders`` bounds the memory (only key holders get here); the
+    oldest entry makes room."""
+
+    def __init__(self, window_us: float, max_senders: int = 4096) -> None:
+        self.window_us = int(window_us)
+        self.max_senders = int(max_senders)
+        # identity -> (last sequence, our wall clock when it was recorded)
+        self._last: dict[bytes, tuple[int, int]] = {}
+
+    def _entry(self, identity: bytes, wall_us: int) -> int | None:
+        """The last sequence remembered for ``identity``, or None (forgotten)."""
+        entry = self._last.get(identity)
+        if entry is None:
+            return None
+        sequence, recorded = entry
+        if wall_us > min(max(sequence, recorded), recorded + self.window_us) + self.window_us:
+            del self._last[identity]
+            return None
+        return sequence
+
+    def _record(self, identity: bytes, sequence: int, wall_us: int) -> None:
+        if identity not in self._last and len(self._last) >= self.max_senders:
+            self._last.pop(next(iter(self._last)))
+        self._last[identity] = (sequence, wall_us)
+
+    def judge(self, identity: bytes, sequence: int, wall_us: int) -> int:
+        """AUTH_OK (recorded), REPLAY or SKEW for ``sequence`` from ``identity``
+        at our wall clock ``wall_us``."""
+        last = self._entry(identity, wall_us)
+        if last is None:
+            if abs(sequence - wall_us) > self.window_us:
+                return SKEW
+        elif sequence <= last:
+            return REPLAY
+        self._record(identity, sequence, wall_us)
+        return AUTH_OK
+
+    def fresh(self, identity: bytes, sequence: int, wall_us: int) -> bool:
+        """``judge`` is AUTH_OK."""
+        return self.judge(identity, sequence, wall_us) == AUTH_OK
+
+    def advance(self, identity: bytes, sequence: int, wall_us: int) -> None:
+        """``sequence`` was accepted from a sender elsewhere (the index's
+        fast path), by ``wall_us`` at the latest: nothing up to it is fresh
+        from now on."""
+        if sequence <= 0:
+            return
+        last = self._entry(identity, wall_us)
+        if last is None or sequence > last:
+            self._record(identity, sequence, wall_us)
