@@ -47,7 +47,10 @@ def value(samples, name, **labels):
 
 
 @pytest.mark.parametrize("kind", sorted(FRONTS))
-def test_a_scrape_sees_the_counters_move(kind, group_port):
+def test_a_scrape_sees_the_counters_move(kind, group_port, monkeypatch):
+    from mcastmember.fronts import metrics_http      # (it polls: no rate for this one)
+    for name in ("SOURCE_REQUEST_RATE", "SOURCE_REQUEST_BURST", "REQUEST_RATE", "REQUEST_BURST"):
+        monkeypatch.setattr(metrics_http, name, 10**6, raising=False)
     front = FRONTS[kind](group_port, 4001, max_members=1)
     other = McastService(GROUP, group_port, member_port=4002, **LOOPBACK, **FAST)
     front.start()
@@ -242,6 +245,27 @@ def test_a_scraper_gets_in_past_a_crowd_of_half_sent_requests(monkeypatch, group
             "served": 2, "evicted": 1, "accept_errors": 0}
         for sock in crowd:
             sock.close()
+    finally:
+        server.close()
+        front.close()
+
+
+def test_requests_from_one_source_are_rate_bounded(monkeypatch, group_port):
+    """Six clients once got 18,035 scrapes in 15 s: past a source's rate a
+    request gets 429 without the collector being called."""
+    from mcastmember.fronts import metrics_http
+    monkeypatch.setattr(metrics_http, "SOURCE_REQUEST_BURST", 2, raising=False)
+    monkeypatch.setattr(metrics_http, "SOURCE_REQUEST_RATE", 1e-9, raising=False)
+    front = FRONTS["threads"](group_port, 4001)
+    server = serve(front.front, 0)
+    try:
+        _scrape_from(server.port, "127.0.0.1")
+        _scrape_from(server.port, "127.0.0.1")
+        with _connect(server.port) as sock:
+            sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert sock.recv(100).startswith(b"HTTP/1.0 429 ")
+        _scrape_from(server.port, "127.0.0.2")                   # another source: served
+        assert (server.stats()["served"], server.stats()["limited"]) == (3, 1)
     finally:
         server.close()
         front.close()

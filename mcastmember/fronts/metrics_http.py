@@ -13,6 +13,8 @@ closes. Bounds, each counted when hit (``stats()``, and the series
   share is refused; at the cap a known source, a scraper, closes the oldest
   connection of a stranger to get in, and a stranger only one of the
   stranger source holding the most);
+- SOURCE_REQUEST_RATE requests a second from one source, REQUEST_RATE in
+  all (with bursts): past them a 429 answer, the application not called;
 - REQUEST_TIMEOUT_S from accept to the last byte written, whatever the peer
   sends or reads (a half-sent request holds one descriptor that long, and
   nothing else);
@@ -34,8 +36,8 @@ from urllib.parse import unquote
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
-from ..transport.listen import (ADMIT, REFUSE, AcceptBackoff, ConnectionShares, host_key,
-                               source_of)
+from ..transport.listen import (ADMIT, REFUSE, AcceptBackoff, ConnectionShares, ReplyBudget,
+                               host_key, source_group, source_of)
 from ..engine.ratelimit import RateLimitedLog
 from ..transport.net import socket_address, socket_family
 
@@ -58,7 +60,13 @@ REQUEST_TIMEOUT_S = 10.0
 MAX_REQUEST_BYTES = 8 * 1024
 READ_SIZE = 4096
 # The outcomes a connection is counted under.
-OUTCOMES = ("served", "refused", "evicted", "timed_out", "too_large", "bad_request")
+OUTCOMES = ("served", "refused", "evicted", "timed_out", "too_large", "bad_request", "limited")
+# Requests answered a second, per source (an IPv6 source by its /64) and in
+# all, with bursts: Prometheus scrapes every 15-60 s, so a few a second is
+# generous; a request past them gets 429 (outcome "limited") without the
+# application being called (a scrape costs a few milliseconds of CPU).
+SOURCE_REQUEST_RATE, SOURCE_REQUEST_BURST = 5, 10
+REQUEST_RATE, REQUEST_BURST = 20, 40
 
 
 class _Client:
@@ -95,6 +103,8 @@ class MetricsHTTPServer:
         self._server_name = str(sock.getsockname()[0])
         self._clients: dict[socket.socket, _Client] = {}
         self._shares = ConnectionShares(MAX_CONNECTIONS, MAX_PER_SOURCE, STRANGER_SHARE)
+        self._budget = ReplyBudget(REQUEST_RATE, REQUEST_BURST, 1.0, SOURCE_REQUEST_RATE,
+                                   SOURCE_REQUEST_BURST, 1.0)     # (counts only)
         self._known: dict[str, None] = {}      # host_key of sources answered, oldest first
         self._backoff = AcceptBackoff()
         self._resume_accept: float | None = None
@@ -201,6 +211,9 @@ class MetricsHTTPServer:
                 return
             if end < 0 or end > MAX_REQUEST_BYTES:
                 self._answer(client, _plain("431 Request Header Fields Too Large"), "too_large")
+                return
+            if not self._budget.take(source_group(client.source), 0, time.monotonic()):
+                self._answer(client, _plain("429 Too Many Requests"), "limited")
                 return
             self._answer(client, self._respond(client, bytes(client.head[:end])), "served")
             return
