@@ -522,3 +522,30 @@ def test_a_reply_over_the_in_flight_cap_is_not_counted_as_sent(listener, monkeyp
             assert read_exactly(sock, len(ACK_FRAME)) == ACK_FRAME
             wait_until(lambda: listener.stats()["probe_replies_failed"] == 1)
     assert listener.stats()["probe_rpc_replies"] == 0
+
+
+@pytest.mark.parametrize("kind", sorted(FRONTS))
+def test_a_front_lets_a_members_host_in_past_a_crowd(kind, group_port, monkeypatch):
+    """Through the fronts: the hosts of the members they list come first at
+    the listener's cap (Tomcat connects from its own host)."""
+    monkeypatch.setattr(probe, "MAX_CONNECTIONS", 2)
+    from mcastmember import McastService
+    front = FRONTS[kind](group_port, 0, tomcat=True)
+    member = McastService(GROUP, group_port, member_port=4002, **LOOPBACK, **FAST)
+    front.start()
+    member.start()
+    try:
+        front.events.wait_for(lambda e: e.kind == "added")
+        port = front.front.config.member_port
+        crowd = [socket.create_connection(("127.0.0.1", port), timeout=5,
+                                          source_address=(f"127.0.0.{n}", 0)) for n in (2, 3)]
+        wait_until(lambda: front.stats()["probe_connections"] == 2)
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as tomcat:
+            tomcat.sendall(message(2, b"probe"))
+            assert read_exactly(tomcat, len(ACK_FRAME)) == ACK_FRAME
+        for sock in crowd:
+            sock.close()
+        assert (front.stats()["probe_evicted"], front.stats()["probe_refused"]) == (1, 0)
+    finally:
+        member.stop()
+        front.close()
