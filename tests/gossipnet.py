@@ -15,8 +15,10 @@ PORT = 7946
 
 
 class Net:
-    def __init__(self, latency=0.001, track=True):
+    def __init__(self, latency=0.001, track=True, factory=None):
         self.now = 0.0
+        # factory(settings, seed) -> a node driven like a GossipEngine (default: one)
+        self.factory = factory or (lambda settings, seed: GossipEngine(settings, seed=seed))
         self.track = track                # record every state change seen (O(N^2) a step)
         self.latency = latency
         self.engines = {}                 # addr -> engine
@@ -35,7 +37,7 @@ class Net:
     def add(self, name, seed=None, start=True, **overrides):
         addr = (f"127.0.0.{len(self.engines) + 1}", PORT)
         settings = GossipSettings(name=name, advertise_addr=addr[0], advertise_port=PORT, **overrides)
-        engine = GossipEngine(settings, seed=len(self.engines) if seed is None else seed)
+        engine = self.factory(settings, len(self.engines) if seed is None else seed)
         self.engines[addr] = engine
         self.names[name] = addr
         self.events[name] = []
@@ -97,7 +99,7 @@ class Net:
                 self.events[name].append((self.now, event))
             if not self.track:
                 continue
-            for node in engine.table.nodes:
+            for node in getattr(engine, "engine", engine).table.nodes:
                 key = (name, node.name)
                 if self._seen.get(key) != node.state:
                     self._seen[key] = node.state

@@ -294,6 +294,29 @@ def test_a_user_broadcast_goes_out_exactly_the_retransmit_limit():
     assert len(net["a"].user_broadcasts) == 0
 
 
+def test_get_broadcasts_hook_replaces_the_user_queue_and_gets_what_is_left():
+    """Delegate.GetBroadcasts: asked with the per-message overhead (compound
+    2 + user byte 1), the bytes left and the parts left; its bodies go out as
+    type-8 messages after memberlist's own broadcasts."""
+    asked = []
+
+    def hook(overhead, limit, max_items):
+        asked.append((overhead, limit, max_items))
+        return [b"serf-1", b"serf-2"] if len(asked) == 1 else []
+
+    a = GossipEngine(GossipSettings(name="a", advertise_addr="127.0.0.1"), seed=1, get_broadcasts=hook)
+    a.start(0.0)
+    a.broadcast_user(b"ignored")                  # the hook replaces user_broadcasts
+    a.send_user(("127.0.0.2", 7946), b"direct", 0.0)
+    ((packet, _addr),) = a.datagrams_to_send(0.0)
+    alive = messages.encode(messages.Alive(incarnation=1, node="a", addr=bytes([127, 0, 0, 1]), port=7946,
+                                           vsn=a.settings.vsn()))
+    # udp 1400 - "direct" and its type byte (7) - compound header 2; the alive took its size + 2
+    assert asked == [(3, 1400 - 7 - 2 - (len(alive) + 2), 253)]
+    assert _parts(packet)[0] == b"direct" and _parts(packet)[2:] == [b"serf-1", b"serf-2"]
+    assert len(a.user_broadcasts) == 1
+
+
 # ---------------------------------------------------------------- bounds
 
 

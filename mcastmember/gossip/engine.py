@@ -136,11 +136,16 @@ class _Leave:
 class GossipEngine:
     """One memberlist node, sans-IO. ``meta`` is our node meta (Serf's tags,
     at most 512 bytes); ``seed`` seeds every random choice; ``user_state``
-    gives the push/pull user state (Delegate.LocalState, given the join flag).
+    gives the push/pull user state (Delegate.LocalState, given the join flag);
+    ``get_broadcasts`` (Delegate.GetBroadcasts), if given, is asked for the
+    user messages to piggyback instead of :attr:`user_broadcasts`: called with
+    the overhead each message costs, the bytes left and the most messages
+    that fit, it returns message bodies (the engine adds the type-8 byte).
     """
 
     def __init__(self, settings: GossipSettings, *, meta: bytes = b"", seed: int | None = None,
-                 user_state: Callable[[bool], bytes] | None = None):
+                 user_state: Callable[[bool], bytes] | None = None,
+                 get_broadcasts: Callable[[int, int, int], list[bytes]] | None = None):
         if len(meta) > META_MAX_SIZE:
             raise ValueError(f"node meta is at most {META_MAX_SIZE} bytes, not {len(meta)}")
         self.settings = settings
@@ -155,6 +160,7 @@ class GossipEngine:
                                               settings.max_broadcast_bytes)
         self.keyring = crypto.Keyring(settings.keys) if settings.keys else None
         self.user_state = user_state
+        self.get_broadcasts = get_broadcasts
         #: the payload of our acks (PingDelegate.AckPayload)
         self.ack_payload = b""
         self._meta = meta
@@ -681,7 +687,10 @@ class GossipEngine:
         self._check_leave()
         avail = limit - sum(len(m) + overhead for m in out)
         if avail > overhead + USER_MSG_OVERHEAD and len(out) < max_parts:
-            user = self.user_broadcasts.get(overhead + USER_MSG_OVERHEAD, avail, n, max_parts - len(out))
+            if self.get_broadcasts is not None:
+                user = self.get_broadcasts(overhead + USER_MSG_OVERHEAD, avail, max_parts - len(out))
+            else:
+                user = self.user_broadcasts.get(overhead + USER_MSG_OVERHEAD, avail, n, max_parts - len(out))
             out += [bytes((MessageType.USER,)) + m for m in user]
         self.user_broadcasts.finished.clear()
         return out

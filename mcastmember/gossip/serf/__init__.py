@@ -10,6 +10,8 @@
 - :mod:`.buffers`: the recent-intent, event and query buffers, query filters;
 - :mod:`.members`: member statuses from intents and memberlist's events, and
   the push/pull merge (:class:`SerfCore`).
+- :mod:`.node`: :class:`~.node.SerfNode`, all of the above wired into the
+  gossip engine: one sans-IO Serf member.
 
 Like :mod:`mcastmember.gossip` it needs the ``gossip`` extra and is never
 imported by ``import mcastmember``. Decoders raise

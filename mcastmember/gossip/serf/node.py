@@ -1,0 +1,809 @@
+"""SerfNode: a Serf 0.9.4 agent's core, sans-IO: Serf's layer wired into the gossip engine.
+
+One object that behaves as serf.Serf on memberlist does, with no sockets,
+threads or clock: every call takes ``now`` (monotonic seconds) and the
+engine's entry points pass through, so a front drives a :class:`SerfNode`
+exactly as it drives a :class:`~mcastmember.gossip.engine.GossipEngine`
+(``receive_packet``, ``receive_stream``, ``streams_to_open``,
+``stream_response``, ``stream_failed``, ``datagrams_to_send``,
+``next_deadline``, ``handle_timer``, ``events``).
+
+What follows which Serf 0.9.4 code (Debian's ``golang-github-hashicorp-serf-dev``,
+read, never copied):
+
+- serf.go ``Create``: memberlist's protocol from ``ProtocolVersionMap``, the
+  delegate versions (min 2, max 5, current = Serf's protocol), tags in the
+  node meta, three transmit-limited queues (intents, events, queries);
+- delegate.go ``NotifyMsg`` (each Serf message handled, rebroadcast on the
+  queue of its kind, relays forwarded), ``GetBroadcasts`` (intents, then
+  queries, then events), ``LocalState``/``MergeRemoteState``;
+- event_delegate.go: memberlist's join/leave/update to ``handleNodeJoin``,
+  ``handleNodeLeave``, ``handleNodeUpdate``;
+- serf.go ``Join`` (``ignoreOld`` sets eventJoinIgnore, then broadcastJoin),
+  ``Leave`` (the leave intent first, then memberlist's leave, then
+  ``LeavePropagateDelay``), ``UserEvent``, ``Query``, ``handleQuery`` (ack
+  and answer by UDP to the asker), ``handleQueryResponse``, ``SetTags``,
+  ``handleReap``; internal_query.go and keymanager.go (``streamKeyResp``).
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Union
+
+from ...wire.errors import ConfigurationError
+from ..broadcasts import BroadcastQueue
+from ..engine import GossipEngine, OutgoingStream
+from ..errors import GossipWireError
+from ..events import JoinResult, MemberFailed, MemberJoined, MemberLeft, MemberUpdated, NameConflict, \
+    RemoteState, UserMessage
+from ..settings import GossipSettings
+from ..state import Addr, NodeInfo, ip_bytes, ip_text
+from . import messages
+from .buffers import should_process_query
+from .codec import SerfLimits
+from .layout import (AGENT_PROTOCOL_VERSION, DEFAULT_QUERY_RESPONSE_SIZE_LIMIT, DEFAULT_QUERY_SIZE_LIMIT,
+                     DEFAULT_QUERY_TIMEOUT_MULT, DEFAULT_REAP_INTERVAL, DEFAULT_RECONNECT_TIMEOUT,
+                     DEFAULT_TOMBSTONE_TIMEOUT, DEFAULT_USER_EVENT_SIZE_LIMIT, INTERNAL_QUERY_PREFIX,
+                     MEMBERLIST_PROTOCOL_FOR, PROTOCOL_VERSION_MAX, PROTOCOL_VERSION_MIN, QUERY_INSTALL_KEY,
+                     QUERY_CONFLICT, QUERY_LIST_KEYS, QUERY_MIN_PROTOCOL, QUERY_REMOVE_KEY, QUERY_USE_KEY, MemberStatus,
+                     SerfMessageType)
+from .members import SerfCore, SerfEvent, SerfMembers
+from .queries import QueryTracker, answer_internal_query, default_query_timeout, make_ack, make_response, \
+    new_query
+from .tags import decode_tags, encode_tags
+
+#: every counter, present from the start
+COUNTERS = ("serf_messages", "serf_messages_bad", "intents_rebroadcast", "events_rebroadcast",
+            "queries_rebroadcast", "queries_answered", "relays_forwarded", "responses_received",
+            "keyring_changes", "serf_broadcasts_dropped", "serf_events_dropped", "reconnects_ok",
+            "reconnects_failed")
+
+_KEY_OPS = {QUERY_INSTALL_KEY: "install", QUERY_USE_KEY: "use", QUERY_REMOVE_KEY: "remove",
+            QUERY_LIST_KEYS: "list"}
+
+
+@dataclass(frozen=True)
+class SerfSettings:
+    """Serf's own settings (config.go DefaultConfig, the agent's protocol)."""
+
+    #: Serf's protocol (the agent's default: 5); sets memberlist's protocol
+    #: (ProtocolVersionMap) and the delegate version in the alive's Vsn
+    protocol_version: int = AGENT_PROTOCOL_VERSION
+    #: how long a leave waits for its intent, then memberlist's leave, to go out
+    broadcast_timeout: float = 5.0
+    #: how long a leave stays up after memberlist's leave went out
+    leave_propagate_delay: float = 1.0
+    reap_interval: float = DEFAULT_REAP_INTERVAL
+    #: how often a failed member may be tried again (a memberlist join with it)
+    reconnect_interval: float = 30.0
+    reconnect_timeout: float = DEFAULT_RECONNECT_TIMEOUT
+    tombstone_timeout: float = DEFAULT_TOMBSTONE_TIMEOUT
+    query_timeout_mult: int = DEFAULT_QUERY_TIMEOUT_MULT
+    query_size_limit: int = DEFAULT_QUERY_SIZE_LIMIT
+    query_response_size_limit: int = DEFAULT_QUERY_RESPONSE_SIZE_LIMIT
+    user_event_size_limit: int = DEFAULT_USER_EVENT_SIZE_LIMIT
+    limits: SerfLimits = field(default_factory=SerfLimits)
+
+    def __post_init__(self) -> None:
+        if not PROTOCOL_VERSION_MIN <= self.protocol_version <= PROTOCOL_VERSION_MAX:
+            raise ConfigurationError(f"Serf protocol_version {self.protocol_version} is outside "
+                                     f"{PROTOCOL_VERSION_MIN}-{PROTOCOL_VERSION_MAX}")
+        for name in ("broadcast_timeout", "reap_interval", "reconnect_interval"):
+            if not getattr(self, name) > 0:
+                raise ConfigurationError(f"{name} must be positive")
+        for name in ("leave_propagate_delay", "reconnect_timeout", "tombstone_timeout"):
+            if getattr(self, name) < 0:
+                raise ConfigurationError(f"{name} cannot be negative")
+
+
+# ------------------------------------------------------------------ events
+
+
+@dataclass(frozen=True)
+class Member:
+    """A member as Serf lists it (serf.Member): ``status`` is alive, leaving,
+    left or failed; ``vsn`` is memberlist's six version bytes."""
+
+    name: str
+    addr: str
+    port: int
+    tags: dict[str, str]
+    status: MemberStatus
+    vsn: bytes = b""
+
+
+@dataclass(frozen=True)
+class MemberEvent:
+    """``kind``: joined, updated, left, failed or reaped (Serf's member-join,
+    member-update, member-leave, member-failed, member-reap)."""
+
+    kind: str
+    member: Member
+
+
+@dataclass(frozen=True)
+class UserEventReceived:
+    """A user event, ours included, delivered once (deduplicated by LTime,
+    name and payload)."""
+
+    name: str
+    payload: bytes
+    ltime: int
+    coalesce: bool
+
+
+@dataclass(frozen=True)
+class QueryReceived:
+    """A query (not one of Serf's internal ones) whose filters select us:
+    answer with :meth:`SerfNode.respond` before ``deadline``."""
+
+    query: messages.Query
+    deadline: float
+
+
+@dataclass(frozen=True)
+class QueryAnswer:
+    """An ack or a response to one of our queries, the first from its node."""
+
+    query_id: int
+    from_: str
+    payload: bytes
+    ack: bool
+
+
+@dataclass(frozen=True)
+class QueryFinished:
+    """One of our queries reached its deadline: who acked, who responded."""
+
+    query_id: int
+    name: str
+    acks: tuple[str, ...]
+    responses: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class KeyResult:
+    """The outcome of a key operation (keymanager.go KeyResponse): ``op`` is
+    install, use, remove or list; ``ok`` as Serf's: no error and every node
+    answered; ``keys`` and ``primary_keys`` count nodes per base64 key."""
+
+    op: str
+    num_nodes: int
+    num_resp: int
+    num_err: int
+    messages: dict[str, str]
+    keys: dict[str, int]
+    primary_keys: dict[str, int]
+
+    @property
+    def ok(self) -> bool:
+        return self.num_err == 0 and self.num_resp == self.num_nodes
+
+
+@dataclass(frozen=True)
+class JoinDone:
+    """The end of :meth:`SerfNode.join`: how many seeds answered, each
+    failure's reason."""
+
+    joined: int
+    errors: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class LeaveDone:
+    """The end of :meth:`SerfNode.leave`: stop driving the node now."""
+
+    ok: bool
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class ConflictResolved:
+    """Another node claimed our name; the ``_serf_conflict`` query asked the
+    cluster which address it knows for it. In the minority (``majority``
+    false) Serf shuts down: the front should stop this node."""
+
+    matching: int
+    responses: int
+
+    @property
+    def majority(self) -> bool:
+        return self.matching >= self.responses // 2 + 1
+
+
+@dataclass(frozen=True)
+class KeyringChanged:
+    """A key query changed our keyring (Serf rewrites its keyring file)."""
+
+    keys: tuple[bytes, ...]
+
+
+SerfNodeEvent = Union[MemberEvent, UserEventReceived, QueryReceived, QueryAnswer, QueryFinished, KeyResult,
+                      JoinDone, LeaveDone, KeyringChanged, ConflictResolved, NameConflict]
+
+
+@dataclass(eq=False)
+class _OpenQuery:
+    query: messages.Query
+    deadline: float
+    num_nodes: int
+    answers: list[tuple[str, bytes]] = field(default_factory=list)
+    acks: list[str] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class _Leaving:
+    phase: str            # "intent", "memberlist", "propagate"
+    deadline: float
+    token: object = field(default_factory=object)
+
+
+class SerfNode:
+    """One Serf member: a :class:`GossipEngine` with Serf's layer on top.
+
+    ``gossip`` is memberlist's settings (its ``protocol_version`` and delegate
+    versions are replaced by what ``serf.protocol_version`` implies, as
+    serf.Create does); ``tags`` go in the node meta. ``seed`` seeds every
+    random choice.
+    """
+
+    def __init__(self, gossip: GossipSettings, tags: Mapping[str, str] | None = None,
+                 serf: SerfSettings | None = None, *, seed: int | None = None):
+        self.serf_settings = serf = serf or SerfSettings()
+        settings = dataclasses.replace(
+            gossip, protocol_version=MEMBERLIST_PROTOCOL_FOR[serf.protocol_version],
+            delegate_protocol_min=PROTOCOL_VERSION_MIN, delegate_protocol_max=PROTOCOL_VERSION_MAX,
+            delegate_protocol_version=serf.protocol_version)
+        self.name = settings.name
+        self._tags = dict(tags or {})
+        self.engine = GossipEngine(settings, meta=encode_tags(self._tags, serf.protocol_version), seed=seed,
+                                   user_state=self._local_state, get_broadcasts=self._get_broadcasts)
+        members = SerfMembers(self.name, reconnect_timeout=serf.reconnect_timeout,
+                              tombstone_timeout=serf.tombstone_timeout, max_members=settings.max_nodes)
+        self.core = SerfCore(self.name, members)
+        for clock in (members.clock, self.core.event_buffer.clock, self.core.query_buffer.clock):
+            clock.increment()   # serf.Create starts the clocks at 1
+        # delegate.go: intents, queries and events, each transmit-limited
+        self.intents, self.queries, self.user_events = (
+            BroadcastQueue(settings.retransmit_mult, settings.max_broadcasts, settings.max_broadcast_bytes)
+            for _ in range(3))
+        self.tracker = QueryTracker()
+        self._open: dict[int, _OpenQuery] = {}
+        self._known: dict[str, NodeInfo] = {}
+        self._events: deque[SerfNodeEvent] = deque()
+        self._counts: dict[str, int] = dict.fromkeys(COUNTERS, 0)
+        self._joining = 0
+        self._join_ok = 0
+        self._join_errors: list[str] = []
+        self._leaving: _Leaving | None = None
+        self._next_reap = float("inf")
+        self._next_reconnect = float("inf")
+        self._reconnecting: list[Addr] = []
+
+    # ----------------------------------------------------------- lifecycle
+
+    def start(self, now: float) -> None:
+        self.engine.start(now)
+        self._next_reap = now + self.serf_settings.reap_interval
+        self._next_reconnect = now + self.serf_settings.reconnect_interval
+        self._pump(now)
+
+    def join(self, seeds: Iterable[Addr], now: float, ignore_old: bool = True) -> int:
+        """Serf.Join: a push/pull with each seed; ``ignore_old`` (``serf join``'s
+        default; ``-replay`` turns it off) ignores the user events the seeds
+        carry. When every seed has answered, our join intent is gossiped if
+        one succeeded, and a :class:`JoinDone` event follows."""
+        if self.core.members.state != MemberStatus.ALIVE:
+            raise RuntimeError("Serf can't join after a leave")
+        seeds = list(seeds)
+        self._joining += len(seeds)
+        if ignore_old:
+            self.core.event_join_ignore = True
+        started = self.engine.join(seeds, now)
+        self._pump(now)
+        if not seeds:
+            self._join_finished(now)
+        return started
+
+    def leave(self, now: float) -> None:
+        """Serf.Leave: our leave intent is gossiped first (so others show us
+        ``left``, not ``failed``), then memberlist's leave, then we stay up
+        ``leave_propagate_delay``; a :class:`LeaveDone` event ends it."""
+        if self._leaving is not None or self.core.members.state != MemberStatus.ALIVE:
+            raise RuntimeError("a leave is already in progress or done")
+        msg = self.core.members.local_leave(now)
+        deadline = now + self.serf_settings.broadcast_timeout
+        if self.core.members.has_alive_members():
+            self._leaving = _Leaving("intent", deadline)
+            self._queue(self.intents, messages.encode(msg), self._leaving.token)
+        else:
+            self._leaving = _Leaving("memberlist", deadline)
+            self.engine.leave(now)
+        self._pump(now)
+
+    def set_tags(self, tags: Mapping[str, str], now: float) -> None:
+        """SetTags: new tags in our meta, announced by memberlist."""
+        meta = encode_tags(tags, self.serf_settings.protocol_version)
+        self._tags = dict(tags)
+        self.engine.set_meta(meta, now)
+        self._pump(now)
+
+    def user_event(self, name: str, payload: bytes, now: float, coalesce: bool = True) -> None:
+        """Serf.UserEvent (``serf event``'s coalesce defaults to true): delivered
+        here too, and gossiped. Raises ValueError over Serf's size limits."""
+        msg, raw = self.core.event_buffer.new_event(name, payload, coalesce,
+                                                    self.serf_settings.user_event_size_limit)
+        self.core.members.events.append(SerfEvent("user", msg.name, msg.payload, msg.ltime, msg.cc))
+        self._queue(self.user_events, raw)
+        self._pump(now)
+
+    def query(self, name: str, payload: bytes, now: float, *, filters: Iterable[bytes] = (),
+              request_ack: bool = False, timeout: float | None = None, relay_factor: int = 0) -> messages.Query:
+        """Serf.Query: processed here too, gossiped, answers collected until its
+        timeout (Serf's default: gossip interval x 16 x ceil(log10(N + 1))) as
+        :class:`QueryAnswer` events, then :class:`QueryFinished`. Raises
+        ValueError over the query size limit, RuntimeError below protocol 4."""
+        if self.serf_settings.protocol_version < QUERY_MIN_PROTOCOL:
+            raise RuntimeError("queries need Serf protocol 4 or newer")
+        members = len(self.engine.members())
+        if timeout is None:
+            timeout = default_query_timeout(members, self.engine.settings.gossip_interval,
+                                            self.serf_settings.query_timeout_mult)
+        s = self.engine.settings
+        query, raw = new_query(self.core.query_buffer, self.engine.rng.getrandbits(31), name, payload, self.name,
+                               ip_bytes(s.advertise_addr), s.advertise_port, timeout, filters=list(filters),
+                               request_ack=request_ack, relay_factor=relay_factor,
+                               size_limit=self.serf_settings.query_size_limit)
+        self.tracker.open(query, now)
+        self._open[query.ltime] = _OpenQuery(query, now + timeout, members)
+        self._process_query(query, now)
+        self._queue(self.queries, raw)
+        self._pump(now)
+        return query
+
+    def key_operation(self, op: str, key: bytes, now: float) -> messages.Query:
+        """``serf keys -install/-use/-remove/-list`` (op: install, use, remove,
+        list; ``key`` empty for list): the internal query to every node; a
+        :class:`KeyResult` event when all answered or at the deadline."""
+        names = {v: k for k, v in _KEY_OPS.items()}
+        if op not in names:
+            raise ValueError(f"unknown key operation {op!r} (install, use, remove or list)")
+        return self.query(names[op], messages.encode(messages.KeyRequest(key=key)), now)
+
+    def respond(self, received: QueryReceived, payload: bytes, now: float) -> None:
+        """Answer a :class:`QueryReceived` (Query.Respond): by UDP to the asker,
+        and through ``relay_factor`` other members if it asked. Raises
+        ValueError past the deadline or over the response size limit."""
+        if now > received.deadline:
+            raise ValueError("response is past the deadline")
+        query = received.query
+        raw = make_response(query, self.name, payload, self.serf_settings.query_response_size_limit)
+        self._send_to_asker(query, raw, now)
+
+    # ---------------------------------------------------- what it knows
+
+    @property
+    def tags(self) -> dict[str, str]:
+        return dict(self._tags)
+
+    def members(self) -> list[Member]:
+        """Every member Serf knows (Members): alive, leaving, left and failed
+        until reaped, ourselves included, by name."""
+        out = []
+        for name, state in sorted(self.core.members.members.items()):
+            info = self._known.get(name)
+            if info is not None:
+                out.append(self._member(info, state.status))
+        return out
+
+    def member(self, name: str) -> Member | None:
+        state = self.core.members.members.get(name)
+        info = self._known.get(name)
+        return self._member(info, state.status) if state is not None and info is not None else None
+
+    def stats(self) -> dict[str, int]:
+        out = self.engine.stats()
+        out.update(self._counts)
+        out["serf_members"] = len(self.core.members.members)
+        out["serf_members_refused"] = self.core.members.refused
+        out["intents_queued"] = len(self.intents)
+        out["events_queued"] = len(self.user_events)
+        out["queries_queued"] = len(self.queries)
+        return out
+
+    @property
+    def leave_done(self) -> bool:
+        return self._leaving is None and self.core.members.state == MemberStatus.LEFT
+
+    # ---------------------------------------------------- the engine's surface
+
+    def receive_packet(self, data: bytes, addr: Addr, now: float) -> None:
+        self.engine.receive_packet(data, addr, now)
+        self._pump(now)
+
+    def receive_stream(self, data: bytes, addr: Addr, now: float) -> bytes | None:
+        reply = self.engine.receive_stream(data, addr, now)
+        self._pump(now)
+        return reply
+
+    def stream_response(self, stream_id: int, data: bytes, now: float) -> bool:
+        done = self.engine.stream_response(stream_id, data, now)
+        self._pump(now)
+        return done
+
+    def stream_failed(self, stream_id: int, now: float, error: str = "connection failed") -> None:
+        self.engine.stream_failed(stream_id, now, error)
+        self._pump(now)
+
+    def streams_to_open(self, now: float) -> list[OutgoingStream]:
+        return self.engine.streams_to_open(now)
+
+    def datagrams_to_send(self, now: float) -> list[tuple[bytes, Addr]]:
+        return self.engine.datagrams_to_send(now)
+
+    def events(self) -> list[SerfNodeEvent]:
+        out = list(self._events)
+        self._events.clear()
+        return out
+
+    def next_deadline(self) -> float | None:
+        times = [self._next_reap, self._next_reconnect, *(q.deadline for q in self._open.values())]
+        if self._leaving is not None:
+            times.append(self._leaving.deadline)
+        engine = self.engine.next_deadline()
+        if engine is not None:
+            times.append(engine)
+        soonest = min(times)
+        return None if soonest == float("inf") else soonest
+
+    def handle_timer(self, now: float) -> None:
+        self.engine.handle_timer(now)
+        if self._next_reap <= now:
+            self._next_reap = now + self.serf_settings.reap_interval
+            self.core.members.reap(now)
+        if self._next_reconnect <= now:
+            self._next_reconnect = now + self.serf_settings.reconnect_interval
+            self._reconnect(now)
+        for ltime, open_query in list(self._open.items()):
+            if open_query.deadline <= now:
+                self._finish_query(ltime, now)
+        self.tracker.expire(now)
+        self._pump(now)
+
+    # ------------------------------------------------------------- inside
+
+    def _pump(self, now: float) -> None:
+        """Hand the engine's events to Serf's layer, then Serf's events out."""
+        for event in self.engine.events():
+            if isinstance(event, MemberJoined):
+                self._known[event.node.name] = event.node
+                self.core.members.node_join(event.node.name, now)
+                if event.node.name not in self.core.members.members:
+                    del self._known[event.node.name]     # over max_members: refused and counted
+            elif isinstance(event, MemberUpdated):
+                self._known[event.node.name] = event.node
+                self.core.members.node_update(event.node.name)
+            elif isinstance(event, (MemberLeft, MemberFailed)):
+                self._known[event.node.name] = event.node
+                self.core.members.node_leave(event.node.name, now)
+            elif isinstance(event, UserMessage):
+                self._user_message(event.payload, now)
+            elif isinstance(event, RemoteState):
+                self._merge_remote(event, now)
+            elif isinstance(event, JoinResult):
+                if event.addr in self._reconnecting:
+                    self._reconnecting.remove(event.addr)
+                    self._counts["reconnects_ok" if event.ok else "reconnects_failed"] += 1
+                    continue
+                self._joining -= 1
+                if event.ok:
+                    self._join_ok += 1
+                else:
+                    self._join_errors.append(f"{event.addr[0]}:{event.addr[1]}: {event.error}")
+                if self._joining <= 0:
+                    self._join_finished(now)
+            elif isinstance(event, NameConflict):
+                self._event(event)
+                if (event.existing.name == self.name and self.serf_settings.protocol_version >= QUERY_MIN_PROTOCOL
+                        and not any(q.query.name == QUERY_CONFLICT for q in self._open.values())):
+                    # handleNodeConflict: ask the cluster who it knows by our name
+                    self.query(QUERY_CONFLICT, self.name.encode("utf-8", "surrogateescape"), now)
+            self._take_core_events()
+        self._take_core_events()
+        self._advance_leave(now)
+
+    def _reconnect(self, now: float) -> None:
+        """serf.go reconnect: with probability failed / alive, a memberlist join
+        with one failed member picked at random (no join intent follows)."""
+        members = self.core.members
+        failed = [name for name in members.failed_members if name in self._known]
+        if not failed or self.core.members.state != MemberStatus.ALIVE:
+            return
+        alive = len(members.members) - len(members.failed_members) - len(members.left_members)
+        if self.engine.rng.random() > len(failed) / max(alive, 1):
+            return
+        info = self._known[failed[self.engine.rng.randrange(len(failed))]]
+        addr = (info.addr, info.port)
+        if len(self._reconnecting) < self.engine.settings.max_streams:
+            self._reconnecting.append(addr)
+            self.engine.join([addr], now)
+
+    def _take_core_events(self) -> None:
+        """Serf's events, in the order they happened among ours."""
+        for serf_event in self.core.take_events():
+            self._serf_event(serf_event)
+
+    def _serf_event(self, event: SerfEvent) -> None:
+        if event.kind == "user":
+            self._event(UserEventReceived(event.name, event.payload, event.ltime, event.coalesce))
+            return
+        kind = {"member-join": "joined", "member-update": "updated", "member-leave": "left",
+                "member-failed": "failed", "member-reap": "reaped"}[event.kind]
+        info = self._known.get(event.name)
+        if info is None:
+            return
+        state = self.core.members.members.get(event.name)
+        status = state.status if state is not None else MemberStatus.LEFT
+        self._event(MemberEvent(kind, self._member(info, status)))
+        if kind == "reaped":
+            del self._known[event.name]
+
+    def _member(self, info: NodeInfo, status: MemberStatus) -> Member:
+        try:
+            tags = decode_tags(info.meta, self.serf_settings.limits)
+        except GossipWireError:
+            tags = {}
+        return Member(info.name, info.addr, info.port, tags, status, info.vsn)
+
+    def _join_finished(self, now: float) -> None:
+        self._joining = 0
+        self.core.event_join_ignore = False
+        joined, errors = self._join_ok, tuple(self._join_errors)
+        self._join_ok, self._join_errors = 0, []
+        if joined > 0 and self.core.members.state == MemberStatus.ALIVE:
+            self._broadcast_join(now)
+        self._event(JoinDone(joined, errors))
+
+    def _broadcast_join(self, now: float) -> None:
+        self._queue(self.intents, messages.encode(self.core.members.local_join(now)))
+
+    def _local_state(self, join: bool) -> bytes:
+        return messages.encode(self.core.local_state())
+
+    def _merge_remote(self, event: RemoteState, now: float) -> None:
+        try:
+            state = messages.decode(event.user_state, self.serf_settings.limits)
+        except GossipWireError:
+            self._counts["serf_messages_bad"] += 1
+            return
+        if not isinstance(state, messages.PushPull):
+            self._counts["serf_messages_bad"] += 1
+            return
+        if self.core.merge_remote_state(state, event.join, now):
+            self._broadcast_join(now)
+
+    def _user_message(self, buf: bytes, now: float) -> None:
+        """delegate.go NotifyMsg."""
+        self._counts["serf_messages"] += 1
+        limits = self.serf_settings.limits
+        try:
+            if buf[:1] == bytes((SerfMessageType.RELAY,)):
+                header, inner = messages.decode_relay(buf, limits)
+                self._counts["relays_forwarded"] += 1
+                self.engine.send_user(messages.relay_address(header), inner, now)
+                return
+            msg = messages.decode(buf, limits)
+        except GossipWireError:
+            self._counts["serf_messages_bad"] += 1
+            return
+        members = self.core.members
+        if isinstance(msg, messages.Leave):
+            leave = members.leave_intent(msg, now)
+            if leave.refute:
+                self._broadcast_join(now)
+            if leave.rebroadcast:
+                self._counts["intents_rebroadcast"] += 1
+                self._queue(self.intents, buf)
+            state = members.members.get(msg.node)
+            if leave.prune and state is not None and state.status == MemberStatus.LEFT:
+                members.erase(msg.node)
+        elif isinstance(msg, messages.Join):
+            if members.join_intent(msg, now):
+                self._counts["intents_rebroadcast"] += 1
+                self._queue(self.intents, buf)
+        elif isinstance(msg, messages.UserEvent):
+            if self.core.user_event(msg):
+                self._counts["events_rebroadcast"] += 1
+                self._queue(self.user_events, buf)
+        elif isinstance(msg, messages.Query):
+            outcome = self.core.query_buffer.handle(msg)
+            if outcome.new:
+                self._process_query(msg, now)
+            if outcome.rebroadcast:
+                self._counts["queries_rebroadcast"] += 1
+                self._queue(self.queries, buf)
+        elif isinstance(msg, messages.QueryResponse):
+            self._query_response(msg, now)
+        else:
+            self._counts["serf_messages_bad"] += 1
+
+    def _process_query(self, query: messages.Query, now: float) -> None:
+        """The rest of handleQuery once the buffer took it: filters, ack,
+        then Serf's own answer (internal queries) or the application's."""
+        if not should_process_query(query.filters, self.name, self._tags, self.serf_settings.limits):
+            return
+        if query.ack:
+            self._send_to_asker(query, make_ack(query, self.name), now)
+        if not query.name.startswith(INTERNAL_QUERY_PREFIX):
+            self._event(QueryReceived(query, now + query.timeout / 1e9))
+            return
+        keyring = self.engine.keyring
+        answer = answer_internal_query(query, self.name, keyring, self._serf_member, self.serf_settings.limits,
+                                       self.serf_settings.query_response_size_limit)
+        if answer.response is not None:
+            self._counts["queries_answered"] += 1
+            self._send_to_asker(query, answer.response, now)
+        if answer.keyring_changed and keyring is not None:
+            self._counts["keyring_changes"] += 1
+            self._event(KeyringChanged(keyring.keys))
+
+    def _send_to_asker(self, query: messages.Query, raw: bytes, now: float) -> None:
+        if len(query.addr) not in (4, 16) or not 0 < query.port < 65536:
+            self._counts["serf_messages_bad"] += 1
+            return
+        self.engine.send_user((ip_text(query.addr), query.port), raw, now)
+        self._relay(query, raw, now)
+
+    def _relay(self, query: messages.Query, raw: bytes, now: float) -> None:
+        """query.go relayResponse: the same answer through ``relay_factor``
+        random alive members that speak memberlist 5, ourselves excepted."""
+        members = self.members()
+        if query.relay_factor == 0 or len(members) < query.relay_factor + 1:
+            return
+        wrapped = messages.encode_relay(query.addr, query.port, query.source_node, raw)
+        if len(wrapped) > self.serf_settings.query_response_size_limit:
+            return
+        relays = [m for m in members if m.status == MemberStatus.ALIVE and m.name != self.name
+                  and len(m.vsn) > 1 and m.vsn[1] >= 5]
+        for m in self.engine.rng.sample(relays, min(query.relay_factor, len(relays))):
+            self.engine.send_user((m.addr, m.port), wrapped, now)
+
+    def _serf_member(self, name: str) -> messages.SerfMember | None:
+        """The conflict query's answer: the member we know by that name."""
+        member = self.member(name)
+        if member is None:
+            return None
+        vsn = member.vsn.ljust(6, b"\0")
+        return messages.SerfMember(name=member.name, addr=ip_bytes(member.addr), port=member.port,
+                                   tags=member.tags, status=member.status, protocol_min=vsn[0],
+                                   protocol_max=vsn[1], protocol_cur=vsn[2], delegate_min=vsn[3],
+                                   delegate_max=vsn[4], delegate_cur=vsn[5])
+
+    def _query_response(self, response: messages.QueryResponse, now: float) -> None:
+        kind = self.tracker.handle(response, now)
+        open_query = self._open.get(response.ltime)
+        if kind is None or open_query is None or open_query.query.id != response.id:
+            return
+        self._counts["responses_received"] += 1
+        if kind == "ack":
+            open_query.acks.append(response.from_)
+        else:
+            open_query.answers.append((response.from_, response.payload))
+        if open_query.query.name in _KEY_OPS:
+            # streamKeyResp stops when every node answered
+            if len(open_query.answers) >= open_query.num_nodes:
+                self._finish_query(response.ltime, now)
+        else:
+            self._event(QueryAnswer(response.id, response.from_, response.payload, kind == "ack"))
+
+    def _finish_query(self, ltime: int, now: float) -> None:
+        open_query = self._open.pop(ltime)
+        query = open_query.query
+        op = _KEY_OPS.get(query.name)
+        if query.name == QUERY_CONFLICT:
+            self._event(self._count_conflict(open_query.answers))
+            return
+        if op is None:
+            self._event(QueryFinished(query.id, query.name, tuple(open_query.acks),
+                                      tuple(name for name, _payload in open_query.answers)))
+            return
+        result = KeyResult(op, open_query.num_nodes, 0, 0, {}, {}, {})
+        for node, payload in open_query.answers:
+            result = _count_key_response(result, node, payload, self.serf_settings.limits)
+        self._event(result)
+
+    def _count_conflict(self, answers: list[tuple[str, bytes]]) -> ConflictResolved:
+        """resolveNodeConflict: how many answers name our address and port."""
+        s = self.engine.settings
+        responses = matching = 0
+        for _node, payload in answers:
+            try:
+                member = messages.decode_conflict_response(payload, self.serf_settings.limits)
+            except GossipWireError:
+                continue
+            responses += 1
+            if member is not None and (member.addr, member.port) == (ip_bytes(s.advertise_addr),
+                                                                     s.advertise_port):
+                matching += 1
+        return ConflictResolved(matching, responses)
+
+    def _advance_leave(self, now: float) -> None:
+        leaving = self._leaving
+        if leaving is None:
+            return
+        s = self.serf_settings
+        if leaving.phase == "intent":
+            if leaving.token in self.intents.finished:
+                self.intents.finished.remove(leaving.token)
+                leaving.phase, leaving.deadline = "memberlist", now + s.broadcast_timeout
+                self.engine.leave(now)
+            elif leaving.deadline <= now:
+                self._end_leave(False, "timeout while waiting for graceful leave")
+                return
+        if leaving.phase == "memberlist":
+            if self.engine.leave_done:
+                leaving.phase, leaving.deadline = "propagate", now + s.leave_propagate_delay
+            elif leaving.deadline <= now:
+                self._end_leave(False, "timeout waiting for leave broadcast")
+                return
+        if leaving.phase == "propagate" and leaving.deadline <= now:
+            self._end_leave(True)
+
+    def _end_leave(self, ok: bool, error: str = "") -> None:
+        self._leaving = None
+        self.core.members.left()
+        self._event(LeaveDone(ok, error))
+
+    def _get_broadcasts(self, overhead: int, limit: int, max_items: int) -> list[bytes]:
+        """delegate.go GetBroadcasts: intents, then queries, then events."""
+        n = len(self.core.members.members)
+        out: list[bytes] = []
+        for queue in (self.intents, self.queries, self.user_events):
+            left = limit - sum(len(m) + overhead for m in out)
+            if left <= overhead or len(out) >= max_items:
+                break
+            out += queue.get(overhead, left, n, max_items - len(out))
+        for queue in (self.queries, self.user_events):
+            queue.finished.clear()
+        return out
+
+    def _queue(self, queue: BroadcastQueue, raw: bytes, token: object | None = None) -> None:
+        before = queue.dropped
+        queue.queue(raw, None, token)
+        self._counts["serf_broadcasts_dropped"] += queue.dropped - before
+
+    def _event(self, event: SerfNodeEvent) -> None:
+        if len(self._events) >= self.engine.settings.max_events:
+            self._counts["serf_events_dropped"] += 1
+            return
+        self._events.append(event)
+
+
+def _count_key_response(result: KeyResult, node: str, payload: bytes, limits: SerfLimits) -> KeyResult:
+    """keymanager.go streamKeyResp, for one node's answer."""
+    num_err = result.num_err
+    try:
+        answer = messages.decode(payload, limits)
+    except GossipWireError:
+        answer = None
+    if not isinstance(answer, messages.KeyResponse):
+        result.messages[node] = f"Invalid key query response type: {payload!r}"
+        return dataclasses.replace(result, num_resp=result.num_resp + 1, num_err=num_err + 1)
+    if not answer.result:
+        num_err += 1
+    if answer.message:
+        result.messages[node] = answer.message
+    for key in answer.keys:
+        result.keys[key] = result.keys.get(key, 0) + 1
+    result.primary_keys[answer.primary_key] = result.primary_keys.get(answer.primary_key, 0) + 1
+    return dataclasses.replace(result, num_resp=result.num_resp + 1, num_err=num_err)
+
+
+def b64(key: bytes) -> str:
+    """A key as Serf prints and sends it (standard base64)."""
+    return base64.b64encode(key).decode()
