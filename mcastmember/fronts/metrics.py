@@ -117,7 +117,8 @@ class MembershipCollector(Collector):
             return family
 
         families: list[Metric] = [
-            gauge("members", "Members in the table (suspects included).", get_int(stats, "members")),
+            gauge("members", "Members in the table (suspects included).",
+                  get_int(stats, "members")),
             gauge("healthy", "1 while the driver's loop has caught no unexpected error.",
                   1 if stats.get("healthy", True) else 0),
             gauge("peers", "Unicast peers now (static and resolved).", get_int(stats, "peers")),

@@ -154,8 +154,9 @@ class _Bucket:
 
 class ReplyBudget:
     """Token buckets on replies (the TCP listener's to members, the metrics
-    server's answers), in count and in bytes, in all and per destination: ``take(destination, size,
-    now)`` says whether a reply of ``size`` bytes may go now (and spends it).
+    server's answers), in count and in bytes, in all and per destination:
+    ``take(destination, size, now)`` says whether a reply of ``size`` bytes
+    may go now (and spends it).
     Counts refill at ``rate`` per second up to ``burst``; bytes at
     ``byte_rate`` per second up to one second's worth, and a reply needs only
     some left (it may overdraw, so a reply larger than a second's worth is
