@@ -68,6 +68,7 @@ def asyncio_listener():
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
     listener = accepting(probe_aio.AsyncTribesListener)
+    listener.loop = loop
     asyncio.run_coroutine_threadsafe(listener.start(), loop).result(10)
     try:
         yield listener
@@ -549,3 +550,26 @@ def test_a_front_lets_a_members_host_in_past_a_crowd(kind, group_port, monkeypat
     finally:
         member.stop()
         front.close()
+
+
+def test_a_newcomer_refused_while_connections_are_set_up_is_counted_refused(monkeypatch):
+    """The asyncio listener: at the cap, when the connections it would close
+    are still being set up (accepted in the same wake-up), the newcomer is
+    refused and counted so, not as an eviction that did not happen."""
+    monkeypatch.setattr(probe, "MAX_CONNECTIONS", 2)
+    with asyncio_listener() as listener:
+        held = threading.Event()
+        listener.loop.call_soon_threadsafe(held.wait, 10)    # the loop waits: a backlog forms
+        try:
+            socks = [connect(listener, "127.0.0.3"), connect(listener, "127.0.0.3"),
+                     connect(listener, "127.0.0.4")]
+        finally:
+            held.set()                  # one wake-up accepts all three
+        try:
+            wait_until(lambda: listener.stats()["probe_connections"] == 3)
+            assert socks[2].recv(1) == b""
+            stats = listener.stats()
+            assert (stats["probe_refused"], stats["probe_evicted"]) == (1, 0)
+        finally:
+            for sock in socks:
+                sock.close()
