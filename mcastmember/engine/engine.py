@@ -617,15 +617,15 @@ class MembershipEngine:
             reason = getattr(answer, "reason", "error")
             self._peers.on_failure(lookup, reason, now)
             self._log.log(logging.WARNING, "lookup-" + lookup.name,
-                          "cannot resolve %s (%s): keeping its last %d addresses",
-                          lookup.name, answer, len(lookup.peers))
+                          "cannot resolve %s (%s): keeping its last %s",
+                          lookup.name, answer, _addresses(len(lookup.peers)))
             return
         failures = answer.failures if isinstance(answer, Answer) else ()
         changed = self._peers.on_answer(lookup, answer, now, [f.reason for f in failures])
         if failures:      # one kind of record (or an SRV target) failed, the rest answered
             self._log.log(logging.WARNING, "lookup-" + lookup.name,
-                          "%s answered in part (%s): using its %d addresses", lookup.name,
-                          "; ".join(map(str, failures)), len(lookup.peers))
+                          "%s answered in part (%s): using its %s", lookup.name,
+                          "; ".join(map(str, failures)), _addresses(len(lookup.peers)))
         if changed:
             self._new_targets()
             if self.config.dns_members:
@@ -788,3 +788,8 @@ class ProbeAttempt:
 
     def __repr__(self) -> str:
         return f"ProbeAttempt({self.member.address}:{self.member.port}, timeout={self.timeout:.3f})"
+
+
+def _addresses(count: int) -> str:
+    """``1 address``, ``2 addresses``: a count of peers in a log line."""
+    return f"{count} address" if count == 1 else f"{count} addresses"
