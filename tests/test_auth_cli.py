@@ -89,3 +89,23 @@ def test_json_says_which_members_are_authenticated(group_port, tmp_path):
         for proc in [watcher] + others:
             proc.kill()
             proc.wait()
+
+
+@pytest.mark.parametrize("kind, message", [
+    ("device", "not a regular file"),              # /dev/zero was read until MemoryError
+    ("fifo", "not a regular file"),                # a FIFO hung, waiting for a writer
+    ("big", "70068 bytes, more than a key file's 65536"),
+])
+def test_a_key_file_that_is_not_a_small_regular_file_is_one_line(tmp_path, kind, message):
+    if kind == "device":
+        path = "/dev/zero"
+    elif kind == "fifo":
+        path = str(tmp_path / "fifo")
+        os.mkfifo(path, 0o600)
+    else:
+        path = key_file(tmp_path, "#" * 70000 + "\n" + auth.new_key_line() + "\n")
+    result = run(["join", GROUP, "--interface", "127.0.0.1", "--ttl", "0", "--key-file", path],
+                 tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"mcast-demo join: error: key file {path}: {message}")
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
