@@ -75,11 +75,14 @@ def test_a_group_readable_key_file_is_warned_about(group_port, tmp_path):
 @pytest.mark.network
 def test_json_says_which_members_are_authenticated(group_port, tmp_path):
     keys = key_file(tmp_path, auth.new_key_line(3) + "\n")
-    watcher = start_join(group_port, 4001, tmp_path, "--key-file", keys, "--auth", "permissive")
+    # no TCP listeners: fixed member ports, which another run may hold
+    quiet = "--no-tcp-listener"
+    watcher = start_join(group_port, 4001, tmp_path, "--key-file", keys, "--auth", "permissive",
+                         quiet)
     others = []
     try:
-        others.append(start_join(group_port, 4002, tmp_path, "--key-file", keys))
-        others.append(start_join(group_port, 4003, tmp_path))
+        others.append(start_join(group_port, 4002, tmp_path, "--key-file", keys, quiet))
+        others.append(start_join(group_port, 4003, tmp_path, quiet))
         seen = {}
         while len(seen) < 2:
             event, _ = read_event(watcher)
