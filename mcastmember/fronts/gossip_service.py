@@ -106,7 +106,7 @@ class SerfService:
         self._done = threading.Condition(self._lock)
         self._join_done: JoinDone | None = None
         self._leave_done: LeaveDone | None = None
-        self._counts = dict.fromkeys(FRONT_COUNTERS, 0)
+        self._counts: dict[str, int] = dict.fromkeys(FRONT_COUNTERS, 0)
         self._listeners: list[Listener] = []
         self._events: queue.Queue[SerfNodeEvent | None] = queue.Queue(event_queue_size)
         self._conns: dict[socket.socket, _Conn] = {}
