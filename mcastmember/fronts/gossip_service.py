@@ -14,6 +14,7 @@ by ``import mcastmember``.
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import logging
 import queue
@@ -90,11 +91,14 @@ class SerfService:
             raise ConfigurationError(f"port {port} is not between 1 and 65535")
         if max_streams < 1:
             raise ConfigurationError("max_streams must be at least 1")
-        try:
-            settings = GossipSettings(name=name, advertise_addr=bind_addr, advertise_port=port,
-                                      **dict(gossip or {}))
-        except TypeError as exc:
-            raise ConfigurationError(f"bad gossip setting: {exc}") from None
+        overrides = dict(gossip or {})
+        unknown = sorted(set(overrides) - {f.name for f in dataclasses.fields(GossipSettings)})
+        if unknown:
+            raise ConfigurationError(f"unknown gossip setting {unknown[0]!r}")
+        taken = sorted({"name", "advertise_addr", "advertise_port"} & set(overrides))
+        if taken:
+            raise ConfigurationError(f"gossip setting {taken[0]!r} comes from SerfService's own arguments")
+        settings = GossipSettings(name=name, advertise_addr=bind_addr, advertise_port=port, **overrides)
         self.bind_addr = bind_addr
         self.port = port
         self._family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
