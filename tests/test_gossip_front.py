@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("msgpack")
 
-from mcastmember.fronts.gossip_service import SerfService  # noqa: E402
+from mcastmember.fronts.gossip_service import FRONT_COUNTERS, SerfService  # noqa: E402
 from mcastmember.gossip.serf.node import MemberEvent, UserEventReceived  # noqa: E402
 from mcastmember.wire.errors import ConfigurationError  # noqa: E402
 from support import wait_until  # noqa: E402
@@ -45,23 +45,31 @@ def test_two_fronts_join_see_tags_and_events_and_leave():
         kinds = [e.kind for e in events if isinstance(e, MemberEvent) and e.member.name == "b"]
         assert kinds == ["joined", "left"]
         stats = a.stats()
-        assert stats["streams_accepted"] >= 1 and stats["datagrams_received"] >= 1
-        assert stats["streams_refused"] == stats["streams_too_big"] == stats["events_dropped"] == 0
+        assert stats["connections_accepted"] >= 1 and stats["datagrams_received"] >= 1
+        assert [stats[k] for k in ("connections_refused", "connections_too_big", "listener_events_dropped")] \
+            == [0, 0, 0]
 
 
 def test_streams_past_the_cap_are_refused_and_idle_ones_time_out():
     port = free_port("127.0.0.1")
     with SerfService("a", "127.0.0.1", port, max_streams=1, gossip={"tcp_timeout": 0.3}) as a:
         first = socket.create_connection(("127.0.0.1", port))
-        wait_until(lambda: a.stats()["streams_accepted"] == 1)
+        wait_until(lambda: a.stats()["connections_accepted"] == 1)
         second = socket.create_connection(("127.0.0.1", port))
-        wait_until(lambda: a.stats()["streams_refused"] == 1)
+        wait_until(lambda: a.stats()["connections_refused"] == 1)
         assert second.recv(10) == b""          # closed at once
-        wait_until(lambda: a.stats()["streams_timed_out"] == 1)
+        wait_until(lambda: a.stats()["connections_timed_out"] == 1)
         assert first.recv(10) == b""           # the idle one closed at tcp_timeout
-        assert a.stats()["streams_open"] == 0
+        assert a.stats()["connections_open"] == 0
         first.close()
         second.close()
+
+
+def test_the_fronts_counters_do_not_hide_the_nodes():
+    """stats() is the node's counters and the front's: no name may be both."""
+    svc = SerfService("a", "127.0.0.1", free_port("127.0.0.1"))
+    assert set(FRONT_COUNTERS) & set(svc.node.stats()) == set()
+    assert set(FRONT_COUNTERS) | {"connections_open"} <= set(svc.stats())
 
 
 @pytest.mark.parametrize("args, kwargs, message", [

@@ -143,7 +143,8 @@ def test_python_joins_a_serf_agent_sees_its_tags_and_events_and_leaves(lan, agen
     assert svc.leave().ok
     assert wait_until(lambda: agent.members().get("py1", {}).get("status") == "left"), "".join(agent.log)
     stats = svc.stats()
-    assert stats["streams_refused"] == stats["streams_too_big"] == stats["events_dropped"] == 0
+    assert [stats[k] for k in ("connections_refused", "connections_too_big", "listener_events_dropped")] \
+        == [0, 0, 0]
 
 
 def test_a_killed_agent_is_failed_on_the_python_side(lan, agent, front):

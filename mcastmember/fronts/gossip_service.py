@@ -46,9 +46,9 @@ IDLE_WAIT_S = 1.0
 
 Listener = Callable[[SerfNodeEvent], object]
 
-FRONT_COUNTERS = ("datagrams_sent", "datagrams_received", "send_errors", "streams_accepted",
-                  "streams_refused", "streams_too_big", "streams_timed_out", "streams_opened",
-                  "streams_open_failed", "events_dropped", "listener_errors")
+FRONT_COUNTERS = ("datagrams_sent", "datagrams_received", "send_errors", "connections_accepted",
+                  "connections_refused", "connections_too_big", "connections_timed_out", "connections_opened",
+                  "connections_failed", "listener_events_dropped", "listener_errors")
 
 
 @dataclass(eq=False)
@@ -71,8 +71,11 @@ class SerfService:
     open streams from it (never another address). ``gossip`` overrides
     memberlist's settings (``GossipSettings`` fields), ``serf`` Serf's.
     ``max_streams`` bounds the streams others keep open to us (more are
-    refused, counted ``streams_refused``); each is bounded by the node's
-    ``limits.max_stream`` bytes (``streams_too_big``) and by ``tcp_timeout``.
+    refused, counted ``connections_refused``); each is bounded by the node's
+    ``limits.max_stream`` bytes (``connections_too_big``) and by
+    ``tcp_timeout`` (``connections_timed_out``). Events wait for the
+    listeners in a queue of ``event_queue_size`` (past it:
+    ``listener_events_dropped``).
     Use as a context manager, or call :meth:`start` and :meth:`stop`.
     """
 
@@ -240,7 +243,7 @@ class SerfService:
         with self._lock:
             out = self.node.stats()
             out.update(self._counts)
-            out["streams_open"] = len(self._conns)
+            out["connections_open"] = len(self._conns)
             return out
 
     # ------------------------------------------------------------ the I/O thread
@@ -295,7 +298,7 @@ class SerfService:
             self.node.handle_timer(now)
         for conn in list(self._conns.values()):
             if conn.deadline <= now:
-                self._counts["streams_timed_out"] += 1
+                self._counts["connections_timed_out"] += 1
                 self._close(conn, "i/o timeout")
         self._flush(now)
 
@@ -321,7 +324,7 @@ class SerfService:
             try:
                 self._events.put_nowait(event)
             except queue.Full:
-                self._counts["events_dropped"] += 1
+                self._counts["listener_events_dropped"] += 1
 
     def _read_datagrams(self) -> None:
         assert self._udp is not None
@@ -346,10 +349,10 @@ class SerfService:
                 return
             incoming = sum(1 for c in self._conns.values() if c.incoming)
             if incoming >= self._max_streams:
-                self._counts["streams_refused"] += 1
+                self._counts["connections_refused"] += 1
                 sock.close()
                 continue
-            self._counts["streams_accepted"] += 1
+            self._counts["connections_accepted"] += 1
             sock.setblocking(False)
             conn = _Conn(sock, (addr[0], addr[1]), time.monotonic() + self._tcp_timeout, incoming=True)
             self._conns[sock] = conn
@@ -363,10 +366,10 @@ class SerfService:
             sock.connect_ex(addr)
         except OSError as exc:
             sock.close()
-            self._counts["streams_open_failed"] += 1
+            self._counts["connections_failed"] += 1
             self.node.stream_failed(stream_id, time.monotonic(), str(exc))
             return
-        self._counts["streams_opened"] += 1
+        self._counts["connections_opened"] += 1
         conn = _Conn(sock, addr, deadline, incoming=False, stream_id=stream_id, outbuf=bytearray(data),
                      connected=False)
         self._conns[sock] = conn
@@ -377,7 +380,7 @@ class SerfService:
         if not conn.connected and mask & selectors.EVENT_WRITE:
             error = conn.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
             if error:
-                self._counts["streams_open_failed"] += 1
+                self._counts["connections_failed"] += 1
                 self._close(conn, f"connect: {error}")
                 return
             conn.connected = True
@@ -410,7 +413,7 @@ class SerfService:
             self._close(conn, "connection closed before a whole message")
             return
         if len(conn.inbuf) + len(chunk) > self._max_stream_bytes:
-            self._counts["streams_too_big"] += 1
+            self._counts["connections_too_big"] += 1
             self._close(conn, "stream too big")
             return
         conn.inbuf += chunk
