@@ -2,6 +2,8 @@
 Serf members on real sockets, the bounds on streams others open to us, and
 its errors for bad settings. The real Serf agent is in test_gossip_serf_agent."""
 
+import errno
+import os
 import socket
 
 import pytest
@@ -11,7 +13,7 @@ pytest.importorskip("msgpack")
 from mcastmember.fronts.gossip_service import FRONT_COUNTERS, SerfService  # noqa: E402
 from mcastmember.gossip.serf.node import MemberEvent, UserEventReceived  # noqa: E402
 from mcastmember.wire.errors import ConfigurationError  # noqa: E402
-from support import wait_until  # noqa: E402
+from support import silent_port, wait_until  # noqa: E402
 
 
 def free_port(host):
@@ -63,6 +65,27 @@ def test_streams_past_the_cap_are_refused_and_idle_ones_time_out():
         assert a.stats()["connections_open"] == 0
         first.close()
         second.close()
+
+
+def test_a_join_to_a_closed_port_or_a_silent_one_fails_with_the_reason():
+    closed = free_port("127.0.0.2")
+    with SerfService("a", "127.0.0.1", free_port("127.0.0.1"), gossip={"tcp_timeout": 0.5}) as a, \
+            silent_port() as silent:
+        done = a.join([("127.0.0.2", closed), silent])
+        assert done.joined == 0
+        assert sorted(done.errors) == sorted([f"127.0.0.2:{closed}: connect: {os.strerror(errno.ECONNREFUSED)}",
+                                              f"{silent[0]}:{silent[1]}: timed out"])
+        stats = a.stats()
+        assert (stats["connections_opened"], stats["connections_failed"], stats["connections_timed_out"]) \
+            == (2, 1, 1)
+
+
+def test_join_and_leave_need_a_started_service():
+    svc = SerfService("a", "127.0.0.1", free_port("127.0.0.1"))
+    with pytest.raises(RuntimeError, match="start the service before joining"):
+        svc.join([("127.0.0.2", 7946)])
+    with pytest.raises(RuntimeError, match="start the service before leaving"):
+        svc.leave()
 
 
 def test_the_fronts_counters_do_not_hide_the_nodes():

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import logging
+import os
 import queue
 import selectors
 import socket
@@ -193,6 +194,8 @@ class SerfService:
         """Serf.Join: push/pull with each seed; returns how many answered
         (TimeoutError if not all did within ``timeout``)."""
         seeds = [(host, int(port)) for host, port in seeds]
+        if not self._running:
+            raise RuntimeError("start the service before joining")
         with self._lock:
             self._join_done = None
             self.node.join(seeds, time.monotonic(), ignore_old)
@@ -205,6 +208,8 @@ class SerfService:
     def leave(self, timeout: float = 15.0) -> LeaveDone:
         """Serf.Leave: the leave intent, memberlist's leave, then the propagation
         delay; returns when done (TimeoutError past ``timeout``)."""
+        if not self._running:
+            raise RuntimeError("start the service before leaving")
         with self._lock:
             self._leave_done = None
             self.node.leave(time.monotonic())
@@ -381,7 +386,7 @@ class SerfService:
             error = conn.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
             if error:
                 self._counts["connections_failed"] += 1
-                self._close(conn, f"connect: {error}")
+                self._close(conn, f"connect: {os.strerror(error)}")
                 return
             conn.connected = True
         if mask & selectors.EVENT_WRITE and conn.outbuf:
