@@ -53,10 +53,12 @@ def wait_until(predicate, timeout=WAIT, step=0.1):
 class Agent:
     """``serf agent`` on one host of the LAN, queried through its RPC address there."""
 
-    def __init__(self, lan, index, name):
+    def __init__(self, lan, index, name, received):
         self.lan, self.index = lan, index
+        # the payload of every user event "frompy" the agent receives, appended to ``received``
         self.proc = lan.run(index, ["serf", "agent", "-node", name, "-bind", f"{lan.address(index)}:7946",
-                                    "-rpc-addr", RPC, "-tag", "role=go", "-log-level", "debug"],
+                                    "-rpc-addr", RPC, "-tag", "role=go", "-log-level", "debug",
+                                    "-event-handler", f"user:frompy=cat >> {received}"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.log: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()
@@ -92,8 +94,8 @@ def lan():
 
 
 @pytest.fixture
-def agent(lan):
-    agent = Agent(lan, GO, "go1")
+def agent(lan, tmp_path):
+    agent = Agent(lan, GO, "go1", tmp_path / "frompy")
     try:
         assert wait_until(lambda: "go1" in agent.members()), "".join(agent.log)
         yield agent
@@ -117,8 +119,9 @@ def py_view(svc):
     return {m.name: (m.addr, m.port, m.status.name.lower(), m.tags) for m in svc.members()}
 
 
-def test_python_joins_a_serf_agent_sees_its_tags_and_events_and_leaves(lan, agent, front):
+def test_python_joins_a_serf_agent_sees_its_tags_and_events_and_leaves(lan, agent, front, tmp_path):
     svc, events = front
+    received = tmp_path / "frompy"
     done = svc.join([(lan.address(GO), 7946)])
     assert (done.joined, done.errors) == (1, ())
 
@@ -138,6 +141,15 @@ def test_python_joins_a_serf_agent_sees_its_tags_and_events_and_leaves(lan, agen
     assert agent.serf("event", "deploy", "v42") is not None
     got = wait_until(lambda: [e for e in events if isinstance(e, UserEventReceived)])
     assert [(e.name, e.payload, e.coalesce) for e in got] == [("deploy", b"v42", True)]
+
+    # our user event reaches the agent's event handler
+    svc.user_event("frompy", b"hello from python")
+    assert wait_until(lambda: received.exists() and received.read_bytes()), "".join(agent.log)
+    assert received.read_bytes() == b"hello from python\n"     # Serf ends a script's payload with a newline
+
+    # `serf query` on the agent: we ack it (the answer is the application's, none here)
+    out = json.loads(agent.serf("query", "-format", "json", "-timeout", "1s", "whoami", "x"))
+    assert sorted(out["Acks"]) == ["go1", "py1"]
 
     # a graceful leave: the agent shows us left
     assert svc.leave().ok
