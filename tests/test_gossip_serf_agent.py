@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from netlab import Lan, run_in_netns  # noqa: E402
 
 from mcastmember.fronts.gossip_service import SerfService  # noqa: E402
-from mcastmember.gossip.serf.node import MemberEvent, UserEventReceived  # noqa: E402
+from mcastmember.gossip.serf.node import MemberEvent, QueryReceived, UserEventReceived  # noqa: E402
 
 GO, PY = 0, 1
 RPC = "127.0.0.1:7373"
@@ -147,9 +147,14 @@ def test_python_joins_a_serf_agent_sees_its_tags_and_events_and_leaves(lan, agen
     assert wait_until(lambda: received.exists() and received.read_bytes()), "".join(agent.log)
     assert received.read_bytes() == b"hello from python\n"     # Serf ends a script's payload with a newline
 
-    # `serf query` on the agent: we ack it (the answer is the application's, none here)
+    # `serf query` on the agent: we ack it, and a listener answers it
+    def answer(event):
+        if isinstance(event, QueryReceived) and event.query.name == "whoami":
+            svc.respond(event, b"py1 here: " + event.query.payload)
+
+    svc.add_listener(answer)
     out = json.loads(agent.serf("query", "-format", "json", "-timeout", "1s", "whoami", "x"))
-    assert sorted(out["Acks"]) == ["go1", "py1"]
+    assert (sorted(out["Acks"]), out["Responses"]) == (["go1", "py1"], {"py1": "py1 here: x"})
 
     # a graceful leave: the agent shows us left
     assert svc.leave().ok

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..gossip.serf.node import JoinDone, LeaveDone, Member, SerfNode, SerfNodeEvent, SerfSettings
+from ..gossip.serf.node import JoinDone, LeaveDone, Member, QueryReceived, SerfNode, SerfNodeEvent, SerfSettings
 from ..gossip.settings import GossipSettings
 from ..gossip.state import Addr
 from ..wire.errors import ConfigurationError
@@ -223,6 +223,13 @@ class SerfService:
         """``serf event``: a user event, gossiped to every member."""
         with self._lock:
             self.node.user_event(name, payload, time.monotonic(), coalesce)
+            self._wake()
+
+    def respond(self, received: QueryReceived, payload: bytes) -> None:
+        """Answer a query (a ``QueryReceived`` event); ValueError past its
+        deadline or over Serf's response size limit."""
+        with self._lock:
+            self.node.respond(received, payload, time.monotonic())
             self._wake()
 
     def set_tags(self, tags: Mapping[str, str]) -> None:
