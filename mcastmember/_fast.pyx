@@ -294,9 +294,9 @@ cdef const unsigned char* CHANNEL_TAG = _CHANNEL_TAG
 cdef bytes _AUTH_MAGIC = L.AUTH_MAGIC
 cdef const unsigned char* AUTH_MAGIC = _AUTH_MAGIC
 cdef Py_ssize_t CHANNEL_TAG_LEN = len(L.CHANNEL_FRAME_TAG)
-cdef bytes _DOCTOR_TAG = L.DOCTOR_PROBE_TAG
+cdef bytes _DOCTOR_TAG = L.DOCTOR_DATAGRAM_TAG
 cdef const unsigned char* DOCTOR_TAG = _DOCTOR_TAG
-cdef Py_ssize_t DOCTOR_TAG_LEN = len(L.DOCTOR_PROBE_TAG)
+cdef Py_ssize_t DOCTOR_TAG_LEN = len(L.DOCTOR_DATAGRAM_TAG)
 
 
 cdef inline int32_t _get32(const unsigned char* p) noexcept nogil:

@@ -83,7 +83,7 @@ def _scan(mv: memoryview, n: int) -> tuple[int, list[int] | None]:
         tag = L.CHANNEL_FRAME_TAG
         if n >= len(tag) and mv[:len(tag)] == tag:
             return L.CHANNEL_FRAME, None
-        tag = L.DOCTOR_PROBE_TAG
+        tag = L.DOCTOR_DATAGRAM_TAG
         if n >= len(tag) and mv[:len(tag)] == tag:
             return L.DOCTOR_PROBE, None
         return L.NOT_MEMBERSHIP, None

@@ -146,3 +146,11 @@ def fix_command(fix, start):
     the next comma, semicolon or parenthesis: ("ip route add 224.0.0.0/4 dev
     eth0 (this host's ...)", "ip route") -> "ip route add 224.0.0.0/4 dev eth0"."""
     return re.search(rf"\b{re.escape(start)} [^,;(]*", fix).group().strip()
+
+
+def free_tcp_port():
+    """A TCP port on 127.0.0.1 nobody listens on now: for a demo whose
+    listener must start (verify), where a fixed port may be another run's."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]

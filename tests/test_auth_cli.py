@@ -64,19 +64,25 @@ def test_a_world_readable_key_file_is_refused(tmp_path):
 def test_a_group_readable_key_file_is_warned_about(group_port, tmp_path):
     path = key_file(tmp_path, auth.new_key_line() + "\n", mode=0o640)
     result = run(["join", GROUP, "--port", str(group_port), "--interface", "127.0.0.1",
-                  "--ttl", "0", "--key-file", path, "--duration", "0.2"], tmp_path)
+                  "--ttl", "0", "--key-file", path, "--duration", "0.2", "--no-tcp-listener"],
+                 tmp_path)     # (no listener: a concurrent run holding port 4000 would warn)
     assert result.returncode == 0
-    assert "can be read or written by its group (mode 640)" in result.stderr
+    assert result.stderr == (f"mcast-demo join: warning: key file {path} can be read or "
+                             "written by its group (mode 640): every user in it can forge "
+                             "members; chmod 600 it unless the group is this service's own\n")
 
 
 @pytest.mark.network
 def test_json_says_which_members_are_authenticated(group_port, tmp_path):
     keys = key_file(tmp_path, auth.new_key_line(3) + "\n")
-    watcher = start_join(group_port, 4001, tmp_path, "--key-file", keys, "--auth", "permissive")
+    # no TCP listeners: fixed member ports, which another run may hold
+    quiet = "--no-tcp-listener"
+    watcher = start_join(group_port, 4001, tmp_path, "--key-file", keys, "--auth", "permissive",
+                         quiet)
     others = []
     try:
-        others.append(start_join(group_port, 4002, tmp_path, "--key-file", keys))
-        others.append(start_join(group_port, 4003, tmp_path))
+        others.append(start_join(group_port, 4002, tmp_path, "--key-file", keys, quiet))
+        others.append(start_join(group_port, 4003, tmp_path, quiet))
         seen = {}
         while len(seen) < 2:
             event, _ = read_event(watcher)
@@ -86,3 +92,23 @@ def test_json_says_which_members_are_authenticated(group_port, tmp_path):
         for proc in [watcher] + others:
             proc.kill()
             proc.wait()
+
+
+@pytest.mark.parametrize("kind, message", [
+    ("device", "not a regular file"),              # /dev/zero was read until MemoryError
+    ("fifo", "not a regular file"),                # a FIFO hung, waiting for a writer
+    ("big", "70068 bytes, more than a key file's 65536"),
+])
+def test_a_key_file_that_is_not_a_small_regular_file_is_one_line(tmp_path, kind, message):
+    if kind == "device":
+        path = "/dev/zero"
+    elif kind == "fifo":
+        path = str(tmp_path / "fifo")
+        os.mkfifo(path, 0o600)
+    else:
+        path = key_file(tmp_path, "#" * 70000 + "\n" + auth.new_key_line() + "\n")
+    result = run(["join", GROUP, "--interface", "127.0.0.1", "--ttl", "0", "--key-file", path],
+                 tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"mcast-demo join: error: key file {path}: {message}")
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr

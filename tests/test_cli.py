@@ -92,10 +92,10 @@ def test_verify_timeout_is_how_long_a_silent_port_is_probed(group_port, tmp_path
     # A member heard once whose port never answers (a full backlog: SYNs go
     # unanswered) is removed no sooner than drop time + --verify-timeout
     # after it was heard (300 ms by default would remove it at 0.7 s).
-    from support import heartbeat, loopback_sender, silent_port
+    from support import free_tcp_port, heartbeat, loopback_sender, silent_port
 
     with silent_port() as (_, port):
-        watcher = start_join(group_port, 4001, tmp_path, "--frequency", "100",
+        watcher = start_join(group_port, free_tcp_port(), tmp_path, "--frequency", "100",
                              "--drop-time", "400", "--verify", "--verify-timeout", "1500")
         try:
             kinds = []
@@ -275,16 +275,16 @@ def test_bare_command_prints_the_usage_with_each_command_and_exits_2(tmp_path):
     result = run([], tmp_path)
     assert (result.returncode, result.stdout) == (2, "")
     lines = result.stderr.splitlines()
-    assert lines[0] == "usage: mcast-demo [-h] [--version] COMMAND ..."
+    assert lines[0] == "usage: mcast-demo [-h] [-V] COMMAND ..."
     start = lines.index("commands:")
     assert lines[start:start + 7] == [
         "commands:",
         "  COMMAND",
-        "    join      heartbeat as a member and show the membership",
-        "    doctor    check why members don't see each other, and say what to change",
-        "    watch     show a group's membership without joining it (nothing sent)",
-        "    decode    show the fields of packets given in hex",
-        "    keygen    print a new random key as a key file line"]
+        "    join         heartbeat as a member and show the membership",
+        "    doctor       check why members don't see each other, and what to change",
+        "    watch        show a group's membership without joining it (nothing sent)",
+        "    decode       show the fields of packets given in hex",
+        "    keygen       print a new random key as a key file line"]
     assert lines[-1] == "'mcast-demo COMMAND --help' shows a command's arguments."
 
 
@@ -369,3 +369,76 @@ def test_a_closed_pipe_ends_the_demo_before_the_next_event(group_port, tmp_path)
             demo.kill()
             demo.wait()
         demo.stderr.close()
+
+
+@pytest.mark.network
+def test_the_line_view_says_it_is_we_who_stopped(group_port, tmp_path):
+    from mcastmember import McastService
+
+    from support import LOOPBACK
+
+    demo = subprocess.Popen(
+        DEMO + ["join", GROUP, "--port", str(group_port), *LO, "--member-port", "4002",
+                "--no-tcp-listener"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    peer = McastService(GROUP, group_port, member_port=4001, frequency=100, drop_time=400,
+                        tcp_listener=False, **LOOPBACK)
+    try:
+        peer.start()
+        for line in demo.stdout:
+            if " added: 127.0.0.1:4001 " in line:
+                break
+        demo.send_signal(signal.SIGTERM)
+        assert demo.wait(10) == 0
+        rest = [line[len("HH:MM:SS "):] for line in demo.stdout.read().splitlines()]
+        uid = peer.local_member.unique_id.hex()
+        assert (f"removed (we stopped): 127.0.0.1:4001 id={uid} domain=(empty) "
+                f"payload=(empty)") in rest
+        assert rest[-1] == "left the group (shutdown packet sent)"
+    finally:
+        peer.stop()
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait()
+        demo.stdout.close()
+        demo.stderr.close()
+
+
+@pytest.mark.parametrize("args, lines", [
+    (["doctor", GROUP, *LO, "--frequncy", "100"],
+     ["mcast-demo doctor: error: unrecognized argument --frequncy: did you mean --frequency?",
+      "usage: mcast-demo doctor [group] [options] (see mcast-demo doctor --help)"]),
+    (["join", GROUP, *LO, "--payload=x", "--drop_time=900"],
+     ["mcast-demo join: error: unrecognized argument --drop_time=900: did you mean "
+      "--drop-time?",
+      "usage: mcast-demo join [group] [options] (see mcast-demo join --help)"]),
+    (["watch", GROUP, "--interface", "127.0.0.1", "--tomcat"],
+     ["mcast-demo watch: error: unrecognized argument --tomcat",
+      "usage: mcast-demo watch group [options] (see mcast-demo watch --help)"]),
+    (["decode", "00", "extra"],
+     ["mcast-demo decode: error: unrecognized argument extra",
+      "usage: mcast-demo decode HEX|FILE|- [options] (see mcast-demo decode --help)"]),
+])
+def test_an_unknown_flag_names_the_command_the_likely_flag_and_its_usage(capsys, args, lines):
+    assert main(args) == 2
+    out = capsys.readouterr()
+    assert (out.out, out.err.splitlines()) == ("", lines)
+
+
+def test_dash_capital_v_is_the_version(capsys):
+    import mcastmember
+
+    with pytest.raises(SystemExit) as exited:
+        main(["-V"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == (f"mcast-demo {mcastmember.__version__} "
+                                       f"({mcastmember.implementation()} codec)\n")
+
+
+@pytest.mark.parametrize("command", ["join", "doctor", "watch"])
+def test_help_names_doc_pages_as_files_of_the_source(capsys, command):
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "see docs/" not in text
+    assert "see the docs: docs/security.md in the source" in text

@@ -129,3 +129,14 @@ def test_a_mistyped_setting_is_named_with_the_front_and_the_likely_one(front, na
         cls(GROUP, 45564, **LOCAL, **{name: "127.0.0.1"})
     assert str(raised.value) == f"{front}() {message}"
     assert isinstance(raised.value, TypeError)      # what Python raises for a wrong keyword
+
+
+@pytest.mark.parametrize("front", ["McastService", "AsyncMembership"])
+def test_no_group_without_multicast_false_says_what_to_give(front):
+    import mcastmember
+
+    cls = getattr(mcastmember, front)
+    with pytest.raises(ConfigurationError) as raised:
+        cls(None, 45564, **LOCAL)
+    assert str(raised.value) == ("no multicast group: give the group (e.g. '228.0.0.4'), or "
+                                 "multicast=False with peers= or dns=")

@@ -133,7 +133,7 @@ def test_an_answer_in_part_is_used_and_its_failed_part_counted(make, caplog):
         1, 2, 2)
     assert [r.getMessage() for r in caplog.records] == [
         "members.test answered in part (servfail: members.test. IN AAAA: answered REFUSED): "
-        "using its 1 addresses"]
+        "using its 1 address"]
 
 
 def test_a_lookup_that_raised_a_base_exception_is_a_failure(make):

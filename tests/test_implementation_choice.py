@@ -135,3 +135,22 @@ def test_the_suite_refuses_a_source_folder_without_the_extension(tmp_path):
     env["MCASTMEMBER_NO_EXTENSIONS"] = "1"
     done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.network
+def test_the_demo_from_a_checkout_says_pure_python_runs_once(tmp_path, group_port):
+    root = layout(tmp_path, checkout=True)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("MCASTMEMBER_") and k != "PYTHONWARNINGS"}
+    command = [sys.executable, "-m", "mcastmember", "join", "228.0.0.4", "--port",
+               str(group_port), "--interface", "127.0.0.1", "--ttl", "0", "--member-port",
+               "4001", "--no-tcp-listener", "--duration", "0"]
+    done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True,
+                          timeout=60, check=True)
+    assert done.stderr == ""
+    notes = [line for line in done.stdout.splitlines() if NOTE in line]
+    assert [line[len("HH:MM:SS "):] for line in notes] == [
+        f"note: {NOTE}mcastmember is imported from its source folder {root}, where the "
+        "compiled extension is not built: install it (pip install .) and run from another "
+        "folder, build it in place (python setup.py build_ext --inplace), or set "
+        "MCASTMEMBER_NO_EXTENSIONS=1 to choose pure Python"]

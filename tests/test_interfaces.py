@@ -83,3 +83,13 @@ def test_a_card_without_the_family_says_so(host):
         choose(host, "vpn0", 6)
     with pytest.raises(ConfigurationError, match=r"10.9.0.2 is IPv4, the group is IPv6"):
         choose(host, "10.9.0.2", 6)
+
+
+def test_an_ipv4_mapped_address_names_the_card_of_its_ipv4_address(host):
+    # One reading of an address for the whole package (transport.net.unscoped):
+    # ::ffff:10.9.0.2 is 10.9.0.2, as in a heartbeat's host bytes.
+    choice = choose(host, "::ffff:10.9.0.2")
+    assert (choice.interface.name, str(choice.address)) == ("lan0", "10.9.0.2")
+    assert choice.reason == "10.9.0.2 was given"
+    with pytest.raises(ConfigurationError, match=r"10.9.0.2 is IPv4, the group is IPv6"):
+        choose(host, "::ffff:10.9.0.2", 6)

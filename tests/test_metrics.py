@@ -47,7 +47,10 @@ def value(samples, name, **labels):
 
 
 @pytest.mark.parametrize("kind", sorted(FRONTS))
-def test_a_scrape_sees_the_counters_move(kind, group_port):
+def test_a_scrape_sees_the_counters_move(kind, group_port, monkeypatch):
+    from mcastmember.fronts import metrics_http      # (it polls: no rate for this one)
+    for name in ("SOURCE_REQUEST_RATE", "SOURCE_REQUEST_BURST", "REQUEST_RATE", "REQUEST_BURST"):
+        monkeypatch.setattr(metrics_http, name, 10**6, raising=False)
     front = FRONTS[kind](group_port, 4001, max_members=1)
     other = McastService(GROUP, group_port, member_port=4002, **LOOPBACK, **FAST)
     front.start()
@@ -202,7 +205,7 @@ def test_half_sent_requests_take_neither_threads_nor_more_than_a_share(kind, gro
     server = serve(front.front, 0)
     try:
         threads = threading.active_count()
-        share = metrics_http.MAX_PER_SOURCE
+        share = metrics_http.STRANGER_SHARE     # a source none of whose requests was answered
         held = [_connect(server.port) for _ in range(share + 30)]
         for sock in held:
             sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")      # and never the end
@@ -216,6 +219,53 @@ def test_half_sent_requests_take_neither_threads_nor_more_than_a_share(kind, gro
         assert value(samples, "mcastmember_members") == 0
         for sock in held:
             sock.close()
+    finally:
+        server.close()
+        front.close()
+
+
+def test_a_scraper_gets_in_past_a_crowd_of_half_sent_requests(monkeypatch, group_port):
+    """Sources that never completed a request, one connection each, fill
+    the server: a source that was answered before (the scraper) closes the
+    oldest of theirs to get in."""
+    from mcastmember.fronts import metrics_http
+    monkeypatch.setattr(metrics_http, "MAX_CONNECTIONS", 4)
+    front = FRONTS["threads"](group_port, 4001)
+    server = serve(front.front, 0)
+    try:
+        _scrape_from(server.port, "127.0.0.1")
+        crowd = [_connect(server.port, f"127.0.0.{n}") for n in range(2, 6)]
+        for sock in crowd:
+            sock.sendall(b"GET /metrics HTTP/1.1\r\n")        # and never the end
+        samples = _scrape_from(server.port, "127.0.0.1")
+        assert value(samples, "mcastmember_members") == 0
+        assert crowd[0].recv(1) == b""                           # the oldest made room
+        wait_until(lambda: server.stats()["served"] == 2)
+        assert server.stats() == dict.fromkeys(metrics_http.OUTCOMES, 0) | {
+            "served": 2, "evicted": 1, "accept_errors": 0}
+        for sock in crowd:
+            sock.close()
+    finally:
+        server.close()
+        front.close()
+
+
+def test_requests_from_one_source_are_rate_bounded(monkeypatch, group_port):
+    """Six clients once got 18,035 scrapes in 15 s: past a source's rate a
+    request gets 429 without the collector being called."""
+    from mcastmember.fronts import metrics_http
+    monkeypatch.setattr(metrics_http, "SOURCE_REQUEST_BURST", 2, raising=False)
+    monkeypatch.setattr(metrics_http, "SOURCE_REQUEST_RATE", 1e-9, raising=False)
+    front = FRONTS["threads"](group_port, 4001)
+    server = serve(front.front, 0)
+    try:
+        _scrape_from(server.port, "127.0.0.1")
+        _scrape_from(server.port, "127.0.0.1")
+        with _connect(server.port) as sock:
+            sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert sock.recv(100).startswith(b"HTTP/1.0 429 ")
+        _scrape_from(server.port, "127.0.0.2")                   # another source: served
+        assert (server.stats()["served"], server.stats()["limited"]) == (3, 1)
     finally:
         server.close()
         front.close()
@@ -335,3 +385,26 @@ def test_importing_metrics_without_prometheus_client_says_what_to_install():
     assert (result.returncode, result.stderr) == (0, "")
     assert result.stdout == ("ModuleNotFoundError|prometheus_client|mcastmember.fronts.metrics needs "
                              "prometheus_client: pip install 'mcastmember[prometheus]'\n")
+
+
+def test_every_stats_key_is_exported_once_and_listed_in_the_docs():
+    """A counter added to stats() cannot be forgotten in /metrics: each key
+    of Stats gets a value of its own, and each appears in exactly one sample."""
+    import pathlib
+    import types
+
+    from mcastmember.fronts.metrics import MembershipCollector
+    from mcastmember.engine.stats import Stats
+    keys = [k for k in Stats.__annotations__ if k not in ("implementation", "healthy")]
+    stats = {key: 1000 + n for n, key in enumerate(keys)}
+    stats.update(implementation="compiled", healthy=True)
+    front = types.SimpleNamespace(stats=lambda: stats, config=types.SimpleNamespace(
+        describe=lambda: "228.0.0.4:45564"))
+    samples = [s for family in MembershipCollector(front).collect() for s in family.samples]
+    values = sorted(s.value for s in samples if s.value >= 1000)
+    assert values == sorted(stats[k] for k in keys)
+    assert {s.labels["implementation"] for s in samples if s.name == "mcastmember_implementation"} \
+        == {"compiled"}
+    docs = (pathlib.Path(__file__).parent.parent / "docs" / "metrics.md").read_text()
+    names = {s.name for s in samples}
+    assert {n for n in names if f"`{n}`" not in docs} == set()

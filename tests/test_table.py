@@ -130,7 +130,7 @@ def test_malformed_and_foreign_datagrams_are_counted_by_reason(table, codec):
 
 
 def test_doctor_probes_are_counted_apart_never_as_malformed(table, codec):
-    # mcast-demo doctor's probes (doctor.py) share the group: dropped, counted
+    # mcast-demo doctor's probes (tools/doctor/datagrams.py) share the group: dropped, counted
     # by name, and kept out of malformed.* (which the engine warns about).
     feed(table, b"MCDOCTOR" + bytes(30), 0.0)
     feed(table, b"MCDOCTOR", 0.0)

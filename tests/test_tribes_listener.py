@@ -40,7 +40,9 @@ def accepting(listener_class):
 
     def accepts(member):
         return any(member == _member(packet) for packet in members)
-    listener = listener_class("127.0.0.1", 0, lambda: OURS, accepts)
+    def hosts():
+        return {_member(packet).address for packet in members}
+    listener = listener_class("127.0.0.1", 0, lambda: OURS, accepts, hosts)
     listener.members = members
     return listener
 
@@ -66,6 +68,7 @@ def asyncio_listener():
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
     listener = accepting(probe_aio.AsyncTribesListener)
+    listener.loop = loop
     asyncio.run_coroutine_threadsafe(listener.start(), loop).result(10)
     try:
         yield listener
@@ -131,7 +134,7 @@ def test_an_rpc_reply_reaches_the_senders_receiver(listener):
     (head, complete), = FrameReader().feed(data)
     reply = ChannelData.parse(head, complete)
     assert reply.message == JAVA_NO_RPC_REPLY and reply.sender == OURS
-    assert listener.stats()["probe_rpc_replies"] == 1
+    wait_until(lambda: listener.stats()["probe_rpc_replies"] == 1)     # once written
 
 
 def test_a_reply_nobody_takes_is_counted_not_retried(listener):
@@ -146,7 +149,8 @@ def test_a_reply_nobody_takes_is_counted_not_retried(listener):
         while listener.stats()["probe_replies_failed"] == 0 and deadline:
             threading.Event().wait(0.1)
             deadline -= 1
-    assert listener.stats()["probe_replies_failed"] == 1
+    stats = listener.stats()
+    assert (stats["probe_replies_failed"], stats["probe_rpc_replies"]) == (1, 0)   # none sent
 
 
 def quiet(sock, seconds=0.3):
@@ -211,6 +215,46 @@ def test_at_the_cap_the_idlest_connection_makes_room(listener, monkeypatch):
         for sock in idle:
             sock.close()
     assert listener.stats()["probe_evicted"] == 1
+
+
+def test_at_the_cap_a_members_host_gets_in_past_a_crowd_of_sources(listener, monkeypatch):
+    """Sources holding one idle connection each fill the listener: Tomcat,
+    connecting from a member's host, closes the idlest of theirs to get in
+    (a stranger could not: one connection each is even)."""
+    monkeypatch.setattr(probe, "MAX_CONNECTIONS", 3)
+    listener.members.add(heartbeat(port=4000))          # a member at 127.0.0.1
+    crowd = [connect(listener, f"127.0.0.{n}") for n in (2, 3, 4)]
+    try:
+        wait_until(lambda: listener.stats()["probe_connections"] == 3)
+        with connect(listener, "127.0.0.5") as stranger:
+            assert stranger.recv(1) == b""               # refused
+        with connect(listener, "127.0.0.1") as tomcat:
+            tomcat.sendall(message(2, b"probe"))
+            assert read_exactly(tomcat, len(ACK_FRAME)) == ACK_FRAME
+            assert crowd[0].recv(1) == b""               # the idlest stranger made room
+    finally:
+        for sock in crowd:
+            sock.close()
+    stats = listener.stats()
+    assert (stats["probe_refused"], stats["probe_evicted"]) == (1, 1)
+
+
+def test_a_connection_that_sends_no_whole_frame_is_closed_soon(listener, monkeypatch):
+    monkeypatch.setattr(probe, "FIRST_FRAME_TIMEOUT_S", 0.3, raising=False)
+    with connect(listener) as silent, connect(listener) as partial, connect(listener) as tomcat:
+        partial.sendall(message(2, b"half")[:20])
+        tomcat.sendall(message(2, b"whole"))
+        assert read_exactly(tomcat, len(ACK_FRAME)) == ACK_FRAME
+        assert silent.recv(1) == b"" and partial.recv(1) == b""    # closed by the listener
+        tomcat.sendall(message(2, b"still here"))
+        assert read_exactly(tomcat, len(ACK_FRAME)) == ACK_FRAME
+
+
+def test_an_ipv6_source_is_counted_by_its_64():
+    assert listen.source_group("2001:db8::1") == listen.source_group("2001:db8::ffff:2") \
+        == "2001:db8::/64"
+    assert listen.source_group("::ffff:127.0.0.2") == "127.0.0.2"
+    assert listen.same_host("::ffff:127.0.0.2", "127.0.0.2")
 
 
 def test_a_flood_from_one_source_never_takes_another_sources_connection(listener, monkeypatch):
@@ -376,6 +420,7 @@ def test_replies_go_to_members_only(kind, group_port, monkeypatch):
                 receiver.settimeout(5)
                 conn, _ = receiver.accept()
                 conn.close()
+            wait_until(lambda: front.stats()["probe_rpc_replies"] == 1)
             stats = front.stats()
             assert (stats["probe_replies_refused"], stats["probe_rpc_replies"]) == (1, 1)
         finally:
@@ -400,3 +445,131 @@ def test_a_reply_waits_for_its_senders_first_heartbeat(listener):
             conn.close()
     wait_until(lambda: listener.stats()["probe_rpc_replies"] == 1)
     assert listener.stats()["probe_replies_refused"] == 0
+
+
+# -- replies: only to the requester's host, within rates (security review) ---------
+
+def _receiver():
+    receiver = socket.socket()
+    receiver.bind(("127.0.0.1", 0))
+    receiver.listen(64)
+    return receiver
+
+
+def _accept_all(receiver, n):
+    """Accept ``n`` connections on ``receiver`` and read each to its end."""
+    total = 0
+    receiver.settimeout(5)
+    for _ in range(n):
+        conn, _ = receiver.accept()
+        with conn:
+            conn.settimeout(5)
+            while chunk := conn.recv(65536):
+                total += len(chunk)
+    return total
+
+
+def test_a_frame_naming_a_member_from_another_host_gets_no_reply(listener):
+    """A client at 127.0.0.7 sending frames whose sender is a member's
+    packet (public bytes) must not make us connect to that member: the
+    reply would go where the request did not come from (a relay and an
+    amplifier: our whole packet, payload included, per frame)."""
+    with _receiver() as receiver:
+        member = heartbeat(port=receiver.getsockname()[1])     # at 127.0.0.1, accepted
+        listener.members.add(member)
+        with connect(listener, "127.0.0.7") as sock:
+            sock.sendall(message(8, JAVA_RPC_REQUEST, sender=member) * 5
+                         + message(8, JAVA_GET_ALL_SESSIONS, sender=member) + message(2, b"sync"))
+            assert read_exactly(sock, len(ACK_FRAME)) == ACK_FRAME
+            wait_until(lambda: listener.stats()["probe_replies_refused"] == 6)
+        assert quiet(receiver)
+    stats = listener.stats()
+    assert (stats["probe_rpc_replies"], stats["probe_state_replies"],
+            stats["probe_replies_failed"]) == (0, 0, 0)
+
+
+@pytest.mark.parametrize("bound", ["count", "bytes"])
+@pytest.mark.parametrize("kind", ["threads", "asyncio"])
+def test_replies_to_one_host_are_bounded_in_count_and_bytes(kind, bound, monkeypatch):
+    if bound == "count":       # a burst of 3, then (almost) nothing
+        monkeypatch.setattr(probe, "DEST_REPLY_BURST", 3, raising=False)
+        monkeypatch.setattr(probe, "DEST_REPLY_RATE", 1e-9, raising=False)
+        sent = 3
+    else:                      # one reply spends the second's bytes, and more
+        monkeypatch.setattr(probe, "DEST_REPLY_BYTES_PER_S", 1, raising=False)
+        sent = 1
+    with (threaded_listener if kind == "threads" else asyncio_listener)() as listener, \
+            _receiver() as receiver:
+        member = heartbeat(port=receiver.getsockname()[1])
+        listener.members.add(member)
+        with connect(listener) as sock:
+            sock.sendall(message(8, JAVA_RPC_REQUEST, sender=member) * 10 + message(2, b"sync"))
+            assert read_exactly(sock, len(ACK_FRAME)) == ACK_FRAME
+            _accept_all(receiver, sent)
+            wait_until(lambda: listener.stats()["probe_rpc_replies"] == sent)
+            assert quiet(receiver)
+        stats = listener.stats()
+    assert (stats["probe_rpc_replies"], stats["probe_replies_limited"],
+            stats["probe_replies_failed"]) == (sent, 10 - sent, 0)
+
+
+def test_a_reply_over_the_in_flight_cap_is_not_counted_as_sent(listener, monkeypatch):
+    monkeypatch.setattr(probe, "MAX_REPLIES_IN_FLIGHT", 0)
+    with _receiver() as receiver:
+        member = heartbeat(port=receiver.getsockname()[1])
+        listener.members.add(member)
+        with connect(listener) as sock:
+            sock.sendall(message(8, JAVA_RPC_REQUEST, sender=member) + message(2, b"sync"))
+            assert read_exactly(sock, len(ACK_FRAME)) == ACK_FRAME
+            wait_until(lambda: listener.stats()["probe_replies_failed"] == 1)
+    assert listener.stats()["probe_rpc_replies"] == 0
+
+
+@pytest.mark.parametrize("kind", sorted(FRONTS))
+def test_a_front_lets_a_members_host_in_past_a_crowd(kind, group_port, monkeypatch):
+    """Through the fronts: the hosts of the members they list come first at
+    the listener's cap (Tomcat connects from its own host)."""
+    monkeypatch.setattr(probe, "MAX_CONNECTIONS", 2)
+    from mcastmember import McastService
+    front = FRONTS[kind](group_port, 0, tomcat=True)
+    member = McastService(GROUP, group_port, member_port=4002, **LOOPBACK, **FAST)
+    front.start()
+    member.start()
+    try:
+        front.events.wait_for(lambda e: e.kind == "added")
+        port = front.front.config.member_port
+        crowd = [socket.create_connection(("127.0.0.1", port), timeout=5,
+                                          source_address=(f"127.0.0.{n}", 0)) for n in (2, 3)]
+        wait_until(lambda: front.stats()["probe_connections"] == 2)
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as tomcat:
+            tomcat.sendall(message(2, b"probe"))
+            assert read_exactly(tomcat, len(ACK_FRAME)) == ACK_FRAME
+        for sock in crowd:
+            sock.close()
+        assert (front.stats()["probe_evicted"], front.stats()["probe_refused"]) == (1, 0)
+    finally:
+        member.stop()
+        front.close()
+
+
+def test_a_newcomer_refused_while_connections_are_set_up_is_counted_refused(monkeypatch):
+    """The asyncio listener: at the cap, when the connections it would close
+    are still being set up (accepted in the same wake-up), the newcomer is
+    refused and counted so, not as an eviction that did not happen."""
+    monkeypatch.setattr(probe, "MAX_CONNECTIONS", 2)
+    with asyncio_listener() as listener:
+        held = threading.Event()
+        listener.loop.call_soon_threadsafe(held.wait, 10)    # the loop waits: a backlog forms
+        try:
+            socks = [connect(listener, "127.0.0.3"), connect(listener, "127.0.0.3"),
+                     connect(listener, "127.0.0.4")]
+        finally:
+            held.set()                  # one wake-up accepts all three
+        try:
+            wait_until(lambda: listener.stats()["probe_connections"] == 3)
+            assert socks[2].recv(1) == b""
+            stats = listener.stats()
+            assert (stats["probe_refused"], stats["probe_evicted"]) == (1, 0)
+        finally:
+            for sock in socks:
+                sock.close()

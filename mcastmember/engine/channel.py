@@ -266,6 +266,7 @@ class ChannelConnection:
         self._local_packet = local_packet
         self._counters = counters
         self._accepts = accepts
+        self.frames = 0          # whole frames received
 
     def receive(self, data: Buffer) -> tuple[bytes, list[Reply]]:
         back: list[bytes] = []
@@ -274,6 +275,7 @@ class ChannelConnection:
             for head, complete in self._reader.frames(data):
                 message = ChannelData.parse(head, complete)
                 self._counters.frames += 1
+                self.frames += 1
                 if message.wants_ack():
                     back.append(ACK_FRAME)
                     self._counters.acks += 1
@@ -303,8 +305,6 @@ class ChannelConnection:
         if sender is None:
             return None
         accepted = self._accepts is not None and self._accepts(sender)
-        if accepted:
-            self._counters.count_sent(kind)
         # Sent as Tomcat sends these answers: asynchronously, no ack awaited.
         data = ChannelData(L.SEND_OPTIONS_ASYNCHRONOUS, int(time.time() * 1000), os.urandom(16),
                            self._local_packet(), answer)

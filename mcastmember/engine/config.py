@@ -26,13 +26,14 @@ if TYPE_CHECKING:
 
     from .._fast import HeartbeatPacket
     from .detector import PhiAccrual
-    from ..transport.interfaces import Choice
+    from ..transport.interfaces import Choice, Interface
 
     _Front = TypeVar("_Front")
 
 log = logging.getLogger("mcastmember")
 
-DEFAULT_GROUP = "228.0.0.4"
+DEFAULT_GROUP = "228.0.0.4"          # Tomcat's
+DEFAULT_GROUP_IPV6 = "ff05::4"       # site-local, the same number (Tomcat has none)
 DEFAULT_PORT = 45564
 DEFAULT_FREQUENCY_MS = 500
 DEFAULT_DROP_TIME_MS = 3000
@@ -247,6 +248,9 @@ class ServiceConfig:
                  listen_only: bool = False) -> None:
         self.multicast = _flag(multicast, "multicast")
         self.listen_only = _flag(listen_only, "listen_only")
+        if self.multicast and address is None:
+            raise ConfigurationError("no multicast group: give the group (e.g. '228.0.0.4'), "
+                                     "or multicast=False with peers= or dns=")
         self.address: str | None = net.check_group(address) if self.multicast else None
         self.port = net.check_port(port)
         self._choose_interfaces(interface)
@@ -343,7 +347,7 @@ class ServiceConfig:
         if isinstance(interface, (list, tuple)) and not specs:
             raise ConfigurationError("interface must name at least one card (or be None)")
         family = net.family_of(cast(str, self.address)) if self.multicast else None  # set then
-        choices = [_choose(spec, family) for spec in specs]
+        choices = [choose_interface(spec, family) for spec in specs]
         names = [choice.interface.name for choice in choices]
         if len(set(names)) < len(names):
             raise ConfigurationError(f"interface lists a card twice: {', '.join(names)}")
@@ -537,18 +541,19 @@ class ServiceConfig:
             raise
 
 
-def _choose(spec: Card, family: int | None) -> Choice:
+def choose_interface(spec: Card, family: int | None,
+                     cards: Sequence[Interface] | None = None) -> Choice:
     """The card ``spec`` names and its address of ``family`` (4 or 6; None:
-    IPv4, else IPv6)."""
+    IPv4, else IPv6), among ``cards`` (None: this host's)."""
     from ..transport import interfaces
     if family is not None:
-        return interfaces.choose(spec, family)
+        return interfaces.choose(spec, family, cards)
     try:
-        return interfaces.choose(spec, 4)
+        return interfaces.choose(spec, 4, cards)
     except ConfigurationError as error:
         if "has no IPv4 address" not in str(error) and "is IPv6" not in str(error):
             raise
-        return interfaces.choose(spec, 6)
+        return interfaces.choose(spec, 6, cards)
 
 
 def _as_auth(keys: Keys, mode: AuthMode | None) -> tuple[auth.KeyRing | None, AuthMode]:

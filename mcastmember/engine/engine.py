@@ -38,6 +38,7 @@ import logging
 import math
 import os
 import socket
+from collections import deque
 from typing import TYPE_CHECKING, cast
 
 from .. import _codec
@@ -123,10 +124,14 @@ MAX_PROBES = MAX_PROBE_SOCKETS // PROBE_ATTEMPTS
 # ("verify.exhausted"): about that many drop times of silence (30 s at the
 # default 3 s) outlast any garbage-collection pause, and a process that
 # still has not sent a heartbeat is not a member, whatever its kernel
-# answers. At most PROBE_RATE probes start per second, in bursts of
-# PROBE_RATE at most: a flood of suspects waits its turn
-# ("verify.deferred"), so that the connects any number of them cause stay
-# a trickle (one per probe on a port that answers).
+# answers. At most PROBE_RATE probes start in any one second (a sliding
+# window, not a token bucket, whose burst and refill could start nearly
+# twice that within one second): a flood of suspects waits its turn
+# ("verify.deferred"). A probe makes up to PROBE_ATTEMPTS connects (spread
+# over verify_timeout; one when the port answers), and at most
+# MAX_PROBE_SOCKETS are open at once. A forged member heard again (its
+# heartbeats are what a member is) starts a new silence: its budget of
+# PROBES_PER_SILENCE is per silence, the rate is what bounds the whole.
 PROBES_PER_SILENCE = 10
 PROBE_RATE = 32
 # An attempt the front has not reported this long after its deadline is
@@ -188,7 +193,7 @@ class MembershipEngine:
             self._new_targets()
         self._probes: dict[bytes, _Probe] = {}          # verify: identity -> _Probe of a suspect
         self._attempts: set[ProbeAttempt] = set()       # verify: handed out, not reported yet
-        self._tokens, self._tokens_at = float(PROBE_RATE), -math.inf   # verify: PROBE_RATE
+        self._starts: deque[float] = deque(maxlen=PROBE_RATE)   # verify: the last probe starts
         self._running = False
         self._packet: HeartbeatPacket | None = None
         self._sent_earlier = 0    # by packets since replaced (each counts its own sends)
@@ -477,11 +482,8 @@ class MembershipEngine:
         if waiting:
             reserved = self._sockets_reserved()
             waiting.sort(key=lambda probe: probe.at)        # the longest waiting first
-            self._tokens = min(float(PROBE_RATE),
-                               self._tokens + (now - self._tokens_at) * PROBE_RATE)
-            self._tokens_at = now
             for k, probe in enumerate(waiting):
-                if self._tokens < 1:
+                if self._next_start() > now:
                     for late in waiting[k:]:
                         if not late.deferred:
                             late.deferred = True
@@ -489,7 +491,7 @@ class MembershipEngine:
                     break
                 if reserved + PROBE_ATTEMPTS > MAX_PROBE_SOCKETS:
                     break
-                self._tokens -= 1
+                self._starts.append(now)
                 reserved += PROBE_ATTEMPTS
                 probe.deadline = now + bound
                 due.append(self._attempt(probe, now, bound))
@@ -505,6 +507,14 @@ class MembershipEngine:
         self._attempts.add(attempt)
         return attempt
 
+    def _next_start(self) -> float:
+        """When the rate allows the next probe start: at once while fewer
+        than PROBE_RATE started in the last second, else a second after the
+        oldest of the last PROBE_RATE."""
+        if len(self._starts) < PROBE_RATE:
+            return -math.inf
+        return self._starts[0] + 1.0
+
     def _sockets_reserved(self) -> int:
         """Attempts in flight, and those the probes under way may still make."""
         return len(self._attempts) + sum(PROBE_ATTEMPTS - probe.made
@@ -518,9 +528,7 @@ class MembershipEngine:
         meanwhile), an unreported attempt to give up on."""
         soonest = math.inf
         room = self._sockets_reserved() + PROBE_ATTEMPTS <= MAX_PROBE_SOCKETS
-        # When the rate allows the next start (tokens grow linearly).
-        token = (-math.inf if self._tokens >= 1
-                 else self._tokens_at + (1 - self._tokens) / PROBE_RATE)
+        token = self._next_start()
         for probe in self._probes.values():
             if probe.deadline is not None:
                 soonest = min(soonest, probe.deadline,
@@ -609,15 +617,15 @@ class MembershipEngine:
             reason = getattr(answer, "reason", "error")
             self._peers.on_failure(lookup, reason, now)
             self._log.log(logging.WARNING, "lookup-" + lookup.name,
-                          "cannot resolve %s (%s): keeping its last %d addresses",
-                          lookup.name, answer, len(lookup.peers))
+                          "cannot resolve %s (%s): keeping its last %s",
+                          lookup.name, answer, _addresses(len(lookup.peers)))
             return
         failures = answer.failures if isinstance(answer, Answer) else ()
         changed = self._peers.on_answer(lookup, answer, now, [f.reason for f in failures])
         if failures:      # one kind of record (or an SRV target) failed, the rest answered
             self._log.log(logging.WARNING, "lookup-" + lookup.name,
-                          "%s answered in part (%s): using its %d addresses", lookup.name,
-                          "; ".join(map(str, failures)), len(lookup.peers))
+                          "%s answered in part (%s): using its %s", lookup.name,
+                          "; ".join(map(str, failures)), _addresses(len(lookup.peers)))
         if changed:
             self._new_targets()
             if self.config.dns_members:
@@ -780,3 +788,8 @@ class ProbeAttempt:
 
     def __repr__(self) -> str:
         return f"ProbeAttempt({self.member.address}:{self.member.port}, timeout={self.timeout:.3f})"
+
+
+def _addresses(count: int) -> str:
+    """``1 address``, ``2 addresses``: a count of peers in a log line."""
+    return f"{count} address" if count == 1 else f"{count} addresses"

@@ -37,6 +37,7 @@ Stats = TypedDict("Stats", {
     "events_dropped": int, "listener_errors": int, "subscribers": int,
     "probe_connections": int, "probe_evicted": int, "probe_refused": int,
     "probe_accept_errors": int, "probe_replies_failed": int, "probe_replies_refused": int,
+    "probe_replies_limited": int,
     "probe_frames": int, "probe_acks": int, "probe_rpc_replies": int,
     "probe_state_replies": int, "probe_malformed": int,
     # which codec runs ("compiled" or "python"); False after an internal error

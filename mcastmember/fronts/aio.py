@@ -395,7 +395,7 @@ class AsyncMembership(MembershipFront):
         cfg = self.config
         from .tribes_listener_aio import AsyncTribesListener
         listener = AsyncTribesListener(cfg.listen_address, cfg.member_port, cfg.encode,
-                                      self._may_reply_to)
+                                      self._may_reply_to, self._member_hosts)
         await listener.start()
         self._probe_server = listener
         if cfg.member_port == 0:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, TypeVar, cast
 
 from ..wire import layout as L
 from ..transport import net
+from ..transport.listen import host_key
 from ..engine.config import ServiceConfig, Settings
 from ..engine.engine import RECEIVE, SEND, UNICAST, MembershipEngine
 from ..engine.events import queue_bounds
@@ -143,6 +144,11 @@ class MembershipFront:
         with self._table_lock:
             stored = self._engine.table.get(member)
         return stored is not None and stored.authenticated is not False
+
+    def _member_hosts(self) -> set[str]:
+        """The hosts (``listen.host_key``) of the members the TCP listener
+        may reply to: their connections come first at its cap."""
+        return {host_key(m.address) for m in self.members() if m.authenticated is not False}
 
     def __len__(self) -> int:
         return len(self.members())

@@ -116,51 +116,120 @@ class MembershipCollector(Collector):
                         family.add_metric([group, key], value)
             return family
 
-        def by(prefix: str, known: Iterable[str]) -> dict[str, int]:
-            counts = dict.fromkeys(known, 0)
-            counts.update({k[len(prefix):]: v for k, v in stats.items() if k.startswith(prefix)})
-            return counts
-
-        get = stats.get
-        sent = {"multicast": get("sent", 0)}
-        send_errors = {"multicast": get("send_errors", 0)}
-        if "unicast_sent" in stats:
-            sent["unicast"] = stats["unicast_sent"]
-            send_errors["unicast"] = get("unicast_send_errors", 0)
-        return [
-            gauge("members", "Members in the table (suspects included).", get("members", 0)),
+        families: list[Metric] = [
+            gauge("members", "Members in the table (suspects included).",
+                  get_int(stats, "members")),
             gauge("healthy", "1 while the driver's loop has caught no unexpected error.",
-                  1 if get("healthy", True) else 0),
-            counter("heartbeats_sent", "Heartbeats sent: multicast, one per card; "
-                    "unicast, one per peer.", "transport", sent),
-            counter("datagrams_received", "Datagrams received on the membership "
-                    "sockets, valid or not, but for our own heartbeats heard back.",
-                    values=get("received", 0)),
-            counter("fast_path", "Heartbeats of known members recognised without "
-                    "parsing.", values=get("fast_path", 0)),
-            counter("malformed", "Datagrams dropped as malformed, by verdict.", "verdict",
-                    by("malformed.", _MALFORMED)),
-            counter("channel_frames", "Tribes channel frames on the membership port, "
-                    "dropped.", values=get("channel_frames", 0)),
-            counter("doctor_probes", "mcast-demo doctor's probes heard on the membership "
-                    "port, dropped (not malformed).", values=get("doctor_probes", 0)),
-            counter("refused", "Datagrams refused: a new member, the table being full "
-                    "(full); a unicast sender that is not a peer (unlisted); unauthenticated, "
-                    "in an authenticated member's name (unauthenticated).", "reason",
-                    {"full": get("refused", 0), "unlisted": get("refused_unlisted", 0),
-                     "unauthenticated": get("refused_unauthenticated", 0)}),
-            counter("auth_failures", "Datagrams that failed authentication, by reason "
-                    "(dropped under enforce, admitted unauthenticated when permissive).",
-                    "reason", by("auth.", _AUTH)),
-            counter("added", "Members added.", values=get("added", 0)),
-            counter("updated", "Members whose packet changed.", values=get("updated", 0)),
-            counter("removed", "Members removed, by reason.", "reason",
-                    by("removed.", _REMOVED)),
-            counter("send_errors", "Heartbeats the kernel refused to send.", "transport",
-                    send_errors),
-            counter("receive_errors", "Failed receives on the membership sockets.",
-                    values=get("receive_errors", 0)),
+                  1 if stats.get("healthy", True) else 0),
+            gauge("peers", "Unicast peers now (static and resolved).", get_int(stats, "peers")),
+            gauge("subscribers", "Listeners and event streams now.",
+                  get_int(stats, "subscribers")),
         ]
+        info = GaugeMetricFamily(f"{ns}_implementation", "1, labelled with the codec that "
+                                 "runs (compiled or python).", labels=["group", "implementation"])
+        if stats:
+            info.add_metric([group, str(stats.get("implementation", ""))], 1)
+        families.append(info)
+        for name, doc, label, keys in COUNTERS:
+            if label is None:
+                families.append(counter(name, doc, values=get_int(stats, keys[0][0])))
+            else:
+                values = {value: get_int(stats, key) for key, value in keys}
+                families.append(counter(name, doc, label, values))
+        return families
+
+
+def get_int(stats: Mapping[str, int], key: str) -> int:
+    return int(stats.get(key, 0))
+
+
+def _labelled(prefix: str, values: Iterable[str]) -> tuple[tuple[str, str], ...]:
+    return tuple((prefix + value, value) for value in values)
+
+
+# The stats() keys exported as gauges (with "healthy" and "implementation").
+GAUGES = ("members", "healthy", "peers", "subscribers", "implementation")
+# Every other stats() key is a counter: (family name without the namespace
+# and _total, help, label name or None, ((stats key, label value), ...)).
+# A test checks that every key of stats.Stats is exported once.
+COUNTERS: tuple[tuple[str, str, str | None, tuple[tuple[str, str], ...]], ...] = (
+    ("heartbeats_sent", "Heartbeats sent: multicast, one per card; unicast, one per peer.",
+     "transport", (("sent", "multicast"), ("unicast_sent", "unicast"))),
+    ("datagrams_received", "Datagrams received on the membership sockets, valid or not, "
+     "but for our own heartbeats heard back.", None, (("received", ""),)),
+    ("fast_path", "Heartbeats of known members recognised without parsing.", None,
+     (("fast_path", ""),)),
+    ("slow_path", "Heartbeats parsed in full.", None, (("slow_path", ""),)),
+    ("refreshed_slow", "Parsed heartbeats that changed nothing.", None,
+     (("refreshed_slow", ""),)),
+    ("local", "Our own heartbeats heard back.", None, (("local", ""),)),
+    ("filtered", "Heartbeats of another domain under filter_domain.", None,
+     (("filtered", ""),)),
+    ("shutdown_unknown", "Goodbyes from members we did not have.", None,
+     (("shutdown_unknown", ""),)),
+    ("malformed", "Datagrams dropped as malformed, by verdict.", "verdict",
+     _labelled("malformed.", _MALFORMED)),
+    ("channel_frames", "Tribes channel frames on the membership port, dropped.", None,
+     (("channel_frames", ""),)),
+    ("doctor_probes", "mcast-demo doctor's probes heard on the membership port, dropped "
+     "(not malformed).", None, (("doctor_probes", ""),)),
+    ("refused", "Datagrams refused: a new member, the table being full (full); a unicast "
+     "sender that is not a peer (unlisted); unauthenticated, in an authenticated member's "
+     "name (unauthenticated).", "reason",
+     (("refused", "full"), ("refused_unlisted", "unlisted"),
+      ("refused_unauthenticated", "unauthenticated"))),
+    ("auth_failures", "Datagrams that failed authentication, by reason (dropped under "
+     "enforce, admitted unauthenticated when permissive).", "reason", _labelled("auth.", _AUTH)),
+    ("added", "Members added.", None, (("added", ""),)),
+    ("updated", "Members whose packet changed.", None, (("updated", ""),)),
+    ("removed", "Members removed, by reason.", "reason", _labelled("removed.", _REMOVED)),
+    ("suspected", "Members past their drop time under verify.", None, (("suspected", ""),)),
+    ("suspects_heard", "Suspects heard again.", None, (("suspects_heard", ""),)),
+    ("verify_probes", "Verify probes by outcome: a connect accepted (kept), refused "
+     "(failed), unanswered (timed_out).", "outcome",
+     _labelled("verify.", ("kept", "failed", "timed_out"))),
+    ("verify_exhausted", "Suspects removed though their port answered (their probes used).",
+     None, (("verify.exhausted", ""),)),
+    ("verify_deferred", "Probes that waited for the probe rate.", None,
+     (("verify.deferred", ""),)),
+    ("unprobed", "Unauthenticated members removed at their drop time without a probe.",
+     None, (("unprobed", ""),)),
+    ("send_errors", "Heartbeats the kernel refused to send.", "transport",
+     (("send_errors", "multicast"), ("unicast_send_errors", "unicast"))),
+    ("receive_errors", "Failed receives on the membership sockets.", None,
+     (("receive_errors", ""),)),
+    ("socket_reopened", "Sockets opened again after repeated errors.", None,
+     (("socket_reopened", ""),)),
+    ("pauses", "The driver held up for more than half a drop time.", None,
+     (("pauses", ""),)),
+    ("internal_errors", "Unexpected exceptions survived by the driver.", None,
+     (("internal_errors", ""),)),
+    ("peers_refused", "Resolved peer addresses left out, past max_members.", None,
+     (("peers_refused", ""),)),
+    ("lookups", "DNS and host-name lookups by outcome.", "outcome",
+     (("lookups_answered", "answered"),)
+     + _labelled("lookups_failed.", ("nxdomain", "servfail", "timeout", "no_answer", "error"))),
+    ("events_dropped", "Events dropped for slow readers.", None, (("events_dropped", ""),)),
+    ("listener_errors", "Listeners that raised.", None, (("listener_errors", ""),)),
+    ("tomcat_listener_connections", "Connections to the TCP listener for Tomcat: accepted "
+     "(every one), and of those closed to make room (evicted) or at once (refused).",
+     "outcome", (("probe_connections", "accepted"), ("probe_evicted", "evicted"),
+                 ("probe_refused", "refused"))),
+    ("tomcat_listener_accept_errors", "Failed accepts on the TCP listener, each followed "
+     "by a wait.", None, (("probe_accept_errors", ""),)),
+    ("tomcat_listener_frames", "Tribes frames received by the TCP listener.", None,
+     (("probe_frames", ""),)),
+    ("tomcat_listener_acks", "Acknowledgements the TCP listener sent.", None,
+     (("probe_acks", ""),)),
+    ("tomcat_listener_malformed", "Streams to the TCP listener that were not Tribes "
+     "framing.", None, (("probe_malformed", ""),)),
+    ("tomcat_listener_replies_sent", "Replies the TCP listener sent, by kind.", "kind",
+     (("probe_rpc_replies", "rpc"), ("probe_state_replies", "state"))),
+    ("tomcat_listener_replies_dropped", "Replies not sent: failed, refused (not a member "
+     "we accept, or asked from another host), limited (over the reply rates).", "reason",
+     (("probe_replies_failed", "failed"), ("probe_replies_refused", "refused"),
+      ("probe_replies_limited", "limited"))),
+)
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

@@ -7,10 +7,14 @@ which does the content negotiation and compression), writes the answer and
 closes. Bounds, each counted when hit (``stats()``, and the series
 ``mcastmember_metrics_server_connections_total{outcome=...}``):
 
-- at most MAX_CONNECTIONS connections, MAX_PER_SOURCE from one source address
-  (``listen.ConnectionShares``: a source past its share is refused; at the
-  cap the oldest connection of the source holding the most makes room, never
-  one of a source holding fewer than the newcomer's);
+- at most MAX_CONNECTIONS connections, MAX_PER_SOURCE from one source (an
+  IPv6 source by its /64), STRANGER_SHARE from a source none of whose
+  requests was answered yet (``listen.ConnectionShares``: a source past its
+  share is refused; at the cap a known source, a scraper, closes the oldest
+  connection of a stranger to get in, and a stranger only one of the
+  stranger source holding the most);
+- SOURCE_REQUEST_RATE requests a second from one source, REQUEST_RATE in
+  all (with bursts): past them a 429 answer, the application not called;
 - REQUEST_TIMEOUT_S from accept to the last byte written, whatever the peer
   sends or reads (a half-sent request holds one descriptor that long, and
   nothing else);
@@ -32,7 +36,8 @@ from urllib.parse import unquote
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
-from ..transport.listen import AcceptBackoff, ConnectionShares, source_of
+from ..transport.listen import (ADMIT, REFUSE, AcceptBackoff, ConnectionShares, ReplyBudget,
+                               host_key, source_group, source_of)
 from ..engine.ratelimit import RateLimitedLog
 from ..transport.net import socket_address, socket_family
 
@@ -46,11 +51,22 @@ log = logging.getLogger("mcastmember")
 
 MAX_CONNECTIONS = 32
 MAX_PER_SOURCE = 8
+# A source none of whose requests was answered yet holds at most this many,
+# and at the cap a known source (a scraper) closes one of theirs to get in;
+# the last MAX_KNOWN sources answered are known.
+STRANGER_SHARE = 2
+MAX_KNOWN = 64
 REQUEST_TIMEOUT_S = 10.0
 MAX_REQUEST_BYTES = 8 * 1024
 READ_SIZE = 4096
 # The outcomes a connection is counted under.
-OUTCOMES = ("served", "refused", "evicted", "timed_out", "too_large", "bad_request")
+OUTCOMES = ("served", "refused", "evicted", "timed_out", "too_large", "bad_request", "limited")
+# Requests answered a second, per source (an IPv6 source by its /64) and in
+# all, with bursts: Prometheus scrapes every 15-60 s, so a few a second is
+# generous; a request past them gets 429 (outcome "limited") without the
+# application being called (a scrape costs a few milliseconds of CPU).
+SOURCE_REQUEST_RATE, SOURCE_REQUEST_BURST = 5, 10
+REQUEST_RATE, REQUEST_BURST = 20, 40
 
 
 class _Client:
@@ -86,7 +102,10 @@ class MetricsHTTPServer:
         self.server_port: int = sock.getsockname()[1]
         self._server_name = str(sock.getsockname()[0])
         self._clients: dict[socket.socket, _Client] = {}
-        self._shares = ConnectionShares(MAX_CONNECTIONS, MAX_PER_SOURCE)
+        self._shares = ConnectionShares(MAX_CONNECTIONS, MAX_PER_SOURCE, STRANGER_SHARE)
+        self._budget = ReplyBudget(REQUEST_RATE, REQUEST_BURST, 1.0, SOURCE_REQUEST_RATE,
+                                   SOURCE_REQUEST_BURST, 1.0)     # (counts only)
+        self._known: dict[str, None] = {}      # host_key of sources answered, oldest first
         self._backoff = AcceptBackoff()
         self._resume_accept: float | None = None
         self._stopping = False
@@ -155,17 +174,19 @@ class MetricsHTTPServer:
             return
         self._backoff.accepted()
         source = source_of(peer)
-        verdict = self._shares.admit(source)
-        if verdict is False:
+        verdict = self._shares.admit(source, lambda: self._known)
+        oldest = None
+        if not isinstance(verdict, bool):
+            oldest = min((c for c in self._clients.values() if verdict(c.source)),
+                         key=lambda c: c.deadline, default=None)
+        if verdict is REFUSE or (verdict is not ADMIT and oldest is None):
             self._counts["refused"] += 1
             self._rate_log.log(logging.WARNING, "refused", "metrics server: refused a connection "
                                "from %s (%d open, at most %d per source)", source,
                                len(self._shares), MAX_PER_SOURCE)
             sock.close()
             return
-        if verdict is not True:
-            oldest = min((c for c in self._clients.values() if c.source == verdict),
-                         key=lambda c: c.deadline)
+        if oldest is not None:
             self._close(oldest, "evicted")
         sock.setblocking(False)
         client = _Client(sock, source, time.monotonic() + REQUEST_TIMEOUT_S)
@@ -191,6 +212,9 @@ class MetricsHTTPServer:
             if end < 0 or end > MAX_REQUEST_BYTES:
                 self._answer(client, _plain("431 Request Header Fields Too Large"), "too_large")
                 return
+            if not self._budget.take(source_group(client.source), 0, time.monotonic()):
+                self._answer(client, _plain("429 Too Many Requests"), "limited")
+                return
             self._answer(client, self._respond(client, bytes(client.head[:end])), "served")
             return
         try:
@@ -208,6 +232,12 @@ class MetricsHTTPServer:
         if response is None:
             response, outcome = _plain("400 Bad Request"), "bad_request"
         self._counts[outcome] += 1
+        if outcome == "served":
+            key = host_key(client.source)
+            self._known.pop(key, None)
+            self._known[key] = None
+            if len(self._known) > MAX_KNOWN:
+                del self._known[next(iter(self._known))]
         client.answer = memoryview(response)
         self._sel.modify(client.sock, selectors.EVENT_WRITE, client)
 

@@ -304,7 +304,7 @@ class McastService(MembershipFront):
     def _start_probe_listener(self) -> None:
         cfg = self.config
         listener = TribesListener(cfg.listen_address, cfg.member_port, cfg.encode,
-                                 self._may_reply_to)
+                                 self._may_reply_to, self._member_hosts)
         listener.start()
         if cfg.member_port == 0:     # advertise the port the kernel chose
             with self._lock:

@@ -7,13 +7,17 @@ replicated message, and must answer each at once as its options ask
 (``channel.py`` decides how). The listeners only move bytes: this one, for
 the threaded service, runs a selector on one thread; ``tribes_listener_aio.py`` has
 the asyncio one. Both are bounded: fixed-size reads, a cap on inbound
-connections in all and per source address (at the cap the idlest connection
-of the source holding the most makes room, so a crowd of silent clients
-cannot lock Tomcat's probes out, and a source past its share is refused
-rather than taking others' connections: ``listen.ConnectionShares``), an
-idle timeout longer than Tomcat's senders keep a connection (60 s), a cap on
-unsent acknowledgements per connection, a cap and a timeout on replies in
-flight (sent only to members we accept, see channel.py), and a back-off when
+connections in all and per source (an IPv6 source by its /64; a source past
+its share is refused; at the cap a member's host, where Tomcat connects
+from, closes a stranger's idlest connection to get in, and a stranger only
+one of the stranger source holding the most: ``listen.ConnectionShares``;
+so a crowd of sources cannot lock Tomcat out), a connection closed when it
+sent no whole frame in its first FIRST_FRAME_TIMEOUT_S, an idle timeout
+longer than Tomcat's senders keep a connection (60 s), a cap on unsent
+acknowledgements per connection, a cap and a timeout on replies in flight,
+and rates on replies in count and bytes, in all and per destination (sent
+only to members we accept, see channel.py, and only to the host the request
+came from), and a back-off when
 ``accept`` fails for want of descriptors.
 """
 
@@ -29,11 +33,12 @@ from typing import TYPE_CHECKING
 
 from ..engine.channel import ChannelConnection, ChannelCounters, ChannelError
 from ..engine.ratelimit import RateLimitedLog
-from ..transport.listen import AcceptBackoff, ConnectionShares, source_of
+from ..transport.listen import (ADMIT, AcceptBackoff, ConnectionShares, ReplyBudget, same_host,
+                               source_of)
 from ..transport.net import socket_address, socket_family, unregister_and_close
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Container, Iterable
 
     from ..engine.channel import Reply
     from ..engine.member import Member
@@ -47,6 +52,9 @@ MAX_CONNECTIONS = 256
 # least four sources to fill the listener.
 MAX_PER_SOURCE = 64
 IDLE_TIMEOUT_S = 300.0
+# A connection that has not sent one whole frame by then is closed: Tomcat
+# sends its first at once.
+FIRST_FRAME_TIMEOUT_S = 10.0
 # Acks a peer has not read yet; beyond this it is not reading them at all.
 MAX_UNSENT = 64 * 1024
 # The kernel's send buffer per inbound connection: acks are 21 bytes each, so
@@ -61,6 +69,12 @@ REPLY_TIMEOUT_S = 5.0
 HOLD_S = 3.0
 MAX_HELD = 32
 HOLD_CHECK_S = 0.1
+# Replies sent, in all and per destination host: Tomcat asks (an RPC to a
+# new member, a session-state request per web application at start) a few
+# times when a member joins; beyond these a reply is dropped
+# (probe_replies_limited). Counts per second and burst; bytes per second.
+REPLY_RATE, REPLY_BURST, REPLY_BYTES_PER_S = 32, 64, 2 * 1024 * 1024
+DEST_REPLY_RATE, DEST_REPLY_BURST, DEST_REPLY_BYTES_PER_S = 8, 16, 512 * 1024
 
 
 def probe_stats_idle() -> dict[str, int]:
@@ -73,14 +87,38 @@ def no_one(member: Member) -> bool:
     return False
 
 
+def no_hosts() -> Container[str]:
+    return ()
+
+
+class Held:
+    """What the listeners know of an inbound connection: its source, when
+    it was opened and last heard from, and its Tribes stream."""
+
+    __slots__ = ("source", "opened", "heard", "channel")
+
+    def __init__(self, source: str, channel: ChannelConnection, now: float) -> None:
+        self.source, self.channel, self.opened, self.heard = source, channel, now, now
+
+    def deadline(self) -> float:
+        """When it is closed unless heard from: soon until a whole frame came."""
+        if self.channel.frames:
+            return self.heard + IDLE_TIMEOUT_S
+        return min(self.opened + FIRST_FRAME_TIMEOUT_S, self.heard + IDLE_TIMEOUT_S)
+
+
 class ListenerBase:
     """Counters and the reply bookkeeping both listeners share.
     ``accepts(member)``: whether a frame's sender is a member replies may
-    be sent to (the front's table; by default nobody)."""
+    be sent to (the front's table; by default nobody); ``member_hosts()``:
+    the members' hosts (``listen.host_key``), whose connections come first
+    at the cap."""
 
     def __init__(self, address: str, port: int, local_packet: Callable[[], bytes],
-                 accepts: Callable[[Member], bool] = no_one) -> None:
+                 accepts: Callable[[Member], bool] = no_one,
+                 member_hosts: Callable[[], Container[str]] = no_hosts) -> None:
         self.address = address
+        self._member_hosts = member_hosts
         self.port = port
         self._local_packet = local_packet
         self._accepts = accepts
@@ -88,6 +126,8 @@ class ListenerBase:
         self.evicted = 0
         self.refused = 0
         self.replies_failed = 0
+        self.replies_limited = 0
+        self._budget: ReplyBudget | None = None      # made at the first reply
         self.counters = ChannelCounters()
         self._held: list[tuple[float, Reply]] = []     # (deadline, reply): senders not listed yet
         self._shares = ConnectionShares(MAX_CONNECTIONS, MAX_PER_SOURCE)
@@ -97,27 +137,33 @@ class ListenerBase:
     def stats(self) -> dict[str, int]:
         stats = {"probe_connections": self.accepted, "probe_evicted": self.evicted,
                  "probe_refused": self.refused, "probe_accept_errors": self._backoff.failures,
-                 "probe_replies_failed": self.replies_failed}
+                 "probe_replies_failed": self.replies_failed,
+                 "probe_replies_limited": self.replies_limited}
         stats.update(self.counters.as_stats())
         return stats
 
     def _new_connection(self) -> ChannelConnection:
         return ChannelConnection(self._local_packet, self.counters, self._accepts)
 
-    def _admit(self, source: str) -> bool | str:
-        """The share's verdict on a new connection from ``source`` (see
-        ConnectionShares), counted; the caller closes what it says."""
+    def _admit(self, source: str, held: Iterable[Held]) -> tuple[bool, Held | None]:
+        """Whether to take a new connection from ``source`` and which one of
+        ``held`` (those that may be closed) to close first for it (see
+        ConnectionShares), counted."""
         # The module's bounds, read at each admission (a test lowers them).
         self._shares.total, self._shares.per_source = MAX_CONNECTIONS, MAX_PER_SOURCE
-        verdict = self._shares.admit(source)
-        if verdict is False:
+        self._shares.stranger_share = MAX_PER_SOURCE
+        verdict = self._shares.admit(source, self._member_hosts)
+        if verdict is ADMIT:
+            return True, None
+        victims = [] if isinstance(verdict, bool) else [c for c in held if verdict(c.source)]
+        if not victims:
             self.refused += 1
             self._rate_log.log(logging.WARNING, "refused", "TCP listener: refused a connection "
                                "from %s (%d connections in all, at most %d per source)",
                                source, len(self._shares), self._shares.per_source)
-        elif verdict is not True:
-            self.evicted += 1
-        return verdict
+            return False, None
+        self.evicted += 1
+        return True, min(victims, key=lambda c: c.heard)
 
     def _accept_failed(self, error: OSError) -> float | None:
         """Seconds to stop accepting after ``error`` (None: accept on)."""
@@ -126,12 +172,17 @@ class ListenerBase:
                            "" if delay is None else f"; accepting again in {delay:.1f} s")
         return delay
 
-    def _to_send(self, replies: list[Reply]) -> list[Reply]:
-        """Of the replies a connection produced, those to send now; the
-        others (their sender is not a member we accept yet) are held."""
+    def _to_send(self, replies: list[Reply], source: str) -> list[Reply]:
+        """Of the replies a connection from ``source`` produced, those to
+        send now. A reply goes only to the host the request came from (TCP:
+        the source is not forged), so a frame naming someone else, member or
+        not, makes no connection there (refused); the others whose sender
+        is not a member we accept yet are held."""
         now, ready = time.monotonic(), []
         for reply in replies:
-            if reply.accepted:
+            if not same_host(reply.address, source):
+                self._refuse(reply, f"the request came from {source}")
+            elif reply.accepted:
                 ready.append(reply)
             elif len(self._held) >= MAX_HELD:
                 self._refuse(reply)
@@ -145,7 +196,6 @@ class ListenerBase:
         ready, kept = [], []
         for deadline, reply in self._held:
             if self._accepts(reply.sender):
-                self.counters.count_sent(reply.kind)
                 ready.append(reply)
             elif now >= deadline:
                 self._refuse(reply)
@@ -154,10 +204,27 @@ class ListenerBase:
         self._held = kept
         return ready
 
-    def _refuse(self, reply: Reply) -> None:
+    def _refuse(self, reply: Reply, why: str = "not a member we accept") -> None:
         self.counters.replies_refused += 1
-        self._rate_log.log(logging.WARNING, "refuse", "no %s reply to %s:%d: not a member we "
-                           "accept", reply.kind, reply.address, reply.port)
+        self._rate_log.log(logging.WARNING, "refuse", "no %s reply to %s:%d: %s", reply.kind,
+                           reply.address, reply.port, why)
+
+    def _clear_to_send(self, reply: Reply, in_flight: int) -> bool:
+        """Whether ``reply`` may go now, with ``in_flight`` replies on their
+        way: within the cap and the rates (else counted, not sent)."""
+        if in_flight >= MAX_REPLIES_IN_FLIGHT:
+            self._reply_failed(reply, "too many replies in flight")
+            return False
+        if self._budget is None:    # the module's rates, read then (a test lowers them)
+            self._budget = ReplyBudget(REPLY_RATE, REPLY_BURST, REPLY_BYTES_PER_S, DEST_REPLY_RATE,
+                                       DEST_REPLY_BURST, DEST_REPLY_BYTES_PER_S)
+        if not self._budget.take(reply.address, len(reply.frame), time.monotonic()):
+            self.replies_limited += 1
+            self._rate_log.log(logging.WARNING, "limited", "no %s reply to %s:%d: more replies "
+                               "than %d a second in all, %d to one host", reply.kind,
+                               reply.address, reply.port, REPLY_RATE, DEST_REPLY_RATE)
+            return False
+        return True
 
     def _reply_failed(self, reply: Reply, error: object) -> None:
         self.replies_failed += 1
@@ -169,13 +236,13 @@ class ListenerBase:
                                     f"for Tomcat: {error.strerror}")
 
 
-class _Inbound:
-    __slots__ = ("sock", "source", "channel", "unsent", "heard")
+class _Inbound(Held):
+    __slots__ = ("sock", "unsent")
 
     def __init__(self, sock: socket.socket, source: str, channel: ChannelConnection,
                  now: float) -> None:
-        self.sock, self.source, self.channel = sock, source, channel
-        self.unsent, self.heard = bytearray(), now
+        super().__init__(source, channel, now)
+        self.sock, self.unsent = sock, bytearray()
 
 
 class _Outbound:
@@ -189,8 +256,9 @@ class TribesListener(ListenerBase):
     """Serve ``(address, port)`` on one thread, for the threaded service."""
 
     def __init__(self, address: str, port: int, local_packet: Callable[[], bytes],
-                 accepts: Callable[[Member], bool] = no_one) -> None:
-        super().__init__(address, port, local_packet, accepts)
+                 accepts: Callable[[Member], bool] = no_one,
+                 member_hosts: Callable[[], Container[str]] = no_hosts) -> None:
+        super().__init__(address, port, local_packet, accepts, member_hosts)
         self._sock: socket.socket | None = None
         self._resume_accept: float | None = None    # while accept backs off: when it resumes
         self._thread: threading.Thread | None = None
@@ -273,7 +341,7 @@ class TribesListener(ListenerBase):
         does not wake (it is on in every member)."""
         now = time.monotonic()
         deadlines = [o.deadline for o in self._outbound.values()]
-        deadlines += [conn.heard + IDLE_TIMEOUT_S for conn in self._inbound.values()]
+        deadlines += [conn.deadline() for conn in self._inbound.values()]
         if self._resume_accept is not None:
             deadlines.append(self._resume_accept)
         if self._held:
@@ -284,7 +352,7 @@ class TribesListener(ListenerBase):
 
     def _expire(self, now: float) -> None:
         for sock, conn in list(self._inbound.items()):
-            if now - conn.heard > IDLE_TIMEOUT_S:
+            if now >= conn.deadline():
                 self._close(sock)
         for sock, out in list(self._outbound.items()):
             if now >= out.deadline:
@@ -306,13 +374,12 @@ class TribesListener(ListenerBase):
         self._backoff.accepted()
         self.accepted += 1
         source = source_of(peer)
-        verdict = self._admit(source)
-        if verdict is False:
+        admitted, idlest = self._admit(source, list(self._inbound.values()))
+        if not admitted:
             sock.close()
             return
-        if verdict is not True:
-            idlest = min((c for c in self._inbound.values() if c.source == verdict),
-                         key=lambda c: c.heard)
+        if idlest is not None:
+            assert isinstance(idlest, _Inbound)     # one of ours
             self._close(idlest.sock)
         sock.setblocking(False)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
@@ -337,13 +404,13 @@ class TribesListener(ListenerBase):
                 back, replies = conn.channel.receive(data)
             except ChannelError as error:    # answer what came whole before the bad bytes
                 conn.unsent += error.back
-                for reply in self._to_send(error.replies):
+                for reply in self._to_send(error.replies, conn.source):
                     self._send_reply(reply)
                 if self._flush(conn):
                     self._close(conn.sock)
                 return
             conn.unsent += back
-            for reply in self._to_send(replies):
+            for reply in self._to_send(replies, conn.source):
                 self._send_reply(reply)
         self._flush(conn)
 
@@ -367,8 +434,7 @@ class TribesListener(ListenerBase):
         return True
 
     def _send_reply(self, reply: Reply) -> None:
-        if len(self._outbound) >= MAX_REPLIES_IN_FLIGHT:
-            self._reply_failed(reply, "too many replies in flight")
+        if not self._clear_to_send(reply, len(self._outbound)):
             return
         sock = socket.socket(socket_family(reply.address), socket.SOCK_STREAM)
         sock.setblocking(False)
@@ -396,6 +462,7 @@ class TribesListener(ListenerBase):
             self._close(out.sock)
             return
         if not out.data:
+            self.counters.count_sent(out.reply.kind)
             self._close(out.sock)
 
     def _close(self, sock: socket.socket) -> None:

@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING
 from ..transport.listen import source_of
 from ..engine.channel import ChannelError
 from ..transport.net import socket_address, socket_family
-from .tribes_listener import (HOLD_CHECK_S, IDLE_TIMEOUT_S, MAX_REPLIES_IN_FLIGHT, MAX_UNSENT, READ_SIZE,
-                              REPLY_TIMEOUT_S, SEND_BUFFER, ListenerBase, no_one)
+from .tribes_listener import (HOLD_CHECK_S, MAX_UNSENT, READ_SIZE, REPLY_TIMEOUT_S, SEND_BUFFER,
+                              Held, ListenerBase, no_hosts, no_one)
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Container
 
-    from ..engine.channel import Reply
+    from ..engine.channel import ChannelConnection, Reply
     from ..engine.member import Member
 
 # Connections taken per wake-up of the listening socket (as asyncio's own
@@ -25,11 +25,11 @@ if TYPE_CHECKING:
 ACCEPTS_PER_WAKEUP = 16
 
 
-class _Conn:
-    __slots__ = ("source", "heard", "writer")
+class _Conn(Held):
+    __slots__ = ("writer",)
 
-    def __init__(self, source: str, now: float) -> None:
-        self.source, self.heard = source, now
+    def __init__(self, source: str, channel: ChannelConnection, now: float) -> None:
+        super().__init__(source, channel, now)
         self.writer: asyncio.StreamWriter | None = None
 
 
@@ -40,8 +40,9 @@ class AsyncTribesListener(ListenerBase):
     ``accept`` fails for want of descriptors."""
 
     def __init__(self, address: str, port: int, local_packet: Callable[[], bytes],
-                 accepts: Callable[[Member], bool] = no_one) -> None:
-        super().__init__(address, port, local_packet, accepts)
+                 accepts: Callable[[Member], bool] = no_one,
+                 member_hosts: Callable[[], Container[str]] = no_hosts) -> None:
+        super().__init__(address, port, local_packet, accepts, member_hosts)
         self._sock: socket.socket | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._resume: asyncio.TimerHandle | None = None
@@ -110,17 +111,15 @@ class AsyncTribesListener(ListenerBase):
             self._loop.add_reader(self._sock.fileno(), self._on_acceptable)
 
     def _take(self, sock: socket.socket, source: str) -> None:
-        verdict = self._admit(source)
-        if verdict is not True and verdict is not False:
-            held = [c for c in self._conns if c.source == verdict and c.writer is not None]
-            if held:
-                self._release(min(held, key=lambda c: c.heard))
-            else:           # its connections are still being set up: none to close
-                verdict = False
-        if verdict is False:
+        # (a connection still being set up has nothing to close yet)
+        admitted, idlest = self._admit(source, [c for c in self._conns if c.writer is not None])
+        if not admitted:
             sock.close()
             return
-        conn = _Conn(source, time.monotonic())
+        if idlest is not None:
+            assert isinstance(idlest, _Conn)     # one of ours
+            self._release(idlest)
+        conn = _Conn(source, self._new_connection(), time.monotonic())
         self._conns.add(conn)
         self._shares.add(source)
         self._spawn(self._serve(sock, conn))
@@ -153,11 +152,12 @@ class AsyncTribesListener(ListenerBase):
         if conn not in self._conns:          # closed while it was being set up
             writer.transport.abort()
             return
-        channel = self._new_connection()
+        channel = conn.channel
         graceful = False
         try:
             while True:
-                data = await asyncio.wait_for(reader.read(READ_SIZE), IDLE_TIMEOUT_S)
+                data = await asyncio.wait_for(reader.read(READ_SIZE),
+                                              conn.deadline() - time.monotonic())
                 if not data or conn not in self._conns:
                     break
                 conn.heard = time.monotonic()
@@ -169,7 +169,7 @@ class AsyncTribesListener(ListenerBase):
                     writer.write(back)
                     if writer.transport.get_write_buffer_size() > MAX_UNSENT:
                         break
-                self._send(self._to_send(replies))
+                self._send(self._to_send(replies, conn.source))
                 if self._held and self._hold_check is None:
                     self._hold_check = asyncio.get_running_loop().call_later(
                         HOLD_CHECK_S, self._check_held)
@@ -187,9 +187,7 @@ class AsyncTribesListener(ListenerBase):
 
     def _send(self, replies: list[Reply]) -> None:
         for reply in replies:
-            if len(self._deliveries) >= MAX_REPLIES_IN_FLIGHT:
-                self._reply_failed(reply, "too many replies in flight")
-            else:
+            if self._clear_to_send(reply, len(self._deliveries)):
                 self._spawn(self._deliver(reply), self._deliveries)
 
     def _check_held(self) -> None:
@@ -210,6 +208,7 @@ class AsyncTribesListener(ListenerBase):
         try:
             writer.write(reply.frame)
             await asyncio.wait_for(writer.drain(), REPLY_TIMEOUT_S)
+            self.counters.count_sent(reply.kind)
         except (OSError, asyncio.TimeoutError) as error:
             self._reply_failed(reply, error or "timed out")
         finally:

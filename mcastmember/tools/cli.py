@@ -47,6 +47,8 @@ if TYPE_CHECKING:
 class _Parser(argparse.ArgumentParser):
     """argparse, but a bad argument is one clear line and exit status 2."""
 
+    commands: dict[str, _Parser]        # the top parser's: each command's, by name
+
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message}\n")
 
@@ -72,7 +74,7 @@ def _build_parser() -> _Parser:
     parser = _Parser(prog="mcast-demo",
                      description="Tomcat Tribes-compatible multicast membership demo.",
                      epilog="'mcast-demo COMMAND --help' shows a command's arguments.")
-    parser.add_argument("--version", action=_Version)
+    parser.add_argument("-V", "--version", action=_Version)
     # Not required: without a command, main() shows this usage (an error
     # naming {join,...} alone would not say what each does).
     commands = parser.add_subparsers(dest="command", title="commands", metavar="COMMAND")
@@ -84,7 +86,7 @@ def _build_parser() -> _Parser:
     _add_metrics(join)
 
     doctor = commands.add_parser(
-        "doctor", help="check why members don't see each other, and say what to change",
+        "doctor", help="check why members don't see each other, and what to change",
         description="Check this host and network for a membership with join's settings "
                     "(paste your join command line): one line per check, pass, warn or "
                     "fail, with the fix for each warn and fail. Exit 0 when no check "
@@ -99,13 +101,16 @@ def _build_parser() -> _Parser:
                         help="run on every host at once with --peers naming the others: "
                              "probes each by multicast and unicast, reports loss and rtt")
     doctor.add_argument("--json", action="store_true",
-                        help="one JSON object on stdout (see docs/doctor.md)")
+                        help=f"one JSON object on stdout ({_see('doctor')})")
 
     watch = commands.add_parser("watch", help="show a group's membership without joining it "
                                               "(nothing sent)")
     watch.prog = "mcast-demo watch"
     watch.add_argument("group", help="multicast group, e.g. 228.0.0.4 or ff02::4")
     _add_listening(watch)
+    watch.add_argument("--ttl", type=int,
+                       help="taken as join takes it, so that join's flags work here too; "
+                            "watch sends nothing, so it has no effect")
     _add_table(watch)
     _add_output(watch)
     _add_detector(watch)
@@ -122,6 +127,8 @@ def _build_parser() -> _Parser:
     keygen = commands.add_parser("keygen", help="print a new random key as a key file line")
     keygen.prog = "mcast-demo keygen"
     keygen.add_argument("--id", type=int, default=1, help="the key id, 1-255 (1)")
+    parser.commands = {"join": join, "doctor": doctor, "watch": watch, "decode": decode,
+                       "keygen": keygen}
     return parser
 
 
@@ -141,7 +148,7 @@ def _add_member_settings(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--frequency", type=int, default=500, metavar="MS",
                       help="heartbeat period in ms (500)")
     _add_table(parser)
-    unicast = parser.add_argument_group("without multicast (see docs/unicast.md)")
+    unicast = parser.add_argument_group(f"without multicast ({_see('unicast')})")
     unicast.add_argument("--peers", metavar="HOST[:PORT],...", action="append", default=[],
                          help="peers to send heartbeats to by unicast (repeatable)")
     unicast.add_argument("--dns", metavar="NAME",
@@ -166,11 +173,17 @@ def _add_member_settings(parser: argparse.ArgumentParser) -> None:
     _add_detector(parser)
     parser.add_argument("--tomcat", action="store_true",
                       help="join a Tomcat cluster as a listed member: answer Tribes' channel "
-                           "on the member port and sort after every Tomcat (see docs/tomcat.md)")
+                           f"on the member port and sort after every Tomcat ({_see('tomcat')})")
     parser.add_argument("--no-tcp-listener", action="store_true",
                         help="no TCP listener on the member port (it is on by default, so "
-                             "that a Tomcat listing us gets answers; see docs/tomcat.md)")
+                             f"that a Tomcat listing us gets answers; {_see('tomcat')})")
     _add_auth(parser)
+
+
+def _see(page: str) -> str:
+    """Where a help text's reader finds more: the docs are a site built from
+    the source (no address online), so the page is named by its file."""
+    return f"see the docs: docs/{page}.md in the source"
 
 
 def _add_listening(command: argparse.ArgumentParser) -> None:
@@ -208,7 +221,7 @@ def _add_detector(command: argparse.ArgumentParser) -> None:
 def _add_auth(command: argparse.ArgumentParser, verb: str = "authenticate") -> None:
     command.add_argument("--key-file", metavar="PATH",
                          help=f"{verb} heartbeats with the keys in PATH (one '<id> <64 hex "
-                              "digits>' per line, the first signs; see docs/security.md)")
+                              f"digits>' per line, the first signs; {_see('security')})")
     command.add_argument("--auth", choices=("off", "permissive", "enforce"),
                          help="with --key-file: drop what is not authentic (enforce, the "
                               "default) or accept and mark it (permissive)")
@@ -225,7 +238,9 @@ def _add_metrics(command: argparse.ArgumentParser) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        return _unrecognized(parser.commands.get(args.command, parser), unknown[0])
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
@@ -234,12 +249,64 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _decode(args)
         if args.command == "keygen":
             return _keygen(args)
-        if args.command == "doctor":
-            return _doctor(args)
-        return _run(args)
+        with _LibraryOutput(f"mcast-demo {args.command}"):
+            if args.command == "doctor":
+                return _doctor(args)
+            return _run(args)
     except BrokenPipeError:
         _silence_stdout()
         return 0
+
+
+def _unrecognized(parser: _Parser, argument: str) -> int:
+    """An argument the command does not take: named with the command, with
+    the flag it likely meant, and the command's usage in short."""
+    import difflib
+
+    options = [o for action in parser._actions for o in action.option_strings]
+    line = f"{parser.prog}: error: unrecognized argument {argument}"
+    if argument.startswith("-"):
+        close = difflib.get_close_matches(argument.split("=", 1)[0], options, n=1, cutoff=0.8)
+        if close:
+            line += f": did you mean {close[0]}?"
+    words = [action.metavar or action.dest if action.nargs != "?"
+             else f"[{action.metavar or action.dest}]"
+             for action in parser._actions if not action.option_strings]
+    usage = " ".join([parser.prog, *map(str, words), "[options]"])
+    print(f"{line}\nusage: {usage} (see {parser.prog} --help)", file=sys.stderr)
+    return 2
+
+
+class _LibraryOutput:
+    """While join, watch or the doctor runs: the library's log lines on
+    stderr as ours are (``mcast-demo join: warning: ...``), and no warning
+    at import that pure Python runs: the demo says so itself (a note)."""
+
+    def __init__(self, prog: str) -> None:
+        self._prog = prog
+
+    def __enter__(self) -> None:
+        import logging
+        import warnings
+
+        prog = self._prog
+
+        class Lines(logging.Formatter):
+            def format(self, record: logging.LogRecord) -> str:
+                return f"{prog}: {record.levelname.lower()}: {record.getMessage()}"
+
+        self._warnings = warnings.catch_warnings()
+        self._warnings.__enter__()
+        warnings.filterwarnings("ignore", "mcastmember: the pure-Python implementation runs",
+                                RuntimeWarning)
+        self._handler = logging.StreamHandler(sys.stderr)
+        self._handler.setFormatter(Lines())
+        self._logger = logging.getLogger("mcastmember")
+        self._logger.addHandler(self._handler)
+
+    def __exit__(self, *exc: object) -> None:
+        self._logger.removeHandler(self._handler)
+        self._warnings.__exit__(None, None, None)
 
 
 def _silence_stdout() -> None:

@@ -105,6 +105,14 @@ def fallback_note() -> str | None:
     return None if FALLBACK is None else f"note: {FALLBACK}"
 
 
+def reason_text(event: MemberEvent) -> str:
+    """`` (shutdown)``, the reason in brackets after the kind; "stopped" is
+    ours (we stopped: every member leaves our table), not the member's."""
+    if not event.reason:
+        return ""
+    return " (we stopped)" if event.reason == "stopped" else f" ({event.reason})"
+
+
 def choose(service: McastService, json_lines: bool,
            stream: TextIO | None = None) -> JsonView:
     stream = stream or sys.stdout
@@ -159,8 +167,7 @@ class LineView(JsonView):
             self._say(f"{event.count} events lost: the listener fell behind")
             return
         m = event.member
-        reason = f" ({event.reason})" if event.reason else ""
-        self._say(f"{event.kind}{reason}: {member_address(m)} id={m.unique_id.hex()} "
+        self._say(f"{event.kind}{reason_text(event)}: {member_address(m)} id={m.unique_id.hex()} "
                   f"domain={show_bytes(m.domain)} payload={show_bytes(m.payload)}"
                   f"{show_auth(m, ' authenticated=')}")
 
@@ -215,8 +222,7 @@ class TableView(LineView):
                 self._changes.append(("lost", f"{stamp} {event.count} events lost"))
             else:
                 m = event.member
-                reason = f" ({event.reason})" if event.reason else ""
-                self._changes.append((event.kind, f"{stamp} {event.kind}{reason} "
+                self._changes.append((event.kind, f"{stamp} {event.kind}{reason_text(event)} "
                                       f"{member_address(m)} id {m.unique_id.hex()[:12]}"))
                 self._recent[m.identity] = (event.kind, now)
             self._dirty = True

@@ -20,6 +20,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from ..wire.errors import ConfigurationError
+from .net import unscoped
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -196,12 +197,12 @@ def _find(spec: str | int,
     if by_name is not None:
         return by_name, None
     try:
-        wanted = _unscoped(text)
+        wanted = unscoped(text)
     except ValueError:
         return None, None
     for card in cards:
         for address in card.addresses:
-            if _unscoped(str(address)) == wanted:
+            if unscoped(address) == wanted:
                 return card, address
     return None, None
 
@@ -211,13 +212,10 @@ def _loopback(spec: str | int,
     """127.0.0.2 and the rest of 127.0.0.0/8 belong to the loopback card
     without being listed on it (tests give each node its own)."""
     try:
-        address = _unscoped(str(spec).strip())
+        address = unscoped(str(spec).strip())
     except ValueError:
         return None, None
     if not address.is_loopback:
         return None, None
     return next(((c, address) for c in cards if c.loopback), (None, None))
 
-
-def _unscoped(text: str) -> IPAddress:
-    return ipaddress.ip_address(text.split("%")[0])

@@ -54,6 +54,17 @@ def family_of(address: str) -> Literal[4, 6]:
     return ipaddress.ip_address(address.split("%")[0]).version
 
 
+def unscoped(address: str | ipaddress.IPv4Address | ipaddress.IPv6Address
+             ) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """An address without its scope (``fe80::1%eth0``: ``fe80::1``), an
+    IPv4-mapped IPv6 address as the IPv4 one (what a dual-stack socket
+    reports for an IPv4 sender). ValueError for what is not an address."""
+    value = ipaddress.ip_address(str(address).split("%")[0])
+    if isinstance(value, ipaddress.IPv6Address) and value.ipv4_mapped:
+        return value.ipv4_mapped
+    return value
+
+
 def socket_family(address: str) -> socket.AddressFamily:
     """The socket family for an address's text: AF_INET6 if it has a colon."""
     return socket.AF_INET6 if ":" in address else socket.AF_INET

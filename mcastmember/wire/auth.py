@@ -38,6 +38,8 @@ UNKNOWN_KEY = L.AUTH_UNKNOWN_KEY
 BAD_MAC = L.AUTH_BAD_MAC
 REPLAY = L.AUTH_REPLAY
 SKEW = L.AUTH_SKEW
+# A key file is a few lines (255 keys at most): anything larger is not one.
+MAX_KEY_FILE_BYTES = 64 * 1024
 VERDICTS = L.AUTH_REASONS
 
 _HEADER = struct.Struct(">3sBBQ")
@@ -69,14 +71,28 @@ class KeyRing:
         """Read a key file: one key per line, ``<key id 1-255> <64 hex digits>``;
         blank lines and ``#`` comments allowed; the first key signs."""
         try:
-            with open(path, encoding="utf-8") as source:
-                mode = os.fstat(source.fileno()).st_mode
-                text = source.read()
+            # Non-blocking: opening a FIFO must not wait for a writer.
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
         except OSError as error:
             raise ConfigurationError(f"key file {path}: {error.strerror}") from None
+        with os.fdopen(fd, "rb") as source:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise ConfigurationError(f"key file {path}: not a regular file")
+            if info.st_size > MAX_KEY_FILE_BYTES:
+                raise ConfigurationError(f"key file {path}: {info.st_size} bytes, more than a "
+                                         f"key file's {MAX_KEY_FILE_BYTES}")
+            try:
+                data = source.read(MAX_KEY_FILE_BYTES + 1)
+            except OSError as error:
+                raise ConfigurationError(f"key file {path}: {error.strerror}") from None
+        if len(data) > MAX_KEY_FILE_BYTES:      # grew since
+            raise ConfigurationError(f"key file {path}: more than {MAX_KEY_FILE_BYTES} bytes")
+        try:
+            text = data.decode("utf-8")
         except UnicodeDecodeError:
             raise ConfigurationError(f"key file {path}: not a text file") from None
-        _check_mode(path, mode)
+        _check_mode(path, info.st_mode)
         keys: list[tuple[int, bytes]] = []
         seen: dict[int, int] = {}
         for number, line in enumerate(text.splitlines(), 1):

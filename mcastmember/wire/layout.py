@@ -54,29 +54,30 @@ SHUTDOWN_COMMAND = b"BABY-ALEX"
 # with this tag and are ignored by membership (never counted as malformed).
 CHANNEL_FRAME_TAG = b"FLT2002"
 
-# mcast-demo doctor's probes (doctor.py) start with this tag: neither a member
-# packet (TRIBES-B) nor a channel frame (FLT2002), so Tomcat drops them without
-# a word (WIRE.md §1); we count them apart ("doctor_probes"), never as
-# malformed (which is warned about): a doctor must disturb no running member.
+# mcast-demo doctor's datagrams (tools/doctor/datagrams.py) start with this
+# tag: neither a member packet (TRIBES-B) nor a channel frame (FLT2002), so
+# Tomcat drops them without a word (WIRE.md §1); we count them apart
+# ("doctor_probes", the name users scrape), never as malformed (which is
+# warned about): a doctor must disturb no running member.
 #
 #   offset  width  field
 #   0       8      tag b"MCDOCTOR"
 #   8       1      version 1
-#   9       1      kind: L (loop), M (multicast), U (unicast), R (reply to a U)
+#   9       1      kind: L (loop), M (multicast), U (unicast), R (the echo of a U)
 #   10      8      the sending doctor's random id
 #   18      4      sequence (uint32)
-#   22      8      sent at (int64, the sender's monotonic ns; a reply echoes it)
+#   22      8      sent at (int64, the sender's monotonic ns; an echo repeats it)
 #   30      16     U only: what the sender heard from the receiver so far, four
-#                  uint32: multicast probes heard and their sequence span,
-#                  unicast probes heard and their span
+#                  uint32: multicast datagrams heard and their sequence span,
+#                  unicast datagrams heard and their span
 #   30      24*N   M only: the same for each doctor it heard, by that doctor's id
 #                  (8 bytes, then the four uint32): a host whose unicast is
-#                  dropped one way still learns what its own probes did
-DOCTOR_PROBE_TAG = b"MCDOCTOR"
-DOCTOR_PROBE_VERSION = 1
-DOCTOR_PROBE_HEAD = "!8sBc8sIq"
-DOCTOR_PROBE_REPORT = "!IIII"
-DOCTOR_PROBE_ENTRY = "!8sIIII"
+#                  dropped one way still learns what its own datagrams did
+DOCTOR_DATAGRAM_TAG = b"MCDOCTOR"
+DOCTOR_DATAGRAM_VERSION = 1
+DOCTOR_DATAGRAM_HEAD = "!8sBc8sIq"
+DOCTOR_DATAGRAM_REPORT = "!IIII"
+DOCTOR_DATAGRAM_ENTRY = "!8sIIII"
 
 # Tomcat caps member packets at 65535 (McastServiceImpl.MAX_PACKET_SIZE);
 # IPv4 cannot carry a UDP datagram larger than 65507 bytes.
@@ -98,7 +99,8 @@ BAD_HOST_LENGTH = 7     # host length other than 4 or 16
 FIELD_OVERRUN = 8       # a field's length runs past the end of the body
 LENGTH_MISMATCH = 9     # fields end before the body does (trailing bytes)
 OVERSIZED = 10          # datagram larger than MAX_PACKET_LEN
-DOCTOR_PROBE = 11       # an mcast-demo doctor probe (MCDOCTOR...), not membership
+DOCTOR_PROBE = 11       # an mcast-demo doctor datagram (MCDOCTOR...), not membership;
+                        # named as the doctor_probes counter and metric users scrape
 
 REASONS = {
     OK: "ok",

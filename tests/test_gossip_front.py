@@ -1,0 +1,109 @@
+"""SerfService (mcastmember.fronts.gossip_service) on loopback: two Python
+Serf members on real sockets, the bounds on streams others open to us, and
+its errors for bad settings. The real Serf agent is in test_gossip_serf_agent."""
+
+import errno
+import os
+import socket
+
+import pytest
+
+pytest.importorskip("msgpack")
+
+from mcastmember.fronts.gossip_service import FRONT_COUNTERS, SerfService  # noqa: E402
+from mcastmember.gossip.serf.node import MemberEvent, UserEventReceived  # noqa: E402
+from mcastmember.wire.errors import ConfigurationError  # noqa: E402
+from support import silent_port, wait_until  # noqa: E402
+
+
+def free_port(host):
+    """A port free for TCP and UDP on ``host`` now (racy, but only on loopback)."""
+    with socket.socket() as tcp, socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+        tcp.bind((host, 0))
+        port = tcp.getsockname()[1]
+        udp.bind((host, port))
+        return port
+
+
+def view(svc):
+    return {m.name: (m.addr, m.status.name.lower(), m.tags) for m in svc.members()}
+
+
+def test_two_fronts_join_see_tags_and_events_and_leave():
+    pa, pb = free_port("127.0.0.1"), free_port("127.0.0.2")
+    with SerfService("a", "127.0.0.1", pa, tags={"role": "web"}, seed=1) as a, \
+            SerfService("b", "127.0.0.2", pb, tags={"role": "db"}, seed=2) as b:
+        events = []
+        a.add_listener(events.append)
+        done = b.join([("127.0.0.1", pa)])
+        assert (done.joined, done.errors) == (1, ())
+        expected = {"a": ("127.0.0.1", "alive", {"role": "web"}), "b": ("127.0.0.2", "alive", {"role": "db"})}
+        wait_until(lambda: view(a) == expected and view(b) == expected)
+        b.user_event("deploy", b"v1")
+        wait_until(lambda: any(isinstance(e, UserEventReceived) for e in events))
+        assert [(e.name, e.payload) for e in events if isinstance(e, UserEventReceived)] == [("deploy", b"v1")]
+        assert b.leave().ok
+        wait_until(lambda: view(a)["b"][1] == "left")
+        kinds = [e.kind for e in events if isinstance(e, MemberEvent) and e.member.name == "b"]
+        assert kinds == ["joined", "left"]
+        stats = a.stats()
+        assert stats["connections_accepted"] >= 1 and stats["datagrams_received"] >= 1
+        assert [stats[k] for k in ("connections_refused", "connections_too_big", "listener_events_dropped")] \
+            == [0, 0, 0]
+
+
+def test_streams_past_the_cap_are_refused_and_idle_ones_time_out():
+    port = free_port("127.0.0.1")
+    with SerfService("a", "127.0.0.1", port, max_streams=1, gossip={"tcp_timeout": 0.3}) as a:
+        first = socket.create_connection(("127.0.0.1", port))
+        wait_until(lambda: a.stats()["connections_accepted"] == 1)
+        second = socket.create_connection(("127.0.0.1", port))
+        wait_until(lambda: a.stats()["connections_refused"] == 1)
+        assert second.recv(10) == b""          # closed at once
+        wait_until(lambda: a.stats()["connections_timed_out"] == 1)
+        assert first.recv(10) == b""           # the idle one closed at tcp_timeout
+        assert a.stats()["connections_open"] == 0
+        first.close()
+        second.close()
+
+
+def test_a_join_to_a_closed_port_or_a_silent_one_fails_with_the_reason():
+    closed = free_port("127.0.0.2")
+    with SerfService("a", "127.0.0.1", free_port("127.0.0.1"), gossip={"tcp_timeout": 0.5}) as a, \
+            silent_port() as silent:
+        done = a.join([("127.0.0.2", closed), silent])
+        assert done.joined == 0
+        assert sorted(done.errors) == sorted([f"127.0.0.2:{closed}: connect: {os.strerror(errno.ECONNREFUSED)}",
+                                              f"{silent[0]}:{silent[1]}: timed out"])
+        stats = a.stats()
+        assert (stats["connections_opened"], stats["connections_failed"], stats["connections_timed_out"]) \
+            == (2, 1, 1)
+
+
+def test_join_and_leave_need_a_started_service():
+    svc = SerfService("a", "127.0.0.1", free_port("127.0.0.1"))
+    with pytest.raises(RuntimeError, match="start the service before joining"):
+        svc.join([("127.0.0.2", 7946)])
+    with pytest.raises(RuntimeError, match="start the service before leaving"):
+        svc.leave()
+
+
+def test_the_fronts_counters_do_not_hide_the_nodes():
+    """stats() is the node's counters and the front's: no name may be both."""
+    svc = SerfService("a", "127.0.0.1", free_port("127.0.0.1"))
+    assert set(FRONT_COUNTERS) & set(svc.node.stats()) == set()
+    assert set(FRONT_COUNTERS) | {"connections_open"} <= set(svc.stats())
+
+
+@pytest.mark.parametrize("args, kwargs, message", [
+    (("a", "0.0.0.0"), {}, "bind address must be a specific address (it is advertised), not 0.0.0.0"),
+    (("a", "here"), {}, "bind address 'here' is not an IP address"),
+    (("a", "127.0.0.1", 0), {}, "port 0 is not between 1 and 65535"),
+    (("a",), {"max_streams": 0}, "max_streams must be at least 1"),
+    (("a",), {"gossip": {"nope": 1}}, "unknown gossip setting 'nope'"),
+    (("a",), {"gossip": {"name": "b"}}, "gossip setting 'name' comes from SerfService's own arguments"),
+])
+def test_bad_settings_are_one_clear_sentence(args, kwargs, message):
+    with pytest.raises(ConfigurationError) as caught:
+        SerfService(*args, **kwargs)
+    assert str(caught.value) == message
