@@ -379,14 +379,20 @@ class MembershipFront:
         self._inert = True
 
     # -- for subclasses ----------------------------------------------------------------
+    # What a listener may raise and the front survives (logged and counted
+    # as listener_errors). Exception here; a front whose listeners run on a
+    # thread of its own survives everything (see McastService).
+    _SURVIVED: tuple[type[BaseException], ...] = (Exception,)
+
     def _call(self, callback: Callable[[_Event], object], event: _Event) -> None:
-        """Call a listener. An Exception it raises is logged and counted
-        (``listener_errors``): a failing listener never stops the driver. A
-        KeyboardInterrupt or SystemExit is not swallowed: it goes on to
-        whoever runs the driver (the event loop; the dispatcher thread ends)."""
+        """Call a listener. What it raises of ``_SURVIVED`` is logged and
+        counted (``listener_errors``): a failing listener never stops the
+        driver. Anything else goes on to whoever runs the driver (under
+        asyncio, the event loop: a KeyboardInterrupt or SystemExit stops it,
+        as asyncio does for any callback)."""
         try:
             callback(event)
-        except Exception:
+        except self._SURVIVED:
             self._listener_errors += 1
             log.exception("membership listener %r failed on %r", callback, event)
 

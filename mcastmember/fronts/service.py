@@ -74,6 +74,12 @@ class McastService(MembershipFront):
     events were dropped (counted: ``events_dropped``).
     """
 
+
+    # Listeners run on our dispatcher thread: a SystemExit or KeyboardInterrupt
+    # raised there reaches nobody (it would only end the thread, silently,
+    # and every later event with it), so it is logged, counted and survived.
+    _SURVIVED = (BaseException,)
+
     def __init__(self, address: str | None = DEFAULT_GROUP, port: int = DEFAULT_PORT, *,
                  event_queue_size: int = EVENT_QUEUE_BOUND,
                  event_queue_bytes: int = EVENT_QUEUE_BYTES,
