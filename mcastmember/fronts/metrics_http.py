@@ -39,7 +39,7 @@ from prometheus_client.registry import Collector
 from ..transport.listen import (ADMIT, REFUSE, AcceptBackoff, ConnectionShares, ReplyBudget,
                                host_key, source_group, source_of)
 from ..engine.ratelimit import RateLimitedLog
-from ..transport.net import socket_address, socket_family
+from ..transport.net import open_listener
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -86,13 +86,8 @@ class MetricsHTTPServer:
 
     def __init__(self, address: str, port: int, app: WSGIApplication) -> None:
         self._app = app
-        sock = socket.socket(socket_family(address), socket.SOCK_STREAM)
+        sock = open_listener(address, port)
         try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            # A link-local IPv6 address's card (fe80::1%2) goes in the bind tuple.
-            sock.bind(socket_address(address, port))
-            sock.listen(64)
-            sock.setblocking(False)
             self._sel = selectors.DefaultSelector()
             self._wake_r, self._wake_w = socket.socketpair()
         except OSError:

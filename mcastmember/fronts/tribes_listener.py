@@ -35,7 +35,7 @@ from ..engine.channel import ChannelConnection, ChannelCounters, ChannelError
 from ..engine.ratelimit import RateLimitedLog
 from ..transport.listen import (ADMIT, AcceptBackoff, ConnectionShares, ReplyBudget, same_host,
                                source_of)
-from ..transport.net import socket_address, socket_family, unregister_and_close
+from ..transport.net import open_listener, socket_family, unregister_and_close
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Container, Iterable
@@ -267,14 +267,9 @@ class TribesListener(ListenerBase):
         self._wake_r = self._wake_w = None
 
     def start(self) -> None:
-        sock = socket.socket(socket_family(self.address), socket.SOCK_STREAM)
         try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind(socket_address(self.address, self.port))
-            sock.listen(64)
-            sock.setblocking(False)
+            sock = open_listener(self.address, self.port)
         except OSError as error:
-            sock.close()
             raise self._bind_error(error) from None
         # Everything the thread needs is made here, so running out of
         # descriptors fails start() rather than the thread, silently.

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from ..transport.listen import source_of
 from ..engine.channel import ChannelError
-from ..transport.net import socket_address, socket_family
+from ..transport.net import open_listener
 from .tribes_listener import (HOLD_CHECK_S, MAX_UNSENT, READ_SIZE, REPLY_TIMEOUT_S, SEND_BUFFER,
                               Held, ListenerBase, no_hosts, no_one)
 
@@ -52,14 +52,9 @@ class AsyncTribesListener(ListenerBase):
         self._deliveries: set[asyncio.Task[None]] = set()    # the replies in flight
 
     async def start(self) -> None:
-        sock = socket.socket(socket_family(self.address), socket.SOCK_STREAM)
         try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind(socket_address(self.address, self.port))
-            sock.listen(64)
-            sock.setblocking(False)
+            sock = open_listener(self.address, self.port)
         except OSError as error:
-            sock.close()
             raise self._bind_error(error) from None
         self._sock = sock
         self.port = sock.getsockname()[1]

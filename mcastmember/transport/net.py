@@ -129,6 +129,23 @@ def socket_address(address: str, port: int) -> tuple[str, int] | tuple[str, int,
     return (text, port, 0, int(scope) if scope.isdigit() else socket.if_nametoindex(scope))
 
 
+
+def open_listener(address: str, port: int, backlog: int = 64) -> socket.socket:
+    """A non-blocking TCP socket listening on ``address`` (a link-local IPv6
+    address's card in the bind tuple) and ``port`` (0: the kernel's choice),
+    for the Tribes listeners and the metrics server. Closed again if binding
+    or listening fails; the OSError goes on to the caller."""
+    sock = socket.socket(socket_family(address), socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(socket_address(address, port))
+        sock.listen(backlog)
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
 def _set_receive_timeout(sock: socket.socket, seconds: float) -> None:
     micros = int(seconds * 1_000_000)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO,
