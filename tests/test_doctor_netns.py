@@ -197,7 +197,11 @@ def test_a_fifth_of_the_heartbeats_dropped_is_measured(lan):
         "join", GROUP, "--interface", "eth0", "--frequency", "25", "--drop-time", "1000",
         "--json"])
     try:
-        with nft(lan, {1: [f"ip saddr 10.250.0.1 udp dport {PORT} numgen random mod 5 == 0 "
+        # Every fifth datagram, counted, not drawn: a random fifth of ~140 beats
+        # strays by 3 points, and a sender held up by a loaded machine makes
+        # some beats late, which reads a little of the loss as late beats
+        # (15 % seen under load): together they once fell below 10 %.
+        with nft(lan, {1: [f"ip saddr 10.250.0.1 udp dport {PORT} numgen inc mod 5 == 0 "
                            f"drop"]}):
             code, report = doctor(lan, 1, "--interface", "eth0", "--wait", "3.5")
     finally:
