@@ -5,12 +5,18 @@ its errors for bad settings. The real Serf agent is in test_gossip_serf_agent.""
 import errno
 import os
 import socket
+import threading
+import time
 
 import pytest
 
 pytest.importorskip("msgpack")
 
 from mcastmember.fronts.gossip_service import FRONT_COUNTERS, SerfService  # noqa: E402
+from mcastmember.gossip import framing, messages  # noqa: E402
+from mcastmember.gossip.errors import Truncated  # noqa: E402
+from mcastmember.gossip.layout import MessageType, NodeState  # noqa: E402
+from mcastmember.gossip.limits import Limits  # noqa: E402
 from mcastmember.gossip.serf.node import MemberEvent, UserEventReceived  # noqa: E402
 from mcastmember.wire.errors import ConfigurationError  # noqa: E402
 from support import silent_port, wait_until  # noqa: E402
@@ -107,3 +113,84 @@ def test_bad_settings_are_one_clear_sentence(args, kwargs, message):
     with pytest.raises(ConfigurationError) as caught:
         SerfService(*args, **kwargs)
     assert str(caught.value) == message
+
+
+def _trickled_push_pull(nodes):
+    """A plain (uncompressed) push/pull of ``nodes`` dead strangers: decoded
+    in full, merged into nothing (memberlist ignores the death of a node it
+    does not know)."""
+    states = [messages.PushNodeState(name=f"stranger-{i:05}", addr=bytes((127, 9, i >> 8 & 255, i & 255)),
+                                     port=7946, incarnation=1, state=NodeState.DEAD, vsn=bytes((1, 5, 2, 2, 5, 5)))
+              for i in range(nodes)]
+    return messages.encode_push_pull(messages.PushPull(join=False, nodes=states))
+
+
+def _trickle(sock, data):
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    for start in range(0, len(data), 2048):
+        sock.sendall(data[start:start + 2048])
+        time.sleep(0.001)             # the pieces arrive apart, as over a slow link
+
+
+def _read_all(sock):
+    out = b""
+    while chunk := sock.recv(65536):
+        out += chunk
+    return out
+
+
+def test_a_big_push_pull_read_in_many_pieces_is_decoded_a_bounded_number_of_times():
+    """The front hands the node the stream read so far; a 230 KB push/pull
+    arriving in 2 KB pieces is not decoded again after every piece (that is
+    quadratic: 56 attempts, 5 MB in all, before this was fixed), only when
+    what was read has doubled or the sender went quiet: at most three times
+    its size in all. The reply is our own state, as memberlist's."""
+    data = _trickled_push_pull(3000)
+    port = free_port("127.0.0.1")
+    with SerfService("a", "127.0.0.1", port, gossip={"enable_compression": False}) as a:
+        handed = []
+        real = a.node.receive_stream
+        a.node.receive_stream = lambda buf, addr, now: handed.append(len(buf)) or real(buf, addr, now)
+        with socket.create_connection(("127.0.0.1", port)) as peer:
+            _trickle(peer, data)
+            reply = _read_all(peer)
+        (kind, state), used = framing.decode_stream(reply, Limits())
+        assert (kind, [n.name for n in state.nodes], used) == (MessageType.PUSH_PULL, ["a"], len(reply))
+        assert handed[-1] == len(data)
+        assert sum(handed) <= 3 * len(data), (len(handed), sum(handed), len(data))
+        assert [m.name for m in a.members()] == ["a"]
+        assert (a.stats()["streams_received"], a.stats()["streams_bad"]) == (1, 0)
+
+
+def test_a_big_push_pull_reply_read_in_many_pieces_is_decoded_a_bounded_number_of_times():
+    """The same for the reply to our own push/pull (a join): a peer that
+    answers with 230 KB in 2 KB pieces and then waits."""
+    data = _trickled_push_pull(3000)
+    with SerfService("a", "127.0.0.1", free_port("127.0.0.1"), gossip={"enable_compression": False}) as a, \
+            socket.create_server(("127.0.0.2", 0)) as server:
+        handed = []
+        real = a.node.stream_response
+        a.node.stream_response = lambda sid, buf, now: handed.append(len(buf)) or real(sid, buf, now)
+
+        def peer():
+            conn, _ = server.accept()
+            with conn:
+                got = b""
+                while True:                   # our push/pull first, whole
+                    got += conn.recv(65536)
+                    try:
+                        framing.decode_stream(got, Limits())
+                        break
+                    except Truncated:
+                        continue
+                _trickle(conn, data)
+                conn.recv(1)                  # until the service closes
+
+        thread = threading.Thread(target=peer, daemon=True)
+        thread.start()
+        done = a.join([server.getsockname()])
+        thread.join(10)
+        assert (done.joined, done.errors) == (1, ())
+        assert handed[-1] == len(data)
+        assert sum(handed) <= 3 * len(data), (len(handed), sum(handed), len(data))
+        assert [m.name for m in a.members()] == ["a"]

@@ -44,6 +44,12 @@ EVENT_QUEUE_BOUND = 65_536
 READ_BATCH = 256
 #: the longest the I/O thread sleeps with nothing to do
 IDLE_WAIT_S = 1.0
+#: bytes read from one stream per wake-up, at most
+STREAM_READ = 65536
+STREAM_READS_PER_WAKE = 16
+#: a stream that grew but not doubled since the node last saw it is handed
+#: over once its sender has been quiet this long
+STREAM_QUIET_S = 0.02
 
 Listener = Callable[[SerfNodeEvent], object]
 
@@ -63,6 +69,12 @@ class _Conn:
     outbuf: bytearray = field(default_factory=bytearray)
     connected: bool = True
     close_after_write: bool = False
+    #: how much of ``inbuf`` the node last saw, and when to show it the rest if no more comes
+    shown: int = 0
+    show_at: float | None = None
+
+    def next_time(self) -> float:
+        return self.deadline if self.show_at is None else min(self.deadline, self.show_at)
 
 
 class SerfService:
@@ -270,7 +282,7 @@ class SerfService:
         while self._running:
             with self._lock:
                 deadline = self.node.next_deadline()
-                conn_deadline = min((c.deadline for c in self._conns.values()), default=None)
+                conn_deadline = min((c.next_time() for c in self._conns.values()), default=None)
             now = time.monotonic()
             soonest = min(t for t in (deadline, conn_deadline, now + IDLE_WAIT_S) if t is not None)
             try:
@@ -309,7 +321,9 @@ class SerfService:
         if deadline is not None and deadline <= now:
             self.node.handle_timer(now)
         for conn in list(self._conns.values()):
-            if conn.deadline <= now:
+            if conn.show_at is not None and conn.show_at <= now:
+                self._hand_over(conn, now)
+            if conn.deadline <= now and conn.sock in self._conns:
                 self._counts["connections_timed_out"] += 1
                 self._close(conn, "i/o timeout")
         self._flush(now)
@@ -414,22 +428,42 @@ class SerfService:
             self._read_stream(conn)
 
     def _read_stream(self, conn: _Conn) -> None:
-        try:
-            chunk = conn.sock.recv(65536)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError as exc:
-            self._close(conn, f"read: {exc}")
-            return
-        if not chunk:
-            self._close(conn, "connection closed before a whole message")
-            return
-        if len(conn.inbuf) + len(chunk) > self._max_stream_bytes:
-            self._counts["connections_too_big"] += 1
-            self._close(conn, "stream too big")
-            return
-        conn.inbuf += chunk
+        """Read what the stream has; the node sees it when it has doubled
+        since the node last looked (or at once, the first time), else once
+        the sender has been quiet for STREAM_QUIET_S: decoding what was read
+        after every piece would cost the square of a big push/pull."""
+        closed = False
+        for _ in range(STREAM_READS_PER_WAKE):
+            try:
+                chunk = conn.sock.recv(STREAM_READ)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError as exc:
+                self._close(conn, f"read: {exc}")
+                return
+            if not chunk:
+                closed = True
+                break
+            if len(conn.inbuf) + len(chunk) > self._max_stream_bytes:
+                self._counts["connections_too_big"] += 1
+                self._close(conn, "stream too big")
+                return
+            conn.inbuf += chunk
         now = time.monotonic()
+        if closed or len(conn.inbuf) >= 2 * conn.shown:
+            self._hand_over(conn, now)
+            if closed and conn.sock in self._conns and not conn.close_after_write:
+                self._close(conn, "connection closed before a whole message")
+        elif len(conn.inbuf) > conn.shown:
+            conn.show_at = now + STREAM_QUIET_S
+
+    def _hand_over(self, conn: _Conn, now: float) -> None:
+        """Show the node the stream read so far: a whole message is answered
+        (incoming) or ends the stream (ours); else wait for more."""
+        conn.show_at = None
+        if len(conn.inbuf) == conn.shown:
+            return
+        conn.shown = len(conn.inbuf)
         if not conn.incoming:
             if self.node.stream_response(conn.stream_id, bytes(conn.inbuf), now):
                 self._outgoing.pop(conn.stream_id, None)
