@@ -44,6 +44,8 @@ EVENT_QUEUE_BOUND = 65_536
 READ_BATCH = 256
 #: the longest the I/O thread sleeps with nothing to do
 IDLE_WAIT_S = 1.0
+#: how long stop() waits for each thread
+STOP_WAIT_S = 5.0
 #: bytes read from one stream per wake-up, at most
 STREAM_READ = 65536
 STREAM_READS_PER_WAKE = 16
@@ -185,12 +187,15 @@ class SerfService:
             return
         self._running = False
         self._wake()
-        for thread in self._threads:
-            thread.join(5.0)
-        try:
-            self._events.put_nowait(None)
+        io, dispatcher = self._threads
+        io.join(STOP_WAIT_S)
+        inside = threading.current_thread() is dispatcher      # a listener called stop()
+        try:    # after the events still queued (the I/O thread has ended: it adds none)
+            self._events.put(None, timeout=0 if inside else STOP_WAIT_S)
         except queue.Full:
-            pass   # the dispatcher ends on its own once stopped
+            pass    # a listener that never returns keeps its (daemon) thread
+        if not inside:
+            dispatcher.join(STOP_WAIT_S)
         for conn in list(self._conns.values()):
             conn.sock.close()
         self._conns.clear()
@@ -493,13 +498,10 @@ class SerfService:
     # ------------------------------------------------------------ the dispatcher
 
     def _dispatch(self) -> None:
+        """Sleeps until an event comes (no periodic wake-up: on an idle
+        member each one costs as much as a datagram); stop() ends it with None."""
         while True:
-            try:
-                event = self._events.get(timeout=0.5)
-            except queue.Empty:
-                if not self._running:
-                    return
-                continue
+            event = self._events.get()
             if event is None:
                 return
             for listener in list(self._listeners):
