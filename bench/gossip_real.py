@@ -401,7 +401,7 @@ def real_rows(python=30, pure=15, agents=3, seconds=120.0, settle=10.0, kills=Tr
             "cpus": os.cpu_count(), "marks_missed": missed,
         })
     if details is not None:
-        details.update(members=members, marks=marks, whole=whole)
+        details.update(members=members, marks=marks, whole=whole, marks_missed=missed)
     return rows
 
 

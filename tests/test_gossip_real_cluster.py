@@ -1,0 +1,52 @@
+"""bench/gossip_real.py in small: Python gossip members (compiled and pure,
+each its own process) and a real ``serf agent`` on a LAN of network
+namespaces the test creates. They all see each other, the rows follow issue
+27's contract, and graceful leaves are marked ``left`` by everyone. No CPU
+or time is asserted (a shared machine). Skips without root, nftables or
+``serf``."""
+
+import pathlib
+import shutil
+import sys
+
+import pytest
+
+pytest.importorskip("msgpack")
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "bench"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+from netlab import Lan  # noqa: E402
+
+
+def _skip_reason():
+    return Lan.available() or (None if shutil.which("serf") else "Serf is not installed (apt-get install serf)") \
+        or (None if shutil.which("nft") else "nftables (nft) is not installed")
+
+
+pytestmark = pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or "")
+
+CONTRACT = {"source", "protocol", "members", "node", "loss", "paused_fraction", "cpu_per_member_s",
+            "bytes_per_member_s", "datagram_bytes_per_member_s", "detect_p99_s", "false_failed_per_member_hour"}
+
+
+def test_eight_python_members_and_an_agent_see_each_other_and_leave():
+    import gossip_real
+    details = {}
+    # real_rows raises unless every member lists every other alive
+    rows = gossip_real.real_rows(python=8, pure=4, agents=1, seconds=2.0, settle=0.0, kills=False, quiet=False,
+                                 details=details)
+    assert [(r["source"], r["protocol"], r["members"], r["node"], r["count"], r["loss"], r["paused_fraction"])
+            for r in rows] == [("real", "lifeguard", 9, "python-compiled", 4, 0.0, 0.0),
+                               ("real", "lifeguard", 9, "python-pure", 4, 0.0, 0.0),
+                               ("real", "lifeguard", 9, "serf", 1, 0.0, 0.0)]
+    assert all(CONTRACT <= set(r) for r in rows)
+    assert [r["detect_p99_s"] for r in rows] == [None, None, None]          # no kills asked
+    assert [r["false_failed_per_member_hour"] for r in rows] == [0.0, 0.0, 0.0]
+    # every member sent datagrams in the window; the contract's total includes the datagrams
+    assert all(m["datagrams_s"] > 0 for m in details["members"].values())
+    assert all(r["bytes_per_member_s"] >= r["datagram_bytes_per_member_s"] > 0 for r in rows)
+    # a compiled and a pure member left, then the agent: each marked left by every member still there
+    assert [(what, kind) for what, _name, kind, _s in details["whole"]] == \
+        [("left", "python-compiled"), ("left", "python-pure"), ("left", "serf")]
+    assert details["marks_missed"] == 0
