@@ -22,14 +22,18 @@ seconds passed, over ``--seconds`` it measures per member:
   timestamps);
 - "failed" marks about live members during the window (false failures).
 
-Then, one at a time, it kills (SIGKILL) a compiled Python member, a pure one
-and an agent, each time until every other member marks it failed (Python
-members' ``MemberEvent``s; the agents' own log lines ``EventMemberFailed``),
-and makes one of each leave gracefully (Python: ``SerfService.leave()``;
-agent: ``serf leave``), until every other member marks it left. Each time is
-seen per observer, from the kill (or the leave's start) to that observer's
-mark; rows give, per kind of observer, the median and p99 over every
-observer and victim.
+Then, ``--rounds`` times, one at a time, it kills (SIGKILL) a compiled
+Python member, a pure one and an agent, each time until every other member
+marks it failed (Python members' ``MemberEvent``s; the agents' own log lines
+``EventMemberFailed``), and makes one of each leave gracefully (Python:
+``SerfService.leave()``; agent: ``serf leave``), until every other member
+marks it left. A lost agent is started again (same name) and the next victim
+waits until everyone lists it alive; Python members are not (there are
+enough). Each time is seen per observer, from the kill (or the leave's start)
+to that observer's mark: ``detect_*`` and ``leave_*`` give, per kind of
+observer, the median and p99 over every observer and victim;
+``victim_detect_all_s`` and ``victim_leave_all_s``, per kind of victim, how
+long it took until the last member marked each one.
 
 Rows in issue 27's contract (``source: "real"``, ``protocol: "lifeguard"``),
 one per kind of node (``python-compiled``, ``python-pure``, ``serf``), from
@@ -268,7 +272,7 @@ def _mark_times(procs, victim, kind, since, timeout, quiet):
     return times, len(missing)
 
 
-def real_rows(python=30, pure=15, agents=3, seconds=120.0, settle=10.0, kills=True, leaves=True,
+def real_rows(python=30, pure=15, agents=3, seconds=120.0, settle=10.0, kills=True, leaves=True, rounds=2,
               detect_timeout=90.0, quiet=False, details=None):
     """Run the mixed cluster and return issue 27's rows (one per kind of node).
     ``details``, a dict if given, receives every per-member figure and time."""
@@ -336,10 +340,11 @@ def real_rows(python=30, pure=15, agents=3, seconds=120.0, settle=10.0, kills=Tr
             whole = []      # (what, victim name, victim kind, seconds until the last observer)
             missed = 0
             victims = []
-            if kills:
-                victims += [("failed", k) for k in KINDS]
-            if leaves:
-                victims += [("left", k) for k in KINDS]
+            for _ in range(rounds):
+                if kills:
+                    victims += [("failed", k) for k in KINDS]
+                if leaves:
+                    victims += [("left", k) for k in KINDS]
             for what, kind in victims:
                 live = [p for p in procs if p.kind == kind and p.running()]
                 if kind == "serf":
@@ -366,6 +371,14 @@ def real_rows(python=30, pure=15, agents=3, seconds=120.0, settle=10.0, kills=Tr
                             f"(median {statistics.median([s for _k, s in times.values()] or [0]):.2f} s)")
                 wait_until(lambda: not victim.running(), 10)
                 victim.stop()
+                if kind == "serf" and victim.index != 0:      # back, so that every round has an agent to lose
+                    back = Proc(lan, victim.index, "serf", victim.name,
+                                _agent_argv(victim.name, lan.address(victim.index), seeds[:1]))
+                    procs[procs.index(victim)] = back
+                    running = [p for p in procs if p.running()]
+                    if not wait_until(lambda: all(back.name in p.alive_view() for p in running if p is not back)
+                                      and back.alive_view() >= {p.name for p in running}, 60, 0.5):
+                        _say(quiet, f"  {back.name} did not come back everywhere")
         finally:
             for p in procs:
                 p.stop()
@@ -380,6 +393,9 @@ def real_rows(python=30, pure=15, agents=3, seconds=120.0, settle=10.0, kills=Tr
 
         detect = [s for what, _vk, ok, s in marks if what == "failed" and ok == kind]
         leave = [s for what, _vk, ok, s in marks if what == "left" and ok == kind]
+        # the other way round: how long every member took to learn of a victim of this kind
+        detected = [s for what, _n, vk, s in whole if what == "failed" and vk == kind]
+        left = [s for what, _n, vk, s in whole if what == "left" and vk == kind]
         hours = sum(m["span"] for m in mine) / 3600
         rows.append({
             "source": "real", "protocol": "lifeguard", "members": total, "node": kind, "count": len(mine),
@@ -396,6 +412,7 @@ def real_rows(python=30, pure=15, agents=3, seconds=120.0, settle=10.0, kills=Tr
             "detect_p99_s": round(percentile(detect, 99), 3) if detect else None,
             "leave_median_s": round(statistics.median(leave), 3) if leave else None,
             "leave_p99_s": round(percentile(leave, 99), 3) if leave else None,
+            "victim_detect_all_s": [round(x, 3) for x in detected], "victim_leave_all_s": [round(x, 3) for x in left],
             "false_failed_per_member_hour": round(sum(m["false_failed"] for m in mine) / hours, 2),
             "window_s": seconds, "load_average": round((load_before + load_after) / 2, 2),
             "cpus": os.cpu_count(), "marks_missed": missed,
@@ -414,6 +431,8 @@ def main():
     parser.add_argument("--settle", type=float, default=10.0)
     parser.add_argument("--no-kills", action="store_true", help="skip the crash detection")
     parser.add_argument("--no-leaves", action="store_true", help="skip the graceful leaves")
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="kills and leaves of each kind (default 2; a lost agent is started again)")
     parser.add_argument("--json", help="write the rows there")
     parser.add_argument("--details", help="write every member's figures and every mark there")
     parser.add_argument("--member", help=argparse.SUPPRESS)
@@ -424,7 +443,8 @@ def main():
     details = {}
     try:
         rows = real_rows(python=args.python, pure=args.pure, agents=args.agents, seconds=args.seconds,
-                         settle=args.settle, kills=not args.no_kills, leaves=not args.no_leaves, details=details)
+                         settle=args.settle, kills=not args.no_kills, leaves=not args.no_leaves,
+                         rounds=args.rounds, details=details)
     except (RuntimeError, ValueError) as exc:
         sys.exit(f"gossip_real: {exc}")
     keys = ("node", "count", "cpu_per_member_s", "rss_mb", "datagrams_per_member_s", "datagram_bytes_per_member_s",

@@ -34,8 +34,8 @@ def test_eight_python_members_and_an_agent_see_each_other_and_leave():
     import gossip_real
     details = {}
     # real_rows raises unless every member lists every other alive
-    rows = gossip_real.real_rows(python=8, pure=4, agents=1, seconds=2.0, settle=0.0, kills=False, quiet=False,
-                                 details=details)
+    rows = gossip_real.real_rows(python=8, pure=4, agents=1, seconds=2.0, settle=0.0, kills=False, rounds=1,
+                                 quiet=False, details=details)
     assert [(r["source"], r["protocol"], r["members"], r["node"], r["count"], r["loss"], r["paused_fraction"])
             for r in rows] == [("real", "lifeguard", 9, "python-compiled", 4, 0.0, 0.0),
                                ("real", "lifeguard", 9, "python-pure", 4, 0.0, 0.0),
