@@ -266,9 +266,11 @@ def _mark_times(procs, victim, kind, since, timeout, quiet):
         at = p.marked(kind, victim.name, since)
         if at is not None:
             times[p.name] = (p.kind, at - since)
-    missing = [p.name for p in observers if p.name not in times]
+    missing = [p for p in observers if p.name not in times]
     if missing:
-        _say(quiet, f"  {len(missing)} members never marked {victim.name} {kind}: {missing[:5]}")
+        last = {p.name: [(round(t - since, 2), k) for t, k, n in p.events if n == victim.name][-2:] for p in missing}
+        _say(quiet, f"  {len(missing)} members never marked {victim.name} {kind} (their last marks of it): "
+                    f"{dict(list(last.items())[:5])}")
     return times, len(missing)
 
 
