@@ -9,7 +9,8 @@ namespace, 10.250.0.N; never the machine's own interfaces) it starts
 ``--agents`` Debian ``serf agent``s and ``--python`` Python members, each its
 own process (this file run with ``--member``: a ``SerfService`` on 7946), of
 which ``--pure`` run without any compiled code (``MCASTMEMBER_NO_EXTENSIONS=1``
-and ``MSGPACK_PUREPYTHON=1``). The agents join each other, every Python member
+and ``MSGPACK_PUREPYTHON=1``); each member says what compiled code it runs
+(the rows' ``compiled``) and the run stops if that is not its kind's. The agents join each other, every Python member
 joins the agents. Once every member lists every other alive and ``--settle``
 seconds passed, over ``--seconds`` it measures per member:
 
@@ -102,13 +103,25 @@ def member_main(spec: dict) -> None:
     svc.add_listener(listen)
     svc.start()
     done = svc.join([(seed, PORT) for seed in spec["seeds"]], timeout=30)
-    out({"e": "ready", "joined": done.joined, "errors": list(done.errors)})
+    out({"e": "ready", "joined": done.joined, "errors": list(done.errors), "compiled": compiled_parts()})
     while signal.sigwait({signal.SIGUSR1, signal.SIGTERM}) == signal.SIGUSR1:
         out({"e": "stats", "stats": svc.stats()})
     started = time.monotonic()
     result = svc.leave()
     out({"e": "left", "t0": started, "t": time.monotonic(), "ok": result.ok})
     svc.stop()
+
+
+def compiled_parts():
+    """The compiled code this member runs: msgpack's C extension, the
+    gossip hot path's (where the package has one)."""
+    import msgpack
+    parts = [] if msgpack.Packer.__module__.endswith("fallback") else ["msgpack"]
+    try:
+        from mcastmember.gossip import hot
+    except ImportError:
+        return parts
+    return parts + ([] if hot.DEFAULT.__name__.endswith("_py") else ["gossip hot path"])
 
 
 # ----------------------------------------------------------------- the harness
@@ -323,6 +336,13 @@ def real_rows(python=30, pure=15, agents=3, seconds=120.0, settle=10.0, kills=Tr
                          if not (p.alive_view() | {p.name}) >= names}
                 raise RuntimeError(f"the cluster did not converge: {short}")
             _say(quiet, f"converged {time.monotonic() - started:.1f} s after the start; settling {settle} s")
+            compiled = {}
+            for p in procs:
+                ready = next((line for line in p.lines if line.get("e") == "ready"), None)
+                if ready is not None:
+                    compiled.setdefault(p.kind, set()).add(tuple(ready["compiled"]))
+            if compiled.get("python-pure", {()}) != {()} or () in compiled.get("python-compiled", set()):
+                raise RuntimeError(f"the members do not run the code their kind says: {compiled}")
             time.sleep(settle)
             window_start = time.monotonic()
             load_before = load_average()
@@ -425,6 +445,7 @@ def real_rows(python=30, pure=15, agents=3, seconds=120.0, settle=10.0, kills=Tr
             "leave_median_s": round(statistics.median(leave), 3) if leave else None,
             "leave_p99_s": round(percentile(leave, 99), 3) if leave else None,
             "victim_detect_all_s": [round(x, 3) for x in detected], "victim_leave_all_s": [round(x, 3) for x in left],
+            "compiled": sorted(next(iter(compiled[kind]))) if kind in compiled else None,
             "leaves_marked_failed": sum(1 for vk, _ok in leaves_failed if vk == kind),
             "false_failed_per_member_hour": round(sum(m["false_failed"] for m in mine) / hours, 2),
             "window_s": seconds, "load_average": round((load_before + load_after) / 2, 2),

@@ -41,6 +41,8 @@ def test_eight_python_members_and_an_agent_see_each_other_and_leave():
                                ("real", "lifeguard", 9, "python-pure", 4, 0.0, 0.0),
                                ("real", "lifeguard", 9, "serf", 1, 0.0, 0.0)]
     assert all(CONTRACT <= set(r) for r in rows)
+    # pure members run no compiled code at all, compiled ones at least msgpack's
+    assert (rows[1]["compiled"], "msgpack" in rows[0]["compiled"], rows[2]["compiled"]) == ([], True, None)
     assert [r["detect_p99_s"] for r in rows] == [None, None, None]          # no kills asked
     assert [r["false_failed_per_member_hour"] for r in rows] == [0.0, 0.0, 0.0]
     # every member sent datagrams in the window; the contract's total includes the datagrams
