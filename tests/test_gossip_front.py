@@ -194,3 +194,25 @@ def test_a_big_push_pull_reply_read_in_many_pieces_is_decoded_a_bounded_number_o
         assert handed[-1] == len(data)
         assert sum(handed) <= 3 * len(data), (len(handed), sum(handed), len(data))
         assert [m.name for m in a.members()] == ["a"]
+
+
+def test_a_listener_may_stop_the_service():
+    """stop() from a listener (on the dispatcher thread) ends the service:
+    its sockets closed (the port is free again), no listener error, and the
+    I/O thread gone."""
+    port = free_port("127.0.0.1")
+    svc = SerfService("a", "127.0.0.1", port)
+    returned = threading.Event()
+
+    def stop_on_first(event):
+        svc.stop()
+        returned.set()
+
+    svc.add_listener(stop_on_first)
+    svc.start()                                   # our own "joined" event comes at once
+    assert returned.wait(10)
+    assert svc.stats()["listener_errors"] == 0
+    with socket.socket() as tcp, socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+        tcp.bind(("127.0.0.1", port))
+        udp.bind(("127.0.0.1", port))
+    wait_until(lambda: not any(t.name.startswith("serf-io-a") for t in threading.enumerate()))
