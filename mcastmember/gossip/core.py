@@ -26,9 +26,10 @@ import random
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Union
 
-from . import crypto, framing, messages
+from . import crypto, framing, hot as hot_path, label as label_mod, messages
 from .awareness import Awareness
 from .broadcasts import BroadcastQueue
 from .events import Event
@@ -121,7 +122,8 @@ class EngineCore:
 
     def __init__(self, settings: GossipSettings, *, meta: bytes = b"", seed: int | None = None,
                  user_state: Callable[[bool], bytes] | None = None,
-                 get_broadcasts: Callable[[int, int, int], list[bytes]] | None = None):
+                 get_broadcasts: Callable[[int, int, int], list[bytes]] | None = None,
+                 hot: ModuleType | None = hot_path.DEFAULT):
         if len(meta) > META_MAX_SIZE:
             raise ValueError(f"node meta is at most {META_MAX_SIZE} bytes, not {len(meta)}")
         self.settings = settings
@@ -140,6 +142,10 @@ class EngineCore:
         #: the payload of our acks (PingDelegate.AckPayload)
         self.ack_payload = b""
         self._meta = meta
+        self._hot = hot if hot is not None and _hot_usable(settings) else None
+        self._me = settings.name.encode("utf-8", "surrogateescape")
+        self._label_header = label_mod.add_label(b"", settings.label)
+        self._ack_template = (b"", hot_path.ack_prefix(b""))
         self._addr = ip_bytes(settings.advertise_addr)
         self._port = settings.advertise_port
         self._seq = 0
@@ -264,6 +270,16 @@ class EngineCore:
         self._incarnation = (self._incarnation + 1) & UINT32_MASK
         return self._incarnation
 
+    def _ack_bytes(self, seq: int) -> bytes:
+        """Our ack of ``seq``: the pre-encoded template (remade when
+        :attr:`ack_payload` changes) and the sequence number."""
+        payload, prefix = self._ack_template
+        if payload != self.ack_payload:
+            payload, prefix = self.ack_payload, hot_path.ack_prefix(self.ack_payload)
+            self._ack_template = (payload, prefix)
+        assert self._hot is not None
+        return self._hot.ack(prefix, seq)  # type: ignore[no-any-return]
+
     def _event(self, event: Event) -> None:
         if len(self._events) >= self.settings.max_events:
             self._counts["events_dropped"] += 1
@@ -274,3 +290,11 @@ class EngineCore:
         self._counts["bad_input"] += 1
         self._bad_reasons[reason] = self._bad_reasons.get(reason, 0) + 1
 
+
+
+def _hot_usable(settings: GossipSettings) -> bool:
+    """The matcher accepts what the general decoder accepts only when the
+    limits allow any string a packet can hold and a struct's fields."""
+    limits = settings.limits
+    return (limits.max_string >= max(limits.max_packet, limits.max_decompressed) and limits.max_container >= 8
+            and limits.max_nesting >= 1)

@@ -34,6 +34,13 @@ class Probing(StreamSync):
         dest = _reply_address(ping.source_addr, ping.source_port, addr)
         self._send_msg(dest, messages.encode(messages.Ack(seq_no=ping.seq_no, payload=self.ack_payload)))
 
+    def _hot_ping(self, seq: int, to_me: bool, source_addr: bytes, source_port: int, addr: Addr) -> None:
+        """:meth:`_handle_ping` on the matcher's fields, the ack from its template."""
+        if not to_me:
+            self._counts["pings_misdirected"] += 1
+            return
+        self._send_msg(_reply_address(source_addr, source_port, addr), self._ack_bytes(seq))
+
     def _handle_indirect_ping(self, ind: messages.IndirectPing, addr: Addr, now: float) -> None:
         if len(ind.target) not in (4, 16):
             self._bad("bad_address")
@@ -51,13 +58,16 @@ class Probing(StreamSync):
         self._send_msg((ip_text(ind.target), port), messages.encode(ping))
 
     def _handle_ack(self, ack: messages.Ack, now: float) -> None:
+        self._ack_received(ack.seq_no, ack.payload, now)
+
+    def _ack_received(self, seq: int, payload: bytes, now: float) -> None:
         self._counts["acks_received"] += 1
-        handler = self._acks.pop(ack.seq_no, None)
+        handler = self._acks.pop(seq, None)
         if isinstance(handler, Relay):
             self._send_msg(handler.addr, messages.encode(messages.Ack(seq_no=handler.seq)))
         elif isinstance(handler, Probe):
             if not handler.indirect and self.settings.ping_events:
-                self._event(PingCompleted(handler.node.info(), now - handler.start, ack.payload))
+                self._event(PingCompleted(handler.node.info(), now - handler.start, payload))
             self._finish_probe(handler, -1, now)
 
 

@@ -9,6 +9,7 @@ GossipToTheDeadTime are reaped.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import random
 from collections.abc import Callable
@@ -19,8 +20,10 @@ from .layout import VSN_SIZE, NodeState
 Addr = tuple[str, int]
 
 
+@functools.lru_cache(maxsize=1024)
 def ip_text(raw: bytes) -> str:
-    """A wire address (4 or 16 bytes) as text; anything else as hex."""
+    """A wire address (4 or 16 bytes) as text; anything else as hex. The
+    last 1,024 are remembered: every ack and probe asks for one."""
     if len(raw) in (4, 16):
         return str(ipaddress.ip_address(raw))
     return raw.hex()
