@@ -19,6 +19,10 @@ from mcastmember.gossip.label import add_label
 from mcastmember.gossip.limits import Limits
 from mcastmember.gossip.settings import GossipSettings
 
+# Every test here runs both matchers itself (the twins), so CI's pure-Python
+# pass need not repeat them.
+pytestmark = pytest.mark.both_codecs
+
 VECTORS = json.loads((pathlib.Path(__file__).parent / "gossip_vectors" / "vectors.json").read_text())
 TWINS = [pytest.param(module, id=name) for name, module in hot.IMPLEMENTATIONS.items() if module is not None]
 COMPILED = hot.IMPLEMENTATIONS["compiled"]
