@@ -6,8 +6,8 @@
 Two SerfService members on loopback (127.0.0.1 and 127.0.0.2) joined; a
 third socket (127.0.0.3) sends member a, at ``--rate`` packets a second, a
 mix of what a hostile or broken peer can send: suspects of b from made-up
-accusers at b's current incarnation, b's death and alive replayed at old
-incarnations, alives of ever new names (a join storm), random bytes; and
+accusers at b's current incarnation, b's death and alive replayed at
+incarnations below b's, alives of ever new names (a join storm), random bytes; and
 every second a push/pull announcing ten million nodes. Every few seconds it
 samples the process's RSS, a's node count, broadcast queue and counters.
 
@@ -59,7 +59,7 @@ def abuse(rng: random.Random, n: int, inc: int, pb: int, kinds: list[str]) -> by
     if kind == 0:
         msg = messages.encode(messages.Suspect(incarnation=inc, node="b", from_=f"liar-{n}"))
     elif kind == 1:
-        old = rng.randrange(inc + 1)
+        old = rng.randrange(inc)            # below b's incarnation: a replay
         msg = framing.make_compound([
             messages.encode(messages.Dead(incarnation=old, node="b", from_="liar")),
             messages.encode(messages.Alive(incarnation=old, node="b", addr=bytes((127, 0, 0, 2)), port=pb, vsn=VSN))])

@@ -314,3 +314,15 @@ def test_fuzz_corpus_entry_does_the_same_with_and_without_the_hot_path(twin, pat
     engines = _pair(twin)
     _known(engines, 0.0)
     _step(engines, 0.1, data)
+
+
+def test_the_stub_names_what_both_twins_have():
+    import ast
+    stub = pathlib.Path(hot.__file__).with_name("_hot.pyi")
+    tree = ast.parse(stub.read_text())
+    names = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    names |= {n.target.id for n in tree.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
+    assert names == {"PING", "ACK", "SUSPECT", "ALIVE", "DEAD", "unwrap", "match", "ack"}
+    for twin in (m for m in hot.IMPLEMENTATIONS.values() if m is not None):
+        assert all(hasattr(twin, name) for name in names)
+        assert [twin.PING, twin.ACK, twin.SUSPECT, twin.ALIVE, twin.DEAD] == [0, 2, 3, 4, 5]
