@@ -8,7 +8,8 @@ third socket (127.0.0.3) sends member a, at ``--rate`` packets a second, a
 mix of what a hostile or broken peer can send: suspects of b from made-up
 accusers at b's current incarnation, b's death and alive replayed at
 incarnations below b's, alives of ever new names (a join storm), random bytes; and
-every second a push/pull announcing ten million nodes. Every few seconds it
+every second a push/pull stream, in turn one announcing ten million nodes and
+a real one of ``--push-nodes`` new nodes (20,000: about 1.5 MB). Every few seconds it
 samples the process's RSS, a's node count, broadcast queue and counters.
 
 Passes when b stayed alive in a's view the whole time (never failed),
@@ -71,11 +72,25 @@ def abuse(rng: random.Random, n: int, inc: int, pb: int, kinds: list[str]) -> by
     return framing.add_crc(msg)
 
 
+def push(port: int, data: bytes) -> None:
+    """One push/pull stream to a: write it, read the answer, close."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as tcp:
+            tcp.sendall(data)
+            tcp.shutdown(socket.SHUT_WR)
+            while tcp.recv(65536):
+                pass
+    except OSError:
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--rate", type=int, default=2000, help="abusive packets a second")
     parser.add_argument("--max-nodes", type=int, default=256)
+    parser.add_argument("--push-nodes", type=int, default=20000,
+                        help="node states in the big push/pull sent every other second")
     parser.add_argument("--kinds", default=",".join(KINDS),
                         help=f"which abuse to mix, comma-separated, of {', '.join(KINDS)}")
     parser.add_argument("--json", metavar="PATH")
@@ -96,6 +111,11 @@ def main(argv: list[str] | None = None) -> int:
                        and e.kind in ("failed", "left", "reaped") else None)
         if b.join([("127.0.0.1", pa)]).joined != 1:
             raise SystemExit("b could not join a")
+        oversized = bytes((messages.PushPullHeader.TYPE,)) + messages.PushPullHeader(
+            nodes=10**7, user_state_len=0, join=False).encode_body()
+        big_push = messages.encode_push_pull(messages.PushPull(nodes=[
+            messages.PushNodeState(name=f"pushed-{i}", addr=bytes((127, 0, 0, 3)), port=9, incarnation=1, vsn=VSN)
+            for i in range(args.push_nodes)]))
         start = time.monotonic()
         next_sample = next_stream = start
         sent = 0
@@ -109,12 +129,7 @@ def main(argv: list[str] | None = None) -> int:
                 sent += 1
             if now >= next_stream:
                 next_stream += 1.0
-                header = messages.PushPullHeader(nodes=10**7, user_state_len=0, join=False)
-                try:
-                    with socket.create_connection(("127.0.0.1", pa), timeout=2) as tcp:
-                        tcp.sendall(bytes((messages.PushPullHeader.TYPE,)) + header.encode_body())
-                except OSError:
-                    pass
+                push(pa, big_push if (now - start) % 2 < 1 else oversized)
             if now >= next_sample:
                 next_sample += max(args.seconds / 20, 1.0)
                 stats = a.stats()
