@@ -14,7 +14,9 @@ receiver, as rawSendMsgPacket adds one):
   each broadcast arrives retransmit-limit times), alone and eight in a
   compound (per message);
 - a suspect and a dead of a known member at an older incarnation (the same
-  no-op for accusations already refuted).
+  no-op for accusations already refuted), and a suspect repeated by the
+  same accuser at the current incarnation (the suspicion timer takes it and
+  changes nothing).
 
 Rows: the engine's general path (msgpack decode into message objects), and
 the hot path (a byte-level matcher; compiled and pure-Python) where this
@@ -104,15 +106,18 @@ def peer_alive(name="serf-1", addr=PEER, inc=PEER_INC):
                           port=addr[1], meta=b"\xff\x80", vsn=VSN)
 
 
-def engine(kwargs, members=8):
-    """Our node, started, knowing ``members`` peers alive at PEER_INC, with
-    its broadcast queue drained (steady state: nothing left to piggyback)."""
+def engine(kwargs, members=8, suspected=False):
+    """Our node, started, knowing ``members`` peers alive at PEER_INC (with
+    ``suspected``, serf-1 suspected by serf-2), with its broadcast queue
+    drained (steady state: nothing left to piggyback)."""
     e = GossipEngine(GossipSettings(name="py-1", advertise_addr=ME[0], advertise_port=ME[1]), seed=1,
                      **kwargs)
     e.start(0.0)
     for i in range(members):
         addr = (f"127.0.0.{i + 2}", 7946)
         e.receive_packet(messages.encode(peer_alive(f"serf-{i + 1}", addr)), addr, 0.0)
+    if suspected:
+        e.receive_packet(SUSPECT_REPEAT, PEER, 0.0)
     now = 0.0
     while len(e.broadcasts) or len(e.user_broadcasts):
         now += 0.2
@@ -121,6 +126,9 @@ def engine(kwargs, members=8):
         e.streams_to_open(now)
     e.events()
     return e, now
+
+
+SUSPECT_REPEAT = messages.encode(messages.Suspect(incarnation=PEER_INC, node="serf-1", from_="serf-2"))
 
 
 def crc(msg):
@@ -135,10 +143,11 @@ def packets():
     dead = messages.encode(messages.Dead(incarnation=PEER_INC - 1, node="serf-1", from_="serf-2"))
     alives = [messages.encode(peer_alive(f"serf-{i + 1}", (f"127.0.0.{i + 2}", 7946)))
               for i in range(COMPOUND_ALIVES)]
-    return {"ping -> ack": (crc(ping), 1), "alive (no-op)": (crc(alive), 1),
+    return {"ping -> ack": (crc(ping), 1, False), "alive (no-op)": (crc(alive), 1, False),
             f"{COMPOUND_ALIVES} alives in a compound (per message)": (crc(framing.make_compound(alives)),
-                                                                      COMPOUND_ALIVES),
-            "suspect (old incarnation)": (crc(suspect), 1), "dead (old incarnation)": (crc(dead), 1)}
+                                                                      COMPOUND_ALIVES, False),
+            "suspect (old incarnation)": (crc(suspect), 1, False), "dead (old incarnation)": (crc(dead), 1, False),
+            "suspect (same incarnation, same accuser again)": (crc(SUSPECT_REPEAT), 1, True)}
 
 
 def receive(e, data, now):
@@ -176,8 +185,8 @@ def check_steady(e, now, data):
 def engine_rows(rounds):
     rows = []
     for path, kwargs in paths():
-        for label, (data, per) in packets().items():
-            e, now = engine(kwargs)
+        for label, (data, per, suspected) in packets().items():
+            e, now = engine(kwargs, suspected=suspected)
             sent, changed = check_steady(e, now, data)
             assert sent == (1 if label.startswith("ping") else 0), (label, sent)
             assert set(changed) <= {"packets_received", "messages_received", "packets_sent"}, (label, changed)

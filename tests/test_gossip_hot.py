@@ -302,6 +302,9 @@ def test_the_engine_takes_the_hot_path_by_default_unless_the_limits_forbid():
     tight = GossipSettings(name=ME, limits=Limits(max_string=100))
     assert GossipEngine(tight)._hot is None
     assert GossipEngine(GossipSettings(name=ME), hot=None)._hot is None
+    # a name whose bytes the general decoder would read back as another name
+    assert GossipEngine(GossipSettings(name="\udcc3\udca9"))._hot is None
+    assert GossipEngine(GossipSettings(name="n\udcff"))._hot is hot.DEFAULT
 
 
 CORPUS = sorted((pathlib.Path(__file__).parent / "corpus" / "gossip_hot").glob("*.hex"))

@@ -142,8 +142,8 @@ class EngineCore:
         #: the payload of our acks (PingDelegate.AckPayload)
         self.ack_payload = b""
         self._meta = meta
-        self._hot = hot if hot is not None and _hot_usable(settings) else None
-        self._me = settings.name.encode("utf-8", "surrogateescape")
+        self._me = _raw_name(settings.name)
+        self._hot = hot if hot is not None and _hot_usable(settings) and self._me is not None else None
         self._label_header = label_mod.add_label(b"", settings.label)
         self._ack_template = (b"", hot_path.ack_prefix(b""))
         self._addr = ip_bytes(settings.advertise_addr)
@@ -290,6 +290,16 @@ class EngineCore:
         self._counts["bad_input"] += 1
         self._bad_reasons[reason] = self._bad_reasons.get(reason, 0) + 1
 
+
+
+def _raw_name(name: str) -> bytes | None:
+    """Our name as the wire carries it, if the bytes say exactly this name
+    (as the general decoder reads them back); else None."""
+    try:
+        raw = name.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return None
+    return raw if raw.decode("utf-8", "surrogateescape") == name else None
 
 
 def _hot_usable(settings: GossipSettings) -> bool:
