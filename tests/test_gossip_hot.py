@@ -297,6 +297,15 @@ def test_an_encrypted_engine_opens_packets_the_general_way_and_still_matches(twi
     assert framing.split_messages(states[1][0][0], Limits())[0][0] == messages.encode(messages.Ack(seq_no=9))
 
 
+@pytest.mark.parametrize("twin", TWINS)
+def test_a_packet_in_a_bytearray_or_memoryview_is_read_the_general_way(twin):
+    engines = _pair(twin)
+    ping = framing.add_crc(messages.encode(messages.Ping(seq_no=9, node=ME)))
+    for data in (bytearray(ping), memoryview(ping)):
+        sent = _step(engines, 0.1, data)[0]
+        assert framing.split_messages(sent[0][0], Limits())[0][0] == messages.encode(messages.Ack(seq_no=9))
+
+
 def test_the_engine_takes_the_hot_path_by_default_unless_the_limits_forbid():
     assert GossipEngine(GossipSettings(name=ME))._hot is hot.DEFAULT
     tight = GossipSettings(name=ME, limits=Limits(max_string=100))

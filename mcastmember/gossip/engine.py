@@ -229,7 +229,7 @@ class GossipEngine(Probing):
         """One UDP datagram from ``addr`` (ingestPacket, handleCommand)."""
         self._counts["packets_received"] += 1
         s = self.settings
-        if self._hot is not None and self.keyring is None:
+        if self._hot is not None and self.keyring is None and type(data) is bytes:   # (bytes only, as match)
             found = self._hot.unwrap(data, self._label_header, s.limits.max_packet, s.limits.max_messages)
             if found is not None:
                 for part in found:
@@ -251,7 +251,7 @@ class GossipEngine(Probing):
             self._counts["user_messages_received"] += 1
             self._event(UserMessage(part[1:], addr))
             return
-        if self._hot is not None:
+        if self._hot is not None and type(part) is bytes:   # the matchers read bytes only
             found = self._hot.match(part, self._me)
             if found is not None and self._hot_message(found, addr, now):
                 return
