@@ -13,6 +13,9 @@ receiver, as rawSendMsgPacket adds one):
 - an alive of a known member at the incarnation we hold (the common no-op:
   each broadcast arrives retransmit-limit times), alone and eight in a
   compound (per message);
+- eight alives in a compound LZW-compressed, as Go sends a compound that
+  compression shrinks (the general and pure-Python rows read LZW in Python,
+  the compiled row with the compiled reader);
 - a suspect and a dead of a known member at an older incarnation (the same
   no-op for accusations already refuted), and a suspect repeated by the
   same accuser at the current incarnation (the suspicion timer takes it and
@@ -56,9 +59,9 @@ from mcastmember.gossip.engine import GossipEngine  # noqa: E402
 from mcastmember.gossip.settings import GossipSettings  # noqa: E402
 
 try:
-    from mcastmember.gossip import hot
+    from mcastmember.gossip import hot, lzw
 except ImportError:          # a build without the hot path (the "before")
-    hot = None
+    hot = lzw = None
 
 ME = ("127.0.0.1", 7946)
 PEER = ("127.0.0.2", 7946)
@@ -147,7 +150,9 @@ def packets():
             f"{COMPOUND_ALIVES} alives in a compound (per message)": (crc(framing.make_compound(alives)),
                                                                       COMPOUND_ALIVES, False),
             "suspect (old incarnation)": (crc(suspect), 1, False), "dead (old incarnation)": (crc(dead), 1, False),
-            "suspect (same incarnation, same accuser again)": (crc(SUSPECT_REPEAT), 1, True)}
+            "suspect (same incarnation, same accuser again)": (crc(SUSPECT_REPEAT), 1, True),
+            f"{COMPOUND_ALIVES} alives, LZW-compressed compound (per message)": (
+                crc(framing.compress_message(framing.make_compound(alives))), COMPOUND_ALIVES, False)}
 
 
 def receive(e, data, now):
@@ -185,6 +190,9 @@ def check_steady(e, now, data):
 def engine_rows(rounds):
     rows = []
     for path, kwargs in paths():
+        # the general and pure-Python paths read LZW in Python, as before the compiled reader
+        if lzw is not None:
+            lzw._COMPILED = hot.COMPILED_LZW if path == "hot (compiled)" else None
         for label, (data, per, suspected) in packets().items():
             e, now = engine(kwargs, suspected=suspected)
             sent, changed = check_steady(e, now, data)

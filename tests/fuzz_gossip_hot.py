@@ -11,7 +11,9 @@ cut, inserted, appended). For every packet: the compiled and pure-Python
 ``unwrap`` and ``match`` give the same result, and three engines (the general
 path, the pure-Python matcher, the compiled one) end in the same state, send
 the same bytes and give the same events and counters. Every few thousand
-packets the engines start over. A failing input is written to
+packets the engines start over. Every fifth packet is also LZW-compressed
+(sometimes repeated, sometimes mutated) and read by the compiled and the
+pure-Python LZW readers: the same bytes or the same error. A failing input is written to
 tests/corpus/gossip_hot/ (replayed by tests/test_gossip_hot.py) and the run
 stops with exit status 1.
 """
@@ -24,7 +26,8 @@ import pathlib
 import random
 import sys
 
-from mcastmember.gossip import _hot_py, framing, hot, messages
+from mcastmember.gossip import _hot_py, framing, hot, lzw, messages
+from mcastmember.gossip.errors import GossipWireError
 from mcastmember.gossip.engine import GossipEngine
 from mcastmember.gossip.label import add_label
 from mcastmember.gossip.settings import GossipSettings
@@ -119,6 +122,21 @@ def fail(data: bytes, why: str) -> None:
     raise SystemExit(f"{why}: input written to {path}")
 
 
+def lzw_result(fn, data: bytes, max_size: int) -> object:
+    try:
+        return fn(data, max_size)
+    except GossipWireError as exc:
+        return (type(exc).__name__, exc.reason, str(exc))
+
+
+def compiled_lzw(compiled, data: bytes, max_size: int) -> bytes:
+    saved, lzw._COMPILED = lzw._COMPILED, compiled.lzw_decompress
+    try:
+        return lzw.decompress(data, max_size)
+    finally:
+        lzw._COMPILED = saved
+
+
 def run(count: int, seed: int) -> None:
     rng = random.Random(seed)
     compiled = hot.IMPLEMENTATIONS["compiled"]
@@ -142,6 +160,13 @@ def run(count: int, seed: int) -> None:
             kinds["unmatched" if found is None else str(found[0])] += 1
         if len(unwrapped) > 1 or len(matched) > 1:
             fail(data, "the compiled and pure-Python matchers disagree")
+        if compiled is not None and i % 5 == 0:    # the LZW readers, on this packet compressed (and mutated)
+            packed = lzw.compress(data * rng.choice([1, 1, 50]))
+            packed = mutate(rng, packed) if rng.random() < 0.5 else packed
+            most = rng.choice([1 << 24, len(data), 10])
+            if lzw_result(lzw.decompress_py, packed, most) != lzw_result(
+                    lambda d, m: compiled_lzw(compiled, d, m), packed, most):
+                fail(packed, f"the compiled and pure-Python LZW readers disagree (max_size {most})")
         now += rng.choice([0.0, 0.05, 0.3])
         tick = rng.random() < 0.1
         states = []

@@ -11,7 +11,7 @@ import pathlib
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from mcastmember.gossip import _hot_py, framing, hot, messages
+from mcastmember.gossip import _hot_py, framing, hot, lzw, messages
 from mcastmember.gossip.crypto import Keyring
 from mcastmember.gossip.engine import GossipEngine
 from mcastmember.gossip.errors import GossipWireError
@@ -334,7 +334,51 @@ def test_the_stub_names_what_both_twins_have():
     tree = ast.parse(stub.read_text())
     names = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
     names |= {n.target.id for n in tree.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
-    assert names == {"PING", "ACK", "SUSPECT", "ALIVE", "DEAD", "unwrap", "match", "ack"}
+    # the LZW reader's twin is lzw.decompress_py, not in _hot_py
+    assert names == {"PING", "ACK", "SUSPECT", "ALIVE", "DEAD", "unwrap", "match", "ack", "lzw_decompress"}
+    assert all(hasattr(_hot_py, name) for name in names - {"lzw_decompress"})
     for twin in (m for m in hot.IMPLEMENTATIONS.values() if m is not None):
-        assert all(hasattr(twin, name) for name in names)
+        assert all(hasattr(twin, name) for name in names) or twin is _hot_py
         assert [twin.PING, twin.ACK, twin.SUSPECT, twin.ALIVE, twin.DEAD] == [0, 2, 3, 4, 5]
+
+
+# ----------------------------------------------------------------- LZW, compiled
+
+
+def _lzw(fn, data, max_size):
+    try:
+        return fn(data, max_size)
+    except GossipWireError as exc:
+        return (type(exc).__name__, exc.reason, str(exc))
+
+
+def _compiled_lzw(data, max_size):
+    """lzw.decompress with the compiled reader chosen (whatever the environment chose)."""
+    saved, lzw._COMPILED = lzw._COMPILED, COMPILED.lzw_decompress
+    try:
+        return lzw.decompress(data, max_size)
+    finally:
+        lzw._COMPILED = saved
+
+
+needs_compiled = pytest.mark.skipif(COMPILED is None, reason="the compiled matcher is not built")
+
+
+@needs_compiled
+def test_the_compiled_lzw_reader_reads_gos_vectors():
+    for v in VECTORS["lzw"]:
+        assert COMPILED.lzw_decompress(bytes.fromhex(v["lzw"]), 1 << 24) == bytes.fromhex(v["plain"]), v["name"]
+
+
+@needs_compiled
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(st.binary(max_size=300), st.integers(0, 9000).map(lambda n: b"ab" * n),
+                 st.integers(0, 20000).map(bytes)).flatmap(lambda plain: st.tuples(
+                     st.just(plain), _mutations(lzw.compress(plain)) | st.binary(max_size=40),
+                     st.sampled_from([1 << 24, len(plain), max(len(plain) - 1, 0), 50]))))
+def test_the_compiled_lzw_reader_gives_the_pure_readers_bytes_and_errors(case):
+    plain, data, max_size = case
+    want = _lzw(lzw.decompress_py, data, max_size)
+    assert _lzw(_compiled_lzw, data, max_size) == want
+    if data == lzw.compress(plain) and max_size >= len(plain):
+        assert want == plain

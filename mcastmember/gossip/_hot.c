@@ -1666,8 +1666,9 @@ static const char* const __pyx_f[] = {
 
 /*--- Type declarations ---*/
 struct __pyx_t_11mcastmember_6gossip_4_hot_Reader;
+struct __pyx_t_11mcastmember_6gossip_4_hot_LzwTable;
 
-/* "mcastmember/gossip/_hot.pyx":11
+/* "mcastmember/gossip/_hot.pyx":15
  * from libc.string cimport memcmp, memcpy
  * 
  * cdef enum:             # <<<<<<<<<<<<<<
@@ -1690,7 +1691,21 @@ enum  {
   __pyx_e_11mcastmember_6gossip_4_hot_U16 = 0xFFFF
 };
 
-/* "mcastmember/gossip/_hot.pyx":111
+/* "mcastmember/gossip/_hot.pyx":347
+ * # ----------------------------------------------------------------- LZW, compiled
+ * 
+ * cdef enum:             # <<<<<<<<<<<<<<
+ *     LZW_CLEAR = 256
+ *     LZW_EOF = 257
+*/
+enum  {
+  __pyx_e_11mcastmember_6gossip_4_hot_LZW_CLEAR = 0x100,
+  __pyx_e_11mcastmember_6gossip_4_hot_LZW_EOF = 0x101,
+  __pyx_e_11mcastmember_6gossip_4_hot_LZW_MAX_CODE = 0xFFF,
+  __pyx_e_11mcastmember_6gossip_4_hot_LZW_MAX_WIDTH = 12
+};
+
+/* "mcastmember/gossip/_hot.pyx":115
  * 
  * 
  * cdef struct Reader:             # <<<<<<<<<<<<<<
@@ -1701,6 +1716,20 @@ struct __pyx_t_11mcastmember_6gossip_4_hot_Reader {
   unsigned char const *p;
   Py_ssize_t end;
   Py_ssize_t pos;
+};
+
+/* "mcastmember/gossip/_hot.pyx":354
+ * 
+ * 
+ * cdef struct LzwTable:             # <<<<<<<<<<<<<<
+ *     # code -> its string: the code before it, its last byte, its first byte, its length
+ *     int prefix[LZW_MAX_CODE + 1]
+*/
+struct __pyx_t_11mcastmember_6gossip_4_hot_LzwTable {
+  int prefix[(__pyx_e_11mcastmember_6gossip_4_hot_LZW_MAX_CODE + 1)];
+  unsigned char suffix[(__pyx_e_11mcastmember_6gossip_4_hot_LZW_MAX_CODE + 1)];
+  unsigned char first[(__pyx_e_11mcastmember_6gossip_4_hot_LZW_MAX_CODE + 1)];
+  int length[(__pyx_e_11mcastmember_6gossip_4_hot_LZW_MAX_CODE + 1)];
 };
 /* #### Code section: utility_code_proto ### */
 
@@ -2120,6 +2149,38 @@ static CYTHON_INLINE void __Pyx_ErrFetchInState(PyThreadState *tstate, PyObject 
 /* RaiseException.export */
 static void __Pyx_Raise(PyObject *type, PyObject *value, PyObject *tb, PyObject *cause);
 
+/* GetException.proto */
+#if CYTHON_FAST_THREAD_STATE
+#define __Pyx_GetException(type, value, tb)  __Pyx__GetException(__pyx_tstate, type, value, tb)
+static int __Pyx__GetException(PyThreadState *tstate, PyObject **type, PyObject **value, PyObject **tb);
+#else
+static int __Pyx_GetException(PyObject **type, PyObject **value, PyObject **tb);
+#endif
+
+/* SwapException.proto */
+#if CYTHON_FAST_THREAD_STATE
+#define __Pyx_ExceptionSwap(type, value, tb)  __Pyx__ExceptionSwap(__pyx_tstate, type, value, tb)
+static CYTHON_INLINE void __Pyx__ExceptionSwap(PyThreadState *tstate, PyObject **type, PyObject **value, PyObject **tb);
+#else
+static CYTHON_INLINE void __Pyx_ExceptionSwap(PyObject **type, PyObject **value, PyObject **tb);
+#endif
+
+/* GetTopmostException.proto (used by SaveResetException) */
+#if CYTHON_USE_EXC_INFO_STACK && CYTHON_FAST_THREAD_STATE
+static _PyErr_StackItem * __Pyx_PyErr_GetTopmostException(PyThreadState *tstate);
+#endif
+
+/* SaveResetException.proto */
+#if CYTHON_FAST_THREAD_STATE
+#define __Pyx_ExceptionSave(type, value, tb)  __Pyx__ExceptionSave(__pyx_tstate, type, value, tb)
+static CYTHON_INLINE void __Pyx__ExceptionSave(PyThreadState *tstate, PyObject **type, PyObject **value, PyObject **tb);
+#define __Pyx_ExceptionReset(type, value, tb)  __Pyx__ExceptionReset(__pyx_tstate, type, value, tb)
+static CYTHON_INLINE void __Pyx__ExceptionReset(PyThreadState *tstate, PyObject *type, PyObject *value, PyObject *tb);
+#else
+#define __Pyx_ExceptionSave(type, value, tb)   PyErr_GetExcInfo(type, value, tb)
+#define __Pyx_ExceptionReset(type, value, tb)  PyErr_SetExcInfo(type, value, tb)
+#endif
+
 /* TypeImport.proto */
 #ifndef __PYX_HAVE_RT_ImportType_proto_3_3_1
 #define __PYX_HAVE_RT_ImportType_proto_3_3_1
@@ -2416,6 +2477,12 @@ static CYTHON_INLINE PyObject* __Pyx_PyLong_From_unsigned_char(unsigned char val
 /* CIntToPy.proto */
 static CYTHON_INLINE PyObject* __Pyx_PyLong_From_PY_LONG_LONG(PY_LONG_LONG value);
 
+/* CIntToPy.proto */
+static CYTHON_INLINE PyObject* __Pyx_PyLong_From_long(long value);
+
+/* CIntFromPy.proto */
+static CYTHON_INLINE int __Pyx_PyLong_As_int(PyObject *);
+
 /* FormatTypeName.proto */
 #if CYTHON_COMPILING_IN_LIMITED_API && __PYX_LIMITED_VERSION_HEX >= 0x030d0000
 typedef PyObject *__Pyx_TypeName;
@@ -2434,14 +2501,8 @@ typedef const char *__Pyx_TypeName;
 #define __Pyx_DECREF_TypeName(obj)
 #endif
 
-/* CIntToPy.proto */
-static CYTHON_INLINE PyObject* __Pyx_PyLong_From_long(long value);
-
 /* CIntFromPy.proto */
 static CYTHON_INLINE long __Pyx_PyLong_As_long(PyObject *);
-
-/* CIntFromPy.proto */
-static CYTHON_INLINE int __Pyx_PyLong_As_int(PyObject *);
 
 /* GetRuntimeVersion.proto */
 #if __PYX_LIMITED_VERSION_HEX < 0x030b0000
@@ -2548,6 +2609,8 @@ static int __Pyx_State_RemoveModule(void*);
 
 /* Module declarations from "cpython.bytes" */
 
+/* Module declarations from "cpython.mem" */
+
 /* Module declarations from "mcastmember.gossip._hot" */
 static PyObject *__pyx_v_11mcastmember_6gossip_4_hot_K_NODE = 0;
 static PyObject *__pyx_v_11mcastmember_6gossip_4_hot_K_SEQ = 0;
@@ -2562,6 +2625,7 @@ static PyObject *__pyx_v_11mcastmember_6gossip_4_hot_K_META = 0;
 static PyObject *__pyx_v_11mcastmember_6gossip_4_hot_K_PORT = 0;
 static PyObject *__pyx_v_11mcastmember_6gossip_4_hot_K_VSN = 0;
 static unsigned int __pyx_v_11mcastmember_6gossip_4_hot_CRC_TABLE[256];
+static struct __pyx_t_11mcastmember_6gossip_4_hot_LzwTable __pyx_v_11mcastmember_6gossip_4_hot_LZW_TABLE;
 static void __pyx_f_11mcastmember_6gossip_4_hot__crc_table(void); /*proto*/
 static unsigned int __pyx_f_11mcastmember_6gossip_4_hot_crc32(unsigned char const *, Py_ssize_t); /*proto*/
 static CYTHON_INLINE unsigned PY_LONG_LONG __pyx_f_11mcastmember_6gossip_4_hot_read_uint(struct __pyx_t_11mcastmember_6gossip_4_hot_Reader *); /*proto*/
@@ -2581,11 +2645,12 @@ int __pyx_module_is_main_mcastmember__gossip___hot = 0;
 /* Implementation of "mcastmember.gossip._hot" */
 /* #### Code section: global_var ### */
 /* #### Code section: string_decls ### */
-static const char __pyx_k_The_gossip_hot_path_s_matcher_co[] = "The gossip hot path\047s matcher, compiled (the twin of ``_hot_py.py``).\n\nThe same function on the same bytes: see ``_hot_py.py`` for the layouts and\nthe results. Every read is checked against the message\047s length first.\n";
+static const char __pyx_k_The_gossip_hot_path_s_matcher_co[] = "The gossip hot path\047s matcher, compiled (the twin of ``_hot_py.py``).\n\nThe same function on the same bytes: see ``_hot_py.py`` for the layouts and\nthe results. Every read is checked against the message\047s length first.\nAlso Go\047s LZW reader (``lzw_decompress``), whose pure-Python twin is\n``gossip/lzw.py``\047s ``decompress``: compressed packets are what Go sends\nwhen a compound of broadcasts shrinks.\n";
 /* #### Code section: decls ### */
 static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_unwrap(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_buf, PyObject *__pyx_v_label_header, Py_ssize_t __pyx_v_max_packet, Py_ssize_t __pyx_v_max_messages); /* proto */
 static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_2match(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_buf, PyObject *__pyx_v_me); /* proto */
 static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_4ack(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_prefix, PY_LONG_LONG __pyx_v_seq); /* proto */
+static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_6lzw_decompress(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_data, Py_ssize_t __pyx_v_max_size); /* proto */
 /* #### Code section: late_includes ### */
 /* #### Code section: module_state ### */
 /* SmallCodeConfig */
@@ -2613,9 +2678,10 @@ namespace {
     __Pyx_CachedCFunction __pyx_umethod_PyDict_Type_items;
     __Pyx_CachedCFunction __pyx_umethod_PyDict_Type_pop;
     __Pyx_CachedCFunction __pyx_umethod_PyDict_Type_values;
-    PyObject *__pyx_codeobj_tab[3];
-    PyObject *__pyx_string_tab[67];
-    PyObject *__pyx_number_tab[1];
+    PyObject *__pyx_tuple[2];
+    PyObject *__pyx_codeobj_tab[4];
+    PyObject *__pyx_string_tab[91];
+    PyObject *__pyx_number_tab[4];
 /* #### Code section: module_state_contents ### */
 /* CommonTypesMetaclass.module_state_decls */
 PyTypeObject *__pyx_CommonTypesMetaclassType;
@@ -2680,53 +2746,80 @@ static __pyx_mstatetype * const __pyx_mstate_global = &__pyx_mstate_global_stati
 #define __pyx_n_u_is_coroutine __pyx_string_tab[18]
 #define __pyx_n_u_ack __pyx_string_tab[19]
 #define __pyx_n_u_asyncio_coroutines __pyx_string_tab[20]
-#define __pyx_n_u_buf __pyx_string_tab[21]
-#define __pyx_n_u_cline_in_traceback __pyx_string_tab[22]
-#define __pyx_n_u_count __pyx_string_tab[23]
-#define __pyx_n_u_dst __pyx_string_tab[24]
-#define __pyx_n_u_end __pyx_string_tab[25]
-#define __pyx_n_u_index __pyx_string_tab[26]
-#define __pyx_n_u_items __pyx_string_tab[27]
-#define __pyx_n_u_kind __pyx_string_tab[28]
-#define __pyx_n_u_label_header __pyx_string_tab[29]
-#define __pyx_n_u_lengths __pyx_string_tab[30]
-#define __pyx_n_u_match __pyx_string_tab[31]
-#define __pyx_n_u_max_messages __pyx_string_tab[32]
-#define __pyx_n_u_max_packet __pyx_string_tab[33]
-#define __pyx_n_u_mcastmember_gossip__hot __pyx_string_tab[34]
-#define __pyx_n_u_me __pyx_string_tab[35]
-#define __pyx_n_u_n __pyx_string_tab[36]
-#define __pyx_n_u_out __pyx_string_tab[37]
-#define __pyx_n_u_p __pyx_string_tab[38]
-#define __pyx_n_u_part __pyx_string_tab[39]
-#define __pyx_n_u_pop __pyx_string_tab[40]
-#define __pyx_n_u_pos __pyx_string_tab[41]
-#define __pyx_n_u_prefix __pyx_string_tab[42]
-#define __pyx_n_u_r __pyx_string_tab[43]
-#define __pyx_n_u_seq __pyx_string_tab[44]
-#define __pyx_n_u_setdefault __pyx_string_tab[45]
-#define __pyx_n_u_size __pyx_string_tab[46]
-#define __pyx_n_u_stop __pyx_string_tab[47]
-#define __pyx_n_u_tail __pyx_string_tab[48]
-#define __pyx_n_u_unwrap __pyx_string_tab[49]
-#define __pyx_n_u_values __pyx_string_tab[50]
-#define __pyx_n_u_want __pyx_string_tab[51]
-#define __pyx_kp_b_iso88591_9_Qa_Qa_t2_4r_S_as_eSVVW_q_t3b __pyx_string_tab[52]
-#define __pyx_kp_b_iso88591_U_WCq_WA_q_Rq_q_ar_q_1_uCq_uAQc __pyx_string_tab[53]
-#define __pyx_kp_b_iso88591_c_t2Rs_b_j_aq_t2Q_AU_A_S_AU_AU __pyx_string_tab[54]
-#define __pyx_kp_b_Vsn __pyx_string_tab[55]
-#define __pyx_kp_b_Addr __pyx_string_tab[56]
-#define __pyx_kp_b_From __pyx_string_tab[57]
-#define __pyx_kp_b_Meta __pyx_string_tab[58]
-#define __pyx_kp_b_Node __pyx_string_tab[59]
-#define __pyx_kp_b_Port __pyx_string_tab[60]
-#define __pyx_kp_b_SeqNo __pyx_string_tab[61]
-#define __pyx_kp_b_Payload __pyx_string_tab[62]
-#define __pyx_kp_b_SourceAddr __pyx_string_tab[63]
-#define __pyx_kp_b_SourceNode __pyx_string_tab[64]
-#define __pyx_kp_b_SourcePort __pyx_string_tab[65]
-#define __pyx_kp_b_Incarnation __pyx_string_tab[66]
-#define __pyx_int_4294967295 __pyx_number_tab[0]
+#define __pyx_n_u_bits __pyx_string_tab[21]
+#define __pyx_n_u_buf __pyx_string_tab[22]
+#define __pyx_n_u_c __pyx_string_tab[23]
+#define __pyx_n_u_cap __pyx_string_tab[24]
+#define __pyx_n_u_cline_in_traceback __pyx_string_tab[25]
+#define __pyx_n_u_code __pyx_string_tab[26]
+#define __pyx_n_u_count __pyx_string_tab[27]
+#define __pyx_n_u_data __pyx_string_tab[28]
+#define __pyx_n_u_dst __pyx_string_tab[29]
+#define __pyx_n_u_end __pyx_string_tab[30]
+#define __pyx_n_u_entry_len __pyx_string_tab[31]
+#define __pyx_n_u_first __pyx_string_tab[32]
+#define __pyx_n_u_grown __pyx_string_tab[33]
+#define __pyx_n_u_head __pyx_string_tab[34]
+#define __pyx_n_u_hi __pyx_string_tab[35]
+#define __pyx_n_u_index __pyx_string_tab[36]
+#define __pyx_n_u_items __pyx_string_tab[37]
+#define __pyx_n_u_k __pyx_string_tab[38]
+#define __pyx_n_u_kind __pyx_string_tab[39]
+#define __pyx_n_u_label_header __pyx_string_tab[40]
+#define __pyx_n_u_last __pyx_string_tab[41]
+#define __pyx_n_u_length __pyx_string_tab[42]
+#define __pyx_n_u_lengths __pyx_string_tab[43]
+#define __pyx_n_u_lzw_decompress __pyx_string_tab[44]
+#define __pyx_n_u_match __pyx_string_tab[45]
+#define __pyx_n_u_max_messages __pyx_string_tab[46]
+#define __pyx_n_u_max_packet __pyx_string_tab[47]
+#define __pyx_n_u_max_size __pyx_string_tab[48]
+#define __pyx_n_u_mcastmember_gossip__hot __pyx_string_tab[49]
+#define __pyx_n_u_me __pyx_string_tab[50]
+#define __pyx_n_u_n __pyx_string_tab[51]
+#define __pyx_n_u_n_bits __pyx_string_tab[52]
+#define __pyx_n_u_need __pyx_string_tab[53]
+#define __pyx_n_u_out __pyx_string_tab[54]
+#define __pyx_n_u_out_len __pyx_string_tab[55]
+#define __pyx_n_u_overflow __pyx_string_tab[56]
+#define __pyx_n_u_p __pyx_string_tab[57]
+#define __pyx_n_u_part __pyx_string_tab[58]
+#define __pyx_n_u_pop __pyx_string_tab[59]
+#define __pyx_n_u_pos __pyx_string_tab[60]
+#define __pyx_n_u_prefix __pyx_string_tab[61]
+#define __pyx_n_u_r __pyx_string_tab[62]
+#define __pyx_n_u_seq __pyx_string_tab[63]
+#define __pyx_n_u_setdefault __pyx_string_tab[64]
+#define __pyx_n_u_size __pyx_string_tab[65]
+#define __pyx_n_u_src __pyx_string_tab[66]
+#define __pyx_n_u_stop __pyx_string_tab[67]
+#define __pyx_n_u_suffix __pyx_string_tab[68]
+#define __pyx_n_u_table __pyx_string_tab[69]
+#define __pyx_n_u_tail __pyx_string_tab[70]
+#define __pyx_n_u_unwrap __pyx_string_tab[71]
+#define __pyx_n_u_values __pyx_string_tab[72]
+#define __pyx_n_u_want __pyx_string_tab[73]
+#define __pyx_n_u_width __pyx_string_tab[74]
+#define __pyx_kp_b_iso88591_9_Qa_Qa_t2_4r_S_as_eSVVW_q_t3b __pyx_string_tab[75]
+#define __pyx_kp_b_iso88591_U_WCq_WA_q_Rq_q_ar_q_1_uCq_uAQc __pyx_string_tab[76]
+#define __pyx_kp_b_iso88591_c_t2Rs_b_j_aq_t2Q_AU_A_S_AU_AU __pyx_string_tab[77]
+#define __pyx_kp_b_iso88591_1_3a_M_1_k_1A_1A_t3a_uA_a_Q_uA __pyx_string_tab[78]
+#define __pyx_kp_b_Vsn __pyx_string_tab[79]
+#define __pyx_kp_b_Addr __pyx_string_tab[80]
+#define __pyx_kp_b_From __pyx_string_tab[81]
+#define __pyx_kp_b_Meta __pyx_string_tab[82]
+#define __pyx_kp_b_Node __pyx_string_tab[83]
+#define __pyx_kp_b_Port __pyx_string_tab[84]
+#define __pyx_kp_b_SeqNo __pyx_string_tab[85]
+#define __pyx_kp_b_Payload __pyx_string_tab[86]
+#define __pyx_kp_b_SourceAddr __pyx_string_tab[87]
+#define __pyx_kp_b_SourceNode __pyx_string_tab[88]
+#define __pyx_kp_b_SourcePort __pyx_string_tab[89]
+#define __pyx_kp_b_Incarnation __pyx_string_tab[90]
+#define __pyx_int_1 __pyx_number_tab[0]
+#define __pyx_int_2 __pyx_number_tab[1]
+#define __pyx_int_3 __pyx_number_tab[2]
+#define __pyx_int_4294967295 __pyx_number_tab[3]
 /* #### Code section: module_state_clear ### */
 #if CYTHON_USE_MODULE_STATE
 static CYTHON_SMALL_CODE int __pyx_m_clear(PyObject *m) {
@@ -2745,9 +2838,10 @@ static CYTHON_SMALL_CODE int __pyx_m_clear(PyObject *m) {
   Py_CLEAR(clear_module_state->__pyx_umethod_PyDict_Type_items.method);
   Py_CLEAR(clear_module_state->__pyx_umethod_PyDict_Type_pop.method);
   Py_CLEAR(clear_module_state->__pyx_umethod_PyDict_Type_values.method);
-  for (int i=0; i<3; ++i) { Py_CLEAR(clear_module_state->__pyx_codeobj_tab[i]); }
-  for (int i=0; i<67; ++i) { Py_CLEAR(clear_module_state->__pyx_string_tab[i]); }
-  for (int i=0; i<1; ++i) { Py_CLEAR(clear_module_state->__pyx_number_tab[i]); }
+  for (int i=0; i<2; ++i) { Py_CLEAR(clear_module_state->__pyx_tuple[i]); }
+  for (int i=0; i<4; ++i) { Py_CLEAR(clear_module_state->__pyx_codeobj_tab[i]); }
+  for (int i=0; i<91; ++i) { Py_CLEAR(clear_module_state->__pyx_string_tab[i]); }
+  for (int i=0; i<4; ++i) { Py_CLEAR(clear_module_state->__pyx_number_tab[i]); }
 /* #### Code section: module_state_clear_contents ### */
 /* CommonTypesMetaclass.module_state_clear */
 Py_CLEAR(clear_module_state->__pyx_CommonTypesMetaclassType);
@@ -2774,9 +2868,10 @@ static CYTHON_SMALL_CODE int __pyx_m_traverse(PyObject *m, visitproc visit, void
   Py_VISIT(traverse_module_state->__pyx_umethod_PyDict_Type_items.method);
   Py_VISIT(traverse_module_state->__pyx_umethod_PyDict_Type_pop.method);
   Py_VISIT(traverse_module_state->__pyx_umethod_PyDict_Type_values.method);
-  for (int i=0; i<3; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_codeobj_tab[i]); }
-  for (int i=0; i<67; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_string_tab[i]); }
-  for (int i=0; i<1; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_number_tab[i]); }
+  for (int i=0; i<2; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_tuple[i]); }
+  for (int i=0; i<4; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_codeobj_tab[i]); }
+  for (int i=0; i<91; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_string_tab[i]); }
+  for (int i=0; i<4; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_number_tab[i]); }
 /* #### Code section: module_state_traverse_contents ### */
 /* CommonTypesMetaclass.module_state_traverse */
 Py_VISIT(traverse_module_state->__pyx_CommonTypesMetaclassType);
@@ -2790,7 +2885,7 @@ return 0;
 #endif
 /* #### Code section: module_code ### */
 
-/* "mcastmember/gossip/_hot.pyx":49
+/* "mcastmember/gossip/_hot.pyx":53
  * 
  * 
  * cdef void _crc_table():             # <<<<<<<<<<<<<<
@@ -2807,7 +2902,7 @@ static void __pyx_f_11mcastmember_6gossip_4_hot__crc_table(void) {
   unsigned long __pyx_t_3;
   int __pyx_t_4;
 
-  /* "mcastmember/gossip/_hot.pyx":52
+  /* "mcastmember/gossip/_hot.pyx":56
  *     """CRC-32 (IEEE, reflected 0xEDB88320), as zlib.crc32 and Go's crc32.ChecksumIEEE."""
  *     cdef unsigned int c, n, k
  *     for n in range(256):             # <<<<<<<<<<<<<<
@@ -2817,7 +2912,7 @@ static void __pyx_f_11mcastmember_6gossip_4_hot__crc_table(void) {
   for (__pyx_t_1 = 0; __pyx_t_1 < 0x100; __pyx_t_1+=1) {
     __pyx_v_n = __pyx_t_1;
 
-    /* "mcastmember/gossip/_hot.pyx":53
+    /* "mcastmember/gossip/_hot.pyx":57
  *     cdef unsigned int c, n, k
  *     for n in range(256):
  *         c = n             # <<<<<<<<<<<<<<
@@ -2826,7 +2921,7 @@ static void __pyx_f_11mcastmember_6gossip_4_hot__crc_table(void) {
 */
     __pyx_v_c = __pyx_v_n;
 
-    /* "mcastmember/gossip/_hot.pyx":54
+    /* "mcastmember/gossip/_hot.pyx":58
  *     for n in range(256):
  *         c = n
  *         for k in range(8):             # <<<<<<<<<<<<<<
@@ -2836,7 +2931,7 @@ static void __pyx_f_11mcastmember_6gossip_4_hot__crc_table(void) {
     for (__pyx_t_2 = 0; __pyx_t_2 < 8; __pyx_t_2+=1) {
       __pyx_v_k = __pyx_t_2;
 
-      /* "mcastmember/gossip/_hot.pyx":55
+      /* "mcastmember/gossip/_hot.pyx":59
  *         c = n
  *         for k in range(8):
  *             c = (0xEDB88320U ^ (c >> 1)) if c & 1 else (c >> 1)             # <<<<<<<<<<<<<<
@@ -2856,7 +2951,7 @@ static void __pyx_f_11mcastmember_6gossip_4_hot__crc_table(void) {
       __pyx_v_c = __pyx_t_3;
     }
 
-    /* "mcastmember/gossip/_hot.pyx":56
+    /* "mcastmember/gossip/_hot.pyx":60
  *         for k in range(8):
  *             c = (0xEDB88320U ^ (c >> 1)) if c & 1 else (c >> 1)
  *         CRC_TABLE[n] = c             # <<<<<<<<<<<<<<
@@ -2866,7 +2961,7 @@ static void __pyx_f_11mcastmember_6gossip_4_hot__crc_table(void) {
     (__pyx_v_11mcastmember_6gossip_4_hot_CRC_TABLE[__pyx_v_n]) = __pyx_v_c;
   }
 
-  /* "mcastmember/gossip/_hot.pyx":49
+  /* "mcastmember/gossip/_hot.pyx":53
  * 
  * 
  * cdef void _crc_table():             # <<<<<<<<<<<<<<
@@ -2881,7 +2976,7 @@ static void __pyx_f_11mcastmember_6gossip_4_hot__crc_table(void) {
 
 }
 
-/* "mcastmember/gossip/_hot.pyx":62
+/* "mcastmember/gossip/_hot.pyx":66
  * 
  * 
  * cdef unsigned int crc32(const unsigned char *p, Py_ssize_t n) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -2897,7 +2992,7 @@ static unsigned int __pyx_f_11mcastmember_6gossip_4_hot_crc32(unsigned char cons
   Py_ssize_t __pyx_t_2;
   Py_ssize_t __pyx_t_3;
 
-  /* "mcastmember/gossip/_hot.pyx":63
+  /* "mcastmember/gossip/_hot.pyx":67
  * 
  * cdef unsigned int crc32(const unsigned char *p, Py_ssize_t n) noexcept nogil:
  *     cdef unsigned int c = 0xFFFFFFFFU             # <<<<<<<<<<<<<<
@@ -2906,7 +3001,7 @@ static unsigned int __pyx_f_11mcastmember_6gossip_4_hot_crc32(unsigned char cons
 */
   __pyx_v_c = 0xFFFFFFFFU;
 
-  /* "mcastmember/gossip/_hot.pyx":65
+  /* "mcastmember/gossip/_hot.pyx":69
  *     cdef unsigned int c = 0xFFFFFFFFU
  *     cdef Py_ssize_t i
  *     for i in range(n):             # <<<<<<<<<<<<<<
@@ -2920,7 +3015,7 @@ static unsigned int __pyx_f_11mcastmember_6gossip_4_hot_crc32(unsigned char cons
   for (__pyx_t_3 = 0; __pyx_t_3 < __pyx_t_2; __pyx_t_3+=1) {
     __pyx_v_i = __pyx_t_3;
 
-    /* "mcastmember/gossip/_hot.pyx":66
+    /* "mcastmember/gossip/_hot.pyx":70
  *     cdef Py_ssize_t i
  *     for i in range(n):
  *         c = CRC_TABLE[(c ^ p[i]) & 0xFF] ^ (c >> 8)             # <<<<<<<<<<<<<<
@@ -2931,7 +3026,7 @@ static unsigned int __pyx_f_11mcastmember_6gossip_4_hot_crc32(unsigned char cons
   }
 
 
-  /* "mcastmember/gossip/_hot.pyx":67
+  /* "mcastmember/gossip/_hot.pyx":71
  *     for i in range(n):
  *         c = CRC_TABLE[(c ^ p[i]) & 0xFF] ^ (c >> 8)
  *     return c ^ 0xFFFFFFFFU             # <<<<<<<<<<<<<<
@@ -2944,7 +3039,7 @@ static unsigned int __pyx_f_11mcastmember_6gossip_4_hot_crc32(unsigned char cons
   }
   goto __pyx_L0;
 
-  /* "mcastmember/gossip/_hot.pyx":62
+  /* "mcastmember/gossip/_hot.pyx":66
  * 
  * 
  * cdef unsigned int crc32(const unsigned char *p, Py_ssize_t n) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -2959,7 +3054,7 @@ static unsigned int __pyx_f_11mcastmember_6gossip_4_hot_crc32(unsigned char cons
   return __pyx_r;
 }
 
-/* "mcastmember/gossip/_hot.pyx":70
+/* "mcastmember/gossip/_hot.pyx":74
  * 
  * 
  * def unwrap(bytes buf not None, bytes label_header not None, Py_ssize_t max_packet, Py_ssize_t max_messages):             # <<<<<<<<<<<<<<
@@ -3010,53 +3105,53 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_buf,&__pyx_mstate_global->__pyx_n_u_label_header,&__pyx_mstate_global->__pyx_n_u_max_packet,&__pyx_mstate_global->__pyx_n_u_max_messages,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 70, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 74, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  4:
         values[3] = __Pyx_ArgRef_FASTCALL(__pyx_args, 3);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(0, 70, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(0, 74, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  3:
         values[2] = __Pyx_ArgRef_FASTCALL(__pyx_args, 2);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 70, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 74, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 70, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 74, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 70, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 74, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "unwrap", 0) < (0)) __PYX_ERR(0, 70, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "unwrap", 0) < (0)) __PYX_ERR(0, 74, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 4; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("unwrap", 1, 4, 4, i); __PYX_ERR(0, 70, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("unwrap", 1, 4, 4, i); __PYX_ERR(0, 74, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 4)) {
       goto __pyx_L5_argtuple_error;
     } else {
       values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 70, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 74, __pyx_L3_error)
       values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 70, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 74, __pyx_L3_error)
       values[2] = __Pyx_ArgRef_FASTCALL(__pyx_args, 2);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 70, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 74, __pyx_L3_error)
       values[3] = __Pyx_ArgRef_FASTCALL(__pyx_args, 3);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(0, 70, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(0, 74, __pyx_L3_error)
     }
     __pyx_v_buf = ((PyObject*)values[0]);
     __pyx_v_label_header = ((PyObject*)values[1]);
-    __pyx_v_max_packet = __Pyx_PyIndex_AsSsize_t(values[2]); if (unlikely((__pyx_v_max_packet == (Py_ssize_t)-1) && PyErr_Occurred())) __PYX_ERR(0, 70, __pyx_L3_error)
-    __pyx_v_max_messages = __Pyx_PyIndex_AsSsize_t(values[3]); if (unlikely((__pyx_v_max_messages == (Py_ssize_t)-1) && PyErr_Occurred())) __PYX_ERR(0, 70, __pyx_L3_error)
+    __pyx_v_max_packet = __Pyx_PyIndex_AsSsize_t(values[2]); if (unlikely((__pyx_v_max_packet == (Py_ssize_t)-1) && PyErr_Occurred())) __PYX_ERR(0, 74, __pyx_L3_error)
+    __pyx_v_max_messages = __Pyx_PyIndex_AsSsize_t(values[3]); if (unlikely((__pyx_v_max_messages == (Py_ssize_t)-1) && PyErr_Occurred())) __PYX_ERR(0, 74, __pyx_L3_error)
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("unwrap", 1, 4, 4, __pyx_nargs); __PYX_ERR(0, 70, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("unwrap", 1, 4, 4, __pyx_nargs); __PYX_ERR(0, 74, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -3067,8 +3162,8 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   __Pyx_RefNannyFinishContext();
   return NULL;
   __pyx_L4_argument_unpacking_done:;
-  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_buf), (&PyBytes_Type), 0, "buf", 1))) __PYX_ERR(0, 70, __pyx_L1_error)
-  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_label_header), (&PyBytes_Type), 0, "label_header", 1))) __PYX_ERR(0, 70, __pyx_L1_error)
+  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_buf), (&PyBytes_Type), 0, "buf", 1))) __PYX_ERR(0, 74, __pyx_L1_error)
+  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_label_header), (&PyBytes_Type), 0, "label_header", 1))) __PYX_ERR(0, 74, __pyx_L1_error)
   __pyx_r = __pyx_pf_11mcastmember_6gossip_4_hot_unwrap(__pyx_self, __pyx_v_buf, __pyx_v_label_header, __pyx_v_max_packet, __pyx_v_max_messages);
 
   /* function exit code */
@@ -3120,38 +3215,38 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_unwrap(CYTHON_UNUSED PyObj
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("unwrap", 0);
 
-  /* "mcastmember/gossip/_hot.pyx":72
+  /* "mcastmember/gossip/_hot.pyx":76
  * def unwrap(bytes buf not None, bytes label_header not None, Py_ssize_t max_packet, Py_ssize_t max_messages):
  *     """The messages of a plain packet, or ``None``: see ``_hot_py.unwrap``."""
  *     cdef const unsigned char *p = <const unsigned char *>buf             # <<<<<<<<<<<<<<
  *     cdef Py_ssize_t end = len(buf)
  *     cdef Py_ssize_t pos = len(label_header)
 */
-  __pyx_t_1 = __Pyx_PyBytes_AsUString(__pyx_v_buf); if (unlikely((!__pyx_t_1) && PyErr_Occurred())) __PYX_ERR(0, 72, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PyBytes_AsUString(__pyx_v_buf); if (unlikely((!__pyx_t_1) && PyErr_Occurred())) __PYX_ERR(0, 76, __pyx_L1_error)
   __pyx_v_p = ((unsigned char const *)__pyx_t_1);
 
 
-  /* "mcastmember/gossip/_hot.pyx":73
+  /* "mcastmember/gossip/_hot.pyx":77
  *     """The messages of a plain packet, or ``None``: see ``_hot_py.unwrap``."""
  *     cdef const unsigned char *p = <const unsigned char *>buf
  *     cdef Py_ssize_t end = len(buf)             # <<<<<<<<<<<<<<
  *     cdef Py_ssize_t pos = len(label_header)
  *     cdef Py_ssize_t count, lengths, part, size, stop, index
 */
-  __pyx_t_2 = __Pyx_PyBytes_GET_SIZE(__pyx_v_buf); if (unlikely(__pyx_t_2 == ((Py_ssize_t)-1))) __PYX_ERR(0, 73, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyBytes_GET_SIZE(__pyx_v_buf); if (unlikely(__pyx_t_2 == ((Py_ssize_t)-1))) __PYX_ERR(0, 77, __pyx_L1_error)
   __pyx_v_end = __pyx_t_2;
 
-  /* "mcastmember/gossip/_hot.pyx":74
+  /* "mcastmember/gossip/_hot.pyx":78
  *     cdef const unsigned char *p = <const unsigned char *>buf
  *     cdef Py_ssize_t end = len(buf)
  *     cdef Py_ssize_t pos = len(label_header)             # <<<<<<<<<<<<<<
  *     cdef Py_ssize_t count, lengths, part, size, stop, index
  *     cdef unsigned int want
 */
-  __pyx_t_2 = __Pyx_PyBytes_GET_SIZE(__pyx_v_label_header); if (unlikely(__pyx_t_2 == ((Py_ssize_t)-1))) __PYX_ERR(0, 74, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyBytes_GET_SIZE(__pyx_v_label_header); if (unlikely(__pyx_t_2 == ((Py_ssize_t)-1))) __PYX_ERR(0, 78, __pyx_L1_error)
   __pyx_v_pos = __pyx_t_2;
 
-  /* "mcastmember/gossip/_hot.pyx":77
+  /* "mcastmember/gossip/_hot.pyx":81
  *     cdef Py_ssize_t count, lengths, part, size, stop, index
  *     cdef unsigned int want
  *     if end > max_packet or pos > end or memcmp(p, <const char *>label_header, pos) != 0:             # <<<<<<<<<<<<<<
@@ -3178,7 +3273,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_unwrap(CYTHON_UNUSED PyObj
 
     goto __pyx_L4_bool_binop_done;
   }
-  __pyx_t_5 = __Pyx_PyBytes_AsString(__pyx_v_label_header); if (unlikely((!__pyx_t_5) && PyErr_Occurred())) __PYX_ERR(0, 77, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_PyBytes_AsString(__pyx_v_label_header); if (unlikely((!__pyx_t_5) && PyErr_Occurred())) __PYX_ERR(0, 81, __pyx_L1_error)
   __pyx_t_4 = (memcmp(__pyx_v_p, ((char const *)__pyx_t_5), __pyx_v_pos) != 0);
 
 
@@ -3189,7 +3284,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_unwrap(CYTHON_UNUSED PyObj
   if (__pyx_t_3) {
 
 
-    /* "mcastmember/gossip/_hot.pyx":78
+    /* "mcastmember/gossip/_hot.pyx":82
  *     cdef unsigned int want
  *     if end > max_packet or pos > end or memcmp(p, <const char *>label_header, pos) != 0:
  *         return None             # <<<<<<<<<<<<<<
@@ -3206,7 +3301,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_unwrap(CYTHON_UNUSED PyObj
     }
     goto __pyx_L0;
 
-    /* "mcastmember/gossip/_hot.pyx":77
+    /* "mcastmember/gossip/_hot.pyx":81
  *     cdef Py_ssize_t count, lengths, part, size, stop, index
  *     cdef unsigned int want
  *     if end > max_packet or pos > end or memcmp(p, <const char *>label_header, pos) != 0:             # <<<<<<<<<<<<<<
@@ -3215,7 +3310,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_unwrap(CYTHON_UNUSED PyObj
 */
   }
 
-  /* "mcastmember/gossip/_hot.pyx":79
+  /* "mcastmember/gossip/_hot.pyx":83
  *     if end > max_packet or pos > end or memcmp(p, <const char *>label_header, pos) != 0:
  *         return None
  *     if pos == 0 and end and p[0] == HAS_LABEL:             # <<<<<<<<<<<<<<
@@ -3251,7 +3346,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_unwrap(CYTHON_UNUSED PyObj
   if (__pyx_t_3) {
 
 
-    /* "mcastmember/gossip/_hot.pyx":80
+    /* "mcastmember/gossip/_hot.pyx":84
  *         return None
  *     if pos == 0 and end and p[0] == HAS_LABEL:
  *         return None             # <<<<<<<<<<<<<<
@@ -3268,7 +3363,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_unwrap(CYTHON_UNUSED PyObj
     }
     goto __pyx_L0;
 
-    /* "mcastmember/gossip/_hot.pyx":79
+    /* "mcastmember/gossip/_hot.pyx":83
  *     if end > max_packet or pos > end or memcmp(p, <const char *>label_header, pos) != 0:
  *         return None
  *     if pos == 0 and end and p[0] == HAS_LABEL:             # <<<<<<<<<<<<<<
@@ -3277,7 +3372,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_unwrap(CYTHON_UNUSED PyObj
 */
   }
 
-  /* "mcastmember/gossip/_hot.pyx":81
+  /* "mcastmember/gossip/_hot.pyx":85
  *     if pos == 0 and end and p[0] == HAS_LABEL:
  *         return None
  *     if pos < end and p[pos] == HAS_CRC:             # <<<<<<<<<<<<<<
@@ -3303,7 +3398,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_unwrap(CYTHON_UNUSED PyObj
   if (__pyx_t_3) {
 
 
-    /* "mcastmember/gossip/_hot.pyx":82
+    /* "mcastmember/gossip/_hot.pyx":86
  *         return None
  *     if pos < end and p[pos] == HAS_CRC:
  *         if end - pos < CRC_HEADER:             # <<<<<<<<<<<<<<
@@ -3315,59 +3410,12 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_unwrap(CYTHON_UNUSED PyObj
     if (__pyx_t_3) {
 
 
-      /* "mcastmember/gossip/_hot.pyx":83
+      /* "mcastmember/gossip/_hot.pyx":87
  *     if pos < end and p[pos] == HAS_CRC:
  *         if end - pos < CRC_HEADER:
  *             return None             # <<<<<<<<<<<<<<
  *         want = ((<unsigned int>p[pos + 1] << 24) | (<unsigned int>p[pos + 2] << 16)
  *                 | (<unsigned int>p[pos + 3] << 8) | p[pos + 4])
-*/
-      {
-        PyObject *__pyx_temp;
-        {
-          __pyx_temp = __pyx_r;
-          __pyx_r = Py_None; __Pyx_INCREF(Py_None);
-        }
-        __Pyx_XDECREF(__pyx_temp);
-      }
-      goto __pyx_L0;
-
-      /* "mcastmember/gossip/_hot.pyx":82
- *         return None
- *     if pos < end and p[pos] == HAS_CRC:
- *         if end - pos < CRC_HEADER:             # <<<<<<<<<<<<<<
- *             return None
- *         want = ((<unsigned int>p[pos + 1] << 24) | (<unsigned int>p[pos + 2] << 16)
-*/
-    }
-
-    /* "mcastmember/gossip/_hot.pyx":85
- *             return None
- *         want = ((<unsigned int>p[pos + 1] << 24) | (<unsigned int>p[pos + 2] << 16)
- *                 | (<unsigned int>p[pos + 3] << 8) | p[pos + 4])             # <<<<<<<<<<<<<<
- *         if crc32(p + pos + CRC_HEADER, end - pos - CRC_HEADER) != want:
- *             return None
-*/
-    __pyx_v_want = ((((((unsigned int)(__pyx_v_p[(__pyx_v_pos + 1)])) << 24) | (((unsigned int)(__pyx_v_p[(__pyx_v_pos + 2)])) << 16)) | (((unsigned int)(__pyx_v_p[(__pyx_v_pos + 3)])) << 8)) | (__pyx_v_p[(__pyx_v_pos + 4)]));
-
-    /* "mcastmember/gossip/_hot.pyx":86
- *         want = ((<unsigned int>p[pos + 1] << 24) | (<unsigned int>p[pos + 2] << 16)
- *                 | (<unsigned int>p[pos + 3] << 8) | p[pos + 4])
- *         if crc32(p + pos + CRC_HEADER, end - pos - CRC_HEADER) != want:             # <<<<<<<<<<<<<<
- *             return None
- *         pos += CRC_HEADER
-*/
-    __pyx_t_3 = (__pyx_f_11mcastmember_6gossip_4_hot_crc32(((__pyx_v_p + __pyx_v_pos) + __pyx_e_11mcastmember_6gossip_4_hot_CRC_HEADER), ((__pyx_v_end - __pyx_v_pos) - __pyx_e_11mcastmember_6gossip_4_hot_CRC_HEADER)) != __pyx_v_want);
-
-    if (__pyx_t_3) {
-
-
-      /* "mcastmember/gossip/_hot.pyx":87
- *                 | (<unsigned int>p[pos + 3] << 8) | p[pos + 4])
- *         if crc32(p + pos + CRC_HEADER, end - pos - CRC_HEADER) != want:
- *             return None             # <<<<<<<<<<<<<<
- *         pos += CRC_HEADER
- *     if pos >= end or p[pos] == COMPRESS:
 */
       {
         PyObject *__pyx_temp;
@@ -3380,6 +3428,53 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_unwrap(CYTHON_UNUSED PyObj
       goto __pyx_L0;
 
       /* "mcastmember/gossip/_hot.pyx":86
+ *         return None
+ *     if pos < end and p[pos] == HAS_CRC:
+ *         if end - pos < CRC_HEADER:             # <<<<<<<<<<<<<<
+ *             return None
+ *         want = ((<unsigned int>p[pos + 1] << 24) | (<unsigned int>p[pos + 2] << 16)
+*/
+    }
+
+    /* "mcastmember/gossip/_hot.pyx":89
+ *             return None
+ *         want = ((<unsigned int>p[pos + 1] << 24) | (<unsigned int>p[pos + 2] << 16)
+ *                 | (<unsigned int>p[pos + 3] << 8) | p[pos + 4])             # <<<<<<<<<<<<<<
+ *         if crc32(p + pos + CRC_HEADER, end - pos - CRC_HEADER) != want:
+ *             return None
+*/
+    __pyx_v_want = ((((((unsigned int)(__pyx_v_p[(__pyx_v_pos + 1)])) << 24) | (((unsigned int)(__pyx_v_p[(__pyx_v_pos + 2)])) << 16)) | (((unsigned int)(__pyx_v_p[(__pyx_v_pos + 3)])) << 8)) | (__pyx_v_p[(__pyx_v_pos + 4)]));
+
+    /* "mcastmember/gossip/_hot.pyx":90
+ *         want = ((<unsigned int>p[pos + 1] << 24) | (<unsigned int>p[pos + 2] << 16)
+ *                 | (<unsigned int>p[pos + 3] << 8) | p[pos + 4])
+ *         if crc32(p + pos + CRC_HEADER, end - pos - CRC_HEADER) != want:             # <<<<<<<<<<<<<<
+ *             return None
+ *         pos += CRC_HEADER
+*/
+    __pyx_t_3 = (__pyx_f_11mcastmember_6gossip_4_hot_crc32(((__pyx_v_p + __pyx_v_pos) + __pyx_e_11mcastmember_6gossip_4_hot_CRC_HEADER), ((__pyx_v_end - __pyx_v_pos) - __pyx_e_11mcastmember_6gossip_4_hot_CRC_HEADER)) != __pyx_v_want);
+
+    if (__pyx_t_3) {
+
+
+      /* "mcastmember/gossip/_hot.pyx":91
+ *                 | (<unsigned int>p[pos + 3] << 8) | p[pos + 4])
+ *         if crc32(p + pos + CRC_HEADER, end - pos - CRC_HEADER) != want:
+ *             return None             # <<<<<<<<<<<<<<
+ *         pos += CRC_HEADER
+ *     if pos >= end or p[pos] == COMPRESS:
+*/
+      {
+        PyObject *__pyx_temp;
+        {
+          __pyx_temp = __pyx_r;
+          __pyx_r = Py_None; __Pyx_INCREF(Py_None);
+        }
+        __Pyx_XDECREF(__pyx_temp);
+      }
+      goto __pyx_L0;
+
+      /* "mcastmember/gossip/_hot.pyx":90
  *         want = ((<unsigned int>p[pos + 1] << 24) | (<unsigned int>p[pos + 2] << 16)
  *                 | (<unsigned int>p[pos + 3] << 8) | p[pos + 4])
  *         if crc32(p + pos + CRC_HEADER, end - pos - CRC_HEADER) != want:             # <<<<<<<<<<<<<<
@@ -3388,7 +3483,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_unwrap(CYTHON_UNUSED PyObj
 */
     }
 
-    /* "mcastmember/gossip/_hot.pyx":88
+    /* "mcastmember/gossip/_hot.pyx":92
  *         if crc32(p + pos + CRC_HEADER, end - pos - CRC_HEADER) != want:
  *             return None
  *         pos += CRC_HEADER             # <<<<<<<<<<<<<<
@@ -3397,7 +3492,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_unwrap(CYTHON_UNUSED PyObj
 */
     __pyx_v_pos = (__pyx_v_pos + __pyx_e_11mcastmember_6gossip_4_hot_CRC_HEADER);
 
-    /* "mcastmember/gossip/_hot.pyx":81
+    /* "mcastmember/gossip/_hot.pyx":85
  *     if pos == 0 and end and p[0] == HAS_LABEL:
  *         return None
  *     if pos < end and p[pos] == HAS_CRC:             # <<<<<<<<<<<<<<
@@ -3406,7 +3501,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_unwrap(CYTHON_UNUSED PyObj
 */
   }
 
-  /* "mcastmember/gossip/_hot.pyx":89
+  /* "mcastmember/gossip/_hot.pyx":93
  *             return None
  *         pos += CRC_HEADER
  *     if pos >= end or p[pos] == COMPRESS:             # <<<<<<<<<<<<<<
@@ -3432,7 +3527,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_unwrap(CYTHON_UNUSED PyObj
   if (__pyx_t_3) {
 
 
-    /* "mcastmember/gossip/_hot.pyx":90
+    /* "mcastmember/gossip/_hot.pyx":94
  *         pos += CRC_HEADER
  *     if pos >= end or p[pos] == COMPRESS:
  *         return None             # <<<<<<<<<<<<<<
@@ -3449,7 +3544,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_unwrap(CYTHON_UNUSED PyObj
     }
     goto __pyx_L0;
 
-    /* "mcastmember/gossip/_hot.pyx":89
+    /* "mcastmember/gossip/_hot.pyx":93
  *             return None
  *         pos += CRC_HEADER
  *     if pos >= end or p[pos] == COMPRESS:             # <<<<<<<<<<<<<<
@@ -3458,7 +3553,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_unwrap(CYTHON_UNUSED PyObj
 */
   }
 
-  /* "mcastmember/gossip/_hot.pyx":91
+  /* "mcastmember/gossip/_hot.pyx":95
  *     if pos >= end or p[pos] == COMPRESS:
  *         return None
  *     if p[pos] != COMPOUND:             # <<<<<<<<<<<<<<
@@ -3470,7 +3565,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_unwrap(CYTHON_UNUSED PyObj
   if (__pyx_t_3) {
 
 
-    /* "mcastmember/gossip/_hot.pyx":92
+    /* "mcastmember/gossip/_hot.pyx":96
  *         return None
  *     if p[pos] != COMPOUND:
  *         return [p[pos:end]] if max_messages >= 1 else None             # <<<<<<<<<<<<<<
@@ -3480,12 +3575,12 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_unwrap(CYTHON_UNUSED PyObj
     __pyx_t_3 = (__pyx_v_max_messages >= 1);
 
     if (__pyx_t_3) {
-      __pyx_t_7 = __Pyx_PyBytes_FromStringAndSize(((char const *)__pyx_v_p) + __pyx_v_pos, __pyx_v_end - __pyx_v_pos); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 92, __pyx_L1_error)
+      __pyx_t_7 = __Pyx_PyBytes_FromStringAndSize(((char const *)__pyx_v_p) + __pyx_v_pos, __pyx_v_end - __pyx_v_pos); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 96, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_7);
-      __pyx_t_8 = PyList_New(1); if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 92, __pyx_L1_error)
+      __pyx_t_8 = PyList_New(1); if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 96, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_8);
       __Pyx_GIVEREF(__pyx_t_7);
-      if (__Pyx_PyList_SET_ITEM(__pyx_t_8, 0, __pyx_t_7) != (0)) __PYX_ERR(0, 92, __pyx_L1_error);
+      if (__Pyx_PyList_SET_ITEM(__pyx_t_8, 0, __pyx_t_7) != (0)) __PYX_ERR(0, 96, __pyx_L1_error);
       __pyx_t_7 = 0;
       __pyx_t_6 = __pyx_t_8;
       __pyx_t_8 = 0;
@@ -3505,7 +3600,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_unwrap(CYTHON_UNUSED PyObj
     __pyx_t_6 = 0;
     goto __pyx_L0;
 
-    /* "mcastmember/gossip/_hot.pyx":91
+    /* "mcastmember/gossip/_hot.pyx":95
  *     if pos >= end or p[pos] == COMPRESS:
  *         return None
  *     if p[pos] != COMPOUND:             # <<<<<<<<<<<<<<
@@ -3514,7 +3609,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_unwrap(CYTHON_UNUSED PyObj
 */
   }
 
-  /* "mcastmember/gossip/_hot.pyx":93
+  /* "mcastmember/gossip/_hot.pyx":97
  *     if p[pos] != COMPOUND:
  *         return [p[pos:end]] if max_messages >= 1 else None
  *     if pos + 1 >= end:             # <<<<<<<<<<<<<<
@@ -3526,7 +3621,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_unwrap(CYTHON_UNUSED PyObj
   if (__pyx_t_3) {
 
 
-    /* "mcastmember/gossip/_hot.pyx":94
+    /* "mcastmember/gossip/_hot.pyx":98
  *         return [p[pos:end]] if max_messages >= 1 else None
  *     if pos + 1 >= end:
  *         return None             # <<<<<<<<<<<<<<
@@ -3543,7 +3638,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_unwrap(CYTHON_UNUSED PyObj
     }
     goto __pyx_L0;
 
-    /* "mcastmember/gossip/_hot.pyx":93
+    /* "mcastmember/gossip/_hot.pyx":97
  *     if p[pos] != COMPOUND:
  *         return [p[pos:end]] if max_messages >= 1 else None
  *     if pos + 1 >= end:             # <<<<<<<<<<<<<<
@@ -3552,7 +3647,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_unwrap(CYTHON_UNUSED PyObj
 */
   }
 
-  /* "mcastmember/gossip/_hot.pyx":95
+  /* "mcastmember/gossip/_hot.pyx":99
  *     if pos + 1 >= end:
  *         return None
  *     count = p[pos + 1]             # <<<<<<<<<<<<<<
@@ -3561,7 +3656,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_unwrap(CYTHON_UNUSED PyObj
 */
   __pyx_v_count = (__pyx_v_p[(__pyx_v_pos + 1)]);
 
-  /* "mcastmember/gossip/_hot.pyx":96
+  /* "mcastmember/gossip/_hot.pyx":100
  *         return None
  *     count = p[pos + 1]
  *     lengths = pos + 2             # <<<<<<<<<<<<<<
@@ -3570,7 +3665,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_unwrap(CYTHON_UNUSED PyObj
 */
   __pyx_v_lengths = (__pyx_v_pos + 2);
 
-  /* "mcastmember/gossip/_hot.pyx":97
+  /* "mcastmember/gossip/_hot.pyx":101
  *     count = p[pos + 1]
  *     lengths = pos + 2
  *     part = lengths + 2 * count             # <<<<<<<<<<<<<<
@@ -3579,7 +3674,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_unwrap(CYTHON_UNUSED PyObj
 */
   __pyx_v_part = (__pyx_v_lengths + (2 * __pyx_v_count));
 
-  /* "mcastmember/gossip/_hot.pyx":98
+  /* "mcastmember/gossip/_hot.pyx":102
  *     lengths = pos + 2
  *     part = lengths + 2 * count
  *     if count > max_messages or part > end:             # <<<<<<<<<<<<<<
@@ -3605,7 +3700,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_unwrap(CYTHON_UNUSED PyObj
   if (__pyx_t_3) {
 
 
-    /* "mcastmember/gossip/_hot.pyx":99
+    /* "mcastmember/gossip/_hot.pyx":103
  *     part = lengths + 2 * count
  *     if count > max_messages or part > end:
  *         return None             # <<<<<<<<<<<<<<
@@ -3622,7 +3717,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_unwrap(CYTHON_UNUSED PyObj
     }
     goto __pyx_L0;
 
-    /* "mcastmember/gossip/_hot.pyx":98
+    /* "mcastmember/gossip/_hot.pyx":102
  *     lengths = pos + 2
  *     part = lengths + 2 * count
  *     if count > max_messages or part > end:             # <<<<<<<<<<<<<<
@@ -3631,19 +3726,19 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_unwrap(CYTHON_UNUSED PyObj
 */
   }
 
-  /* "mcastmember/gossip/_hot.pyx":100
+  /* "mcastmember/gossip/_hot.pyx":104
  *     if count > max_messages or part > end:
  *         return None
  *     out = []             # <<<<<<<<<<<<<<
  *     for index in range(count):
  *         size = (<Py_ssize_t>p[lengths + 2 * index] << 8) | p[lengths + 2 * index + 1]
 */
-  __pyx_t_6 = PyList_New(0); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 100, __pyx_L1_error)
+  __pyx_t_6 = PyList_New(0); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 104, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
   __pyx_v_out = ((PyObject*)__pyx_t_6);
   __pyx_t_6 = 0;
 
-  /* "mcastmember/gossip/_hot.pyx":101
+  /* "mcastmember/gossip/_hot.pyx":105
  *         return None
  *     out = []
  *     for index in range(count):             # <<<<<<<<<<<<<<
@@ -3657,7 +3752,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_unwrap(CYTHON_UNUSED PyObj
   for (__pyx_t_10 = 0; __pyx_t_10 < __pyx_t_9; __pyx_t_10+=1) {
     __pyx_v_index = __pyx_t_10;
 
-    /* "mcastmember/gossip/_hot.pyx":102
+    /* "mcastmember/gossip/_hot.pyx":106
  *     out = []
  *     for index in range(count):
  *         size = (<Py_ssize_t>p[lengths + 2 * index] << 8) | p[lengths + 2 * index + 1]             # <<<<<<<<<<<<<<
@@ -3666,7 +3761,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_unwrap(CYTHON_UNUSED PyObj
 */
     __pyx_v_size = ((((Py_ssize_t)(__pyx_v_p[(__pyx_v_lengths + (2 * __pyx_v_index))])) << 8) | (__pyx_v_p[((__pyx_v_lengths + (2 * __pyx_v_index)) + 1)]));
 
-    /* "mcastmember/gossip/_hot.pyx":103
+    /* "mcastmember/gossip/_hot.pyx":107
  *     for index in range(count):
  *         size = (<Py_ssize_t>p[lengths + 2 * index] << 8) | p[lengths + 2 * index + 1]
  *         stop = part + size             # <<<<<<<<<<<<<<
@@ -3675,7 +3770,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_unwrap(CYTHON_UNUSED PyObj
 */
     __pyx_v_stop = (__pyx_v_part + __pyx_v_size);
 
-    /* "mcastmember/gossip/_hot.pyx":104
+    /* "mcastmember/gossip/_hot.pyx":108
  *         size = (<Py_ssize_t>p[lengths + 2 * index] << 8) | p[lengths + 2 * index + 1]
  *         stop = part + size
  *         if size == 0 or stop > end or p[part] == COMPOUND or p[part] == COMPRESS:             # <<<<<<<<<<<<<<
@@ -3721,7 +3816,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_unwrap(CYTHON_UNUSED PyObj
     if (__pyx_t_3) {
 
 
-      /* "mcastmember/gossip/_hot.pyx":105
+      /* "mcastmember/gossip/_hot.pyx":109
  *         stop = part + size
  *         if size == 0 or stop > end or p[part] == COMPOUND or p[part] == COMPRESS:
  *             return None             # <<<<<<<<<<<<<<
@@ -3738,7 +3833,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_unwrap(CYTHON_UNUSED PyObj
       }
       goto __pyx_L0;
 
-      /* "mcastmember/gossip/_hot.pyx":104
+      /* "mcastmember/gossip/_hot.pyx":108
  *         size = (<Py_ssize_t>p[lengths + 2 * index] << 8) | p[lengths + 2 * index + 1]
  *         stop = part + size
  *         if size == 0 or stop > end or p[part] == COMPOUND or p[part] == COMPRESS:             # <<<<<<<<<<<<<<
@@ -3747,20 +3842,20 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_unwrap(CYTHON_UNUSED PyObj
 */
     }
 
-    /* "mcastmember/gossip/_hot.pyx":106
+    /* "mcastmember/gossip/_hot.pyx":110
  *         if size == 0 or stop > end or p[part] == COMPOUND or p[part] == COMPRESS:
  *             return None
  *         out.append(p[part:stop])             # <<<<<<<<<<<<<<
  *         part = stop
  *     return out if part == end else None
 */
-    __pyx_t_6 = __Pyx_PyBytes_FromStringAndSize(((char const *)__pyx_v_p) + __pyx_v_part, __pyx_v_stop - __pyx_v_part); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 106, __pyx_L1_error)
+    __pyx_t_6 = __Pyx_PyBytes_FromStringAndSize(((char const *)__pyx_v_p) + __pyx_v_part, __pyx_v_stop - __pyx_v_part); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 110, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_6);
-    __pyx_t_11 = __Pyx_PyList_Append(__pyx_v_out, __pyx_t_6); if (unlikely(__pyx_t_11 == ((int)-1))) __PYX_ERR(0, 106, __pyx_L1_error)
+    __pyx_t_11 = __Pyx_PyList_Append(__pyx_v_out, __pyx_t_6); if (unlikely(__pyx_t_11 == ((int)-1))) __PYX_ERR(0, 110, __pyx_L1_error)
     __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
 
 
-    /* "mcastmember/gossip/_hot.pyx":107
+    /* "mcastmember/gossip/_hot.pyx":111
  *             return None
  *         out.append(p[part:stop])
  *         part = stop             # <<<<<<<<<<<<<<
@@ -3771,7 +3866,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_unwrap(CYTHON_UNUSED PyObj
   }
 
 
-  /* "mcastmember/gossip/_hot.pyx":108
+  /* "mcastmember/gossip/_hot.pyx":112
  *         out.append(p[part:stop])
  *         part = stop
  *     return out if part == end else None             # <<<<<<<<<<<<<<
@@ -3799,7 +3894,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_unwrap(CYTHON_UNUSED PyObj
   __pyx_t_6 = 0;
   goto __pyx_L0;
 
-  /* "mcastmember/gossip/_hot.pyx":70
+  /* "mcastmember/gossip/_hot.pyx":74
  * 
  * 
  * def unwrap(bytes buf not None, bytes label_header not None, Py_ssize_t max_packet, Py_ssize_t max_messages):             # <<<<<<<<<<<<<<
@@ -3831,7 +3926,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_unwrap(CYTHON_UNUSED PyObj
   return __pyx_r;
 }
 
-/* "mcastmember/gossip/_hot.pyx":117
+/* "mcastmember/gossip/_hot.pyx":121
  * 
  * 
  * cdef inline unsigned long long read_uint(Reader *r):             # <<<<<<<<<<<<<<
@@ -3847,7 +3942,7 @@ static CYTHON_INLINE unsigned PY_LONG_LONG __pyx_f_11mcastmember_6gossip_4_hot_r
   int __pyx_t_2;
   int __pyx_t_3;
 
-  /* "mcastmember/gossip/_hot.pyx":119
+  /* "mcastmember/gossip/_hot.pyx":123
  * cdef inline unsigned long long read_uint(Reader *r):
  *     """A msgpack unsigned integer of at most 32 bits."""
  *     cdef Py_ssize_t pos = r.pos             # <<<<<<<<<<<<<<
@@ -3858,7 +3953,7 @@ static CYTHON_INLINE unsigned PY_LONG_LONG __pyx_f_11mcastmember_6gossip_4_hot_r
 
   __pyx_v_pos = __pyx_t_1;
 
-  /* "mcastmember/gossip/_hot.pyx":121
+  /* "mcastmember/gossip/_hot.pyx":125
  *     cdef Py_ssize_t pos = r.pos
  *     cdef unsigned char b
  *     if pos < 0 or pos >= r.end:             # <<<<<<<<<<<<<<
@@ -3884,7 +3979,7 @@ static CYTHON_INLINE unsigned PY_LONG_LONG __pyx_f_11mcastmember_6gossip_4_hot_r
   if (__pyx_t_2) {
 
 
-    /* "mcastmember/gossip/_hot.pyx":122
+    /* "mcastmember/gossip/_hot.pyx":126
  *     cdef unsigned char b
  *     if pos < 0 or pos >= r.end:
  *         r.pos = -1             # <<<<<<<<<<<<<<
@@ -3893,7 +3988,7 @@ static CYTHON_INLINE unsigned PY_LONG_LONG __pyx_f_11mcastmember_6gossip_4_hot_r
 */
     __pyx_v_r->pos = -1L;
 
-    /* "mcastmember/gossip/_hot.pyx":123
+    /* "mcastmember/gossip/_hot.pyx":127
  *     if pos < 0 or pos >= r.end:
  *         r.pos = -1
  *         return 0             # <<<<<<<<<<<<<<
@@ -3906,7 +4001,7 @@ static CYTHON_INLINE unsigned PY_LONG_LONG __pyx_f_11mcastmember_6gossip_4_hot_r
     }
     goto __pyx_L0;
 
-    /* "mcastmember/gossip/_hot.pyx":121
+    /* "mcastmember/gossip/_hot.pyx":125
  *     cdef Py_ssize_t pos = r.pos
  *     cdef unsigned char b
  *     if pos < 0 or pos >= r.end:             # <<<<<<<<<<<<<<
@@ -3915,7 +4010,7 @@ static CYTHON_INLINE unsigned PY_LONG_LONG __pyx_f_11mcastmember_6gossip_4_hot_r
 */
   }
 
-  /* "mcastmember/gossip/_hot.pyx":124
+  /* "mcastmember/gossip/_hot.pyx":128
  *         r.pos = -1
  *         return 0
  *     b = r.p[pos]             # <<<<<<<<<<<<<<
@@ -3924,7 +4019,7 @@ static CYTHON_INLINE unsigned PY_LONG_LONG __pyx_f_11mcastmember_6gossip_4_hot_r
 */
   __pyx_v_b = (__pyx_v_r->p[__pyx_v_pos]);
 
-  /* "mcastmember/gossip/_hot.pyx":125
+  /* "mcastmember/gossip/_hot.pyx":129
  *         return 0
  *     b = r.p[pos]
  *     if b < 0x80:             # <<<<<<<<<<<<<<
@@ -3936,7 +4031,7 @@ static CYTHON_INLINE unsigned PY_LONG_LONG __pyx_f_11mcastmember_6gossip_4_hot_r
   if (__pyx_t_2) {
 
 
-    /* "mcastmember/gossip/_hot.pyx":126
+    /* "mcastmember/gossip/_hot.pyx":130
  *     b = r.p[pos]
  *     if b < 0x80:
  *         r.pos = pos + 1             # <<<<<<<<<<<<<<
@@ -3945,7 +4040,7 @@ static CYTHON_INLINE unsigned PY_LONG_LONG __pyx_f_11mcastmember_6gossip_4_hot_r
 */
     __pyx_v_r->pos = (__pyx_v_pos + 1);
 
-    /* "mcastmember/gossip/_hot.pyx":127
+    /* "mcastmember/gossip/_hot.pyx":131
  *     if b < 0x80:
  *         r.pos = pos + 1
  *         return b             # <<<<<<<<<<<<<<
@@ -3958,7 +4053,7 @@ static CYTHON_INLINE unsigned PY_LONG_LONG __pyx_f_11mcastmember_6gossip_4_hot_r
     }
     goto __pyx_L0;
 
-    /* "mcastmember/gossip/_hot.pyx":125
+    /* "mcastmember/gossip/_hot.pyx":129
  *         return 0
  *     b = r.p[pos]
  *     if b < 0x80:             # <<<<<<<<<<<<<<
@@ -3967,7 +4062,7 @@ static CYTHON_INLINE unsigned PY_LONG_LONG __pyx_f_11mcastmember_6gossip_4_hot_r
 */
   }
 
-  /* "mcastmember/gossip/_hot.pyx":128
+  /* "mcastmember/gossip/_hot.pyx":132
  *         r.pos = pos + 1
  *         return b
  *     if b == 0xCC and pos + 2 <= r.end:             # <<<<<<<<<<<<<<
@@ -3993,7 +4088,7 @@ static CYTHON_INLINE unsigned PY_LONG_LONG __pyx_f_11mcastmember_6gossip_4_hot_r
   if (__pyx_t_2) {
 
 
-    /* "mcastmember/gossip/_hot.pyx":129
+    /* "mcastmember/gossip/_hot.pyx":133
  *         return b
  *     if b == 0xCC and pos + 2 <= r.end:
  *         r.pos = pos + 2             # <<<<<<<<<<<<<<
@@ -4002,7 +4097,7 @@ static CYTHON_INLINE unsigned PY_LONG_LONG __pyx_f_11mcastmember_6gossip_4_hot_r
 */
     __pyx_v_r->pos = (__pyx_v_pos + 2);
 
-    /* "mcastmember/gossip/_hot.pyx":130
+    /* "mcastmember/gossip/_hot.pyx":134
  *     if b == 0xCC and pos + 2 <= r.end:
  *         r.pos = pos + 2
  *         return r.p[pos + 1]             # <<<<<<<<<<<<<<
@@ -4015,7 +4110,7 @@ static CYTHON_INLINE unsigned PY_LONG_LONG __pyx_f_11mcastmember_6gossip_4_hot_r
     }
     goto __pyx_L0;
 
-    /* "mcastmember/gossip/_hot.pyx":128
+    /* "mcastmember/gossip/_hot.pyx":132
  *         r.pos = pos + 1
  *         return b
  *     if b == 0xCC and pos + 2 <= r.end:             # <<<<<<<<<<<<<<
@@ -4024,7 +4119,7 @@ static CYTHON_INLINE unsigned PY_LONG_LONG __pyx_f_11mcastmember_6gossip_4_hot_r
 */
   }
 
-  /* "mcastmember/gossip/_hot.pyx":131
+  /* "mcastmember/gossip/_hot.pyx":135
  *         r.pos = pos + 2
  *         return r.p[pos + 1]
  *     if b == 0xCD and pos + 3 <= r.end:             # <<<<<<<<<<<<<<
@@ -4050,7 +4145,7 @@ static CYTHON_INLINE unsigned PY_LONG_LONG __pyx_f_11mcastmember_6gossip_4_hot_r
   if (__pyx_t_2) {
 
 
-    /* "mcastmember/gossip/_hot.pyx":132
+    /* "mcastmember/gossip/_hot.pyx":136
  *         return r.p[pos + 1]
  *     if b == 0xCD and pos + 3 <= r.end:
  *         r.pos = pos + 3             # <<<<<<<<<<<<<<
@@ -4059,7 +4154,7 @@ static CYTHON_INLINE unsigned PY_LONG_LONG __pyx_f_11mcastmember_6gossip_4_hot_r
 */
     __pyx_v_r->pos = (__pyx_v_pos + 3);
 
-    /* "mcastmember/gossip/_hot.pyx":133
+    /* "mcastmember/gossip/_hot.pyx":137
  *     if b == 0xCD and pos + 3 <= r.end:
  *         r.pos = pos + 3
  *         return (<unsigned long long>r.p[pos + 1] << 8) | r.p[pos + 2]             # <<<<<<<<<<<<<<
@@ -4072,7 +4167,7 @@ static CYTHON_INLINE unsigned PY_LONG_LONG __pyx_f_11mcastmember_6gossip_4_hot_r
     }
     goto __pyx_L0;
 
-    /* "mcastmember/gossip/_hot.pyx":131
+    /* "mcastmember/gossip/_hot.pyx":135
  *         r.pos = pos + 2
  *         return r.p[pos + 1]
  *     if b == 0xCD and pos + 3 <= r.end:             # <<<<<<<<<<<<<<
@@ -4081,7 +4176,7 @@ static CYTHON_INLINE unsigned PY_LONG_LONG __pyx_f_11mcastmember_6gossip_4_hot_r
 */
   }
 
-  /* "mcastmember/gossip/_hot.pyx":134
+  /* "mcastmember/gossip/_hot.pyx":138
  *         r.pos = pos + 3
  *         return (<unsigned long long>r.p[pos + 1] << 8) | r.p[pos + 2]
  *     if b == 0xCE and pos + 5 <= r.end:             # <<<<<<<<<<<<<<
@@ -4107,7 +4202,7 @@ static CYTHON_INLINE unsigned PY_LONG_LONG __pyx_f_11mcastmember_6gossip_4_hot_r
   if (__pyx_t_2) {
 
 
-    /* "mcastmember/gossip/_hot.pyx":135
+    /* "mcastmember/gossip/_hot.pyx":139
  *         return (<unsigned long long>r.p[pos + 1] << 8) | r.p[pos + 2]
  *     if b == 0xCE and pos + 5 <= r.end:
  *         r.pos = pos + 5             # <<<<<<<<<<<<<<
@@ -4116,7 +4211,7 @@ static CYTHON_INLINE unsigned PY_LONG_LONG __pyx_f_11mcastmember_6gossip_4_hot_r
 */
     __pyx_v_r->pos = (__pyx_v_pos + 5);
 
-    /* "mcastmember/gossip/_hot.pyx":137
+    /* "mcastmember/gossip/_hot.pyx":141
  *         r.pos = pos + 5
  *         return ((<unsigned long long>r.p[pos + 1] << 24) | (<unsigned long long>r.p[pos + 2] << 16)
  *                 | (<unsigned long long>r.p[pos + 3] << 8) | r.p[pos + 4])             # <<<<<<<<<<<<<<
@@ -4129,7 +4224,7 @@ static CYTHON_INLINE unsigned PY_LONG_LONG __pyx_f_11mcastmember_6gossip_4_hot_r
     }
     goto __pyx_L0;
 
-    /* "mcastmember/gossip/_hot.pyx":134
+    /* "mcastmember/gossip/_hot.pyx":138
  *         r.pos = pos + 3
  *         return (<unsigned long long>r.p[pos + 1] << 8) | r.p[pos + 2]
  *     if b == 0xCE and pos + 5 <= r.end:             # <<<<<<<<<<<<<<
@@ -4138,7 +4233,7 @@ static CYTHON_INLINE unsigned PY_LONG_LONG __pyx_f_11mcastmember_6gossip_4_hot_r
 */
   }
 
-  /* "mcastmember/gossip/_hot.pyx":138
+  /* "mcastmember/gossip/_hot.pyx":142
  *         return ((<unsigned long long>r.p[pos + 1] << 24) | (<unsigned long long>r.p[pos + 2] << 16)
  *                 | (<unsigned long long>r.p[pos + 3] << 8) | r.p[pos + 4])
  *     r.pos = -1             # <<<<<<<<<<<<<<
@@ -4147,7 +4242,7 @@ static CYTHON_INLINE unsigned PY_LONG_LONG __pyx_f_11mcastmember_6gossip_4_hot_r
 */
   __pyx_v_r->pos = -1L;
 
-  /* "mcastmember/gossip/_hot.pyx":139
+  /* "mcastmember/gossip/_hot.pyx":143
  *                 | (<unsigned long long>r.p[pos + 3] << 8) | r.p[pos + 4])
  *     r.pos = -1
  *     return 0             # <<<<<<<<<<<<<<
@@ -4160,7 +4255,7 @@ static CYTHON_INLINE unsigned PY_LONG_LONG __pyx_f_11mcastmember_6gossip_4_hot_r
   }
   goto __pyx_L0;
 
-  /* "mcastmember/gossip/_hot.pyx":117
+  /* "mcastmember/gossip/_hot.pyx":121
  * 
  * 
  * cdef inline unsigned long long read_uint(Reader *r):             # <<<<<<<<<<<<<<
@@ -4176,7 +4271,7 @@ static CYTHON_INLINE unsigned PY_LONG_LONG __pyx_f_11mcastmember_6gossip_4_hot_r
   return __pyx_r;
 }
 
-/* "mcastmember/gossip/_hot.pyx":142
+/* "mcastmember/gossip/_hot.pyx":146
  * 
  * 
  * cdef inline Py_ssize_t read_raw(Reader *r, bint nil_ok):             # <<<<<<<<<<<<<<
@@ -4194,7 +4289,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_11mcastmember_6gossip_4_hot_read_raw(str
   int __pyx_t_2;
   int __pyx_t_3;
 
-  /* "mcastmember/gossip/_hot.pyx":145
+  /* "mcastmember/gossip/_hot.pyx":149
  *     """A msgpack raw (fixraw, raw16, raw32), or nil if ``nil_ok``: the start
  *     of its bytes (its end is the new position); -1 on failure."""
  *     cdef Py_ssize_t pos = r.pos             # <<<<<<<<<<<<<<
@@ -4205,7 +4300,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_11mcastmember_6gossip_4_hot_read_raw(str
 
   __pyx_v_pos = __pyx_t_1;
 
-  /* "mcastmember/gossip/_hot.pyx":149
+  /* "mcastmember/gossip/_hot.pyx":153
  *     cdef unsigned long long size
  *     cdef unsigned char b
  *     if pos < 0 or pos >= r.end:             # <<<<<<<<<<<<<<
@@ -4231,7 +4326,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_11mcastmember_6gossip_4_hot_read_raw(str
   if (__pyx_t_2) {
 
 
-    /* "mcastmember/gossip/_hot.pyx":150
+    /* "mcastmember/gossip/_hot.pyx":154
  *     cdef unsigned char b
  *     if pos < 0 or pos >= r.end:
  *         r.pos = -1             # <<<<<<<<<<<<<<
@@ -4240,7 +4335,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_11mcastmember_6gossip_4_hot_read_raw(str
 */
     __pyx_v_r->pos = -1L;
 
-    /* "mcastmember/gossip/_hot.pyx":151
+    /* "mcastmember/gossip/_hot.pyx":155
  *     if pos < 0 or pos >= r.end:
  *         r.pos = -1
  *         return -1             # <<<<<<<<<<<<<<
@@ -4253,7 +4348,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_11mcastmember_6gossip_4_hot_read_raw(str
     }
     goto __pyx_L0;
 
-    /* "mcastmember/gossip/_hot.pyx":149
+    /* "mcastmember/gossip/_hot.pyx":153
  *     cdef unsigned long long size
  *     cdef unsigned char b
  *     if pos < 0 or pos >= r.end:             # <<<<<<<<<<<<<<
@@ -4262,7 +4357,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_11mcastmember_6gossip_4_hot_read_raw(str
 */
   }
 
-  /* "mcastmember/gossip/_hot.pyx":152
+  /* "mcastmember/gossip/_hot.pyx":156
  *         r.pos = -1
  *         return -1
  *     b = r.p[pos]             # <<<<<<<<<<<<<<
@@ -4271,7 +4366,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_11mcastmember_6gossip_4_hot_read_raw(str
 */
   __pyx_v_b = (__pyx_v_r->p[__pyx_v_pos]);
 
-  /* "mcastmember/gossip/_hot.pyx":153
+  /* "mcastmember/gossip/_hot.pyx":157
  *         return -1
  *     b = r.p[pos]
  *     if 0xA0 <= b <= 0xBF:             # <<<<<<<<<<<<<<
@@ -4285,7 +4380,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_11mcastmember_6gossip_4_hot_read_raw(str
   if (__pyx_t_2) {
 
 
-    /* "mcastmember/gossip/_hot.pyx":154
+    /* "mcastmember/gossip/_hot.pyx":158
  *     b = r.p[pos]
  *     if 0xA0 <= b <= 0xBF:
  *         start = pos + 1             # <<<<<<<<<<<<<<
@@ -4294,7 +4389,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_11mcastmember_6gossip_4_hot_read_raw(str
 */
     __pyx_v_start = (__pyx_v_pos + 1);
 
-    /* "mcastmember/gossip/_hot.pyx":155
+    /* "mcastmember/gossip/_hot.pyx":159
  *     if 0xA0 <= b <= 0xBF:
  *         start = pos + 1
  *         size = b - 0xA0             # <<<<<<<<<<<<<<
@@ -4303,7 +4398,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_11mcastmember_6gossip_4_hot_read_raw(str
 */
     __pyx_v_size = (__pyx_v_b - 0xA0);
 
-    /* "mcastmember/gossip/_hot.pyx":153
+    /* "mcastmember/gossip/_hot.pyx":157
  *         return -1
  *     b = r.p[pos]
  *     if 0xA0 <= b <= 0xBF:             # <<<<<<<<<<<<<<
@@ -4313,7 +4408,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_11mcastmember_6gossip_4_hot_read_raw(str
     goto __pyx_L6;
   }
 
-  /* "mcastmember/gossip/_hot.pyx":156
+  /* "mcastmember/gossip/_hot.pyx":160
  *         start = pos + 1
  *         size = b - 0xA0
  *     elif b == 0xDA and pos + 3 <= r.end:             # <<<<<<<<<<<<<<
@@ -4339,7 +4434,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_11mcastmember_6gossip_4_hot_read_raw(str
   if (__pyx_t_2) {
 
 
-    /* "mcastmember/gossip/_hot.pyx":157
+    /* "mcastmember/gossip/_hot.pyx":161
  *         size = b - 0xA0
  *     elif b == 0xDA and pos + 3 <= r.end:
  *         start = pos + 3             # <<<<<<<<<<<<<<
@@ -4348,7 +4443,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_11mcastmember_6gossip_4_hot_read_raw(str
 */
     __pyx_v_start = (__pyx_v_pos + 3);
 
-    /* "mcastmember/gossip/_hot.pyx":158
+    /* "mcastmember/gossip/_hot.pyx":162
  *     elif b == 0xDA and pos + 3 <= r.end:
  *         start = pos + 3
  *         size = (<unsigned long long>r.p[pos + 1] << 8) | r.p[pos + 2]             # <<<<<<<<<<<<<<
@@ -4357,7 +4452,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_11mcastmember_6gossip_4_hot_read_raw(str
 */
     __pyx_v_size = ((((unsigned PY_LONG_LONG)(__pyx_v_r->p[(__pyx_v_pos + 1)])) << 8) | (__pyx_v_r->p[(__pyx_v_pos + 2)]));
 
-    /* "mcastmember/gossip/_hot.pyx":156
+    /* "mcastmember/gossip/_hot.pyx":160
  *         start = pos + 1
  *         size = b - 0xA0
  *     elif b == 0xDA and pos + 3 <= r.end:             # <<<<<<<<<<<<<<
@@ -4367,7 +4462,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_11mcastmember_6gossip_4_hot_read_raw(str
     goto __pyx_L6;
   }
 
-  /* "mcastmember/gossip/_hot.pyx":159
+  /* "mcastmember/gossip/_hot.pyx":163
  *         start = pos + 3
  *         size = (<unsigned long long>r.p[pos + 1] << 8) | r.p[pos + 2]
  *     elif b == 0xDB and pos + 5 <= r.end:             # <<<<<<<<<<<<<<
@@ -4393,7 +4488,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_11mcastmember_6gossip_4_hot_read_raw(str
   if (__pyx_t_2) {
 
 
-    /* "mcastmember/gossip/_hot.pyx":160
+    /* "mcastmember/gossip/_hot.pyx":164
  *         size = (<unsigned long long>r.p[pos + 1] << 8) | r.p[pos + 2]
  *     elif b == 0xDB and pos + 5 <= r.end:
  *         start = pos + 5             # <<<<<<<<<<<<<<
@@ -4402,7 +4497,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_11mcastmember_6gossip_4_hot_read_raw(str
 */
     __pyx_v_start = (__pyx_v_pos + 5);
 
-    /* "mcastmember/gossip/_hot.pyx":162
+    /* "mcastmember/gossip/_hot.pyx":166
  *         start = pos + 5
  *         size = ((<unsigned long long>r.p[pos + 1] << 24) | (<unsigned long long>r.p[pos + 2] << 16)
  *                 | (<unsigned long long>r.p[pos + 3] << 8) | r.p[pos + 4])             # <<<<<<<<<<<<<<
@@ -4411,7 +4506,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_11mcastmember_6gossip_4_hot_read_raw(str
 */
     __pyx_v_size = ((((((unsigned PY_LONG_LONG)(__pyx_v_r->p[(__pyx_v_pos + 1)])) << 24) | (((unsigned PY_LONG_LONG)(__pyx_v_r->p[(__pyx_v_pos + 2)])) << 16)) | (((unsigned PY_LONG_LONG)(__pyx_v_r->p[(__pyx_v_pos + 3)])) << 8)) | (__pyx_v_r->p[(__pyx_v_pos + 4)]));
 
-    /* "mcastmember/gossip/_hot.pyx":159
+    /* "mcastmember/gossip/_hot.pyx":163
  *         start = pos + 3
  *         size = (<unsigned long long>r.p[pos + 1] << 8) | r.p[pos + 2]
  *     elif b == 0xDB and pos + 5 <= r.end:             # <<<<<<<<<<<<<<
@@ -4421,7 +4516,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_11mcastmember_6gossip_4_hot_read_raw(str
     goto __pyx_L6;
   }
 
-  /* "mcastmember/gossip/_hot.pyx":163
+  /* "mcastmember/gossip/_hot.pyx":167
  *         size = ((<unsigned long long>r.p[pos + 1] << 24) | (<unsigned long long>r.p[pos + 2] << 16)
  *                 | (<unsigned long long>r.p[pos + 3] << 8) | r.p[pos + 4])
  *     elif b == 0xC0 and nil_ok:             # <<<<<<<<<<<<<<
@@ -4444,7 +4539,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_11mcastmember_6gossip_4_hot_read_raw(str
   if (__pyx_t_2) {
 
 
-    /* "mcastmember/gossip/_hot.pyx":164
+    /* "mcastmember/gossip/_hot.pyx":168
  *                 | (<unsigned long long>r.p[pos + 3] << 8) | r.p[pos + 4])
  *     elif b == 0xC0 and nil_ok:
  *         r.pos = pos + 1             # <<<<<<<<<<<<<<
@@ -4453,7 +4548,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_11mcastmember_6gossip_4_hot_read_raw(str
 */
     __pyx_v_r->pos = (__pyx_v_pos + 1);
 
-    /* "mcastmember/gossip/_hot.pyx":165
+    /* "mcastmember/gossip/_hot.pyx":169
  *     elif b == 0xC0 and nil_ok:
  *         r.pos = pos + 1
  *         return pos + 1             # <<<<<<<<<<<<<<
@@ -4466,7 +4561,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_11mcastmember_6gossip_4_hot_read_raw(str
     }
     goto __pyx_L0;
 
-    /* "mcastmember/gossip/_hot.pyx":163
+    /* "mcastmember/gossip/_hot.pyx":167
  *         size = ((<unsigned long long>r.p[pos + 1] << 24) | (<unsigned long long>r.p[pos + 2] << 16)
  *                 | (<unsigned long long>r.p[pos + 3] << 8) | r.p[pos + 4])
  *     elif b == 0xC0 and nil_ok:             # <<<<<<<<<<<<<<
@@ -4475,7 +4570,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_11mcastmember_6gossip_4_hot_read_raw(str
 */
   }
 
-  /* "mcastmember/gossip/_hot.pyx":167
+  /* "mcastmember/gossip/_hot.pyx":171
  *         return pos + 1
  *     else:
  *         r.pos = -1             # <<<<<<<<<<<<<<
@@ -4485,7 +4580,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_11mcastmember_6gossip_4_hot_read_raw(str
   /*else*/ {
     __pyx_v_r->pos = -1L;
 
-    /* "mcastmember/gossip/_hot.pyx":168
+    /* "mcastmember/gossip/_hot.pyx":172
  *     else:
  *         r.pos = -1
  *         return -1             # <<<<<<<<<<<<<<
@@ -4500,7 +4595,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_11mcastmember_6gossip_4_hot_read_raw(str
   }
   __pyx_L6:;
 
-  /* "mcastmember/gossip/_hot.pyx":169
+  /* "mcastmember/gossip/_hot.pyx":173
  *         r.pos = -1
  *         return -1
  *     if size > <unsigned long long>(r.end - start):             # <<<<<<<<<<<<<<
@@ -4512,7 +4607,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_11mcastmember_6gossip_4_hot_read_raw(str
   if (__pyx_t_2) {
 
 
-    /* "mcastmember/gossip/_hot.pyx":170
+    /* "mcastmember/gossip/_hot.pyx":174
  *         return -1
  *     if size > <unsigned long long>(r.end - start):
  *         r.pos = -1             # <<<<<<<<<<<<<<
@@ -4521,7 +4616,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_11mcastmember_6gossip_4_hot_read_raw(str
 */
     __pyx_v_r->pos = -1L;
 
-    /* "mcastmember/gossip/_hot.pyx":171
+    /* "mcastmember/gossip/_hot.pyx":175
  *     if size > <unsigned long long>(r.end - start):
  *         r.pos = -1
  *         return -1             # <<<<<<<<<<<<<<
@@ -4534,7 +4629,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_11mcastmember_6gossip_4_hot_read_raw(str
     }
     goto __pyx_L0;
 
-    /* "mcastmember/gossip/_hot.pyx":169
+    /* "mcastmember/gossip/_hot.pyx":173
  *         r.pos = -1
  *         return -1
  *     if size > <unsigned long long>(r.end - start):             # <<<<<<<<<<<<<<
@@ -4543,7 +4638,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_11mcastmember_6gossip_4_hot_read_raw(str
 */
   }
 
-  /* "mcastmember/gossip/_hot.pyx":172
+  /* "mcastmember/gossip/_hot.pyx":176
  *         r.pos = -1
  *         return -1
  *     r.pos = start + <Py_ssize_t>size             # <<<<<<<<<<<<<<
@@ -4552,7 +4647,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_11mcastmember_6gossip_4_hot_read_raw(str
 */
   __pyx_v_r->pos = (__pyx_v_start + ((Py_ssize_t)__pyx_v_size));
 
-  /* "mcastmember/gossip/_hot.pyx":173
+  /* "mcastmember/gossip/_hot.pyx":177
  *         return -1
  *     r.pos = start + <Py_ssize_t>size
  *     return start             # <<<<<<<<<<<<<<
@@ -4565,7 +4660,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_11mcastmember_6gossip_4_hot_read_raw(str
   }
   goto __pyx_L0;
 
-  /* "mcastmember/gossip/_hot.pyx":142
+  /* "mcastmember/gossip/_hot.pyx":146
  * 
  * 
  * cdef inline Py_ssize_t read_raw(Reader *r, bint nil_ok):             # <<<<<<<<<<<<<<
@@ -4583,7 +4678,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_11mcastmember_6gossip_4_hot_read_raw(str
   return __pyx_r;
 }
 
-/* "mcastmember/gossip/_hot.pyx":176
+/* "mcastmember/gossip/_hot.pyx":180
  * 
  * 
  * cdef inline bint key(Reader *r, bytes k):             # <<<<<<<<<<<<<<
@@ -4602,7 +4697,7 @@ static CYTHON_INLINE int __pyx_f_11mcastmember_6gossip_4_hot_key(struct __pyx_t_
   const char *__pyx_filename = NULL;
   int __pyx_clineno = 0;
 
-  /* "mcastmember/gossip/_hot.pyx":178
+  /* "mcastmember/gossip/_hot.pyx":182
  * cdef inline bint key(Reader *r, bytes k):
  *     """The key ``k`` next: step over it."""
  *     cdef Py_ssize_t n = len(k)             # <<<<<<<<<<<<<<
@@ -4611,12 +4706,12 @@ static CYTHON_INLINE int __pyx_f_11mcastmember_6gossip_4_hot_key(struct __pyx_t_
 */
   if (unlikely(__pyx_v_k == Py_None)) {
     PyErr_SetString(PyExc_TypeError, "object of type \047NoneType\047 has no len()");
-    __PYX_ERR(0, 178, __pyx_L1_error)
+    __PYX_ERR(0, 182, __pyx_L1_error)
   }
-  __pyx_t_1 = __Pyx_PyBytes_GET_SIZE(__pyx_v_k); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1))) __PYX_ERR(0, 178, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PyBytes_GET_SIZE(__pyx_v_k); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1))) __PYX_ERR(0, 182, __pyx_L1_error)
   __pyx_v_n = __pyx_t_1;
 
-  /* "mcastmember/gossip/_hot.pyx":179
+  /* "mcastmember/gossip/_hot.pyx":183
  *     """The key ``k`` next: step over it."""
  *     cdef Py_ssize_t n = len(k)
  *     if r.pos < 0 or n > r.end - r.pos or memcmp(r.p + r.pos, <const char *>k, n) != 0:             # <<<<<<<<<<<<<<
@@ -4645,9 +4740,9 @@ static CYTHON_INLINE int __pyx_f_11mcastmember_6gossip_4_hot_key(struct __pyx_t_
   }
   if (unlikely(__pyx_v_k == Py_None)) {
     PyErr_SetString(PyExc_TypeError, "expected bytes, NoneType found");
-    __PYX_ERR(0, 179, __pyx_L1_error)
+    __PYX_ERR(0, 183, __pyx_L1_error)
   }
-  __pyx_t_4 = __Pyx_PyBytes_AsString(__pyx_v_k); if (unlikely((!__pyx_t_4) && PyErr_Occurred())) __PYX_ERR(0, 179, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_PyBytes_AsString(__pyx_v_k); if (unlikely((!__pyx_t_4) && PyErr_Occurred())) __PYX_ERR(0, 183, __pyx_L1_error)
   __pyx_t_3 = (memcmp((__pyx_v_r->p + __pyx_v_r->pos), ((char const *)__pyx_t_4), __pyx_v_n) != 0);
 
 
@@ -4658,7 +4753,7 @@ static CYTHON_INLINE int __pyx_f_11mcastmember_6gossip_4_hot_key(struct __pyx_t_
   if (__pyx_t_2) {
 
 
-    /* "mcastmember/gossip/_hot.pyx":180
+    /* "mcastmember/gossip/_hot.pyx":184
  *     cdef Py_ssize_t n = len(k)
  *     if r.pos < 0 or n > r.end - r.pos or memcmp(r.p + r.pos, <const char *>k, n) != 0:
  *         return False             # <<<<<<<<<<<<<<
@@ -4671,7 +4766,7 @@ static CYTHON_INLINE int __pyx_f_11mcastmember_6gossip_4_hot_key(struct __pyx_t_
     }
     goto __pyx_L0;
 
-    /* "mcastmember/gossip/_hot.pyx":179
+    /* "mcastmember/gossip/_hot.pyx":183
  *     """The key ``k`` next: step over it."""
  *     cdef Py_ssize_t n = len(k)
  *     if r.pos < 0 or n > r.end - r.pos or memcmp(r.p + r.pos, <const char *>k, n) != 0:             # <<<<<<<<<<<<<<
@@ -4680,7 +4775,7 @@ static CYTHON_INLINE int __pyx_f_11mcastmember_6gossip_4_hot_key(struct __pyx_t_
 */
   }
 
-  /* "mcastmember/gossip/_hot.pyx":181
+  /* "mcastmember/gossip/_hot.pyx":185
  *     if r.pos < 0 or n > r.end - r.pos or memcmp(r.p + r.pos, <const char *>k, n) != 0:
  *         return False
  *     r.pos += n             # <<<<<<<<<<<<<<
@@ -4689,7 +4784,7 @@ static CYTHON_INLINE int __pyx_f_11mcastmember_6gossip_4_hot_key(struct __pyx_t_
 */
   __pyx_v_r->pos = (__pyx_v_r->pos + __pyx_v_n);
 
-  /* "mcastmember/gossip/_hot.pyx":182
+  /* "mcastmember/gossip/_hot.pyx":186
  *         return False
  *     r.pos += n
  *     return True             # <<<<<<<<<<<<<<
@@ -4702,7 +4797,7 @@ static CYTHON_INLINE int __pyx_f_11mcastmember_6gossip_4_hot_key(struct __pyx_t_
   }
   goto __pyx_L0;
 
-  /* "mcastmember/gossip/_hot.pyx":176
+  /* "mcastmember/gossip/_hot.pyx":180
  * 
  * 
  * cdef inline bint key(Reader *r, bytes k):             # <<<<<<<<<<<<<<
@@ -4720,7 +4815,7 @@ static CYTHON_INLINE int __pyx_f_11mcastmember_6gossip_4_hot_key(struct __pyx_t_
   return __pyx_r;
 }
 
-/* "mcastmember/gossip/_hot.pyx":185
+/* "mcastmember/gossip/_hot.pyx":189
  * 
  * 
  * cdef inline bytes span(Reader *r, Py_ssize_t start, Py_ssize_t stop):             # <<<<<<<<<<<<<<
@@ -4737,14 +4832,14 @@ static CYTHON_INLINE PyObject *__pyx_f_11mcastmember_6gossip_4_hot_span(struct _
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("span", 0);
 
-  /* "mcastmember/gossip/_hot.pyx":186
+  /* "mcastmember/gossip/_hot.pyx":190
  * 
  * cdef inline bytes span(Reader *r, Py_ssize_t start, Py_ssize_t stop):
  *     return r.p[start:stop]             # <<<<<<<<<<<<<<
  * 
  * 
 */
-  __pyx_t_1 = __Pyx_PyBytes_FromStringAndSize(((char const *)__pyx_v_r->p) + __pyx_v_start, __pyx_v_stop - __pyx_v_start); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 186, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PyBytes_FromStringAndSize(((char const *)__pyx_v_r->p) + __pyx_v_start, __pyx_v_stop - __pyx_v_start); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 190, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   {
     PyObject *__pyx_temp;
@@ -4757,7 +4852,7 @@ static CYTHON_INLINE PyObject *__pyx_f_11mcastmember_6gossip_4_hot_span(struct _
   __pyx_t_1 = 0;
   goto __pyx_L0;
 
-  /* "mcastmember/gossip/_hot.pyx":185
+  /* "mcastmember/gossip/_hot.pyx":189
  * 
  * 
  * cdef inline bytes span(Reader *r, Py_ssize_t start, Py_ssize_t stop):             # <<<<<<<<<<<<<<
@@ -4776,7 +4871,7 @@ static CYTHON_INLINE PyObject *__pyx_f_11mcastmember_6gossip_4_hot_span(struct _
   return __pyx_r;
 }
 
-/* "mcastmember/gossip/_hot.pyx":189
+/* "mcastmember/gossip/_hot.pyx":193
  * 
  * 
  * def match(bytes buf not None, bytes me not None):             # <<<<<<<<<<<<<<
@@ -4825,39 +4920,39 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_buf,&__pyx_mstate_global->__pyx_n_u_me,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 189, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 193, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 189, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 193, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 189, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 193, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "match", 0) < (0)) __PYX_ERR(0, 189, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "match", 0) < (0)) __PYX_ERR(0, 193, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 2; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("match", 1, 2, 2, i); __PYX_ERR(0, 189, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("match", 1, 2, 2, i); __PYX_ERR(0, 193, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 2)) {
       goto __pyx_L5_argtuple_error;
     } else {
       values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 189, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 193, __pyx_L3_error)
       values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 189, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 193, __pyx_L3_error)
     }
     __pyx_v_buf = ((PyObject*)values[0]);
     __pyx_v_me = ((PyObject*)values[1]);
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("match", 1, 2, 2, __pyx_nargs); __PYX_ERR(0, 189, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("match", 1, 2, 2, __pyx_nargs); __PYX_ERR(0, 193, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -4868,8 +4963,8 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   __Pyx_RefNannyFinishContext();
   return NULL;
   __pyx_L4_argument_unpacking_done:;
-  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_buf), (&PyBytes_Type), 0, "buf", 1))) __PYX_ERR(0, 189, __pyx_L1_error)
-  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_me), (&PyBytes_Type), 0, "me", 1))) __PYX_ERR(0, 189, __pyx_L1_error)
+  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_buf), (&PyBytes_Type), 0, "buf", 1))) __PYX_ERR(0, 193, __pyx_L1_error)
+  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_me), (&PyBytes_Type), 0, "me", 1))) __PYX_ERR(0, 193, __pyx_L1_error)
   __pyx_r = __pyx_pf_11mcastmember_6gossip_4_hot_2match(__pyx_self, __pyx_v_buf, __pyx_v_me);
 
   /* function exit code */
@@ -4904,28 +4999,28 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_2match(CYTHON_UNUSED PyObj
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("match", 0);
 
-  /* "mcastmember/gossip/_hot.pyx":192
+  /* "mcastmember/gossip/_hot.pyx":196
  *     """One message (type byte + body) in one of the hot layouts, or ``None``."""
  *     cdef Reader r
  *     r.p = <const unsigned char *>buf             # <<<<<<<<<<<<<<
  *     r.end = len(buf)
  *     r.pos = 2
 */
-  __pyx_t_1 = __Pyx_PyBytes_AsUString(__pyx_v_buf); if (unlikely((!__pyx_t_1) && PyErr_Occurred())) __PYX_ERR(0, 192, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PyBytes_AsUString(__pyx_v_buf); if (unlikely((!__pyx_t_1) && PyErr_Occurred())) __PYX_ERR(0, 196, __pyx_L1_error)
   __pyx_v_r.p = ((unsigned char const *)__pyx_t_1);
 
 
-  /* "mcastmember/gossip/_hot.pyx":193
+  /* "mcastmember/gossip/_hot.pyx":197
  *     cdef Reader r
  *     r.p = <const unsigned char *>buf
  *     r.end = len(buf)             # <<<<<<<<<<<<<<
  *     r.pos = 2
  *     if r.end < 2:
 */
-  __pyx_t_2 = __Pyx_PyBytes_GET_SIZE(__pyx_v_buf); if (unlikely(__pyx_t_2 == ((Py_ssize_t)-1))) __PYX_ERR(0, 193, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyBytes_GET_SIZE(__pyx_v_buf); if (unlikely(__pyx_t_2 == ((Py_ssize_t)-1))) __PYX_ERR(0, 197, __pyx_L1_error)
   __pyx_v_r.end = __pyx_t_2;
 
-  /* "mcastmember/gossip/_hot.pyx":194
+  /* "mcastmember/gossip/_hot.pyx":198
  *     r.p = <const unsigned char *>buf
  *     r.end = len(buf)
  *     r.pos = 2             # <<<<<<<<<<<<<<
@@ -4934,7 +5029,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_2match(CYTHON_UNUSED PyObj
 */
   __pyx_v_r.pos = 2;
 
-  /* "mcastmember/gossip/_hot.pyx":195
+  /* "mcastmember/gossip/_hot.pyx":199
  *     r.end = len(buf)
  *     r.pos = 2
  *     if r.end < 2:             # <<<<<<<<<<<<<<
@@ -4946,7 +5041,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_2match(CYTHON_UNUSED PyObj
   if (__pyx_t_3) {
 
 
-    /* "mcastmember/gossip/_hot.pyx":196
+    /* "mcastmember/gossip/_hot.pyx":200
  *     r.pos = 2
  *     if r.end < 2:
  *         return None             # <<<<<<<<<<<<<<
@@ -4963,7 +5058,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_2match(CYTHON_UNUSED PyObj
     }
     goto __pyx_L0;
 
-    /* "mcastmember/gossip/_hot.pyx":195
+    /* "mcastmember/gossip/_hot.pyx":199
  *     r.end = len(buf)
  *     r.pos = 2
  *     if r.end < 2:             # <<<<<<<<<<<<<<
@@ -4972,7 +5067,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_2match(CYTHON_UNUSED PyObj
 */
   }
 
-  /* "mcastmember/gossip/_hot.pyx":197
+  /* "mcastmember/gossip/_hot.pyx":201
  *     if r.end < 2:
  *         return None
  *     cdef unsigned char kind = r.p[0]             # <<<<<<<<<<<<<<
@@ -4981,7 +5076,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_2match(CYTHON_UNUSED PyObj
 */
   __pyx_v_kind = (__pyx_v_r.p[0]);
 
-  /* "mcastmember/gossip/_hot.pyx":198
+  /* "mcastmember/gossip/_hot.pyx":202
  *         return None
  *     cdef unsigned char kind = r.p[0]
  *     cdef unsigned char count = r.p[1]             # <<<<<<<<<<<<<<
@@ -4990,7 +5085,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_2match(CYTHON_UNUSED PyObj
 */
   __pyx_v_count = (__pyx_v_r.p[1]);
 
-  /* "mcastmember/gossip/_hot.pyx":199
+  /* "mcastmember/gossip/_hot.pyx":203
  *     cdef unsigned char kind = r.p[0]
  *     cdef unsigned char count = r.p[1]
  *     if kind == C_PING:             # <<<<<<<<<<<<<<
@@ -5002,96 +5097,14 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_2match(CYTHON_UNUSED PyObj
   if (__pyx_t_3) {
 
 
-    /* "mcastmember/gossip/_hot.pyx":200
+    /* "mcastmember/gossip/_hot.pyx":204
  *     cdef unsigned char count = r.p[1]
  *     if kind == C_PING:
  *         return _ping(&r, count, me)             # <<<<<<<<<<<<<<
  *     if kind == C_ACK:
  *         return _ack(&r, count)
 */
-    __pyx_t_4 = __pyx_f_11mcastmember_6gossip_4_hot__ping((&__pyx_v_r), __pyx_v_count, __pyx_v_me); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 200, __pyx_L1_error)
-    __Pyx_GOTREF(__pyx_t_4);
-    {
-      PyObject *__pyx_temp;
-      {
-        __pyx_temp = __pyx_r;
-        __pyx_r = __pyx_t_4;
-      }
-      __Pyx_XDECREF(__pyx_temp);
-    }
-    __pyx_t_4 = 0;
-    goto __pyx_L0;
-
-    /* "mcastmember/gossip/_hot.pyx":199
- *     cdef unsigned char kind = r.p[0]
- *     cdef unsigned char count = r.p[1]
- *     if kind == C_PING:             # <<<<<<<<<<<<<<
- *         return _ping(&r, count, me)
- *     if kind == C_ACK:
-*/
-  }
-
-  /* "mcastmember/gossip/_hot.pyx":201
- *     if kind == C_PING:
- *         return _ping(&r, count, me)
- *     if kind == C_ACK:             # <<<<<<<<<<<<<<
- *         return _ack(&r, count)
- *     if kind == C_ALIVE:
-*/
-  __pyx_t_3 = (__pyx_v_kind == __pyx_e_11mcastmember_6gossip_4_hot_C_ACK);
-
-  if (__pyx_t_3) {
-
-
-    /* "mcastmember/gossip/_hot.pyx":202
- *         return _ping(&r, count, me)
- *     if kind == C_ACK:
- *         return _ack(&r, count)             # <<<<<<<<<<<<<<
- *     if kind == C_ALIVE:
- *         return _alive(&r, count)
-*/
-    __pyx_t_4 = __pyx_f_11mcastmember_6gossip_4_hot__ack((&__pyx_v_r), __pyx_v_count); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 202, __pyx_L1_error)
-    __Pyx_GOTREF(__pyx_t_4);
-    {
-      PyObject *__pyx_temp;
-      {
-        __pyx_temp = __pyx_r;
-        __pyx_r = __pyx_t_4;
-      }
-      __Pyx_XDECREF(__pyx_temp);
-    }
-    __pyx_t_4 = 0;
-    goto __pyx_L0;
-
-    /* "mcastmember/gossip/_hot.pyx":201
- *     if kind == C_PING:
- *         return _ping(&r, count, me)
- *     if kind == C_ACK:             # <<<<<<<<<<<<<<
- *         return _ack(&r, count)
- *     if kind == C_ALIVE:
-*/
-  }
-
-  /* "mcastmember/gossip/_hot.pyx":203
- *     if kind == C_ACK:
- *         return _ack(&r, count)
- *     if kind == C_ALIVE:             # <<<<<<<<<<<<<<
- *         return _alive(&r, count)
- *     if kind == C_SUSPECT or kind == C_DEAD:
-*/
-  __pyx_t_3 = (__pyx_v_kind == __pyx_e_11mcastmember_6gossip_4_hot_C_ALIVE);
-
-  if (__pyx_t_3) {
-
-
-    /* "mcastmember/gossip/_hot.pyx":204
- *         return _ack(&r, count)
- *     if kind == C_ALIVE:
- *         return _alive(&r, count)             # <<<<<<<<<<<<<<
- *     if kind == C_SUSPECT or kind == C_DEAD:
- *         return _accusation(&r, count, kind)
-*/
-    __pyx_t_4 = __pyx_f_11mcastmember_6gossip_4_hot__alive((&__pyx_v_r), __pyx_v_count); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 204, __pyx_L1_error)
+    __pyx_t_4 = __pyx_f_11mcastmember_6gossip_4_hot__ping((&__pyx_v_r), __pyx_v_count, __pyx_v_me); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 204, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_4);
     {
       PyObject *__pyx_temp;
@@ -5105,33 +5118,34 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_2match(CYTHON_UNUSED PyObj
     goto __pyx_L0;
 
     /* "mcastmember/gossip/_hot.pyx":203
+ *     cdef unsigned char kind = r.p[0]
+ *     cdef unsigned char count = r.p[1]
+ *     if kind == C_PING:             # <<<<<<<<<<<<<<
+ *         return _ping(&r, count, me)
  *     if kind == C_ACK:
- *         return _ack(&r, count)
- *     if kind == C_ALIVE:             # <<<<<<<<<<<<<<
- *         return _alive(&r, count)
- *     if kind == C_SUSPECT or kind == C_DEAD:
 */
   }
 
   /* "mcastmember/gossip/_hot.pyx":205
+ *     if kind == C_PING:
+ *         return _ping(&r, count, me)
+ *     if kind == C_ACK:             # <<<<<<<<<<<<<<
+ *         return _ack(&r, count)
  *     if kind == C_ALIVE:
- *         return _alive(&r, count)
- *     if kind == C_SUSPECT or kind == C_DEAD:             # <<<<<<<<<<<<<<
- *         return _accusation(&r, count, kind)
- *     return None
 */
-  switch (__pyx_v_kind) {
-    case __pyx_e_11mcastmember_6gossip_4_hot_C_SUSPECT:
-    case __pyx_e_11mcastmember_6gossip_4_hot_C_DEAD:
+  __pyx_t_3 = (__pyx_v_kind == __pyx_e_11mcastmember_6gossip_4_hot_C_ACK);
+
+  if (__pyx_t_3) {
+
 
     /* "mcastmember/gossip/_hot.pyx":206
+ *         return _ping(&r, count, me)
+ *     if kind == C_ACK:
+ *         return _ack(&r, count)             # <<<<<<<<<<<<<<
+ *     if kind == C_ALIVE:
  *         return _alive(&r, count)
- *     if kind == C_SUSPECT or kind == C_DEAD:
- *         return _accusation(&r, count, kind)             # <<<<<<<<<<<<<<
- *     return None
- * 
 */
-    __pyx_t_4 = __pyx_f_11mcastmember_6gossip_4_hot__accusation((&__pyx_v_r), __pyx_v_count, __pyx_v_kind); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 206, __pyx_L1_error)
+    __pyx_t_4 = __pyx_f_11mcastmember_6gossip_4_hot__ack((&__pyx_v_r), __pyx_v_count); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 206, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_4);
     {
       PyObject *__pyx_temp;
@@ -5145,6 +5159,87 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_2match(CYTHON_UNUSED PyObj
     goto __pyx_L0;
 
     /* "mcastmember/gossip/_hot.pyx":205
+ *     if kind == C_PING:
+ *         return _ping(&r, count, me)
+ *     if kind == C_ACK:             # <<<<<<<<<<<<<<
+ *         return _ack(&r, count)
+ *     if kind == C_ALIVE:
+*/
+  }
+
+  /* "mcastmember/gossip/_hot.pyx":207
+ *     if kind == C_ACK:
+ *         return _ack(&r, count)
+ *     if kind == C_ALIVE:             # <<<<<<<<<<<<<<
+ *         return _alive(&r, count)
+ *     if kind == C_SUSPECT or kind == C_DEAD:
+*/
+  __pyx_t_3 = (__pyx_v_kind == __pyx_e_11mcastmember_6gossip_4_hot_C_ALIVE);
+
+  if (__pyx_t_3) {
+
+
+    /* "mcastmember/gossip/_hot.pyx":208
+ *         return _ack(&r, count)
+ *     if kind == C_ALIVE:
+ *         return _alive(&r, count)             # <<<<<<<<<<<<<<
+ *     if kind == C_SUSPECT or kind == C_DEAD:
+ *         return _accusation(&r, count, kind)
+*/
+    __pyx_t_4 = __pyx_f_11mcastmember_6gossip_4_hot__alive((&__pyx_v_r), __pyx_v_count); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 208, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_4);
+    {
+      PyObject *__pyx_temp;
+      {
+        __pyx_temp = __pyx_r;
+        __pyx_r = __pyx_t_4;
+      }
+      __Pyx_XDECREF(__pyx_temp);
+    }
+    __pyx_t_4 = 0;
+    goto __pyx_L0;
+
+    /* "mcastmember/gossip/_hot.pyx":207
+ *     if kind == C_ACK:
+ *         return _ack(&r, count)
+ *     if kind == C_ALIVE:             # <<<<<<<<<<<<<<
+ *         return _alive(&r, count)
+ *     if kind == C_SUSPECT or kind == C_DEAD:
+*/
+  }
+
+  /* "mcastmember/gossip/_hot.pyx":209
+ *     if kind == C_ALIVE:
+ *         return _alive(&r, count)
+ *     if kind == C_SUSPECT or kind == C_DEAD:             # <<<<<<<<<<<<<<
+ *         return _accusation(&r, count, kind)
+ *     return None
+*/
+  switch (__pyx_v_kind) {
+    case __pyx_e_11mcastmember_6gossip_4_hot_C_SUSPECT:
+    case __pyx_e_11mcastmember_6gossip_4_hot_C_DEAD:
+
+    /* "mcastmember/gossip/_hot.pyx":210
+ *         return _alive(&r, count)
+ *     if kind == C_SUSPECT or kind == C_DEAD:
+ *         return _accusation(&r, count, kind)             # <<<<<<<<<<<<<<
+ *     return None
+ * 
+*/
+    __pyx_t_4 = __pyx_f_11mcastmember_6gossip_4_hot__accusation((&__pyx_v_r), __pyx_v_count, __pyx_v_kind); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 210, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_4);
+    {
+      PyObject *__pyx_temp;
+      {
+        __pyx_temp = __pyx_r;
+        __pyx_r = __pyx_t_4;
+      }
+      __Pyx_XDECREF(__pyx_temp);
+    }
+    __pyx_t_4 = 0;
+    goto __pyx_L0;
+
+    /* "mcastmember/gossip/_hot.pyx":209
  *     if kind == C_ALIVE:
  *         return _alive(&r, count)
  *     if kind == C_SUSPECT or kind == C_DEAD:             # <<<<<<<<<<<<<<
@@ -5155,7 +5250,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_2match(CYTHON_UNUSED PyObj
     default: break;
   }
 
-  /* "mcastmember/gossip/_hot.pyx":207
+  /* "mcastmember/gossip/_hot.pyx":211
  *     if kind == C_SUSPECT or kind == C_DEAD:
  *         return _accusation(&r, count, kind)
  *     return None             # <<<<<<<<<<<<<<
@@ -5172,7 +5267,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_2match(CYTHON_UNUSED PyObj
   }
   goto __pyx_L0;
 
-  /* "mcastmember/gossip/_hot.pyx":189
+  /* "mcastmember/gossip/_hot.pyx":193
  * 
  * 
  * def match(bytes buf not None, bytes me not None):             # <<<<<<<<<<<<<<
@@ -5194,7 +5289,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_2match(CYTHON_UNUSED PyObj
   return __pyx_r;
 }
 
-/* "mcastmember/gossip/_hot.pyx":210
+/* "mcastmember/gossip/_hot.pyx":214
  * 
  * 
  * cdef object _ping(Reader *r, unsigned char count, bytes me):             # <<<<<<<<<<<<<<
@@ -5230,7 +5325,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ping(struct __pyx_t_11mcas
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("_ping", 0);
 
-  /* "mcastmember/gossip/_hot.pyx":211
+  /* "mcastmember/gossip/_hot.pyx":215
  * 
  * cdef object _ping(Reader *r, unsigned char count, bytes me):
  *     cdef Py_ssize_t node, node_end, addr_start = 0, addr_end = 0             # <<<<<<<<<<<<<<
@@ -5240,7 +5335,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ping(struct __pyx_t_11mcas
   __pyx_v_addr_start = 0;
   __pyx_v_addr_end = 0;
 
-  /* "mcastmember/gossip/_hot.pyx":212
+  /* "mcastmember/gossip/_hot.pyx":216
  * cdef object _ping(Reader *r, unsigned char count, bytes me):
  *     cdef Py_ssize_t node, node_end, addr_start = 0, addr_end = 0
  *     cdef unsigned long long seq, port = 0             # <<<<<<<<<<<<<<
@@ -5249,7 +5344,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ping(struct __pyx_t_11mcas
 */
   __pyx_v_port = 0;
 
-  /* "mcastmember/gossip/_hot.pyx":214
+  /* "mcastmember/gossip/_hot.pyx":218
  *     cdef unsigned long long seq, port = 0
  *     cdef int left
  *     if count < 0x82 or count > 0x85 or not key(r, K_NODE):             # <<<<<<<<<<<<<<
@@ -5278,7 +5373,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ping(struct __pyx_t_11mcas
   }
   __pyx_t_3 = __pyx_v_11mcastmember_6gossip_4_hot_K_NODE;
   __Pyx_INCREF(__pyx_t_3);
-  __pyx_t_2 = __pyx_f_11mcastmember_6gossip_4_hot_key(__pyx_v_r, ((PyObject*)__pyx_t_3)); if (unlikely(__pyx_t_2 == ((int)-1) && PyErr_Occurred())) __PYX_ERR(0, 214, __pyx_L1_error)
+  __pyx_t_2 = __pyx_f_11mcastmember_6gossip_4_hot_key(__pyx_v_r, ((PyObject*)__pyx_t_3)); if (unlikely(__pyx_t_2 == ((int)-1) && PyErr_Occurred())) __PYX_ERR(0, 218, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
   __pyx_t_4 = (!__pyx_t_2);
 
@@ -5290,7 +5385,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ping(struct __pyx_t_11mcas
   if (__pyx_t_1) {
 
 
-    /* "mcastmember/gossip/_hot.pyx":215
+    /* "mcastmember/gossip/_hot.pyx":219
  *     cdef int left
  *     if count < 0x82 or count > 0x85 or not key(r, K_NODE):
  *         return None             # <<<<<<<<<<<<<<
@@ -5307,7 +5402,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ping(struct __pyx_t_11mcas
     }
     goto __pyx_L0;
 
-    /* "mcastmember/gossip/_hot.pyx":214
+    /* "mcastmember/gossip/_hot.pyx":218
  *     cdef unsigned long long seq, port = 0
  *     cdef int left
  *     if count < 0x82 or count > 0x85 or not key(r, K_NODE):             # <<<<<<<<<<<<<<
@@ -5316,17 +5411,17 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ping(struct __pyx_t_11mcas
 */
   }
 
-  /* "mcastmember/gossip/_hot.pyx":216
+  /* "mcastmember/gossip/_hot.pyx":220
  *     if count < 0x82 or count > 0x85 or not key(r, K_NODE):
  *         return None
  *     node = read_raw(r, False)             # <<<<<<<<<<<<<<
  *     node_end = r.pos
  *     if node < 0 or not key(r, K_SEQ):
 */
-  __pyx_t_5 = __pyx_f_11mcastmember_6gossip_4_hot_read_raw(__pyx_v_r, 0); if (unlikely(__pyx_t_5 == ((Py_ssize_t)-1L) && PyErr_Occurred())) __PYX_ERR(0, 216, __pyx_L1_error)
+  __pyx_t_5 = __pyx_f_11mcastmember_6gossip_4_hot_read_raw(__pyx_v_r, 0); if (unlikely(__pyx_t_5 == ((Py_ssize_t)-1L) && PyErr_Occurred())) __PYX_ERR(0, 220, __pyx_L1_error)
   __pyx_v_node = __pyx_t_5;
 
-  /* "mcastmember/gossip/_hot.pyx":217
+  /* "mcastmember/gossip/_hot.pyx":221
  *         return None
  *     node = read_raw(r, False)
  *     node_end = r.pos             # <<<<<<<<<<<<<<
@@ -5337,7 +5432,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ping(struct __pyx_t_11mcas
 
   __pyx_v_node_end = __pyx_t_5;
 
-  /* "mcastmember/gossip/_hot.pyx":218
+  /* "mcastmember/gossip/_hot.pyx":222
  *     node = read_raw(r, False)
  *     node_end = r.pos
  *     if node < 0 or not key(r, K_SEQ):             # <<<<<<<<<<<<<<
@@ -5356,7 +5451,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ping(struct __pyx_t_11mcas
   }
   __pyx_t_3 = __pyx_v_11mcastmember_6gossip_4_hot_K_SEQ;
   __Pyx_INCREF(__pyx_t_3);
-  __pyx_t_4 = __pyx_f_11mcastmember_6gossip_4_hot_key(__pyx_v_r, ((PyObject*)__pyx_t_3)); if (unlikely(__pyx_t_4 == ((int)-1) && PyErr_Occurred())) __PYX_ERR(0, 218, __pyx_L1_error)
+  __pyx_t_4 = __pyx_f_11mcastmember_6gossip_4_hot_key(__pyx_v_r, ((PyObject*)__pyx_t_3)); if (unlikely(__pyx_t_4 == ((int)-1) && PyErr_Occurred())) __PYX_ERR(0, 222, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
   __pyx_t_2 = (!__pyx_t_4);
 
@@ -5368,7 +5463,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ping(struct __pyx_t_11mcas
   if (__pyx_t_1) {
 
 
-    /* "mcastmember/gossip/_hot.pyx":219
+    /* "mcastmember/gossip/_hot.pyx":223
  *     node_end = r.pos
  *     if node < 0 or not key(r, K_SEQ):
  *         return None             # <<<<<<<<<<<<<<
@@ -5385,7 +5480,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ping(struct __pyx_t_11mcas
     }
     goto __pyx_L0;
 
-    /* "mcastmember/gossip/_hot.pyx":218
+    /* "mcastmember/gossip/_hot.pyx":222
  *     node = read_raw(r, False)
  *     node_end = r.pos
  *     if node < 0 or not key(r, K_SEQ):             # <<<<<<<<<<<<<<
@@ -5394,17 +5489,17 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ping(struct __pyx_t_11mcas
 */
   }
 
-  /* "mcastmember/gossip/_hot.pyx":220
+  /* "mcastmember/gossip/_hot.pyx":224
  *     if node < 0 or not key(r, K_SEQ):
  *         return None
  *     seq = read_uint(r)             # <<<<<<<<<<<<<<
  *     if r.pos < 0:
  *         return None
 */
-  __pyx_t_6 = __pyx_f_11mcastmember_6gossip_4_hot_read_uint(__pyx_v_r); if (unlikely(__pyx_t_6 == ((unsigned PY_LONG_LONG)-1LL) && PyErr_Occurred())) __PYX_ERR(0, 220, __pyx_L1_error)
+  __pyx_t_6 = __pyx_f_11mcastmember_6gossip_4_hot_read_uint(__pyx_v_r); if (unlikely(__pyx_t_6 == ((unsigned PY_LONG_LONG)-1LL) && PyErr_Occurred())) __PYX_ERR(0, 224, __pyx_L1_error)
   __pyx_v_seq = __pyx_t_6;
 
-  /* "mcastmember/gossip/_hot.pyx":221
+  /* "mcastmember/gossip/_hot.pyx":225
  *         return None
  *     seq = read_uint(r)
  *     if r.pos < 0:             # <<<<<<<<<<<<<<
@@ -5416,7 +5511,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ping(struct __pyx_t_11mcas
   if (__pyx_t_1) {
 
 
-    /* "mcastmember/gossip/_hot.pyx":222
+    /* "mcastmember/gossip/_hot.pyx":226
  *     seq = read_uint(r)
  *     if r.pos < 0:
  *         return None             # <<<<<<<<<<<<<<
@@ -5433,7 +5528,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ping(struct __pyx_t_11mcas
     }
     goto __pyx_L0;
 
-    /* "mcastmember/gossip/_hot.pyx":221
+    /* "mcastmember/gossip/_hot.pyx":225
  *         return None
  *     seq = read_uint(r)
  *     if r.pos < 0:             # <<<<<<<<<<<<<<
@@ -5442,7 +5537,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ping(struct __pyx_t_11mcas
 */
   }
 
-  /* "mcastmember/gossip/_hot.pyx":223
+  /* "mcastmember/gossip/_hot.pyx":227
  *     if r.pos < 0:
  *         return None
  *     left = count - 0x82             # <<<<<<<<<<<<<<
@@ -5451,7 +5546,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ping(struct __pyx_t_11mcas
 */
   __pyx_v_left = (__pyx_v_count - 0x82);
 
-  /* "mcastmember/gossip/_hot.pyx":224
+  /* "mcastmember/gossip/_hot.pyx":228
  *         return None
  *     left = count - 0x82
  *     if left and key(r, K_SRC_ADDR):             # <<<<<<<<<<<<<<
@@ -5470,7 +5565,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ping(struct __pyx_t_11mcas
   }
   __pyx_t_3 = __pyx_v_11mcastmember_6gossip_4_hot_K_SRC_ADDR;
   __Pyx_INCREF(__pyx_t_3);
-  __pyx_t_2 = __pyx_f_11mcastmember_6gossip_4_hot_key(__pyx_v_r, ((PyObject*)__pyx_t_3)); if (unlikely(__pyx_t_2 == ((int)-1) && PyErr_Occurred())) __PYX_ERR(0, 224, __pyx_L1_error)
+  __pyx_t_2 = __pyx_f_11mcastmember_6gossip_4_hot_key(__pyx_v_r, ((PyObject*)__pyx_t_3)); if (unlikely(__pyx_t_2 == ((int)-1) && PyErr_Occurred())) __PYX_ERR(0, 228, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
 
   __pyx_t_1 = __pyx_t_2;
@@ -5479,17 +5574,17 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ping(struct __pyx_t_11mcas
   if (__pyx_t_1) {
 
 
-    /* "mcastmember/gossip/_hot.pyx":225
+    /* "mcastmember/gossip/_hot.pyx":229
  *     left = count - 0x82
  *     if left and key(r, K_SRC_ADDR):
  *         addr_start = read_raw(r, True)             # <<<<<<<<<<<<<<
  *         addr_end = r.pos
  *         if addr_start < 0:
 */
-    __pyx_t_5 = __pyx_f_11mcastmember_6gossip_4_hot_read_raw(__pyx_v_r, 1); if (unlikely(__pyx_t_5 == ((Py_ssize_t)-1L) && PyErr_Occurred())) __PYX_ERR(0, 225, __pyx_L1_error)
+    __pyx_t_5 = __pyx_f_11mcastmember_6gossip_4_hot_read_raw(__pyx_v_r, 1); if (unlikely(__pyx_t_5 == ((Py_ssize_t)-1L) && PyErr_Occurred())) __PYX_ERR(0, 229, __pyx_L1_error)
     __pyx_v_addr_start = __pyx_t_5;
 
-    /* "mcastmember/gossip/_hot.pyx":226
+    /* "mcastmember/gossip/_hot.pyx":230
  *     if left and key(r, K_SRC_ADDR):
  *         addr_start = read_raw(r, True)
  *         addr_end = r.pos             # <<<<<<<<<<<<<<
@@ -5500,7 +5595,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ping(struct __pyx_t_11mcas
 
     __pyx_v_addr_end = __pyx_t_5;
 
-    /* "mcastmember/gossip/_hot.pyx":227
+    /* "mcastmember/gossip/_hot.pyx":231
  *         addr_start = read_raw(r, True)
  *         addr_end = r.pos
  *         if addr_start < 0:             # <<<<<<<<<<<<<<
@@ -5512,7 +5607,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ping(struct __pyx_t_11mcas
     if (__pyx_t_1) {
 
 
-      /* "mcastmember/gossip/_hot.pyx":228
+      /* "mcastmember/gossip/_hot.pyx":232
  *         addr_end = r.pos
  *         if addr_start < 0:
  *             return None             # <<<<<<<<<<<<<<
@@ -5529,7 +5624,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ping(struct __pyx_t_11mcas
       }
       goto __pyx_L0;
 
-      /* "mcastmember/gossip/_hot.pyx":227
+      /* "mcastmember/gossip/_hot.pyx":231
  *         addr_start = read_raw(r, True)
  *         addr_end = r.pos
  *         if addr_start < 0:             # <<<<<<<<<<<<<<
@@ -5538,7 +5633,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ping(struct __pyx_t_11mcas
 */
     }
 
-    /* "mcastmember/gossip/_hot.pyx":229
+    /* "mcastmember/gossip/_hot.pyx":233
  *         if addr_start < 0:
  *             return None
  *         left -= 1             # <<<<<<<<<<<<<<
@@ -5547,7 +5642,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ping(struct __pyx_t_11mcas
 */
     __pyx_v_left = (__pyx_v_left - 1);
 
-    /* "mcastmember/gossip/_hot.pyx":224
+    /* "mcastmember/gossip/_hot.pyx":228
  *         return None
  *     left = count - 0x82
  *     if left and key(r, K_SRC_ADDR):             # <<<<<<<<<<<<<<
@@ -5556,7 +5651,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ping(struct __pyx_t_11mcas
 */
   }
 
-  /* "mcastmember/gossip/_hot.pyx":230
+  /* "mcastmember/gossip/_hot.pyx":234
  *             return None
  *         left -= 1
  *     if left and key(r, K_SRC_NODE):             # <<<<<<<<<<<<<<
@@ -5575,7 +5670,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ping(struct __pyx_t_11mcas
   }
   __pyx_t_3 = __pyx_v_11mcastmember_6gossip_4_hot_K_SRC_NODE;
   __Pyx_INCREF(__pyx_t_3);
-  __pyx_t_2 = __pyx_f_11mcastmember_6gossip_4_hot_key(__pyx_v_r, ((PyObject*)__pyx_t_3)); if (unlikely(__pyx_t_2 == ((int)-1) && PyErr_Occurred())) __PYX_ERR(0, 230, __pyx_L1_error)
+  __pyx_t_2 = __pyx_f_11mcastmember_6gossip_4_hot_key(__pyx_v_r, ((PyObject*)__pyx_t_3)); if (unlikely(__pyx_t_2 == ((int)-1) && PyErr_Occurred())) __PYX_ERR(0, 234, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
 
   __pyx_t_1 = __pyx_t_2;
@@ -5584,21 +5679,21 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ping(struct __pyx_t_11mcas
   if (__pyx_t_1) {
 
 
-    /* "mcastmember/gossip/_hot.pyx":231
+    /* "mcastmember/gossip/_hot.pyx":235
  *         left -= 1
  *     if left and key(r, K_SRC_NODE):
  *         if read_raw(r, False) < 0:             # <<<<<<<<<<<<<<
  *             return None
  *         left -= 1
 */
-    __pyx_t_5 = __pyx_f_11mcastmember_6gossip_4_hot_read_raw(__pyx_v_r, 0); if (unlikely(__pyx_t_5 == ((Py_ssize_t)-1L) && PyErr_Occurred())) __PYX_ERR(0, 231, __pyx_L1_error)
+    __pyx_t_5 = __pyx_f_11mcastmember_6gossip_4_hot_read_raw(__pyx_v_r, 0); if (unlikely(__pyx_t_5 == ((Py_ssize_t)-1L) && PyErr_Occurred())) __PYX_ERR(0, 235, __pyx_L1_error)
     __pyx_t_1 = (__pyx_t_5 < 0);
 
 
     if (__pyx_t_1) {
 
 
-      /* "mcastmember/gossip/_hot.pyx":232
+      /* "mcastmember/gossip/_hot.pyx":236
  *     if left and key(r, K_SRC_NODE):
  *         if read_raw(r, False) < 0:
  *             return None             # <<<<<<<<<<<<<<
@@ -5615,7 +5710,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ping(struct __pyx_t_11mcas
       }
       goto __pyx_L0;
 
-      /* "mcastmember/gossip/_hot.pyx":231
+      /* "mcastmember/gossip/_hot.pyx":235
  *         left -= 1
  *     if left and key(r, K_SRC_NODE):
  *         if read_raw(r, False) < 0:             # <<<<<<<<<<<<<<
@@ -5624,7 +5719,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ping(struct __pyx_t_11mcas
 */
     }
 
-    /* "mcastmember/gossip/_hot.pyx":233
+    /* "mcastmember/gossip/_hot.pyx":237
  *         if read_raw(r, False) < 0:
  *             return None
  *         left -= 1             # <<<<<<<<<<<<<<
@@ -5633,7 +5728,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ping(struct __pyx_t_11mcas
 */
     __pyx_v_left = (__pyx_v_left - 1);
 
-    /* "mcastmember/gossip/_hot.pyx":230
+    /* "mcastmember/gossip/_hot.pyx":234
  *             return None
  *         left -= 1
  *     if left and key(r, K_SRC_NODE):             # <<<<<<<<<<<<<<
@@ -5642,7 +5737,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ping(struct __pyx_t_11mcas
 */
   }
 
-  /* "mcastmember/gossip/_hot.pyx":234
+  /* "mcastmember/gossip/_hot.pyx":238
  *             return None
  *         left -= 1
  *     if left and key(r, K_SRC_PORT):             # <<<<<<<<<<<<<<
@@ -5661,7 +5756,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ping(struct __pyx_t_11mcas
   }
   __pyx_t_3 = __pyx_v_11mcastmember_6gossip_4_hot_K_SRC_PORT;
   __Pyx_INCREF(__pyx_t_3);
-  __pyx_t_2 = __pyx_f_11mcastmember_6gossip_4_hot_key(__pyx_v_r, ((PyObject*)__pyx_t_3)); if (unlikely(__pyx_t_2 == ((int)-1) && PyErr_Occurred())) __PYX_ERR(0, 234, __pyx_L1_error)
+  __pyx_t_2 = __pyx_f_11mcastmember_6gossip_4_hot_key(__pyx_v_r, ((PyObject*)__pyx_t_3)); if (unlikely(__pyx_t_2 == ((int)-1) && PyErr_Occurred())) __PYX_ERR(0, 238, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
 
   __pyx_t_1 = __pyx_t_2;
@@ -5670,17 +5765,17 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ping(struct __pyx_t_11mcas
   if (__pyx_t_1) {
 
 
-    /* "mcastmember/gossip/_hot.pyx":235
+    /* "mcastmember/gossip/_hot.pyx":239
  *         left -= 1
  *     if left and key(r, K_SRC_PORT):
  *         port = read_uint(r)             # <<<<<<<<<<<<<<
  *         if r.pos < 0 or port > U16:
  *             return None
 */
-    __pyx_t_6 = __pyx_f_11mcastmember_6gossip_4_hot_read_uint(__pyx_v_r); if (unlikely(__pyx_t_6 == ((unsigned PY_LONG_LONG)-1LL) && PyErr_Occurred())) __PYX_ERR(0, 235, __pyx_L1_error)
+    __pyx_t_6 = __pyx_f_11mcastmember_6gossip_4_hot_read_uint(__pyx_v_r); if (unlikely(__pyx_t_6 == ((unsigned PY_LONG_LONG)-1LL) && PyErr_Occurred())) __PYX_ERR(0, 239, __pyx_L1_error)
     __pyx_v_port = __pyx_t_6;
 
-    /* "mcastmember/gossip/_hot.pyx":236
+    /* "mcastmember/gossip/_hot.pyx":240
  *     if left and key(r, K_SRC_PORT):
  *         port = read_uint(r)
  *         if r.pos < 0 or port > U16:             # <<<<<<<<<<<<<<
@@ -5706,7 +5801,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ping(struct __pyx_t_11mcas
     if (__pyx_t_1) {
 
 
-      /* "mcastmember/gossip/_hot.pyx":237
+      /* "mcastmember/gossip/_hot.pyx":241
  *         port = read_uint(r)
  *         if r.pos < 0 or port > U16:
  *             return None             # <<<<<<<<<<<<<<
@@ -5723,7 +5818,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ping(struct __pyx_t_11mcas
       }
       goto __pyx_L0;
 
-      /* "mcastmember/gossip/_hot.pyx":236
+      /* "mcastmember/gossip/_hot.pyx":240
  *     if left and key(r, K_SRC_PORT):
  *         port = read_uint(r)
  *         if r.pos < 0 or port > U16:             # <<<<<<<<<<<<<<
@@ -5732,7 +5827,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ping(struct __pyx_t_11mcas
 */
     }
 
-    /* "mcastmember/gossip/_hot.pyx":238
+    /* "mcastmember/gossip/_hot.pyx":242
  *         if r.pos < 0 or port > U16:
  *             return None
  *         left -= 1             # <<<<<<<<<<<<<<
@@ -5741,7 +5836,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ping(struct __pyx_t_11mcas
 */
     __pyx_v_left = (__pyx_v_left - 1);
 
-    /* "mcastmember/gossip/_hot.pyx":234
+    /* "mcastmember/gossip/_hot.pyx":238
  *             return None
  *         left -= 1
  *     if left and key(r, K_SRC_PORT):             # <<<<<<<<<<<<<<
@@ -5750,7 +5845,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ping(struct __pyx_t_11mcas
 */
   }
 
-  /* "mcastmember/gossip/_hot.pyx":239
+  /* "mcastmember/gossip/_hot.pyx":243
  *             return None
  *         left -= 1
  *     if left or r.pos != r.end:             # <<<<<<<<<<<<<<
@@ -5776,7 +5871,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ping(struct __pyx_t_11mcas
   if (__pyx_t_1) {
 
 
-    /* "mcastmember/gossip/_hot.pyx":240
+    /* "mcastmember/gossip/_hot.pyx":244
  *         left -= 1
  *     if left or r.pos != r.end:
  *         return None             # <<<<<<<<<<<<<<
@@ -5793,7 +5888,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ping(struct __pyx_t_11mcas
     }
     goto __pyx_L0;
 
-    /* "mcastmember/gossip/_hot.pyx":239
+    /* "mcastmember/gossip/_hot.pyx":243
  *             return None
  *         left -= 1
  *     if left or r.pos != r.end:             # <<<<<<<<<<<<<<
@@ -5802,7 +5897,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ping(struct __pyx_t_11mcas
 */
   }
 
-  /* "mcastmember/gossip/_hot.pyx":241
+  /* "mcastmember/gossip/_hot.pyx":245
  *     if left or r.pos != r.end:
  *         return None
  *     cdef bint to_me = node == node_end or (             # <<<<<<<<<<<<<<
@@ -5820,7 +5915,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ping(struct __pyx_t_11mcas
     goto __pyx_L28_bool_binop_done;
   }
 
-  /* "mcastmember/gossip/_hot.pyx":242
+  /* "mcastmember/gossip/_hot.pyx":246
  *         return None
  *     cdef bint to_me = node == node_end or (
  *         node_end - node == len(me) and memcmp(r.p + node, <const char *>me, node_end - node) == 0)             # <<<<<<<<<<<<<<
@@ -5829,9 +5924,9 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ping(struct __pyx_t_11mcas
 */
   if (unlikely(__pyx_v_me == Py_None)) {
     PyErr_SetString(PyExc_TypeError, "object of type \047NoneType\047 has no len()");
-    __PYX_ERR(0, 242, __pyx_L1_error)
+    __PYX_ERR(0, 246, __pyx_L1_error)
   }
-  __pyx_t_5 = __Pyx_PyBytes_GET_SIZE(__pyx_v_me); if (unlikely(__pyx_t_5 == ((Py_ssize_t)-1))) __PYX_ERR(0, 242, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_PyBytes_GET_SIZE(__pyx_v_me); if (unlikely(__pyx_t_5 == ((Py_ssize_t)-1))) __PYX_ERR(0, 246, __pyx_L1_error)
   __pyx_t_2 = ((__pyx_v_node_end - __pyx_v_node) == __pyx_t_5);
 
 
@@ -5845,9 +5940,9 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ping(struct __pyx_t_11mcas
   }
   if (unlikely(__pyx_v_me == Py_None)) {
     PyErr_SetString(PyExc_TypeError, "expected bytes, NoneType found");
-    __PYX_ERR(0, 242, __pyx_L1_error)
+    __PYX_ERR(0, 246, __pyx_L1_error)
   }
-  __pyx_t_7 = __Pyx_PyBytes_AsString(__pyx_v_me); if (unlikely((!__pyx_t_7) && PyErr_Occurred())) __PYX_ERR(0, 242, __pyx_L1_error)
+  __pyx_t_7 = __Pyx_PyBytes_AsString(__pyx_v_me); if (unlikely((!__pyx_t_7) && PyErr_Occurred())) __PYX_ERR(0, 246, __pyx_L1_error)
   __pyx_t_2 = (memcmp((__pyx_v_r->p + __pyx_v_node), ((char const *)__pyx_t_7), (__pyx_v_node_end - __pyx_v_node)) == 0);
 
 
@@ -5857,35 +5952,35 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ping(struct __pyx_t_11mcas
   __pyx_L28_bool_binop_done:;
   __pyx_v_to_me = __pyx_t_1;
 
-  /* "mcastmember/gossip/_hot.pyx":243
+  /* "mcastmember/gossip/_hot.pyx":247
  *     cdef bint to_me = node == node_end or (
  *         node_end - node == len(me) and memcmp(r.p + node, <const char *>me, node_end - node) == 0)
  *     return (C_PING, seq, to_me, span(r, addr_start, addr_end), port)             # <<<<<<<<<<<<<<
  * 
  * 
 */
-  __pyx_t_3 = __Pyx_PyLong_From___pyx_anon_enum(__pyx_e_11mcastmember_6gossip_4_hot_C_PING); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 243, __pyx_L1_error)
+  __pyx_t_3 = __Pyx_PyLong_From___pyx_anon_enum(__pyx_e_11mcastmember_6gossip_4_hot_C_PING); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 247, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_3);
-  __pyx_t_8 = __Pyx_PyLong_From_unsigned_PY_LONG_LONG(__pyx_v_seq); if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 243, __pyx_L1_error)
+  __pyx_t_8 = __Pyx_PyLong_From_unsigned_PY_LONG_LONG(__pyx_v_seq); if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 247, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_8);
-  __pyx_t_9 = __Pyx_PyBool_FromLong(__pyx_v_to_me); if (unlikely(!__pyx_t_9)) __PYX_ERR(0, 243, __pyx_L1_error)
+  __pyx_t_9 = __Pyx_PyBool_FromLong(__pyx_v_to_me); if (unlikely(!__pyx_t_9)) __PYX_ERR(0, 247, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_9);
-  __pyx_t_10 = __pyx_f_11mcastmember_6gossip_4_hot_span(__pyx_v_r, __pyx_v_addr_start, __pyx_v_addr_end); if (unlikely(!__pyx_t_10)) __PYX_ERR(0, 243, __pyx_L1_error)
+  __pyx_t_10 = __pyx_f_11mcastmember_6gossip_4_hot_span(__pyx_v_r, __pyx_v_addr_start, __pyx_v_addr_end); if (unlikely(!__pyx_t_10)) __PYX_ERR(0, 247, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_10);
-  __pyx_t_11 = __Pyx_PyLong_From_unsigned_PY_LONG_LONG(__pyx_v_port); if (unlikely(!__pyx_t_11)) __PYX_ERR(0, 243, __pyx_L1_error)
+  __pyx_t_11 = __Pyx_PyLong_From_unsigned_PY_LONG_LONG(__pyx_v_port); if (unlikely(!__pyx_t_11)) __PYX_ERR(0, 247, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_11);
-  __pyx_t_12 = PyTuple_New(5); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 243, __pyx_L1_error)
+  __pyx_t_12 = PyTuple_New(5); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 247, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_12);
   __Pyx_GIVEREF(__pyx_t_3);
-  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_12, 0, __pyx_t_3) != (0)) __PYX_ERR(0, 243, __pyx_L1_error);
+  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_12, 0, __pyx_t_3) != (0)) __PYX_ERR(0, 247, __pyx_L1_error);
   __Pyx_GIVEREF(__pyx_t_8);
-  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_12, 1, __pyx_t_8) != (0)) __PYX_ERR(0, 243, __pyx_L1_error);
+  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_12, 1, __pyx_t_8) != (0)) __PYX_ERR(0, 247, __pyx_L1_error);
   __Pyx_GIVEREF(__pyx_t_9);
-  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_12, 2, __pyx_t_9) != (0)) __PYX_ERR(0, 243, __pyx_L1_error);
+  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_12, 2, __pyx_t_9) != (0)) __PYX_ERR(0, 247, __pyx_L1_error);
   __Pyx_GIVEREF(__pyx_t_10);
-  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_12, 3, __pyx_t_10) != (0)) __PYX_ERR(0, 243, __pyx_L1_error);
+  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_12, 3, __pyx_t_10) != (0)) __PYX_ERR(0, 247, __pyx_L1_error);
   __Pyx_GIVEREF(__pyx_t_11);
-  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_12, 4, __pyx_t_11) != (0)) __PYX_ERR(0, 243, __pyx_L1_error);
+  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_12, 4, __pyx_t_11) != (0)) __PYX_ERR(0, 247, __pyx_L1_error);
   __pyx_t_3 = 0;
   __pyx_t_8 = 0;
   __pyx_t_9 = 0;
@@ -5902,7 +5997,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ping(struct __pyx_t_11mcas
   __pyx_t_12 = 0;
   goto __pyx_L0;
 
-  /* "mcastmember/gossip/_hot.pyx":210
+  /* "mcastmember/gossip/_hot.pyx":214
  * 
  * 
  * cdef object _ping(Reader *r, unsigned char count, bytes me):             # <<<<<<<<<<<<<<
@@ -5934,7 +6029,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ping(struct __pyx_t_11mcas
   return __pyx_r;
 }
 
-/* "mcastmember/gossip/_hot.pyx":246
+/* "mcastmember/gossip/_hot.pyx":250
  * 
  * 
  * cdef object _ack(Reader *r, unsigned char count):             # <<<<<<<<<<<<<<
@@ -5962,7 +6057,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ack(struct __pyx_t_11mcast
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("_ack", 0);
 
-  /* "mcastmember/gossip/_hot.pyx":249
+  /* "mcastmember/gossip/_hot.pyx":253
  *     cdef Py_ssize_t payload, payload_end
  *     cdef unsigned long long seq
  *     if count != 0x82 or not key(r, K_PAYLOAD):             # <<<<<<<<<<<<<<
@@ -5981,7 +6076,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ack(struct __pyx_t_11mcast
   }
   __pyx_t_3 = __pyx_v_11mcastmember_6gossip_4_hot_K_PAYLOAD;
   __Pyx_INCREF(__pyx_t_3);
-  __pyx_t_2 = __pyx_f_11mcastmember_6gossip_4_hot_key(__pyx_v_r, ((PyObject*)__pyx_t_3)); if (unlikely(__pyx_t_2 == ((int)-1) && PyErr_Occurred())) __PYX_ERR(0, 249, __pyx_L1_error)
+  __pyx_t_2 = __pyx_f_11mcastmember_6gossip_4_hot_key(__pyx_v_r, ((PyObject*)__pyx_t_3)); if (unlikely(__pyx_t_2 == ((int)-1) && PyErr_Occurred())) __PYX_ERR(0, 253, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
   __pyx_t_4 = (!__pyx_t_2);
 
@@ -5993,7 +6088,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ack(struct __pyx_t_11mcast
   if (__pyx_t_1) {
 
 
-    /* "mcastmember/gossip/_hot.pyx":250
+    /* "mcastmember/gossip/_hot.pyx":254
  *     cdef unsigned long long seq
  *     if count != 0x82 or not key(r, K_PAYLOAD):
  *         return None             # <<<<<<<<<<<<<<
@@ -6010,7 +6105,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ack(struct __pyx_t_11mcast
     }
     goto __pyx_L0;
 
-    /* "mcastmember/gossip/_hot.pyx":249
+    /* "mcastmember/gossip/_hot.pyx":253
  *     cdef Py_ssize_t payload, payload_end
  *     cdef unsigned long long seq
  *     if count != 0x82 or not key(r, K_PAYLOAD):             # <<<<<<<<<<<<<<
@@ -6019,17 +6114,17 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ack(struct __pyx_t_11mcast
 */
   }
 
-  /* "mcastmember/gossip/_hot.pyx":251
+  /* "mcastmember/gossip/_hot.pyx":255
  *     if count != 0x82 or not key(r, K_PAYLOAD):
  *         return None
  *     payload = read_raw(r, True)             # <<<<<<<<<<<<<<
  *     payload_end = r.pos
  *     if payload < 0 or not key(r, K_SEQ):
 */
-  __pyx_t_5 = __pyx_f_11mcastmember_6gossip_4_hot_read_raw(__pyx_v_r, 1); if (unlikely(__pyx_t_5 == ((Py_ssize_t)-1L) && PyErr_Occurred())) __PYX_ERR(0, 251, __pyx_L1_error)
+  __pyx_t_5 = __pyx_f_11mcastmember_6gossip_4_hot_read_raw(__pyx_v_r, 1); if (unlikely(__pyx_t_5 == ((Py_ssize_t)-1L) && PyErr_Occurred())) __PYX_ERR(0, 255, __pyx_L1_error)
   __pyx_v_payload = __pyx_t_5;
 
-  /* "mcastmember/gossip/_hot.pyx":252
+  /* "mcastmember/gossip/_hot.pyx":256
  *         return None
  *     payload = read_raw(r, True)
  *     payload_end = r.pos             # <<<<<<<<<<<<<<
@@ -6040,7 +6135,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ack(struct __pyx_t_11mcast
 
   __pyx_v_payload_end = __pyx_t_5;
 
-  /* "mcastmember/gossip/_hot.pyx":253
+  /* "mcastmember/gossip/_hot.pyx":257
  *     payload = read_raw(r, True)
  *     payload_end = r.pos
  *     if payload < 0 or not key(r, K_SEQ):             # <<<<<<<<<<<<<<
@@ -6059,7 +6154,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ack(struct __pyx_t_11mcast
   }
   __pyx_t_3 = __pyx_v_11mcastmember_6gossip_4_hot_K_SEQ;
   __Pyx_INCREF(__pyx_t_3);
-  __pyx_t_4 = __pyx_f_11mcastmember_6gossip_4_hot_key(__pyx_v_r, ((PyObject*)__pyx_t_3)); if (unlikely(__pyx_t_4 == ((int)-1) && PyErr_Occurred())) __PYX_ERR(0, 253, __pyx_L1_error)
+  __pyx_t_4 = __pyx_f_11mcastmember_6gossip_4_hot_key(__pyx_v_r, ((PyObject*)__pyx_t_3)); if (unlikely(__pyx_t_4 == ((int)-1) && PyErr_Occurred())) __PYX_ERR(0, 257, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
   __pyx_t_2 = (!__pyx_t_4);
 
@@ -6071,7 +6166,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ack(struct __pyx_t_11mcast
   if (__pyx_t_1) {
 
 
-    /* "mcastmember/gossip/_hot.pyx":254
+    /* "mcastmember/gossip/_hot.pyx":258
  *     payload_end = r.pos
  *     if payload < 0 or not key(r, K_SEQ):
  *         return None             # <<<<<<<<<<<<<<
@@ -6088,7 +6183,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ack(struct __pyx_t_11mcast
     }
     goto __pyx_L0;
 
-    /* "mcastmember/gossip/_hot.pyx":253
+    /* "mcastmember/gossip/_hot.pyx":257
  *     payload = read_raw(r, True)
  *     payload_end = r.pos
  *     if payload < 0 or not key(r, K_SEQ):             # <<<<<<<<<<<<<<
@@ -6097,17 +6192,17 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ack(struct __pyx_t_11mcast
 */
   }
 
-  /* "mcastmember/gossip/_hot.pyx":255
+  /* "mcastmember/gossip/_hot.pyx":259
  *     if payload < 0 or not key(r, K_SEQ):
  *         return None
  *     seq = read_uint(r)             # <<<<<<<<<<<<<<
  *     if r.pos != r.end:
  *         return None
 */
-  __pyx_t_6 = __pyx_f_11mcastmember_6gossip_4_hot_read_uint(__pyx_v_r); if (unlikely(__pyx_t_6 == ((unsigned PY_LONG_LONG)-1LL) && PyErr_Occurred())) __PYX_ERR(0, 255, __pyx_L1_error)
+  __pyx_t_6 = __pyx_f_11mcastmember_6gossip_4_hot_read_uint(__pyx_v_r); if (unlikely(__pyx_t_6 == ((unsigned PY_LONG_LONG)-1LL) && PyErr_Occurred())) __PYX_ERR(0, 259, __pyx_L1_error)
   __pyx_v_seq = __pyx_t_6;
 
-  /* "mcastmember/gossip/_hot.pyx":256
+  /* "mcastmember/gossip/_hot.pyx":260
  *         return None
  *     seq = read_uint(r)
  *     if r.pos != r.end:             # <<<<<<<<<<<<<<
@@ -6119,7 +6214,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ack(struct __pyx_t_11mcast
   if (__pyx_t_1) {
 
 
-    /* "mcastmember/gossip/_hot.pyx":257
+    /* "mcastmember/gossip/_hot.pyx":261
  *     seq = read_uint(r)
  *     if r.pos != r.end:
  *         return None             # <<<<<<<<<<<<<<
@@ -6136,7 +6231,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ack(struct __pyx_t_11mcast
     }
     goto __pyx_L0;
 
-    /* "mcastmember/gossip/_hot.pyx":256
+    /* "mcastmember/gossip/_hot.pyx":260
  *         return None
  *     seq = read_uint(r)
  *     if r.pos != r.end:             # <<<<<<<<<<<<<<
@@ -6145,27 +6240,27 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ack(struct __pyx_t_11mcast
 */
   }
 
-  /* "mcastmember/gossip/_hot.pyx":258
+  /* "mcastmember/gossip/_hot.pyx":262
  *     if r.pos != r.end:
  *         return None
  *     return (C_ACK, seq, span(r, payload, payload_end))             # <<<<<<<<<<<<<<
  * 
  * 
 */
-  __pyx_t_3 = __Pyx_PyLong_From___pyx_anon_enum(__pyx_e_11mcastmember_6gossip_4_hot_C_ACK); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 258, __pyx_L1_error)
+  __pyx_t_3 = __Pyx_PyLong_From___pyx_anon_enum(__pyx_e_11mcastmember_6gossip_4_hot_C_ACK); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 262, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_3);
-  __pyx_t_7 = __Pyx_PyLong_From_unsigned_PY_LONG_LONG(__pyx_v_seq); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 258, __pyx_L1_error)
+  __pyx_t_7 = __Pyx_PyLong_From_unsigned_PY_LONG_LONG(__pyx_v_seq); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 262, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_7);
-  __pyx_t_8 = __pyx_f_11mcastmember_6gossip_4_hot_span(__pyx_v_r, __pyx_v_payload, __pyx_v_payload_end); if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 258, __pyx_L1_error)
+  __pyx_t_8 = __pyx_f_11mcastmember_6gossip_4_hot_span(__pyx_v_r, __pyx_v_payload, __pyx_v_payload_end); if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 262, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_8);
-  __pyx_t_9 = PyTuple_New(3); if (unlikely(!__pyx_t_9)) __PYX_ERR(0, 258, __pyx_L1_error)
+  __pyx_t_9 = PyTuple_New(3); if (unlikely(!__pyx_t_9)) __PYX_ERR(0, 262, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_9);
   __Pyx_GIVEREF(__pyx_t_3);
-  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_9, 0, __pyx_t_3) != (0)) __PYX_ERR(0, 258, __pyx_L1_error);
+  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_9, 0, __pyx_t_3) != (0)) __PYX_ERR(0, 262, __pyx_L1_error);
   __Pyx_GIVEREF(__pyx_t_7);
-  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_9, 1, __pyx_t_7) != (0)) __PYX_ERR(0, 258, __pyx_L1_error);
+  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_9, 1, __pyx_t_7) != (0)) __PYX_ERR(0, 262, __pyx_L1_error);
   __Pyx_GIVEREF(__pyx_t_8);
-  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_9, 2, __pyx_t_8) != (0)) __PYX_ERR(0, 258, __pyx_L1_error);
+  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_9, 2, __pyx_t_8) != (0)) __PYX_ERR(0, 262, __pyx_L1_error);
   __pyx_t_3 = 0;
   __pyx_t_7 = 0;
   __pyx_t_8 = 0;
@@ -6180,7 +6275,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ack(struct __pyx_t_11mcast
   __pyx_t_9 = 0;
   goto __pyx_L0;
 
-  /* "mcastmember/gossip/_hot.pyx":246
+  /* "mcastmember/gossip/_hot.pyx":250
  * 
  * 
  * cdef object _ack(Reader *r, unsigned char count):             # <<<<<<<<<<<<<<
@@ -6205,7 +6300,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__ack(struct __pyx_t_11mcast
   return __pyx_r;
 }
 
-/* "mcastmember/gossip/_hot.pyx":261
+/* "mcastmember/gossip/_hot.pyx":265
  * 
  * 
  * cdef object _alive(Reader *r, unsigned char count):             # <<<<<<<<<<<<<<
@@ -6243,7 +6338,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__alive(struct __pyx_t_11mca
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("_alive", 0);
 
-  /* "mcastmember/gossip/_hot.pyx":264
+  /* "mcastmember/gossip/_hot.pyx":268
  *     cdef Py_ssize_t addr, addr_end, meta, meta_end, node, node_end, vsn
  *     cdef unsigned long long inc, port
  *     if count != 0x86 or not key(r, K_ADDR):             # <<<<<<<<<<<<<<
@@ -6262,7 +6357,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__alive(struct __pyx_t_11mca
   }
   __pyx_t_3 = __pyx_v_11mcastmember_6gossip_4_hot_K_ADDR;
   __Pyx_INCREF(__pyx_t_3);
-  __pyx_t_2 = __pyx_f_11mcastmember_6gossip_4_hot_key(__pyx_v_r, ((PyObject*)__pyx_t_3)); if (unlikely(__pyx_t_2 == ((int)-1) && PyErr_Occurred())) __PYX_ERR(0, 264, __pyx_L1_error)
+  __pyx_t_2 = __pyx_f_11mcastmember_6gossip_4_hot_key(__pyx_v_r, ((PyObject*)__pyx_t_3)); if (unlikely(__pyx_t_2 == ((int)-1) && PyErr_Occurred())) __PYX_ERR(0, 268, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
   __pyx_t_4 = (!__pyx_t_2);
 
@@ -6274,7 +6369,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__alive(struct __pyx_t_11mca
   if (__pyx_t_1) {
 
 
-    /* "mcastmember/gossip/_hot.pyx":265
+    /* "mcastmember/gossip/_hot.pyx":269
  *     cdef unsigned long long inc, port
  *     if count != 0x86 or not key(r, K_ADDR):
  *         return None             # <<<<<<<<<<<<<<
@@ -6291,7 +6386,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__alive(struct __pyx_t_11mca
     }
     goto __pyx_L0;
 
-    /* "mcastmember/gossip/_hot.pyx":264
+    /* "mcastmember/gossip/_hot.pyx":268
  *     cdef Py_ssize_t addr, addr_end, meta, meta_end, node, node_end, vsn
  *     cdef unsigned long long inc, port
  *     if count != 0x86 or not key(r, K_ADDR):             # <<<<<<<<<<<<<<
@@ -6300,17 +6395,17 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__alive(struct __pyx_t_11mca
 */
   }
 
-  /* "mcastmember/gossip/_hot.pyx":266
+  /* "mcastmember/gossip/_hot.pyx":270
  *     if count != 0x86 or not key(r, K_ADDR):
  *         return None
  *     addr = read_raw(r, True)             # <<<<<<<<<<<<<<
  *     addr_end = r.pos
  *     if addr < 0 or not key(r, K_INC):
 */
-  __pyx_t_5 = __pyx_f_11mcastmember_6gossip_4_hot_read_raw(__pyx_v_r, 1); if (unlikely(__pyx_t_5 == ((Py_ssize_t)-1L) && PyErr_Occurred())) __PYX_ERR(0, 266, __pyx_L1_error)
+  __pyx_t_5 = __pyx_f_11mcastmember_6gossip_4_hot_read_raw(__pyx_v_r, 1); if (unlikely(__pyx_t_5 == ((Py_ssize_t)-1L) && PyErr_Occurred())) __PYX_ERR(0, 270, __pyx_L1_error)
   __pyx_v_addr = __pyx_t_5;
 
-  /* "mcastmember/gossip/_hot.pyx":267
+  /* "mcastmember/gossip/_hot.pyx":271
  *         return None
  *     addr = read_raw(r, True)
  *     addr_end = r.pos             # <<<<<<<<<<<<<<
@@ -6321,7 +6416,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__alive(struct __pyx_t_11mca
 
   __pyx_v_addr_end = __pyx_t_5;
 
-  /* "mcastmember/gossip/_hot.pyx":268
+  /* "mcastmember/gossip/_hot.pyx":272
  *     addr = read_raw(r, True)
  *     addr_end = r.pos
  *     if addr < 0 or not key(r, K_INC):             # <<<<<<<<<<<<<<
@@ -6340,7 +6435,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__alive(struct __pyx_t_11mca
   }
   __pyx_t_3 = __pyx_v_11mcastmember_6gossip_4_hot_K_INC;
   __Pyx_INCREF(__pyx_t_3);
-  __pyx_t_4 = __pyx_f_11mcastmember_6gossip_4_hot_key(__pyx_v_r, ((PyObject*)__pyx_t_3)); if (unlikely(__pyx_t_4 == ((int)-1) && PyErr_Occurred())) __PYX_ERR(0, 268, __pyx_L1_error)
+  __pyx_t_4 = __pyx_f_11mcastmember_6gossip_4_hot_key(__pyx_v_r, ((PyObject*)__pyx_t_3)); if (unlikely(__pyx_t_4 == ((int)-1) && PyErr_Occurred())) __PYX_ERR(0, 272, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
   __pyx_t_2 = (!__pyx_t_4);
 
@@ -6352,7 +6447,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__alive(struct __pyx_t_11mca
   if (__pyx_t_1) {
 
 
-    /* "mcastmember/gossip/_hot.pyx":269
+    /* "mcastmember/gossip/_hot.pyx":273
  *     addr_end = r.pos
  *     if addr < 0 or not key(r, K_INC):
  *         return None             # <<<<<<<<<<<<<<
@@ -6369,7 +6464,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__alive(struct __pyx_t_11mca
     }
     goto __pyx_L0;
 
-    /* "mcastmember/gossip/_hot.pyx":268
+    /* "mcastmember/gossip/_hot.pyx":272
  *     addr = read_raw(r, True)
  *     addr_end = r.pos
  *     if addr < 0 or not key(r, K_INC):             # <<<<<<<<<<<<<<
@@ -6378,17 +6473,17 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__alive(struct __pyx_t_11mca
 */
   }
 
-  /* "mcastmember/gossip/_hot.pyx":270
+  /* "mcastmember/gossip/_hot.pyx":274
  *     if addr < 0 or not key(r, K_INC):
  *         return None
  *     inc = read_uint(r)             # <<<<<<<<<<<<<<
  *     if r.pos < 0 or not key(r, K_META):
  *         return None
 */
-  __pyx_t_6 = __pyx_f_11mcastmember_6gossip_4_hot_read_uint(__pyx_v_r); if (unlikely(__pyx_t_6 == ((unsigned PY_LONG_LONG)-1LL) && PyErr_Occurred())) __PYX_ERR(0, 270, __pyx_L1_error)
+  __pyx_t_6 = __pyx_f_11mcastmember_6gossip_4_hot_read_uint(__pyx_v_r); if (unlikely(__pyx_t_6 == ((unsigned PY_LONG_LONG)-1LL) && PyErr_Occurred())) __PYX_ERR(0, 274, __pyx_L1_error)
   __pyx_v_inc = __pyx_t_6;
 
-  /* "mcastmember/gossip/_hot.pyx":271
+  /* "mcastmember/gossip/_hot.pyx":275
  *         return None
  *     inc = read_uint(r)
  *     if r.pos < 0 or not key(r, K_META):             # <<<<<<<<<<<<<<
@@ -6407,7 +6502,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__alive(struct __pyx_t_11mca
   }
   __pyx_t_3 = __pyx_v_11mcastmember_6gossip_4_hot_K_META;
   __Pyx_INCREF(__pyx_t_3);
-  __pyx_t_2 = __pyx_f_11mcastmember_6gossip_4_hot_key(__pyx_v_r, ((PyObject*)__pyx_t_3)); if (unlikely(__pyx_t_2 == ((int)-1) && PyErr_Occurred())) __PYX_ERR(0, 271, __pyx_L1_error)
+  __pyx_t_2 = __pyx_f_11mcastmember_6gossip_4_hot_key(__pyx_v_r, ((PyObject*)__pyx_t_3)); if (unlikely(__pyx_t_2 == ((int)-1) && PyErr_Occurred())) __PYX_ERR(0, 275, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
   __pyx_t_4 = (!__pyx_t_2);
 
@@ -6419,7 +6514,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__alive(struct __pyx_t_11mca
   if (__pyx_t_1) {
 
 
-    /* "mcastmember/gossip/_hot.pyx":272
+    /* "mcastmember/gossip/_hot.pyx":276
  *     inc = read_uint(r)
  *     if r.pos < 0 or not key(r, K_META):
  *         return None             # <<<<<<<<<<<<<<
@@ -6436,7 +6531,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__alive(struct __pyx_t_11mca
     }
     goto __pyx_L0;
 
-    /* "mcastmember/gossip/_hot.pyx":271
+    /* "mcastmember/gossip/_hot.pyx":275
  *         return None
  *     inc = read_uint(r)
  *     if r.pos < 0 or not key(r, K_META):             # <<<<<<<<<<<<<<
@@ -6445,17 +6540,17 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__alive(struct __pyx_t_11mca
 */
   }
 
-  /* "mcastmember/gossip/_hot.pyx":273
+  /* "mcastmember/gossip/_hot.pyx":277
  *     if r.pos < 0 or not key(r, K_META):
  *         return None
  *     meta = read_raw(r, True)             # <<<<<<<<<<<<<<
  *     meta_end = r.pos
  *     if meta < 0 or meta_end - meta > META_MAX or not key(r, K_NODE):
 */
-  __pyx_t_5 = __pyx_f_11mcastmember_6gossip_4_hot_read_raw(__pyx_v_r, 1); if (unlikely(__pyx_t_5 == ((Py_ssize_t)-1L) && PyErr_Occurred())) __PYX_ERR(0, 273, __pyx_L1_error)
+  __pyx_t_5 = __pyx_f_11mcastmember_6gossip_4_hot_read_raw(__pyx_v_r, 1); if (unlikely(__pyx_t_5 == ((Py_ssize_t)-1L) && PyErr_Occurred())) __PYX_ERR(0, 277, __pyx_L1_error)
   __pyx_v_meta = __pyx_t_5;
 
-  /* "mcastmember/gossip/_hot.pyx":274
+  /* "mcastmember/gossip/_hot.pyx":278
  *         return None
  *     meta = read_raw(r, True)
  *     meta_end = r.pos             # <<<<<<<<<<<<<<
@@ -6466,7 +6561,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__alive(struct __pyx_t_11mca
 
   __pyx_v_meta_end = __pyx_t_5;
 
-  /* "mcastmember/gossip/_hot.pyx":275
+  /* "mcastmember/gossip/_hot.pyx":279
  *     meta = read_raw(r, True)
  *     meta_end = r.pos
  *     if meta < 0 or meta_end - meta > META_MAX or not key(r, K_NODE):             # <<<<<<<<<<<<<<
@@ -6495,7 +6590,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__alive(struct __pyx_t_11mca
   }
   __pyx_t_3 = __pyx_v_11mcastmember_6gossip_4_hot_K_NODE;
   __Pyx_INCREF(__pyx_t_3);
-  __pyx_t_4 = __pyx_f_11mcastmember_6gossip_4_hot_key(__pyx_v_r, ((PyObject*)__pyx_t_3)); if (unlikely(__pyx_t_4 == ((int)-1) && PyErr_Occurred())) __PYX_ERR(0, 275, __pyx_L1_error)
+  __pyx_t_4 = __pyx_f_11mcastmember_6gossip_4_hot_key(__pyx_v_r, ((PyObject*)__pyx_t_3)); if (unlikely(__pyx_t_4 == ((int)-1) && PyErr_Occurred())) __PYX_ERR(0, 279, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
   __pyx_t_2 = (!__pyx_t_4);
 
@@ -6507,7 +6602,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__alive(struct __pyx_t_11mca
   if (__pyx_t_1) {
 
 
-    /* "mcastmember/gossip/_hot.pyx":276
+    /* "mcastmember/gossip/_hot.pyx":280
  *     meta_end = r.pos
  *     if meta < 0 or meta_end - meta > META_MAX or not key(r, K_NODE):
  *         return None             # <<<<<<<<<<<<<<
@@ -6524,7 +6619,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__alive(struct __pyx_t_11mca
     }
     goto __pyx_L0;
 
-    /* "mcastmember/gossip/_hot.pyx":275
+    /* "mcastmember/gossip/_hot.pyx":279
  *     meta = read_raw(r, True)
  *     meta_end = r.pos
  *     if meta < 0 or meta_end - meta > META_MAX or not key(r, K_NODE):             # <<<<<<<<<<<<<<
@@ -6533,17 +6628,17 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__alive(struct __pyx_t_11mca
 */
   }
 
-  /* "mcastmember/gossip/_hot.pyx":277
+  /* "mcastmember/gossip/_hot.pyx":281
  *     if meta < 0 or meta_end - meta > META_MAX or not key(r, K_NODE):
  *         return None
  *     node = read_raw(r, False)             # <<<<<<<<<<<<<<
  *     node_end = r.pos
  *     if node < 0 or not key(r, K_PORT):
 */
-  __pyx_t_5 = __pyx_f_11mcastmember_6gossip_4_hot_read_raw(__pyx_v_r, 0); if (unlikely(__pyx_t_5 == ((Py_ssize_t)-1L) && PyErr_Occurred())) __PYX_ERR(0, 277, __pyx_L1_error)
+  __pyx_t_5 = __pyx_f_11mcastmember_6gossip_4_hot_read_raw(__pyx_v_r, 0); if (unlikely(__pyx_t_5 == ((Py_ssize_t)-1L) && PyErr_Occurred())) __PYX_ERR(0, 281, __pyx_L1_error)
   __pyx_v_node = __pyx_t_5;
 
-  /* "mcastmember/gossip/_hot.pyx":278
+  /* "mcastmember/gossip/_hot.pyx":282
  *         return None
  *     node = read_raw(r, False)
  *     node_end = r.pos             # <<<<<<<<<<<<<<
@@ -6554,7 +6649,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__alive(struct __pyx_t_11mca
 
   __pyx_v_node_end = __pyx_t_5;
 
-  /* "mcastmember/gossip/_hot.pyx":279
+  /* "mcastmember/gossip/_hot.pyx":283
  *     node = read_raw(r, False)
  *     node_end = r.pos
  *     if node < 0 or not key(r, K_PORT):             # <<<<<<<<<<<<<<
@@ -6573,7 +6668,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__alive(struct __pyx_t_11mca
   }
   __pyx_t_3 = __pyx_v_11mcastmember_6gossip_4_hot_K_PORT;
   __Pyx_INCREF(__pyx_t_3);
-  __pyx_t_2 = __pyx_f_11mcastmember_6gossip_4_hot_key(__pyx_v_r, ((PyObject*)__pyx_t_3)); if (unlikely(__pyx_t_2 == ((int)-1) && PyErr_Occurred())) __PYX_ERR(0, 279, __pyx_L1_error)
+  __pyx_t_2 = __pyx_f_11mcastmember_6gossip_4_hot_key(__pyx_v_r, ((PyObject*)__pyx_t_3)); if (unlikely(__pyx_t_2 == ((int)-1) && PyErr_Occurred())) __PYX_ERR(0, 283, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
   __pyx_t_4 = (!__pyx_t_2);
 
@@ -6585,7 +6680,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__alive(struct __pyx_t_11mca
   if (__pyx_t_1) {
 
 
-    /* "mcastmember/gossip/_hot.pyx":280
+    /* "mcastmember/gossip/_hot.pyx":284
  *     node_end = r.pos
  *     if node < 0 or not key(r, K_PORT):
  *         return None             # <<<<<<<<<<<<<<
@@ -6602,7 +6697,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__alive(struct __pyx_t_11mca
     }
     goto __pyx_L0;
 
-    /* "mcastmember/gossip/_hot.pyx":279
+    /* "mcastmember/gossip/_hot.pyx":283
  *     node = read_raw(r, False)
  *     node_end = r.pos
  *     if node < 0 or not key(r, K_PORT):             # <<<<<<<<<<<<<<
@@ -6611,17 +6706,17 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__alive(struct __pyx_t_11mca
 */
   }
 
-  /* "mcastmember/gossip/_hot.pyx":281
+  /* "mcastmember/gossip/_hot.pyx":285
  *     if node < 0 or not key(r, K_PORT):
  *         return None
  *     port = read_uint(r)             # <<<<<<<<<<<<<<
  *     if r.pos < 0 or port > U16 or not key(r, K_VSN):
  *         return None
 */
-  __pyx_t_6 = __pyx_f_11mcastmember_6gossip_4_hot_read_uint(__pyx_v_r); if (unlikely(__pyx_t_6 == ((unsigned PY_LONG_LONG)-1LL) && PyErr_Occurred())) __PYX_ERR(0, 281, __pyx_L1_error)
+  __pyx_t_6 = __pyx_f_11mcastmember_6gossip_4_hot_read_uint(__pyx_v_r); if (unlikely(__pyx_t_6 == ((unsigned PY_LONG_LONG)-1LL) && PyErr_Occurred())) __PYX_ERR(0, 285, __pyx_L1_error)
   __pyx_v_port = __pyx_t_6;
 
-  /* "mcastmember/gossip/_hot.pyx":282
+  /* "mcastmember/gossip/_hot.pyx":286
  *         return None
  *     port = read_uint(r)
  *     if r.pos < 0 or port > U16 or not key(r, K_VSN):             # <<<<<<<<<<<<<<
@@ -6650,7 +6745,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__alive(struct __pyx_t_11mca
   }
   __pyx_t_3 = __pyx_v_11mcastmember_6gossip_4_hot_K_VSN;
   __Pyx_INCREF(__pyx_t_3);
-  __pyx_t_4 = __pyx_f_11mcastmember_6gossip_4_hot_key(__pyx_v_r, ((PyObject*)__pyx_t_3)); if (unlikely(__pyx_t_4 == ((int)-1) && PyErr_Occurred())) __PYX_ERR(0, 282, __pyx_L1_error)
+  __pyx_t_4 = __pyx_f_11mcastmember_6gossip_4_hot_key(__pyx_v_r, ((PyObject*)__pyx_t_3)); if (unlikely(__pyx_t_4 == ((int)-1) && PyErr_Occurred())) __PYX_ERR(0, 286, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
   __pyx_t_2 = (!__pyx_t_4);
 
@@ -6662,7 +6757,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__alive(struct __pyx_t_11mca
   if (__pyx_t_1) {
 
 
-    /* "mcastmember/gossip/_hot.pyx":283
+    /* "mcastmember/gossip/_hot.pyx":287
  *     port = read_uint(r)
  *     if r.pos < 0 or port > U16 or not key(r, K_VSN):
  *         return None             # <<<<<<<<<<<<<<
@@ -6679,7 +6774,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__alive(struct __pyx_t_11mca
     }
     goto __pyx_L0;
 
-    /* "mcastmember/gossip/_hot.pyx":282
+    /* "mcastmember/gossip/_hot.pyx":286
  *         return None
  *     port = read_uint(r)
  *     if r.pos < 0 or port > U16 or not key(r, K_VSN):             # <<<<<<<<<<<<<<
@@ -6688,17 +6783,17 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__alive(struct __pyx_t_11mca
 */
   }
 
-  /* "mcastmember/gossip/_hot.pyx":284
+  /* "mcastmember/gossip/_hot.pyx":288
  *     if r.pos < 0 or port > U16 or not key(r, K_VSN):
  *         return None
  *     vsn = read_raw(r, True)             # <<<<<<<<<<<<<<
  *     if vsn < 0 or r.pos != r.end or 0 < r.end - vsn < VSN_SIZE:
  *         return None
 */
-  __pyx_t_5 = __pyx_f_11mcastmember_6gossip_4_hot_read_raw(__pyx_v_r, 1); if (unlikely(__pyx_t_5 == ((Py_ssize_t)-1L) && PyErr_Occurred())) __PYX_ERR(0, 284, __pyx_L1_error)
+  __pyx_t_5 = __pyx_f_11mcastmember_6gossip_4_hot_read_raw(__pyx_v_r, 1); if (unlikely(__pyx_t_5 == ((Py_ssize_t)-1L) && PyErr_Occurred())) __PYX_ERR(0, 288, __pyx_L1_error)
   __pyx_v_vsn = __pyx_t_5;
 
-  /* "mcastmember/gossip/_hot.pyx":285
+  /* "mcastmember/gossip/_hot.pyx":289
  *         return None
  *     vsn = read_raw(r, True)
  *     if vsn < 0 or r.pos != r.end or 0 < r.end - vsn < VSN_SIZE:             # <<<<<<<<<<<<<<
@@ -6739,7 +6834,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__alive(struct __pyx_t_11mca
   if (__pyx_t_1) {
 
 
-    /* "mcastmember/gossip/_hot.pyx":286
+    /* "mcastmember/gossip/_hot.pyx":290
  *     vsn = read_raw(r, True)
  *     if vsn < 0 or r.pos != r.end or 0 < r.end - vsn < VSN_SIZE:
  *         return None             # <<<<<<<<<<<<<<
@@ -6756,7 +6851,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__alive(struct __pyx_t_11mca
     }
     goto __pyx_L0;
 
-    /* "mcastmember/gossip/_hot.pyx":285
+    /* "mcastmember/gossip/_hot.pyx":289
  *         return None
  *     vsn = read_raw(r, True)
  *     if vsn < 0 or r.pos != r.end or 0 < r.end - vsn < VSN_SIZE:             # <<<<<<<<<<<<<<
@@ -6765,59 +6860,59 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__alive(struct __pyx_t_11mca
 */
   }
 
-  /* "mcastmember/gossip/_hot.pyx":287
+  /* "mcastmember/gossip/_hot.pyx":291
  *     if vsn < 0 or r.pos != r.end or 0 < r.end - vsn < VSN_SIZE:
  *         return None
  *     return (C_ALIVE, inc, span(r, node, node_end), span(r, addr, addr_end), port, span(r, meta, meta_end),             # <<<<<<<<<<<<<<
  *             span(r, vsn, r.end))
  * 
 */
-  __pyx_t_3 = __Pyx_PyLong_From___pyx_anon_enum(__pyx_e_11mcastmember_6gossip_4_hot_C_ALIVE); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 287, __pyx_L1_error)
+  __pyx_t_3 = __Pyx_PyLong_From___pyx_anon_enum(__pyx_e_11mcastmember_6gossip_4_hot_C_ALIVE); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 291, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_3);
-  __pyx_t_7 = __Pyx_PyLong_From_unsigned_PY_LONG_LONG(__pyx_v_inc); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 287, __pyx_L1_error)
+  __pyx_t_7 = __Pyx_PyLong_From_unsigned_PY_LONG_LONG(__pyx_v_inc); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 291, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_7);
-  __pyx_t_8 = __pyx_f_11mcastmember_6gossip_4_hot_span(__pyx_v_r, __pyx_v_node, __pyx_v_node_end); if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 287, __pyx_L1_error)
+  __pyx_t_8 = __pyx_f_11mcastmember_6gossip_4_hot_span(__pyx_v_r, __pyx_v_node, __pyx_v_node_end); if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 291, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_8);
-  __pyx_t_9 = __pyx_f_11mcastmember_6gossip_4_hot_span(__pyx_v_r, __pyx_v_addr, __pyx_v_addr_end); if (unlikely(!__pyx_t_9)) __PYX_ERR(0, 287, __pyx_L1_error)
+  __pyx_t_9 = __pyx_f_11mcastmember_6gossip_4_hot_span(__pyx_v_r, __pyx_v_addr, __pyx_v_addr_end); if (unlikely(!__pyx_t_9)) __PYX_ERR(0, 291, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_9);
-  __pyx_t_10 = __Pyx_PyLong_From_unsigned_PY_LONG_LONG(__pyx_v_port); if (unlikely(!__pyx_t_10)) __PYX_ERR(0, 287, __pyx_L1_error)
+  __pyx_t_10 = __Pyx_PyLong_From_unsigned_PY_LONG_LONG(__pyx_v_port); if (unlikely(!__pyx_t_10)) __PYX_ERR(0, 291, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_10);
-  __pyx_t_11 = __pyx_f_11mcastmember_6gossip_4_hot_span(__pyx_v_r, __pyx_v_meta, __pyx_v_meta_end); if (unlikely(!__pyx_t_11)) __PYX_ERR(0, 287, __pyx_L1_error)
+  __pyx_t_11 = __pyx_f_11mcastmember_6gossip_4_hot_span(__pyx_v_r, __pyx_v_meta, __pyx_v_meta_end); if (unlikely(!__pyx_t_11)) __PYX_ERR(0, 291, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_11);
 
-  /* "mcastmember/gossip/_hot.pyx":288
+  /* "mcastmember/gossip/_hot.pyx":292
  *         return None
  *     return (C_ALIVE, inc, span(r, node, node_end), span(r, addr, addr_end), port, span(r, meta, meta_end),
  *             span(r, vsn, r.end))             # <<<<<<<<<<<<<<
  * 
  * 
 */
-  __pyx_t_12 = __pyx_f_11mcastmember_6gossip_4_hot_span(__pyx_v_r, __pyx_v_vsn, __pyx_v_r->end); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 288, __pyx_L1_error)
+  __pyx_t_12 = __pyx_f_11mcastmember_6gossip_4_hot_span(__pyx_v_r, __pyx_v_vsn, __pyx_v_r->end); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 292, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_12);
 
-  /* "mcastmember/gossip/_hot.pyx":287
+  /* "mcastmember/gossip/_hot.pyx":291
  *     if vsn < 0 or r.pos != r.end or 0 < r.end - vsn < VSN_SIZE:
  *         return None
  *     return (C_ALIVE, inc, span(r, node, node_end), span(r, addr, addr_end), port, span(r, meta, meta_end),             # <<<<<<<<<<<<<<
  *             span(r, vsn, r.end))
  * 
 */
-  __pyx_t_13 = PyTuple_New(7); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 287, __pyx_L1_error)
+  __pyx_t_13 = PyTuple_New(7); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 291, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_13);
   __Pyx_GIVEREF(__pyx_t_3);
-  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_13, 0, __pyx_t_3) != (0)) __PYX_ERR(0, 287, __pyx_L1_error);
+  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_13, 0, __pyx_t_3) != (0)) __PYX_ERR(0, 291, __pyx_L1_error);
   __Pyx_GIVEREF(__pyx_t_7);
-  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_13, 1, __pyx_t_7) != (0)) __PYX_ERR(0, 287, __pyx_L1_error);
+  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_13, 1, __pyx_t_7) != (0)) __PYX_ERR(0, 291, __pyx_L1_error);
   __Pyx_GIVEREF(__pyx_t_8);
-  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_13, 2, __pyx_t_8) != (0)) __PYX_ERR(0, 287, __pyx_L1_error);
+  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_13, 2, __pyx_t_8) != (0)) __PYX_ERR(0, 291, __pyx_L1_error);
   __Pyx_GIVEREF(__pyx_t_9);
-  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_13, 3, __pyx_t_9) != (0)) __PYX_ERR(0, 287, __pyx_L1_error);
+  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_13, 3, __pyx_t_9) != (0)) __PYX_ERR(0, 291, __pyx_L1_error);
   __Pyx_GIVEREF(__pyx_t_10);
-  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_13, 4, __pyx_t_10) != (0)) __PYX_ERR(0, 287, __pyx_L1_error);
+  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_13, 4, __pyx_t_10) != (0)) __PYX_ERR(0, 291, __pyx_L1_error);
   __Pyx_GIVEREF(__pyx_t_11);
-  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_13, 5, __pyx_t_11) != (0)) __PYX_ERR(0, 287, __pyx_L1_error);
+  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_13, 5, __pyx_t_11) != (0)) __PYX_ERR(0, 291, __pyx_L1_error);
   __Pyx_GIVEREF(__pyx_t_12);
-  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_13, 6, __pyx_t_12) != (0)) __PYX_ERR(0, 287, __pyx_L1_error);
+  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_13, 6, __pyx_t_12) != (0)) __PYX_ERR(0, 291, __pyx_L1_error);
   __pyx_t_3 = 0;
   __pyx_t_7 = 0;
   __pyx_t_8 = 0;
@@ -6836,7 +6931,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__alive(struct __pyx_t_11mca
   __pyx_t_13 = 0;
   goto __pyx_L0;
 
-  /* "mcastmember/gossip/_hot.pyx":261
+  /* "mcastmember/gossip/_hot.pyx":265
  * 
  * 
  * cdef object _alive(Reader *r, unsigned char count):             # <<<<<<<<<<<<<<
@@ -6871,7 +6966,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__alive(struct __pyx_t_11mca
   return __pyx_r;
 }
 
-/* "mcastmember/gossip/_hot.pyx":291
+/* "mcastmember/gossip/_hot.pyx":295
  * 
  * 
  * cdef object _accusation(Reader *r, unsigned char count, unsigned char kind):             # <<<<<<<<<<<<<<
@@ -6901,7 +6996,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__accusation(struct __pyx_t_
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("_accusation", 0);
 
-  /* "mcastmember/gossip/_hot.pyx":294
+  /* "mcastmember/gossip/_hot.pyx":298
  *     cdef Py_ssize_t sender, sender_end, node
  *     cdef unsigned long long inc
  *     if count != 0x83 or not key(r, K_FROM):             # <<<<<<<<<<<<<<
@@ -6920,7 +7015,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__accusation(struct __pyx_t_
   }
   __pyx_t_3 = __pyx_v_11mcastmember_6gossip_4_hot_K_FROM;
   __Pyx_INCREF(__pyx_t_3);
-  __pyx_t_2 = __pyx_f_11mcastmember_6gossip_4_hot_key(__pyx_v_r, ((PyObject*)__pyx_t_3)); if (unlikely(__pyx_t_2 == ((int)-1) && PyErr_Occurred())) __PYX_ERR(0, 294, __pyx_L1_error)
+  __pyx_t_2 = __pyx_f_11mcastmember_6gossip_4_hot_key(__pyx_v_r, ((PyObject*)__pyx_t_3)); if (unlikely(__pyx_t_2 == ((int)-1) && PyErr_Occurred())) __PYX_ERR(0, 298, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
   __pyx_t_4 = (!__pyx_t_2);
 
@@ -6932,7 +7027,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__accusation(struct __pyx_t_
   if (__pyx_t_1) {
 
 
-    /* "mcastmember/gossip/_hot.pyx":295
+    /* "mcastmember/gossip/_hot.pyx":299
  *     cdef unsigned long long inc
  *     if count != 0x83 or not key(r, K_FROM):
  *         return None             # <<<<<<<<<<<<<<
@@ -6949,7 +7044,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__accusation(struct __pyx_t_
     }
     goto __pyx_L0;
 
-    /* "mcastmember/gossip/_hot.pyx":294
+    /* "mcastmember/gossip/_hot.pyx":298
  *     cdef Py_ssize_t sender, sender_end, node
  *     cdef unsigned long long inc
  *     if count != 0x83 or not key(r, K_FROM):             # <<<<<<<<<<<<<<
@@ -6958,17 +7053,17 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__accusation(struct __pyx_t_
 */
   }
 
-  /* "mcastmember/gossip/_hot.pyx":296
+  /* "mcastmember/gossip/_hot.pyx":300
  *     if count != 0x83 or not key(r, K_FROM):
  *         return None
  *     sender = read_raw(r, False)             # <<<<<<<<<<<<<<
  *     sender_end = r.pos
  *     if sender < 0 or not key(r, K_INC):
 */
-  __pyx_t_5 = __pyx_f_11mcastmember_6gossip_4_hot_read_raw(__pyx_v_r, 0); if (unlikely(__pyx_t_5 == ((Py_ssize_t)-1L) && PyErr_Occurred())) __PYX_ERR(0, 296, __pyx_L1_error)
+  __pyx_t_5 = __pyx_f_11mcastmember_6gossip_4_hot_read_raw(__pyx_v_r, 0); if (unlikely(__pyx_t_5 == ((Py_ssize_t)-1L) && PyErr_Occurred())) __PYX_ERR(0, 300, __pyx_L1_error)
   __pyx_v_sender = __pyx_t_5;
 
-  /* "mcastmember/gossip/_hot.pyx":297
+  /* "mcastmember/gossip/_hot.pyx":301
  *         return None
  *     sender = read_raw(r, False)
  *     sender_end = r.pos             # <<<<<<<<<<<<<<
@@ -6979,7 +7074,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__accusation(struct __pyx_t_
 
   __pyx_v_sender_end = __pyx_t_5;
 
-  /* "mcastmember/gossip/_hot.pyx":298
+  /* "mcastmember/gossip/_hot.pyx":302
  *     sender = read_raw(r, False)
  *     sender_end = r.pos
  *     if sender < 0 or not key(r, K_INC):             # <<<<<<<<<<<<<<
@@ -6998,7 +7093,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__accusation(struct __pyx_t_
   }
   __pyx_t_3 = __pyx_v_11mcastmember_6gossip_4_hot_K_INC;
   __Pyx_INCREF(__pyx_t_3);
-  __pyx_t_4 = __pyx_f_11mcastmember_6gossip_4_hot_key(__pyx_v_r, ((PyObject*)__pyx_t_3)); if (unlikely(__pyx_t_4 == ((int)-1) && PyErr_Occurred())) __PYX_ERR(0, 298, __pyx_L1_error)
+  __pyx_t_4 = __pyx_f_11mcastmember_6gossip_4_hot_key(__pyx_v_r, ((PyObject*)__pyx_t_3)); if (unlikely(__pyx_t_4 == ((int)-1) && PyErr_Occurred())) __PYX_ERR(0, 302, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
   __pyx_t_2 = (!__pyx_t_4);
 
@@ -7010,7 +7105,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__accusation(struct __pyx_t_
   if (__pyx_t_1) {
 
 
-    /* "mcastmember/gossip/_hot.pyx":299
+    /* "mcastmember/gossip/_hot.pyx":303
  *     sender_end = r.pos
  *     if sender < 0 or not key(r, K_INC):
  *         return None             # <<<<<<<<<<<<<<
@@ -7027,7 +7122,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__accusation(struct __pyx_t_
     }
     goto __pyx_L0;
 
-    /* "mcastmember/gossip/_hot.pyx":298
+    /* "mcastmember/gossip/_hot.pyx":302
  *     sender = read_raw(r, False)
  *     sender_end = r.pos
  *     if sender < 0 or not key(r, K_INC):             # <<<<<<<<<<<<<<
@@ -7036,17 +7131,17 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__accusation(struct __pyx_t_
 */
   }
 
-  /* "mcastmember/gossip/_hot.pyx":300
+  /* "mcastmember/gossip/_hot.pyx":304
  *     if sender < 0 or not key(r, K_INC):
  *         return None
  *     inc = read_uint(r)             # <<<<<<<<<<<<<<
  *     if r.pos < 0 or not key(r, K_NODE):
  *         return None
 */
-  __pyx_t_6 = __pyx_f_11mcastmember_6gossip_4_hot_read_uint(__pyx_v_r); if (unlikely(__pyx_t_6 == ((unsigned PY_LONG_LONG)-1LL) && PyErr_Occurred())) __PYX_ERR(0, 300, __pyx_L1_error)
+  __pyx_t_6 = __pyx_f_11mcastmember_6gossip_4_hot_read_uint(__pyx_v_r); if (unlikely(__pyx_t_6 == ((unsigned PY_LONG_LONG)-1LL) && PyErr_Occurred())) __PYX_ERR(0, 304, __pyx_L1_error)
   __pyx_v_inc = __pyx_t_6;
 
-  /* "mcastmember/gossip/_hot.pyx":301
+  /* "mcastmember/gossip/_hot.pyx":305
  *         return None
  *     inc = read_uint(r)
  *     if r.pos < 0 or not key(r, K_NODE):             # <<<<<<<<<<<<<<
@@ -7065,7 +7160,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__accusation(struct __pyx_t_
   }
   __pyx_t_3 = __pyx_v_11mcastmember_6gossip_4_hot_K_NODE;
   __Pyx_INCREF(__pyx_t_3);
-  __pyx_t_2 = __pyx_f_11mcastmember_6gossip_4_hot_key(__pyx_v_r, ((PyObject*)__pyx_t_3)); if (unlikely(__pyx_t_2 == ((int)-1) && PyErr_Occurred())) __PYX_ERR(0, 301, __pyx_L1_error)
+  __pyx_t_2 = __pyx_f_11mcastmember_6gossip_4_hot_key(__pyx_v_r, ((PyObject*)__pyx_t_3)); if (unlikely(__pyx_t_2 == ((int)-1) && PyErr_Occurred())) __PYX_ERR(0, 305, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
   __pyx_t_4 = (!__pyx_t_2);
 
@@ -7077,7 +7172,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__accusation(struct __pyx_t_
   if (__pyx_t_1) {
 
 
-    /* "mcastmember/gossip/_hot.pyx":302
+    /* "mcastmember/gossip/_hot.pyx":306
  *     inc = read_uint(r)
  *     if r.pos < 0 or not key(r, K_NODE):
  *         return None             # <<<<<<<<<<<<<<
@@ -7094,7 +7189,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__accusation(struct __pyx_t_
     }
     goto __pyx_L0;
 
-    /* "mcastmember/gossip/_hot.pyx":301
+    /* "mcastmember/gossip/_hot.pyx":305
  *         return None
  *     inc = read_uint(r)
  *     if r.pos < 0 or not key(r, K_NODE):             # <<<<<<<<<<<<<<
@@ -7103,17 +7198,17 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__accusation(struct __pyx_t_
 */
   }
 
-  /* "mcastmember/gossip/_hot.pyx":303
+  /* "mcastmember/gossip/_hot.pyx":307
  *     if r.pos < 0 or not key(r, K_NODE):
  *         return None
  *     node = read_raw(r, False)             # <<<<<<<<<<<<<<
  *     if node < 0 or r.pos != r.end:
  *         return None
 */
-  __pyx_t_5 = __pyx_f_11mcastmember_6gossip_4_hot_read_raw(__pyx_v_r, 0); if (unlikely(__pyx_t_5 == ((Py_ssize_t)-1L) && PyErr_Occurred())) __PYX_ERR(0, 303, __pyx_L1_error)
+  __pyx_t_5 = __pyx_f_11mcastmember_6gossip_4_hot_read_raw(__pyx_v_r, 0); if (unlikely(__pyx_t_5 == ((Py_ssize_t)-1L) && PyErr_Occurred())) __PYX_ERR(0, 307, __pyx_L1_error)
   __pyx_v_node = __pyx_t_5;
 
-  /* "mcastmember/gossip/_hot.pyx":304
+  /* "mcastmember/gossip/_hot.pyx":308
  *         return None
  *     node = read_raw(r, False)
  *     if node < 0 or r.pos != r.end:             # <<<<<<<<<<<<<<
@@ -7139,7 +7234,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__accusation(struct __pyx_t_
   if (__pyx_t_1) {
 
 
-    /* "mcastmember/gossip/_hot.pyx":305
+    /* "mcastmember/gossip/_hot.pyx":309
  *     node = read_raw(r, False)
  *     if node < 0 or r.pos != r.end:
  *         return None             # <<<<<<<<<<<<<<
@@ -7156,7 +7251,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__accusation(struct __pyx_t_
     }
     goto __pyx_L0;
 
-    /* "mcastmember/gossip/_hot.pyx":304
+    /* "mcastmember/gossip/_hot.pyx":308
  *         return None
  *     node = read_raw(r, False)
  *     if node < 0 or r.pos != r.end:             # <<<<<<<<<<<<<<
@@ -7165,31 +7260,31 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__accusation(struct __pyx_t_
 */
   }
 
-  /* "mcastmember/gossip/_hot.pyx":306
+  /* "mcastmember/gossip/_hot.pyx":310
  *     if node < 0 or r.pos != r.end:
  *         return None
  *     return (kind, inc, span(r, node, r.end), span(r, sender, sender_end))             # <<<<<<<<<<<<<<
  * 
  * 
 */
-  __pyx_t_3 = __Pyx_PyLong_From_unsigned_char(__pyx_v_kind); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 306, __pyx_L1_error)
+  __pyx_t_3 = __Pyx_PyLong_From_unsigned_char(__pyx_v_kind); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 310, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_3);
-  __pyx_t_7 = __Pyx_PyLong_From_unsigned_PY_LONG_LONG(__pyx_v_inc); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 306, __pyx_L1_error)
+  __pyx_t_7 = __Pyx_PyLong_From_unsigned_PY_LONG_LONG(__pyx_v_inc); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 310, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_7);
-  __pyx_t_8 = __pyx_f_11mcastmember_6gossip_4_hot_span(__pyx_v_r, __pyx_v_node, __pyx_v_r->end); if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 306, __pyx_L1_error)
+  __pyx_t_8 = __pyx_f_11mcastmember_6gossip_4_hot_span(__pyx_v_r, __pyx_v_node, __pyx_v_r->end); if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 310, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_8);
-  __pyx_t_9 = __pyx_f_11mcastmember_6gossip_4_hot_span(__pyx_v_r, __pyx_v_sender, __pyx_v_sender_end); if (unlikely(!__pyx_t_9)) __PYX_ERR(0, 306, __pyx_L1_error)
+  __pyx_t_9 = __pyx_f_11mcastmember_6gossip_4_hot_span(__pyx_v_r, __pyx_v_sender, __pyx_v_sender_end); if (unlikely(!__pyx_t_9)) __PYX_ERR(0, 310, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_9);
-  __pyx_t_10 = PyTuple_New(4); if (unlikely(!__pyx_t_10)) __PYX_ERR(0, 306, __pyx_L1_error)
+  __pyx_t_10 = PyTuple_New(4); if (unlikely(!__pyx_t_10)) __PYX_ERR(0, 310, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_10);
   __Pyx_GIVEREF(__pyx_t_3);
-  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_10, 0, __pyx_t_3) != (0)) __PYX_ERR(0, 306, __pyx_L1_error);
+  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_10, 0, __pyx_t_3) != (0)) __PYX_ERR(0, 310, __pyx_L1_error);
   __Pyx_GIVEREF(__pyx_t_7);
-  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_10, 1, __pyx_t_7) != (0)) __PYX_ERR(0, 306, __pyx_L1_error);
+  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_10, 1, __pyx_t_7) != (0)) __PYX_ERR(0, 310, __pyx_L1_error);
   __Pyx_GIVEREF(__pyx_t_8);
-  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_10, 2, __pyx_t_8) != (0)) __PYX_ERR(0, 306, __pyx_L1_error);
+  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_10, 2, __pyx_t_8) != (0)) __PYX_ERR(0, 310, __pyx_L1_error);
   __Pyx_GIVEREF(__pyx_t_9);
-  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_10, 3, __pyx_t_9) != (0)) __PYX_ERR(0, 306, __pyx_L1_error);
+  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_10, 3, __pyx_t_9) != (0)) __PYX_ERR(0, 310, __pyx_L1_error);
   __pyx_t_3 = 0;
   __pyx_t_7 = 0;
   __pyx_t_8 = 0;
@@ -7205,7 +7300,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__accusation(struct __pyx_t_
   __pyx_t_10 = 0;
   goto __pyx_L0;
 
-  /* "mcastmember/gossip/_hot.pyx":291
+  /* "mcastmember/gossip/_hot.pyx":295
  * 
  * 
  * cdef object _accusation(Reader *r, unsigned char count, unsigned char kind):             # <<<<<<<<<<<<<<
@@ -7232,7 +7327,7 @@ static PyObject *__pyx_f_11mcastmember_6gossip_4_hot__accusation(struct __pyx_t_
   return __pyx_r;
 }
 
-/* "mcastmember/gossip/_hot.pyx":309
+/* "mcastmember/gossip/_hot.pyx":313
  * 
  * 
  * def ack(bytes prefix not None, long long seq):             # <<<<<<<<<<<<<<
@@ -7281,39 +7376,39 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_prefix,&__pyx_mstate_global->__pyx_n_u_seq,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 309, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 313, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 309, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 313, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 309, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 313, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "ack", 0) < (0)) __PYX_ERR(0, 309, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "ack", 0) < (0)) __PYX_ERR(0, 313, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 2; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("ack", 1, 2, 2, i); __PYX_ERR(0, 309, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("ack", 1, 2, 2, i); __PYX_ERR(0, 313, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 2)) {
       goto __pyx_L5_argtuple_error;
     } else {
       values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 309, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 313, __pyx_L3_error)
       values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 309, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 313, __pyx_L3_error)
     }
     __pyx_v_prefix = ((PyObject*)values[0]);
-    __pyx_v_seq = __Pyx_PyLong_As_PY_LONG_LONG(values[1]); if (unlikely((__pyx_v_seq == (PY_LONG_LONG)-1) && PyErr_Occurred())) __PYX_ERR(0, 309, __pyx_L3_error)
+    __pyx_v_seq = __Pyx_PyLong_As_PY_LONG_LONG(values[1]); if (unlikely((__pyx_v_seq == (PY_LONG_LONG)-1) && PyErr_Occurred())) __PYX_ERR(0, 313, __pyx_L3_error)
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("ack", 1, 2, 2, __pyx_nargs); __PYX_ERR(0, 309, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("ack", 1, 2, 2, __pyx_nargs); __PYX_ERR(0, 313, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -7324,7 +7419,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   __Pyx_RefNannyFinishContext();
   return NULL;
   __pyx_L4_argument_unpacking_done:;
-  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_prefix), (&PyBytes_Type), 0, "prefix", 1))) __PYX_ERR(0, 309, __pyx_L1_error)
+  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_prefix), (&PyBytes_Type), 0, "prefix", 1))) __PYX_ERR(0, 313, __pyx_L1_error)
   __pyx_r = __pyx_pf_11mcastmember_6gossip_4_hot_4ack(__pyx_self, __pyx_v_prefix, __pyx_v_seq);
 
   /* function exit code */
@@ -7367,17 +7462,17 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_4ack(CYTHON_UNUSED PyObjec
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("ack", 0);
 
-  /* "mcastmember/gossip/_hot.pyx":312
+  /* "mcastmember/gossip/_hot.pyx":316
  *     """An ack message: ``prefix`` and ``seq`` as go-msgpack writes a uint."""
  *     cdef unsigned char tail[5]
  *     cdef Py_ssize_t n, size = len(prefix)             # <<<<<<<<<<<<<<
  *     if seq < 0 or seq > 0xFFFFFFFF:
  *         raise ValueError(f"a sequence number is a uint32, not {seq}")
 */
-  __pyx_t_1 = __Pyx_PyBytes_GET_SIZE(__pyx_v_prefix); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1))) __PYX_ERR(0, 312, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PyBytes_GET_SIZE(__pyx_v_prefix); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1))) __PYX_ERR(0, 316, __pyx_L1_error)
   __pyx_v_size = __pyx_t_1;
 
-  /* "mcastmember/gossip/_hot.pyx":313
+  /* "mcastmember/gossip/_hot.pyx":317
  *     cdef unsigned char tail[5]
  *     cdef Py_ssize_t n, size = len(prefix)
  *     if seq < 0 or seq > 0xFFFFFFFF:             # <<<<<<<<<<<<<<
@@ -7394,9 +7489,9 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_4ack(CYTHON_UNUSED PyObjec
 
     goto __pyx_L4_bool_binop_done;
   }
-  __pyx_t_4 = __Pyx_PyLong_From_PY_LONG_LONG(__pyx_v_seq); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 313, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_PyLong_From_PY_LONG_LONG(__pyx_v_seq); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 317, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
-  __pyx_t_3 = __Pyx_PyObject_CompareBoolGt_int_int(__pyx_t_4, __pyx_mstate_global->__pyx_int_4294967295, Py_GT); if (unlikely((__pyx_t_3 < 0))) __PYX_ERR(0, 313, __pyx_L1_error)
+  __pyx_t_3 = __Pyx_PyObject_CompareBoolGt_int_int(__pyx_t_4, __pyx_mstate_global->__pyx_int_4294967295, Py_GT); if (unlikely((__pyx_t_3 < 0))) __PYX_ERR(0, 317, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
 
   __pyx_t_2 = __pyx_t_3;
@@ -7405,7 +7500,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_4ack(CYTHON_UNUSED PyObjec
   if (unlikely(__pyx_t_2)) {
 
 
-    /* "mcastmember/gossip/_hot.pyx":314
+    /* "mcastmember/gossip/_hot.pyx":318
  *     cdef Py_ssize_t n, size = len(prefix)
  *     if seq < 0 or seq > 0xFFFFFFFF:
  *         raise ValueError(f"a sequence number is a uint32, not {seq}")             # <<<<<<<<<<<<<<
@@ -7413,9 +7508,9 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_4ack(CYTHON_UNUSED PyObjec
  *         tail[0] = <unsigned char>seq
 */
     __pyx_t_5 = NULL;
-    __pyx_t_6 = __Pyx_PyUnicode_From_PY_LONG_LONG(__pyx_v_seq, 0, ' ', 'd'); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 314, __pyx_L1_error)
+    __pyx_t_6 = __Pyx_PyUnicode_From_PY_LONG_LONG(__pyx_v_seq, 0, ' ', 'd'); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 318, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_6);
-    __pyx_t_7 = __Pyx_PyUnicode_Concat(__pyx_mstate_global->__pyx_kp_u_a_sequence_number_is_a_uint32_no, __pyx_t_6); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 314, __pyx_L1_error)
+    __pyx_t_7 = __Pyx_PyUnicode_Concat(__pyx_mstate_global->__pyx_kp_u_a_sequence_number_is_a_uint32_no, __pyx_t_6); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 318, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_7);
     __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
     __pyx_t_8 = 1;
@@ -7424,14 +7519,14 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_4ack(CYTHON_UNUSED PyObjec
       __pyx_t_4 = __Pyx_PyObject_FastCall((PyObject*)(((PyTypeObject*)PyExc_ValueError)), __pyx_callargs+__pyx_t_8, (2-__pyx_t_8) | (__pyx_t_8*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
       __Pyx_XDECREF(__pyx_t_5); __pyx_t_5 = 0;
       __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
-      if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 314, __pyx_L1_error)
+      if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 318, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_4);
     }
     __Pyx_Raise(__pyx_t_4, 0, 0, 0);
     __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
-    __PYX_ERR(0, 314, __pyx_L1_error)
+    __PYX_ERR(0, 318, __pyx_L1_error)
 
-    /* "mcastmember/gossip/_hot.pyx":313
+    /* "mcastmember/gossip/_hot.pyx":317
  *     cdef unsigned char tail[5]
  *     cdef Py_ssize_t n, size = len(prefix)
  *     if seq < 0 or seq > 0xFFFFFFFF:             # <<<<<<<<<<<<<<
@@ -7440,7 +7535,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_4ack(CYTHON_UNUSED PyObjec
 */
   }
 
-  /* "mcastmember/gossip/_hot.pyx":315
+  /* "mcastmember/gossip/_hot.pyx":319
  *     if seq < 0 or seq > 0xFFFFFFFF:
  *         raise ValueError(f"a sequence number is a uint32, not {seq}")
  *     if seq < 0x80:             # <<<<<<<<<<<<<<
@@ -7452,7 +7547,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_4ack(CYTHON_UNUSED PyObjec
   if (__pyx_t_2) {
 
 
-    /* "mcastmember/gossip/_hot.pyx":316
+    /* "mcastmember/gossip/_hot.pyx":320
  *         raise ValueError(f"a sequence number is a uint32, not {seq}")
  *     if seq < 0x80:
  *         tail[0] = <unsigned char>seq             # <<<<<<<<<<<<<<
@@ -7461,7 +7556,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_4ack(CYTHON_UNUSED PyObjec
 */
     (__pyx_v_tail[0]) = ((unsigned char)__pyx_v_seq);
 
-    /* "mcastmember/gossip/_hot.pyx":317
+    /* "mcastmember/gossip/_hot.pyx":321
  *     if seq < 0x80:
  *         tail[0] = <unsigned char>seq
  *         n = 1             # <<<<<<<<<<<<<<
@@ -7470,7 +7565,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_4ack(CYTHON_UNUSED PyObjec
 */
     __pyx_v_n = 1;
 
-    /* "mcastmember/gossip/_hot.pyx":315
+    /* "mcastmember/gossip/_hot.pyx":319
  *     if seq < 0 or seq > 0xFFFFFFFF:
  *         raise ValueError(f"a sequence number is a uint32, not {seq}")
  *     if seq < 0x80:             # <<<<<<<<<<<<<<
@@ -7480,7 +7575,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_4ack(CYTHON_UNUSED PyObjec
     goto __pyx_L6;
   }
 
-  /* "mcastmember/gossip/_hot.pyx":318
+  /* "mcastmember/gossip/_hot.pyx":322
  *         tail[0] = <unsigned char>seq
  *         n = 1
  *     elif seq <= 0xFF:             # <<<<<<<<<<<<<<
@@ -7492,7 +7587,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_4ack(CYTHON_UNUSED PyObjec
   if (__pyx_t_2) {
 
 
-    /* "mcastmember/gossip/_hot.pyx":319
+    /* "mcastmember/gossip/_hot.pyx":323
  *         n = 1
  *     elif seq <= 0xFF:
  *         tail[0] = 0xCC             # <<<<<<<<<<<<<<
@@ -7501,7 +7596,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_4ack(CYTHON_UNUSED PyObjec
 */
     (__pyx_v_tail[0]) = 0xCC;
 
-    /* "mcastmember/gossip/_hot.pyx":320
+    /* "mcastmember/gossip/_hot.pyx":324
  *     elif seq <= 0xFF:
  *         tail[0] = 0xCC
  *         tail[1] = <unsigned char>seq             # <<<<<<<<<<<<<<
@@ -7510,7 +7605,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_4ack(CYTHON_UNUSED PyObjec
 */
     (__pyx_v_tail[1]) = ((unsigned char)__pyx_v_seq);
 
-    /* "mcastmember/gossip/_hot.pyx":321
+    /* "mcastmember/gossip/_hot.pyx":325
  *         tail[0] = 0xCC
  *         tail[1] = <unsigned char>seq
  *         n = 2             # <<<<<<<<<<<<<<
@@ -7519,7 +7614,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_4ack(CYTHON_UNUSED PyObjec
 */
     __pyx_v_n = 2;
 
-    /* "mcastmember/gossip/_hot.pyx":318
+    /* "mcastmember/gossip/_hot.pyx":322
  *         tail[0] = <unsigned char>seq
  *         n = 1
  *     elif seq <= 0xFF:             # <<<<<<<<<<<<<<
@@ -7529,7 +7624,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_4ack(CYTHON_UNUSED PyObjec
     goto __pyx_L6;
   }
 
-  /* "mcastmember/gossip/_hot.pyx":322
+  /* "mcastmember/gossip/_hot.pyx":326
  *         tail[1] = <unsigned char>seq
  *         n = 2
  *     elif seq <= U16:             # <<<<<<<<<<<<<<
@@ -7541,7 +7636,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_4ack(CYTHON_UNUSED PyObjec
   if (__pyx_t_2) {
 
 
-    /* "mcastmember/gossip/_hot.pyx":323
+    /* "mcastmember/gossip/_hot.pyx":327
  *         n = 2
  *     elif seq <= U16:
  *         tail[0] = 0xCD             # <<<<<<<<<<<<<<
@@ -7550,7 +7645,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_4ack(CYTHON_UNUSED PyObjec
 */
     (__pyx_v_tail[0]) = 0xCD;
 
-    /* "mcastmember/gossip/_hot.pyx":324
+    /* "mcastmember/gossip/_hot.pyx":328
  *     elif seq <= U16:
  *         tail[0] = 0xCD
  *         tail[1] = <unsigned char>(seq >> 8)             # <<<<<<<<<<<<<<
@@ -7559,7 +7654,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_4ack(CYTHON_UNUSED PyObjec
 */
     (__pyx_v_tail[1]) = ((unsigned char)(__pyx_v_seq >> 8));
 
-    /* "mcastmember/gossip/_hot.pyx":325
+    /* "mcastmember/gossip/_hot.pyx":329
  *         tail[0] = 0xCD
  *         tail[1] = <unsigned char>(seq >> 8)
  *         tail[2] = <unsigned char>seq             # <<<<<<<<<<<<<<
@@ -7568,7 +7663,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_4ack(CYTHON_UNUSED PyObjec
 */
     (__pyx_v_tail[2]) = ((unsigned char)__pyx_v_seq);
 
-    /* "mcastmember/gossip/_hot.pyx":326
+    /* "mcastmember/gossip/_hot.pyx":330
  *         tail[1] = <unsigned char>(seq >> 8)
  *         tail[2] = <unsigned char>seq
  *         n = 3             # <<<<<<<<<<<<<<
@@ -7577,7 +7672,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_4ack(CYTHON_UNUSED PyObjec
 */
     __pyx_v_n = 3;
 
-    /* "mcastmember/gossip/_hot.pyx":322
+    /* "mcastmember/gossip/_hot.pyx":326
  *         tail[1] = <unsigned char>seq
  *         n = 2
  *     elif seq <= U16:             # <<<<<<<<<<<<<<
@@ -7587,7 +7682,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_4ack(CYTHON_UNUSED PyObjec
     goto __pyx_L6;
   }
 
-  /* "mcastmember/gossip/_hot.pyx":328
+  /* "mcastmember/gossip/_hot.pyx":332
  *         n = 3
  *     else:
  *         tail[0] = 0xCE             # <<<<<<<<<<<<<<
@@ -7597,7 +7692,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_4ack(CYTHON_UNUSED PyObjec
   /*else*/ {
     (__pyx_v_tail[0]) = 0xCE;
 
-    /* "mcastmember/gossip/_hot.pyx":329
+    /* "mcastmember/gossip/_hot.pyx":333
  *     else:
  *         tail[0] = 0xCE
  *         tail[1] = <unsigned char>(seq >> 24)             # <<<<<<<<<<<<<<
@@ -7606,7 +7701,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_4ack(CYTHON_UNUSED PyObjec
 */
     (__pyx_v_tail[1]) = ((unsigned char)(__pyx_v_seq >> 24));
 
-    /* "mcastmember/gossip/_hot.pyx":330
+    /* "mcastmember/gossip/_hot.pyx":334
  *         tail[0] = 0xCE
  *         tail[1] = <unsigned char>(seq >> 24)
  *         tail[2] = <unsigned char>(seq >> 16)             # <<<<<<<<<<<<<<
@@ -7615,7 +7710,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_4ack(CYTHON_UNUSED PyObjec
 */
     (__pyx_v_tail[2]) = ((unsigned char)(__pyx_v_seq >> 16));
 
-    /* "mcastmember/gossip/_hot.pyx":331
+    /* "mcastmember/gossip/_hot.pyx":335
  *         tail[1] = <unsigned char>(seq >> 24)
  *         tail[2] = <unsigned char>(seq >> 16)
  *         tail[3] = <unsigned char>(seq >> 8)             # <<<<<<<<<<<<<<
@@ -7624,7 +7719,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_4ack(CYTHON_UNUSED PyObjec
 */
     (__pyx_v_tail[3]) = ((unsigned char)(__pyx_v_seq >> 8));
 
-    /* "mcastmember/gossip/_hot.pyx":332
+    /* "mcastmember/gossip/_hot.pyx":336
  *         tail[2] = <unsigned char>(seq >> 16)
  *         tail[3] = <unsigned char>(seq >> 8)
  *         tail[4] = <unsigned char>seq             # <<<<<<<<<<<<<<
@@ -7633,7 +7728,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_4ack(CYTHON_UNUSED PyObjec
 */
     (__pyx_v_tail[4]) = ((unsigned char)__pyx_v_seq);
 
-    /* "mcastmember/gossip/_hot.pyx":333
+    /* "mcastmember/gossip/_hot.pyx":337
  *         tail[3] = <unsigned char>(seq >> 8)
  *         tail[4] = <unsigned char>seq
  *         n = 5             # <<<<<<<<<<<<<<
@@ -7644,19 +7739,19 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_4ack(CYTHON_UNUSED PyObjec
   }
   __pyx_L6:;
 
-  /* "mcastmember/gossip/_hot.pyx":334
+  /* "mcastmember/gossip/_hot.pyx":338
  *         tail[4] = <unsigned char>seq
  *         n = 5
  *     cdef bytes out = PyBytes_FromStringAndSize(NULL, size + n)             # <<<<<<<<<<<<<<
  *     cdef char *dst = PyBytes_AS_STRING(out)
  *     memcpy(dst, <const char *>prefix, size)
 */
-  __pyx_t_4 = PyBytes_FromStringAndSize(NULL, (__pyx_v_size + __pyx_v_n)); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 334, __pyx_L1_error)
+  __pyx_t_4 = PyBytes_FromStringAndSize(NULL, (__pyx_v_size + __pyx_v_n)); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 338, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
   __pyx_v_out = ((PyObject*)__pyx_t_4);
   __pyx_t_4 = 0;
 
-  /* "mcastmember/gossip/_hot.pyx":335
+  /* "mcastmember/gossip/_hot.pyx":339
  *         n = 5
  *     cdef bytes out = PyBytes_FromStringAndSize(NULL, size + n)
  *     cdef char *dst = PyBytes_AS_STRING(out)             # <<<<<<<<<<<<<<
@@ -7665,29 +7760,32 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_4ack(CYTHON_UNUSED PyObjec
 */
   __pyx_v_dst = PyBytes_AS_STRING(__pyx_v_out);
 
-  /* "mcastmember/gossip/_hot.pyx":336
+  /* "mcastmember/gossip/_hot.pyx":340
  *     cdef bytes out = PyBytes_FromStringAndSize(NULL, size + n)
  *     cdef char *dst = PyBytes_AS_STRING(out)
  *     memcpy(dst, <const char *>prefix, size)             # <<<<<<<<<<<<<<
  *     memcpy(dst + size, tail, n)
  *     return out
 */
-  __pyx_t_9 = __Pyx_PyBytes_AsString(__pyx_v_prefix); if (unlikely((!__pyx_t_9) && PyErr_Occurred())) __PYX_ERR(0, 336, __pyx_L1_error)
+  __pyx_t_9 = __Pyx_PyBytes_AsString(__pyx_v_prefix); if (unlikely((!__pyx_t_9) && PyErr_Occurred())) __PYX_ERR(0, 340, __pyx_L1_error)
   (void)(memcpy(__pyx_v_dst, ((char const *)__pyx_t_9), __pyx_v_size));
 
 
-  /* "mcastmember/gossip/_hot.pyx":337
+  /* "mcastmember/gossip/_hot.pyx":341
  *     cdef char *dst = PyBytes_AS_STRING(out)
  *     memcpy(dst, <const char *>prefix, size)
  *     memcpy(dst + size, tail, n)             # <<<<<<<<<<<<<<
  *     return out
+ * 
 */
   (void)(memcpy((__pyx_v_dst + __pyx_v_size), __pyx_v_tail, __pyx_v_n));
 
-  /* "mcastmember/gossip/_hot.pyx":338
+  /* "mcastmember/gossip/_hot.pyx":342
  *     memcpy(dst, <const char *>prefix, size)
  *     memcpy(dst + size, tail, n)
  *     return out             # <<<<<<<<<<<<<<
+ * 
+ * 
 */
   {
     PyObject *__pyx_temp;
@@ -7700,7 +7798,7 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_4ack(CYTHON_UNUSED PyObjec
   }
   goto __pyx_L0;
 
-  /* "mcastmember/gossip/_hot.pyx":309
+  /* "mcastmember/gossip/_hot.pyx":313
  * 
  * 
  * def ack(bytes prefix not None, long long seq):             # <<<<<<<<<<<<<<
@@ -7721,6 +7819,1293 @@ static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_4ack(CYTHON_UNUSED PyObjec
 
 
   __Pyx_XDECREF(__pyx_v_out);
+
+  __Pyx_XGIVEREF(__pyx_r);
+  __Pyx_RefNannyFinishContext();
+  return __pyx_r;
+}
+
+/* "mcastmember/gossip/_hot.pyx":367
+ * 
+ * 
+ * def lzw_decompress(bytes data not None, Py_ssize_t max_size):             # <<<<<<<<<<<<<<
+ *     """Go's compress/lzw reader (LSB, 8-bit literals), step for step as
+ *     ``lzw.decompress`` does it, at most ``max_size`` bytes out. Returns the
+*/
+
+/* Python wrapper */
+static PyObject *__pyx_pw_11mcastmember_6gossip_4_hot_7lzw_decompress(PyObject *__pyx_self, 
+#if CYTHON_VECTORCALL
+PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
+#else
+PyObject *__pyx_args, PyObject *__pyx_kwds
+#endif
+); /*proto*/
+PyDoc_STRVAR(__pyx_doc_11mcastmember_6gossip_4_hot_6lzw_decompress, "Go\047s compress/lzw reader (LSB, 8-bit literals), step for step as\n    ``lzw.decompress`` does it, at most ``max_size`` bytes out. Returns the\n    bytes, or on failure a tuple for the caller to raise from: (1,) the data\n    ends without its end code; (2, code, next) an invalid code; (3,) more\n    than ``max_size`` bytes.");
+static PyMethodDef __pyx_mdef_11mcastmember_6gossip_4_hot_7lzw_decompress = {"lzw_decompress", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_11mcastmember_6gossip_4_hot_7lzw_decompress, __Pyx_METH_FASTCALL|METH_KEYWORDS, __pyx_doc_11mcastmember_6gossip_4_hot_6lzw_decompress};
+static PyObject *__pyx_pw_11mcastmember_6gossip_4_hot_7lzw_decompress(PyObject *__pyx_self, 
+#if CYTHON_VECTORCALL
+PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
+#else
+PyObject *__pyx_args, PyObject *__pyx_kwds
+#endif
+) {
+  PyObject *__pyx_v_data = 0;
+  Py_ssize_t __pyx_v_max_size;
+  #if !CYTHON_VECTORCALL
+  CYTHON_UNUSED Py_ssize_t __pyx_nargs;
+  #endif
+  CYTHON_UNUSED PyObject *const *__pyx_kwvalues;
+  PyObject* values[2] = {0,0};
+  int __pyx_lineno = 0;
+  const char *__pyx_filename = NULL;
+  int __pyx_clineno = 0;
+  PyObject *__pyx_r = 0;
+  __Pyx_RefNannyDeclarations
+  __Pyx_RefNannySetupContext("lzw_decompress (wrapper)", 0);
+  #if !CYTHON_VECTORCALL
+  #if CYTHON_ASSUME_SAFE_SIZE
+  __pyx_nargs = PyTuple_GET_SIZE(__pyx_args);
+  #else
+  __pyx_nargs = PyTuple_Size(__pyx_args); if (unlikely(__pyx_nargs < 0)) return NULL;
+  #endif
+  #endif
+  __pyx_kwvalues = __Pyx_KwValues_FASTCALL(__pyx_args, __pyx_nargs);
+  {
+    PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_data,&__pyx_mstate_global->__pyx_n_u_max_size,0};
+    const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 367, __pyx_L3_error)
+    if (__pyx_kwds_len > 0) {
+      switch (__pyx_nargs) {
+        case  2:
+        values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 367, __pyx_L3_error)
+        CYTHON_FALLTHROUGH;
+        case  1:
+        values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 367, __pyx_L3_error)
+        CYTHON_FALLTHROUGH;
+        case  0: break;
+        default: goto __pyx_L5_argtuple_error;
+      }
+      const Py_ssize_t kwd_pos_args = __pyx_nargs;
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "lzw_decompress", 0) < (0)) __PYX_ERR(0, 367, __pyx_L3_error)
+      for (Py_ssize_t i = __pyx_nargs; i < 2; i++) {
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("lzw_decompress", 1, 2, 2, i); __PYX_ERR(0, 367, __pyx_L3_error) }
+      }
+    } else if (unlikely(__pyx_nargs != 2)) {
+      goto __pyx_L5_argtuple_error;
+    } else {
+      values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 367, __pyx_L3_error)
+      values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 367, __pyx_L3_error)
+    }
+    __pyx_v_data = ((PyObject*)values[0]);
+    __pyx_v_max_size = __Pyx_PyIndex_AsSsize_t(values[1]); if (unlikely((__pyx_v_max_size == (Py_ssize_t)-1) && PyErr_Occurred())) __PYX_ERR(0, 367, __pyx_L3_error)
+  }
+  goto __pyx_L6_skip;
+  __pyx_L5_argtuple_error:;
+  __Pyx_RaiseArgtupleInvalid("lzw_decompress", 1, 2, 2, __pyx_nargs); __PYX_ERR(0, 367, __pyx_L3_error)
+  __pyx_L6_skip:;
+  goto __pyx_L4_argument_unpacking_done;
+  __pyx_L3_error:;
+  for (Py_ssize_t __pyx_temp=0; __pyx_temp < (Py_ssize_t)(sizeof(values)/sizeof(values[0])); ++__pyx_temp) {
+    Py_XDECREF(values[__pyx_temp]);
+  }
+  __Pyx_AddTraceback("mcastmember.gossip._hot.lzw_decompress", __pyx_clineno, __pyx_lineno, __pyx_filename);
+  __Pyx_RefNannyFinishContext();
+  return NULL;
+  __pyx_L4_argument_unpacking_done:;
+  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_data), (&PyBytes_Type), 0, "data", 1))) __PYX_ERR(0, 367, __pyx_L1_error)
+  __pyx_r = __pyx_pf_11mcastmember_6gossip_4_hot_6lzw_decompress(__pyx_self, __pyx_v_data, __pyx_v_max_size);
+
+  /* function exit code */
+  goto __pyx_L0;
+  __pyx_L1_error:;
+  __pyx_r = NULL;
+  for (Py_ssize_t __pyx_temp=0; __pyx_temp < (Py_ssize_t)(sizeof(values)/sizeof(values[0])); ++__pyx_temp) {
+    Py_XDECREF(values[__pyx_temp]);
+  }
+  goto __pyx_L7_cleaned_up;
+  __pyx_L0:;
+  for (Py_ssize_t __pyx_temp=0; __pyx_temp < (Py_ssize_t)(sizeof(values)/sizeof(values[0])); ++__pyx_temp) {
+    Py_XDECREF(values[__pyx_temp]);
+  }
+  __pyx_L7_cleaned_up:;
+
+  __Pyx_RefNannyFinishContext();
+  return __pyx_r;
+}
+
+static PyObject *__pyx_pf_11mcastmember_6gossip_4_hot_6lzw_decompress(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_data, Py_ssize_t __pyx_v_max_size) {
+  unsigned char const *__pyx_v_src;
+  Py_ssize_t __pyx_v_size;
+  Py_ssize_t __pyx_v_pos;
+  Py_ssize_t __pyx_v_out_len;
+  Py_ssize_t __pyx_v_cap;
+  Py_ssize_t __pyx_v_need;
+  Py_ssize_t __pyx_v_k;
+  Py_ssize_t __pyx_v_entry_len;
+  unsigned PY_LONG_LONG __pyx_v_bits;
+  int __pyx_v_n_bits;
+  int __pyx_v_width;
+  int __pyx_v_hi;
+  int __pyx_v_overflow;
+  int __pyx_v_last;
+  int __pyx_v_code;
+  int __pyx_v_c;
+  struct __pyx_t_11mcastmember_6gossip_4_hot_LzwTable *__pyx_v_table;
+  unsigned char *__pyx_v_out;
+  unsigned char *__pyx_v_grown;
+  unsigned char __pyx_v_head;
+  int *__pyx_v_prefix;
+  unsigned char *__pyx_v_suffix;
+  unsigned char *__pyx_v_first;
+  int *__pyx_v_length;
+  PyObject *__pyx_r = NULL;
+  __Pyx_RefNannyDeclarations
+  unsigned char const *__pyx_t_1;
+  Py_ssize_t __pyx_t_2;
+  int __pyx_t_3;
+  int *__pyx_t_4;
+  unsigned char *__pyx_t_5;
+  long __pyx_t_6;
+  long __pyx_t_7;
+  int __pyx_t_8;
+  unsigned char __pyx_t_9;
+  int __pyx_t_10;
+  PyObject *__pyx_t_11 = NULL;
+  PyObject *__pyx_t_12 = NULL;
+  PyObject *__pyx_t_13 = NULL;
+  int __pyx_t_14;
+  char const *__pyx_t_15;
+  PyObject *__pyx_t_16 = NULL;
+  PyObject *__pyx_t_17 = NULL;
+  PyObject *__pyx_t_18 = NULL;
+  PyObject *__pyx_t_19 = NULL;
+  PyObject *__pyx_t_20 = NULL;
+  PyObject *__pyx_t_21 = NULL;
+  int __pyx_lineno = 0;
+  const char *__pyx_filename = NULL;
+  int __pyx_clineno = 0;
+  __Pyx_RefNannySetupContext("lzw_decompress", 0);
+
+  /* "mcastmember/gossip/_hot.pyx":373
+ *     ends without its end code; (2, code, next) an invalid code; (3,) more
+ *     than ``max_size`` bytes."""
+ *     cdef const unsigned char *src = <const unsigned char *>data             # <<<<<<<<<<<<<<
+ *     cdef Py_ssize_t size = len(data), pos = 0, out_len = 0, cap = 256, need, k, entry_len
+ *     cdef unsigned long long bits = 0
+*/
+  __pyx_t_1 = __Pyx_PyBytes_AsUString(__pyx_v_data); if (unlikely((!__pyx_t_1) && PyErr_Occurred())) __PYX_ERR(0, 373, __pyx_L1_error)
+  __pyx_v_src = ((unsigned char const *)__pyx_t_1);
+
+
+  /* "mcastmember/gossip/_hot.pyx":374
+ *     than ``max_size`` bytes."""
+ *     cdef const unsigned char *src = <const unsigned char *>data
+ *     cdef Py_ssize_t size = len(data), pos = 0, out_len = 0, cap = 256, need, k, entry_len             # <<<<<<<<<<<<<<
+ *     cdef unsigned long long bits = 0
+ *     cdef int n_bits = 0, width = 9, hi = LZW_EOF, overflow = 512, last = -1, code, c
+*/
+  __pyx_t_2 = __Pyx_PyBytes_GET_SIZE(__pyx_v_data); if (unlikely(__pyx_t_2 == ((Py_ssize_t)-1))) __PYX_ERR(0, 374, __pyx_L1_error)
+  __pyx_v_size = __pyx_t_2;
+  __pyx_v_pos = 0;
+  __pyx_v_out_len = 0;
+  __pyx_v_cap = 0x100;
+
+  /* "mcastmember/gossip/_hot.pyx":375
+ *     cdef const unsigned char *src = <const unsigned char *>data
+ *     cdef Py_ssize_t size = len(data), pos = 0, out_len = 0, cap = 256, need, k, entry_len
+ *     cdef unsigned long long bits = 0             # <<<<<<<<<<<<<<
+ *     cdef int n_bits = 0, width = 9, hi = LZW_EOF, overflow = 512, last = -1, code, c
+ *     cdef LzwTable *table = &LZW_TABLE
+*/
+  __pyx_v_bits = 0;
+
+  /* "mcastmember/gossip/_hot.pyx":376
+ *     cdef Py_ssize_t size = len(data), pos = 0, out_len = 0, cap = 256, need, k, entry_len
+ *     cdef unsigned long long bits = 0
+ *     cdef int n_bits = 0, width = 9, hi = LZW_EOF, overflow = 512, last = -1, code, c             # <<<<<<<<<<<<<<
+ *     cdef LzwTable *table = &LZW_TABLE
+ *     cdef unsigned char *out = <unsigned char *>PyMem_Malloc(cap)
+*/
+  __pyx_v_n_bits = 0;
+  __pyx_v_width = 9;
+  __pyx_v_hi = __pyx_e_11mcastmember_6gossip_4_hot_LZW_EOF;
+  __pyx_v_overflow = 0x200;
+  __pyx_v_last = -1;
+
+  /* "mcastmember/gossip/_hot.pyx":377
+ *     cdef unsigned long long bits = 0
+ *     cdef int n_bits = 0, width = 9, hi = LZW_EOF, overflow = 512, last = -1, code, c
+ *     cdef LzwTable *table = &LZW_TABLE             # <<<<<<<<<<<<<<
+ *     cdef unsigned char *out = <unsigned char *>PyMem_Malloc(cap)
+ *     cdef unsigned char *grown
+*/
+  __pyx_v_table = (&__pyx_v_11mcastmember_6gossip_4_hot_LZW_TABLE);
+
+  /* "mcastmember/gossip/_hot.pyx":378
+ *     cdef int n_bits = 0, width = 9, hi = LZW_EOF, overflow = 512, last = -1, code, c
+ *     cdef LzwTable *table = &LZW_TABLE
+ *     cdef unsigned char *out = <unsigned char *>PyMem_Malloc(cap)             # <<<<<<<<<<<<<<
+ *     cdef unsigned char *grown
+ *     cdef unsigned char head
+*/
+  __pyx_v_out = ((unsigned char *)PyMem_Malloc(__pyx_v_cap));
+
+  /* "mcastmember/gossip/_hot.pyx":381
+ *     cdef unsigned char *grown
+ *     cdef unsigned char head
+ *     if out == NULL:             # <<<<<<<<<<<<<<
+ *         raise MemoryError()
+ *     cdef int *prefix = table.prefix
+*/
+  __pyx_t_3 = (__pyx_v_out == NULL);
+
+  if (unlikely(__pyx_t_3)) {
+
+
+    /* "mcastmember/gossip/_hot.pyx":382
+ *     cdef unsigned char head
+ *     if out == NULL:
+ *         raise MemoryError()             # <<<<<<<<<<<<<<
+ *     cdef int *prefix = table.prefix
+ *     cdef unsigned char *suffix = table.suffix
+*/
+    PyErr_NoMemory(); __PYX_ERR(0, 382, __pyx_L1_error)
+
+    /* "mcastmember/gossip/_hot.pyx":381
+ *     cdef unsigned char *grown
+ *     cdef unsigned char head
+ *     if out == NULL:             # <<<<<<<<<<<<<<
+ *         raise MemoryError()
+ *     cdef int *prefix = table.prefix
+*/
+  }
+
+  /* "mcastmember/gossip/_hot.pyx":383
+ *     if out == NULL:
+ *         raise MemoryError()
+ *     cdef int *prefix = table.prefix             # <<<<<<<<<<<<<<
+ *     cdef unsigned char *suffix = table.suffix
+ *     cdef unsigned char *first = table.first
+*/
+  __pyx_t_4 = __pyx_v_table->prefix;
+
+  __pyx_v_prefix = __pyx_t_4;
+
+  /* "mcastmember/gossip/_hot.pyx":384
+ *         raise MemoryError()
+ *     cdef int *prefix = table.prefix
+ *     cdef unsigned char *suffix = table.suffix             # <<<<<<<<<<<<<<
+ *     cdef unsigned char *first = table.first
+ *     cdef int *length = table.length
+*/
+  __pyx_t_5 = __pyx_v_table->suffix;
+
+  __pyx_v_suffix = __pyx_t_5;
+
+  /* "mcastmember/gossip/_hot.pyx":385
+ *     cdef int *prefix = table.prefix
+ *     cdef unsigned char *suffix = table.suffix
+ *     cdef unsigned char *first = table.first             # <<<<<<<<<<<<<<
+ *     cdef int *length = table.length
+ *     for c in range(LZW_MAX_CODE + 1):
+*/
+  __pyx_t_5 = __pyx_v_table->first;
+
+  __pyx_v_first = __pyx_t_5;
+
+  /* "mcastmember/gossip/_hot.pyx":386
+ *     cdef unsigned char *suffix = table.suffix
+ *     cdef unsigned char *first = table.first
+ *     cdef int *length = table.length             # <<<<<<<<<<<<<<
+ *     for c in range(LZW_MAX_CODE + 1):
+ *         prefix[c] = -1
+*/
+  __pyx_t_4 = __pyx_v_table->length;
+
+  __pyx_v_length = __pyx_t_4;
+
+  /* "mcastmember/gossip/_hot.pyx":387
+ *     cdef unsigned char *first = table.first
+ *     cdef int *length = table.length
+ *     for c in range(LZW_MAX_CODE + 1):             # <<<<<<<<<<<<<<
+ *         prefix[c] = -1
+ *         suffix[c] = <unsigned char>c if c < LZW_CLEAR else 0
+*/
+
+  __pyx_t_6 = (__pyx_e_11mcastmember_6gossip_4_hot_LZW_MAX_CODE + 1);
+  __pyx_t_7 = __pyx_t_6;
+
+  for (__pyx_t_8 = 0; __pyx_t_8 < __pyx_t_7; __pyx_t_8+=1) {
+    __pyx_v_c = __pyx_t_8;
+
+    /* "mcastmember/gossip/_hot.pyx":388
+ *     cdef int *length = table.length
+ *     for c in range(LZW_MAX_CODE + 1):
+ *         prefix[c] = -1             # <<<<<<<<<<<<<<
+ *         suffix[c] = <unsigned char>c if c < LZW_CLEAR else 0
+ *         first[c] = suffix[c]
+*/
+    (__pyx_v_prefix[__pyx_v_c]) = -1;
+
+    /* "mcastmember/gossip/_hot.pyx":389
+ *     for c in range(LZW_MAX_CODE + 1):
+ *         prefix[c] = -1
+ *         suffix[c] = <unsigned char>c if c < LZW_CLEAR else 0             # <<<<<<<<<<<<<<
+ *         first[c] = suffix[c]
+ *         length[c] = 1 if c < LZW_CLEAR else 0
+*/
+    __pyx_t_3 = (__pyx_v_c < __pyx_e_11mcastmember_6gossip_4_hot_LZW_CLEAR);
+
+    if (__pyx_t_3) {
+
+      __pyx_t_9 = ((unsigned char)__pyx_v_c);
+    } else {
+
+      __pyx_t_9 = 0;
+    }
+
+    (__pyx_v_suffix[__pyx_v_c]) = __pyx_t_9;
+
+
+    /* "mcastmember/gossip/_hot.pyx":390
+ *         prefix[c] = -1
+ *         suffix[c] = <unsigned char>c if c < LZW_CLEAR else 0
+ *         first[c] = suffix[c]             # <<<<<<<<<<<<<<
+ *         length[c] = 1 if c < LZW_CLEAR else 0
+ *     try:
+*/
+    (__pyx_v_first[__pyx_v_c]) = (__pyx_v_suffix[__pyx_v_c]);
+
+    /* "mcastmember/gossip/_hot.pyx":391
+ *         suffix[c] = <unsigned char>c if c < LZW_CLEAR else 0
+ *         first[c] = suffix[c]
+ *         length[c] = 1 if c < LZW_CLEAR else 0             # <<<<<<<<<<<<<<
+ *     try:
+ *         while True:
+*/
+    __pyx_t_3 = (__pyx_v_c < __pyx_e_11mcastmember_6gossip_4_hot_LZW_CLEAR);
+
+    if (__pyx_t_3) {
+
+      __pyx_t_10 = 1;
+    } else {
+
+      __pyx_t_10 = 0;
+    }
+
+    (__pyx_v_length[__pyx_v_c]) = __pyx_t_10;
+
+  }
+
+
+  /* "mcastmember/gossip/_hot.pyx":392
+ *         first[c] = suffix[c]
+ *         length[c] = 1 if c < LZW_CLEAR else 0
+ *     try:             # <<<<<<<<<<<<<<
+ *         while True:
+ *             while n_bits < width:
+*/
+  /*try:*/ {
+
+    /* "mcastmember/gossip/_hot.pyx":393
+ *         length[c] = 1 if c < LZW_CLEAR else 0
+ *     try:
+ *         while True:             # <<<<<<<<<<<<<<
+ *             while n_bits < width:
+ *                 if pos == size:
+*/
+    while (1) {
+
+      /* "mcastmember/gossip/_hot.pyx":394
+ *     try:
+ *         while True:
+ *             while n_bits < width:             # <<<<<<<<<<<<<<
+ *                 if pos == size:
+ *                     return (1,)
+*/
+      while (1) {
+        __pyx_t_3 = (__pyx_v_n_bits < __pyx_v_width);
+
+
+        if (!__pyx_t_3) break;
+
+        /* "mcastmember/gossip/_hot.pyx":395
+ *         while True:
+ *             while n_bits < width:
+ *                 if pos == size:             # <<<<<<<<<<<<<<
+ *                     return (1,)
+ *                 bits |= (<unsigned long long>src[pos]) << n_bits
+*/
+        __pyx_t_3 = (__pyx_v_pos == __pyx_v_size);
+
+        if (__pyx_t_3) {
+
+
+          /* "mcastmember/gossip/_hot.pyx":396
+ *             while n_bits < width:
+ *                 if pos == size:
+ *                     return (1,)             # <<<<<<<<<<<<<<
+ *                 bits |= (<unsigned long long>src[pos]) << n_bits
+ *                 pos += 1
+*/
+          {
+            PyObject *__pyx_temp;
+            {
+              __pyx_temp = __pyx_r;
+              __Pyx_INCREF(__pyx_mstate_global->__pyx_tuple[0]);
+              __pyx_r = __pyx_mstate_global->__pyx_tuple[0];
+            }
+            __Pyx_XDECREF(__pyx_temp);
+          }
+          goto __pyx_L6_return;
+
+          /* "mcastmember/gossip/_hot.pyx":395
+ *         while True:
+ *             while n_bits < width:
+ *                 if pos == size:             # <<<<<<<<<<<<<<
+ *                     return (1,)
+ *                 bits |= (<unsigned long long>src[pos]) << n_bits
+*/
+        }
+
+        /* "mcastmember/gossip/_hot.pyx":397
+ *                 if pos == size:
+ *                     return (1,)
+ *                 bits |= (<unsigned long long>src[pos]) << n_bits             # <<<<<<<<<<<<<<
+ *                 pos += 1
+ *                 n_bits += 8
+*/
+        __pyx_v_bits = (__pyx_v_bits | (((unsigned PY_LONG_LONG)(__pyx_v_src[__pyx_v_pos])) << __pyx_v_n_bits));
+
+        /* "mcastmember/gossip/_hot.pyx":398
+ *                     return (1,)
+ *                 bits |= (<unsigned long long>src[pos]) << n_bits
+ *                 pos += 1             # <<<<<<<<<<<<<<
+ *                 n_bits += 8
+ *             code = <int>(bits & ((1ULL << width) - 1))
+*/
+        __pyx_v_pos = (__pyx_v_pos + 1);
+
+        /* "mcastmember/gossip/_hot.pyx":399
+ *                 bits |= (<unsigned long long>src[pos]) << n_bits
+ *                 pos += 1
+ *                 n_bits += 8             # <<<<<<<<<<<<<<
+ *             code = <int>(bits & ((1ULL << width) - 1))
+ *             bits >>= width
+*/
+        __pyx_v_n_bits = (__pyx_v_n_bits + 8);
+      }
+
+      /* "mcastmember/gossip/_hot.pyx":400
+ *                 pos += 1
+ *                 n_bits += 8
+ *             code = <int>(bits & ((1ULL << width) - 1))             # <<<<<<<<<<<<<<
+ *             bits >>= width
+ *             n_bits -= width
+*/
+      __pyx_v_code = ((int)(__pyx_v_bits & ((1ULL << __pyx_v_width) - 1)));
+
+      /* "mcastmember/gossip/_hot.pyx":401
+ *                 n_bits += 8
+ *             code = <int>(bits & ((1ULL << width) - 1))
+ *             bits >>= width             # <<<<<<<<<<<<<<
+ *             n_bits -= width
+ *             if code == LZW_CLEAR:
+*/
+      __pyx_v_bits = (__pyx_v_bits >> __pyx_v_width);
+
+      /* "mcastmember/gossip/_hot.pyx":402
+ *             code = <int>(bits & ((1ULL << width) - 1))
+ *             bits >>= width
+ *             n_bits -= width             # <<<<<<<<<<<<<<
+ *             if code == LZW_CLEAR:
+ *                 width = 9
+*/
+      __pyx_v_n_bits = (__pyx_v_n_bits - __pyx_v_width);
+
+      /* "mcastmember/gossip/_hot.pyx":403
+ *             bits >>= width
+ *             n_bits -= width
+ *             if code == LZW_CLEAR:             # <<<<<<<<<<<<<<
+ *                 width = 9
+ *                 hi = LZW_EOF
+*/
+      __pyx_t_3 = (__pyx_v_code == __pyx_e_11mcastmember_6gossip_4_hot_LZW_CLEAR);
+
+      if (__pyx_t_3) {
+
+
+        /* "mcastmember/gossip/_hot.pyx":404
+ *             n_bits -= width
+ *             if code == LZW_CLEAR:
+ *                 width = 9             # <<<<<<<<<<<<<<
+ *                 hi = LZW_EOF
+ *                 overflow = 512
+*/
+        __pyx_v_width = 9;
+
+        /* "mcastmember/gossip/_hot.pyx":405
+ *             if code == LZW_CLEAR:
+ *                 width = 9
+ *                 hi = LZW_EOF             # <<<<<<<<<<<<<<
+ *                 overflow = 512
+ *                 last = -1
+*/
+        __pyx_v_hi = __pyx_e_11mcastmember_6gossip_4_hot_LZW_EOF;
+
+        /* "mcastmember/gossip/_hot.pyx":406
+ *                 width = 9
+ *                 hi = LZW_EOF
+ *                 overflow = 512             # <<<<<<<<<<<<<<
+ *                 last = -1
+ *                 continue
+*/
+        __pyx_v_overflow = 0x200;
+
+        /* "mcastmember/gossip/_hot.pyx":407
+ *                 hi = LZW_EOF
+ *                 overflow = 512
+ *                 last = -1             # <<<<<<<<<<<<<<
+ *                 continue
+ *             if code == LZW_EOF:
+*/
+        __pyx_v_last = -1;
+
+        /* "mcastmember/gossip/_hot.pyx":408
+ *                 overflow = 512
+ *                 last = -1
+ *                 continue             # <<<<<<<<<<<<<<
+ *             if code == LZW_EOF:
+ *                 return PyBytes_FromStringAndSize(<char *>out, out_len)
+*/
+        goto __pyx_L9_continue;
+
+        /* "mcastmember/gossip/_hot.pyx":403
+ *             bits >>= width
+ *             n_bits -= width
+ *             if code == LZW_CLEAR:             # <<<<<<<<<<<<<<
+ *                 width = 9
+ *                 hi = LZW_EOF
+*/
+      }
+
+      /* "mcastmember/gossip/_hot.pyx":409
+ *                 last = -1
+ *                 continue
+ *             if code == LZW_EOF:             # <<<<<<<<<<<<<<
+ *                 return PyBytes_FromStringAndSize(<char *>out, out_len)
+ *             if code > hi:
+*/
+      __pyx_t_3 = (__pyx_v_code == __pyx_e_11mcastmember_6gossip_4_hot_LZW_EOF);
+
+      if (__pyx_t_3) {
+
+
+        /* "mcastmember/gossip/_hot.pyx":410
+ *                 continue
+ *             if code == LZW_EOF:
+ *                 return PyBytes_FromStringAndSize(<char *>out, out_len)             # <<<<<<<<<<<<<<
+ *             if code > hi:
+ *                 return (2, code, hi)
+*/
+        __pyx_t_11 = PyBytes_FromStringAndSize(((char *)__pyx_v_out), __pyx_v_out_len); if (unlikely(!__pyx_t_11)) __PYX_ERR(0, 410, __pyx_L7_error)
+        __Pyx_GOTREF(__pyx_t_11);
+        {
+          PyObject *__pyx_temp;
+          {
+            __pyx_temp = __pyx_r;
+            __pyx_r = __pyx_t_11;
+          }
+          __Pyx_XDECREF(__pyx_temp);
+        }
+        __pyx_t_11 = 0;
+        goto __pyx_L6_return;
+
+        /* "mcastmember/gossip/_hot.pyx":409
+ *                 last = -1
+ *                 continue
+ *             if code == LZW_EOF:             # <<<<<<<<<<<<<<
+ *                 return PyBytes_FromStringAndSize(<char *>out, out_len)
+ *             if code > hi:
+*/
+      }
+
+      /* "mcastmember/gossip/_hot.pyx":411
+ *             if code == LZW_EOF:
+ *                 return PyBytes_FromStringAndSize(<char *>out, out_len)
+ *             if code > hi:             # <<<<<<<<<<<<<<
+ *                 return (2, code, hi)
+ *             if code == hi and last >= 0:
+*/
+      __pyx_t_3 = (__pyx_v_code > __pyx_v_hi);
+
+      if (__pyx_t_3) {
+
+
+        /* "mcastmember/gossip/_hot.pyx":412
+ *                 return PyBytes_FromStringAndSize(<char *>out, out_len)
+ *             if code > hi:
+ *                 return (2, code, hi)             # <<<<<<<<<<<<<<
+ *             if code == hi and last >= 0:
+ *                 entry_len = length[last] + 1        # last's string plus its own head
+*/
+        __pyx_t_11 = __Pyx_PyLong_From_int(__pyx_v_code); if (unlikely(!__pyx_t_11)) __PYX_ERR(0, 412, __pyx_L7_error)
+        __Pyx_GOTREF(__pyx_t_11);
+        __pyx_t_12 = __Pyx_PyLong_From_int(__pyx_v_hi); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 412, __pyx_L7_error)
+        __Pyx_GOTREF(__pyx_t_12);
+        __pyx_t_13 = PyTuple_New(3); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 412, __pyx_L7_error)
+        __Pyx_GOTREF(__pyx_t_13);
+        __Pyx_INCREF(__pyx_mstate_global->__pyx_int_2);
+        __Pyx_GIVEREF(__pyx_mstate_global->__pyx_int_2);
+        if (__Pyx_PyTuple_SET_ITEM(__pyx_t_13, 0, __pyx_mstate_global->__pyx_int_2) != (0)) __PYX_ERR(0, 412, __pyx_L7_error);
+        __Pyx_GIVEREF(__pyx_t_11);
+        if (__Pyx_PyTuple_SET_ITEM(__pyx_t_13, 1, __pyx_t_11) != (0)) __PYX_ERR(0, 412, __pyx_L7_error);
+        __Pyx_GIVEREF(__pyx_t_12);
+        if (__Pyx_PyTuple_SET_ITEM(__pyx_t_13, 2, __pyx_t_12) != (0)) __PYX_ERR(0, 412, __pyx_L7_error);
+        __pyx_t_11 = 0;
+        __pyx_t_12 = 0;
+        {
+          PyObject *__pyx_temp;
+          {
+            __pyx_temp = __pyx_r;
+            __pyx_r = __pyx_t_13;
+          }
+          __Pyx_XDECREF(__pyx_temp);
+        }
+        __pyx_t_13 = 0;
+        goto __pyx_L6_return;
+
+        /* "mcastmember/gossip/_hot.pyx":411
+ *             if code == LZW_EOF:
+ *                 return PyBytes_FromStringAndSize(<char *>out, out_len)
+ *             if code > hi:             # <<<<<<<<<<<<<<
+ *                 return (2, code, hi)
+ *             if code == hi and last >= 0:
+*/
+      }
+
+      /* "mcastmember/gossip/_hot.pyx":413
+ *             if code > hi:
+ *                 return (2, code, hi)
+ *             if code == hi and last >= 0:             # <<<<<<<<<<<<<<
+ *                 entry_len = length[last] + 1        # last's string plus its own head
+ *                 head = first[last]
+*/
+      __pyx_t_14 = (__pyx_v_code == __pyx_v_hi);
+
+      if (__pyx_t_14) {
+
+      } else {
+
+        __pyx_t_3 = __pyx_t_14;
+
+        goto __pyx_L18_bool_binop_done;
+      }
+      __pyx_t_14 = (__pyx_v_last >= 0);
+
+
+      __pyx_t_3 = __pyx_t_14;
+
+      __pyx_L18_bool_binop_done:;
+      if (__pyx_t_3) {
+
+
+        /* "mcastmember/gossip/_hot.pyx":414
+ *                 return (2, code, hi)
+ *             if code == hi and last >= 0:
+ *                 entry_len = length[last] + 1        # last's string plus its own head             # <<<<<<<<<<<<<<
+ *                 head = first[last]
+ *             else:
+*/
+        __pyx_v_entry_len = ((__pyx_v_length[__pyx_v_last]) + 1);
+
+        /* "mcastmember/gossip/_hot.pyx":415
+ *             if code == hi and last >= 0:
+ *                 entry_len = length[last] + 1        # last's string plus its own head
+ *                 head = first[last]             # <<<<<<<<<<<<<<
+ *             else:
+ *                 entry_len = length[code]
+*/
+        __pyx_v_head = (__pyx_v_first[__pyx_v_last]);
+
+        /* "mcastmember/gossip/_hot.pyx":413
+ *             if code > hi:
+ *                 return (2, code, hi)
+ *             if code == hi and last >= 0:             # <<<<<<<<<<<<<<
+ *                 entry_len = length[last] + 1        # last's string plus its own head
+ *                 head = first[last]
+*/
+        goto __pyx_L17;
+      }
+
+      /* "mcastmember/gossip/_hot.pyx":417
+ *                 head = first[last]
+ *             else:
+ *                 entry_len = length[code]             # <<<<<<<<<<<<<<
+ *                 head = first[code]
+ *             if out_len + entry_len > max_size:
+*/
+      /*else*/ {
+        __pyx_v_entry_len = (__pyx_v_length[__pyx_v_code]);
+
+        /* "mcastmember/gossip/_hot.pyx":418
+ *             else:
+ *                 entry_len = length[code]
+ *                 head = first[code]             # <<<<<<<<<<<<<<
+ *             if out_len + entry_len > max_size:
+ *                 return (3,)
+*/
+        __pyx_v_head = (__pyx_v_first[__pyx_v_code]);
+      }
+      __pyx_L17:;
+
+      /* "mcastmember/gossip/_hot.pyx":419
+ *                 entry_len = length[code]
+ *                 head = first[code]
+ *             if out_len + entry_len > max_size:             # <<<<<<<<<<<<<<
+ *                 return (3,)
+ *             need = out_len + entry_len
+*/
+      __pyx_t_3 = ((__pyx_v_out_len + __pyx_v_entry_len) > __pyx_v_max_size);
+
+      if (__pyx_t_3) {
+
+
+        /* "mcastmember/gossip/_hot.pyx":420
+ *                 head = first[code]
+ *             if out_len + entry_len > max_size:
+ *                 return (3,)             # <<<<<<<<<<<<<<
+ *             need = out_len + entry_len
+ *             if need > cap:
+*/
+        {
+          PyObject *__pyx_temp;
+          {
+            __pyx_temp = __pyx_r;
+            __Pyx_INCREF(__pyx_mstate_global->__pyx_tuple[1]);
+            __pyx_r = __pyx_mstate_global->__pyx_tuple[1];
+          }
+          __Pyx_XDECREF(__pyx_temp);
+        }
+        goto __pyx_L6_return;
+
+        /* "mcastmember/gossip/_hot.pyx":419
+ *                 entry_len = length[code]
+ *                 head = first[code]
+ *             if out_len + entry_len > max_size:             # <<<<<<<<<<<<<<
+ *                 return (3,)
+ *             need = out_len + entry_len
+*/
+      }
+
+      /* "mcastmember/gossip/_hot.pyx":421
+ *             if out_len + entry_len > max_size:
+ *                 return (3,)
+ *             need = out_len + entry_len             # <<<<<<<<<<<<<<
+ *             if need > cap:
+ *                 while cap < need:
+*/
+      __pyx_v_need = (__pyx_v_out_len + __pyx_v_entry_len);
+
+      /* "mcastmember/gossip/_hot.pyx":422
+ *                 return (3,)
+ *             need = out_len + entry_len
+ *             if need > cap:             # <<<<<<<<<<<<<<
+ *                 while cap < need:
+ *                     cap *= 2
+*/
+      __pyx_t_3 = (__pyx_v_need > __pyx_v_cap);
+
+      if (__pyx_t_3) {
+
+
+        /* "mcastmember/gossip/_hot.pyx":423
+ *             need = out_len + entry_len
+ *             if need > cap:
+ *                 while cap < need:             # <<<<<<<<<<<<<<
+ *                     cap *= 2
+ *                 grown = <unsigned char *>PyMem_Realloc(out, cap)
+*/
+        while (1) {
+          __pyx_t_3 = (__pyx_v_cap < __pyx_v_need);
+
+
+          if (!__pyx_t_3) break;
+
+          /* "mcastmember/gossip/_hot.pyx":424
+ *             if need > cap:
+ *                 while cap < need:
+ *                     cap *= 2             # <<<<<<<<<<<<<<
+ *                 grown = <unsigned char *>PyMem_Realloc(out, cap)
+ *                 if grown == NULL:
+*/
+          __pyx_v_cap = (__pyx_v_cap * 2);
+        }
+
+        /* "mcastmember/gossip/_hot.pyx":425
+ *                 while cap < need:
+ *                     cap *= 2
+ *                 grown = <unsigned char *>PyMem_Realloc(out, cap)             # <<<<<<<<<<<<<<
+ *                 if grown == NULL:
+ *                     raise MemoryError()
+*/
+        __pyx_v_grown = ((unsigned char *)PyMem_Realloc(__pyx_v_out, __pyx_v_cap));
+
+        /* "mcastmember/gossip/_hot.pyx":426
+ *                     cap *= 2
+ *                 grown = <unsigned char *>PyMem_Realloc(out, cap)
+ *                 if grown == NULL:             # <<<<<<<<<<<<<<
+ *                     raise MemoryError()
+ *                 out = grown
+*/
+        __pyx_t_3 = (__pyx_v_grown == NULL);
+
+        if (unlikely(__pyx_t_3)) {
+
+
+          /* "mcastmember/gossip/_hot.pyx":427
+ *                 grown = <unsigned char *>PyMem_Realloc(out, cap)
+ *                 if grown == NULL:
+ *                     raise MemoryError()             # <<<<<<<<<<<<<<
+ *                 out = grown
+ *             if code == hi and last >= 0:
+*/
+          PyErr_NoMemory(); __PYX_ERR(0, 427, __pyx_L7_error)
+
+          /* "mcastmember/gossip/_hot.pyx":426
+ *                     cap *= 2
+ *                 grown = <unsigned char *>PyMem_Realloc(out, cap)
+ *                 if grown == NULL:             # <<<<<<<<<<<<<<
+ *                     raise MemoryError()
+ *                 out = grown
+*/
+        }
+
+        /* "mcastmember/gossip/_hot.pyx":428
+ *                 if grown == NULL:
+ *                     raise MemoryError()
+ *                 out = grown             # <<<<<<<<<<<<<<
+ *             if code == hi and last >= 0:
+ *                 out[need - 1] = head
+*/
+        __pyx_v_out = __pyx_v_grown;
+
+        /* "mcastmember/gossip/_hot.pyx":422
+ *                 return (3,)
+ *             need = out_len + entry_len
+ *             if need > cap:             # <<<<<<<<<<<<<<
+ *                 while cap < need:
+ *                     cap *= 2
+*/
+      }
+
+      /* "mcastmember/gossip/_hot.pyx":429
+ *                     raise MemoryError()
+ *                 out = grown
+ *             if code == hi and last >= 0:             # <<<<<<<<<<<<<<
+ *                 out[need - 1] = head
+ *                 c = last
+*/
+      __pyx_t_14 = (__pyx_v_code == __pyx_v_hi);
+
+      if (__pyx_t_14) {
+
+      } else {
+
+        __pyx_t_3 = __pyx_t_14;
+
+        goto __pyx_L26_bool_binop_done;
+      }
+      __pyx_t_14 = (__pyx_v_last >= 0);
+
+
+      __pyx_t_3 = __pyx_t_14;
+
+      __pyx_L26_bool_binop_done:;
+      if (__pyx_t_3) {
+
+
+        /* "mcastmember/gossip/_hot.pyx":430
+ *                 out = grown
+ *             if code == hi and last >= 0:
+ *                 out[need - 1] = head             # <<<<<<<<<<<<<<
+ *                 c = last
+ *                 k = need - 2
+*/
+        (__pyx_v_out[(__pyx_v_need - 1)]) = __pyx_v_head;
+
+        /* "mcastmember/gossip/_hot.pyx":431
+ *             if code == hi and last >= 0:
+ *                 out[need - 1] = head
+ *                 c = last             # <<<<<<<<<<<<<<
+ *                 k = need - 2
+ *             else:
+*/
+        __pyx_v_c = __pyx_v_last;
+
+        /* "mcastmember/gossip/_hot.pyx":432
+ *                 out[need - 1] = head
+ *                 c = last
+ *                 k = need - 2             # <<<<<<<<<<<<<<
+ *             else:
+ *                 c = code
+*/
+        __pyx_v_k = (__pyx_v_need - 2);
+
+        /* "mcastmember/gossip/_hot.pyx":429
+ *                     raise MemoryError()
+ *                 out = grown
+ *             if code == hi and last >= 0:             # <<<<<<<<<<<<<<
+ *                 out[need - 1] = head
+ *                 c = last
+*/
+        goto __pyx_L25;
+      }
+
+      /* "mcastmember/gossip/_hot.pyx":434
+ *                 k = need - 2
+ *             else:
+ *                 c = code             # <<<<<<<<<<<<<<
+ *                 k = need - 1
+ *             while k >= out_len and c >= 0:      # a string's bytes, last first
+*/
+      /*else*/ {
+        __pyx_v_c = __pyx_v_code;
+
+        /* "mcastmember/gossip/_hot.pyx":435
+ *             else:
+ *                 c = code
+ *                 k = need - 1             # <<<<<<<<<<<<<<
+ *             while k >= out_len and c >= 0:      # a string's bytes, last first
+ *                 out[k] = suffix[c]
+*/
+        __pyx_v_k = (__pyx_v_need - 1);
+      }
+      __pyx_L25:;
+
+      /* "mcastmember/gossip/_hot.pyx":436
+ *                 c = code
+ *                 k = need - 1
+ *             while k >= out_len and c >= 0:      # a string's bytes, last first             # <<<<<<<<<<<<<<
+ *                 out[k] = suffix[c]
+ *                 c = prefix[c]
+*/
+      while (1) {
+        __pyx_t_14 = (__pyx_v_k >= __pyx_v_out_len);
+
+        if (__pyx_t_14) {
+
+        } else {
+
+          __pyx_t_3 = __pyx_t_14;
+
+          goto __pyx_L30_bool_binop_done;
+        }
+        __pyx_t_14 = (__pyx_v_c >= 0);
+
+
+        __pyx_t_3 = __pyx_t_14;
+
+        __pyx_L30_bool_binop_done:;
+
+        if (!__pyx_t_3) break;
+
+        /* "mcastmember/gossip/_hot.pyx":437
+ *                 k = need - 1
+ *             while k >= out_len and c >= 0:      # a string's bytes, last first
+ *                 out[k] = suffix[c]             # <<<<<<<<<<<<<<
+ *                 c = prefix[c]
+ *                 k -= 1
+*/
+        (__pyx_v_out[__pyx_v_k]) = (__pyx_v_suffix[__pyx_v_c]);
+
+        /* "mcastmember/gossip/_hot.pyx":438
+ *             while k >= out_len and c >= 0:      # a string's bytes, last first
+ *                 out[k] = suffix[c]
+ *                 c = prefix[c]             # <<<<<<<<<<<<<<
+ *                 k -= 1
+ *             out_len = need
+*/
+        __pyx_v_c = (__pyx_v_prefix[__pyx_v_c]);
+
+        /* "mcastmember/gossip/_hot.pyx":439
+ *                 out[k] = suffix[c]
+ *                 c = prefix[c]
+ *                 k -= 1             # <<<<<<<<<<<<<<
+ *             out_len = need
+ *             if last >= 0:
+*/
+        __pyx_v_k = (__pyx_v_k - 1);
+      }
+
+      /* "mcastmember/gossip/_hot.pyx":440
+ *                 c = prefix[c]
+ *                 k -= 1
+ *             out_len = need             # <<<<<<<<<<<<<<
+ *             if last >= 0:
+ *                 prefix[hi] = last
+*/
+      __pyx_v_out_len = __pyx_v_need;
+
+      /* "mcastmember/gossip/_hot.pyx":441
+ *                 k -= 1
+ *             out_len = need
+ *             if last >= 0:             # <<<<<<<<<<<<<<
+ *                 prefix[hi] = last
+ *                 suffix[hi] = head
+*/
+      __pyx_t_3 = (__pyx_v_last >= 0);
+
+      if (__pyx_t_3) {
+
+
+        /* "mcastmember/gossip/_hot.pyx":442
+ *             out_len = need
+ *             if last >= 0:
+ *                 prefix[hi] = last             # <<<<<<<<<<<<<<
+ *                 suffix[hi] = head
+ *                 first[hi] = first[last]
+*/
+        (__pyx_v_prefix[__pyx_v_hi]) = __pyx_v_last;
+
+        /* "mcastmember/gossip/_hot.pyx":443
+ *             if last >= 0:
+ *                 prefix[hi] = last
+ *                 suffix[hi] = head             # <<<<<<<<<<<<<<
+ *                 first[hi] = first[last]
+ *                 length[hi] = length[last] + 1
+*/
+        (__pyx_v_suffix[__pyx_v_hi]) = __pyx_v_head;
+
+        /* "mcastmember/gossip/_hot.pyx":444
+ *                 prefix[hi] = last
+ *                 suffix[hi] = head
+ *                 first[hi] = first[last]             # <<<<<<<<<<<<<<
+ *                 length[hi] = length[last] + 1
+ *             last = code
+*/
+        (__pyx_v_first[__pyx_v_hi]) = (__pyx_v_first[__pyx_v_last]);
+
+        /* "mcastmember/gossip/_hot.pyx":445
+ *                 suffix[hi] = head
+ *                 first[hi] = first[last]
+ *                 length[hi] = length[last] + 1             # <<<<<<<<<<<<<<
+ *             last = code
+ *             hi += 1
+*/
+        (__pyx_v_length[__pyx_v_hi]) = ((__pyx_v_length[__pyx_v_last]) + 1);
+
+        /* "mcastmember/gossip/_hot.pyx":441
+ *                 k -= 1
+ *             out_len = need
+ *             if last >= 0:             # <<<<<<<<<<<<<<
+ *                 prefix[hi] = last
+ *                 suffix[hi] = head
+*/
+      }
+
+      /* "mcastmember/gossip/_hot.pyx":446
+ *                 first[hi] = first[last]
+ *                 length[hi] = length[last] + 1
+ *             last = code             # <<<<<<<<<<<<<<
+ *             hi += 1
+ *             if hi >= overflow:
+*/
+      __pyx_v_last = __pyx_v_code;
+
+      /* "mcastmember/gossip/_hot.pyx":447
+ *                 length[hi] = length[last] + 1
+ *             last = code
+ *             hi += 1             # <<<<<<<<<<<<<<
+ *             if hi >= overflow:
+ *                 if width == LZW_MAX_WIDTH:
+*/
+      __pyx_v_hi = (__pyx_v_hi + 1);
+
+      /* "mcastmember/gossip/_hot.pyx":448
+ *             last = code
+ *             hi += 1
+ *             if hi >= overflow:             # <<<<<<<<<<<<<<
+ *                 if width == LZW_MAX_WIDTH:
+ *                     last = -1                  # table full: Go defines no more codes until a clear
+*/
+      __pyx_t_3 = (__pyx_v_hi >= __pyx_v_overflow);
+
+      if (__pyx_t_3) {
+
+
+        /* "mcastmember/gossip/_hot.pyx":449
+ *             hi += 1
+ *             if hi >= overflow:
+ *                 if width == LZW_MAX_WIDTH:             # <<<<<<<<<<<<<<
+ *                     last = -1                  # table full: Go defines no more codes until a clear
+ *                     hi -= 1
+*/
+        __pyx_t_3 = (__pyx_v_width == __pyx_e_11mcastmember_6gossip_4_hot_LZW_MAX_WIDTH);
+
+        if (__pyx_t_3) {
+
+
+          /* "mcastmember/gossip/_hot.pyx":450
+ *             if hi >= overflow:
+ *                 if width == LZW_MAX_WIDTH:
+ *                     last = -1                  # table full: Go defines no more codes until a clear             # <<<<<<<<<<<<<<
+ *                     hi -= 1
+ *                 else:
+*/
+          __pyx_v_last = -1;
+
+          /* "mcastmember/gossip/_hot.pyx":451
+ *                 if width == LZW_MAX_WIDTH:
+ *                     last = -1                  # table full: Go defines no more codes until a clear
+ *                     hi -= 1             # <<<<<<<<<<<<<<
+ *                 else:
+ *                     width += 1
+*/
+          __pyx_v_hi = (__pyx_v_hi - 1);
+
+          /* "mcastmember/gossip/_hot.pyx":449
+ *             hi += 1
+ *             if hi >= overflow:
+ *                 if width == LZW_MAX_WIDTH:             # <<<<<<<<<<<<<<
+ *                     last = -1                  # table full: Go defines no more codes until a clear
+ *                     hi -= 1
+*/
+          goto __pyx_L34;
+        }
+
+        /* "mcastmember/gossip/_hot.pyx":453
+ *                     hi -= 1
+ *                 else:
+ *                     width += 1             # <<<<<<<<<<<<<<
+ *                     overflow <<= 1
+ *     finally:
+*/
+        /*else*/ {
+          __pyx_v_width = (__pyx_v_width + 1);
+
+          /* "mcastmember/gossip/_hot.pyx":454
+ *                 else:
+ *                     width += 1
+ *                     overflow <<= 1             # <<<<<<<<<<<<<<
+ *     finally:
+ *         PyMem_Free(out)
+*/
+          __pyx_v_overflow = (__pyx_v_overflow << 1);
+        }
+        __pyx_L34:;
+
+        /* "mcastmember/gossip/_hot.pyx":448
+ *             last = code
+ *             hi += 1
+ *             if hi >= overflow:             # <<<<<<<<<<<<<<
+ *                 if width == LZW_MAX_WIDTH:
+ *                     last = -1                  # table full: Go defines no more codes until a clear
+*/
+      }
+      __pyx_L9_continue:;
+    }
+  }
+
+  /* "mcastmember/gossip/_hot.pyx":456
+ *                     overflow <<= 1
+ *     finally:
+ *         PyMem_Free(out)             # <<<<<<<<<<<<<<
+*/
+  /*finally:*/ {
+    /*normal exit:*/{
+      PyMem_Free(__pyx_v_out);
+      goto __pyx_L8;
+    }
+    __pyx_L7_error:;
+    /*exception exit:*/{
+      __Pyx_PyThreadState_declare
+      __Pyx_PyThreadState_assign
+      __pyx_t_16 = 0; __pyx_t_17 = 0; __pyx_t_18 = 0; __pyx_t_19 = 0; __pyx_t_20 = 0; __pyx_t_21 = 0;
+      __Pyx_XDECREF(__pyx_t_11); __pyx_t_11 = 0;
+      __Pyx_XDECREF(__pyx_t_12); __pyx_t_12 = 0;
+      __Pyx_XDECREF(__pyx_t_13); __pyx_t_13 = 0;
+       __Pyx_ExceptionSwap(&__pyx_t_19, &__pyx_t_20, &__pyx_t_21);
+      if ( unlikely(__Pyx_GetException(&__pyx_t_16, &__pyx_t_17, &__pyx_t_18) < 0)) __Pyx_ErrFetch(&__pyx_t_16, &__pyx_t_17, &__pyx_t_18);
+      __Pyx_XGOTREF(__pyx_t_16);
+      __Pyx_XGOTREF(__pyx_t_17);
+      __Pyx_XGOTREF(__pyx_t_18);
+      __Pyx_XGOTREF(__pyx_t_19);
+      __Pyx_XGOTREF(__pyx_t_20);
+      __Pyx_XGOTREF(__pyx_t_21);
+      __pyx_t_8 = __pyx_lineno; __pyx_t_10 = __pyx_clineno; __pyx_t_15 = __pyx_filename;
+      {
+        PyMem_Free(__pyx_v_out);
+      }
+      __Pyx_XGIVEREF(__pyx_t_19);
+      __Pyx_XGIVEREF(__pyx_t_20);
+      __Pyx_XGIVEREF(__pyx_t_21);
+      __Pyx_ExceptionReset(__pyx_t_19, __pyx_t_20, __pyx_t_21);
+      __Pyx_XGIVEREF(__pyx_t_16);
+      __Pyx_XGIVEREF(__pyx_t_17);
+      __Pyx_XGIVEREF(__pyx_t_18);
+      __Pyx_ErrRestore(__pyx_t_16, __pyx_t_17, __pyx_t_18);
+      __pyx_t_16 = 0; __pyx_t_17 = 0; __pyx_t_18 = 0; __pyx_t_19 = 0; __pyx_t_20 = 0; __pyx_t_21 = 0;
+      __pyx_lineno = __pyx_t_8; __pyx_clineno = __pyx_t_10; __pyx_filename = __pyx_t_15;
+      goto __pyx_L1_error;
+    }
+    __pyx_L6_return: {
+      __pyx_t_21 = __pyx_r;
+      __pyx_r = 0;
+      PyMem_Free(__pyx_v_out);
+      __pyx_r = __pyx_t_21;
+      __pyx_t_21 = 0;
+      goto __pyx_L0;
+    }
+    __pyx_L8:;
+  }
+
+  /* "mcastmember/gossip/_hot.pyx":367
+ * 
+ * 
+ * def lzw_decompress(bytes data not None, Py_ssize_t max_size):             # <<<<<<<<<<<<<<
+ *     """Go's compress/lzw reader (LSB, 8-bit literals), step for step as
+ *     ``lzw.decompress`` does it, at most ``max_size`` bytes out. Returns the
+*/
+
+  /* function exit code */
+  __pyx_r = Py_None; __Pyx_INCREF(Py_None);
+  goto __pyx_L0;
+  __pyx_L1_error:;
+  __Pyx_XDECREF(__pyx_t_11);
+  __Pyx_XDECREF(__pyx_t_12);
+  __Pyx_XDECREF(__pyx_t_13);
+  __Pyx_AddTraceback("mcastmember.gossip._hot.lzw_decompress", __pyx_clineno, __pyx_lineno, __pyx_filename);
+  __pyx_r = NULL;
+  __pyx_L0:;
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
 
   __Pyx_XGIVEREF(__pyx_r);
   __Pyx_RefNannyFinishContext();
@@ -8112,67 +9497,67 @@ __Pyx_RefNannySetupContext("PyInit__hot", 0);
   if (__Pyx_InitAfterSharedUtility() < (0)) __PYX_ERR(0, 1, __pyx_L1_error)
   /*--- Execution code ---*/
 
-  /* "mcastmember/gossip/_hot.pyx":26
+  /* "mcastmember/gossip/_hot.pyx":30
  *     U16 = 0xFFFF
  * 
  * PING = C_PING             # <<<<<<<<<<<<<<
  * ACK = C_ACK
  * SUSPECT = C_SUSPECT
 */
-  __pyx_t_2 = __Pyx_PyLong_From___pyx_anon_enum(__pyx_e_11mcastmember_6gossip_4_hot_C_PING); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 26, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_From___pyx_anon_enum(__pyx_e_11mcastmember_6gossip_4_hot_C_PING); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 30, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_PING, __pyx_t_2) < (0)) __PYX_ERR(0, 26, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_PING, __pyx_t_2) < (0)) __PYX_ERR(0, 30, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "mcastmember/gossip/_hot.pyx":27
+  /* "mcastmember/gossip/_hot.pyx":31
  * 
  * PING = C_PING
  * ACK = C_ACK             # <<<<<<<<<<<<<<
  * SUSPECT = C_SUSPECT
  * ALIVE = C_ALIVE
 */
-  __pyx_t_2 = __Pyx_PyLong_From___pyx_anon_enum(__pyx_e_11mcastmember_6gossip_4_hot_C_ACK); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 27, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_From___pyx_anon_enum(__pyx_e_11mcastmember_6gossip_4_hot_C_ACK); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 31, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_ACK, __pyx_t_2) < (0)) __PYX_ERR(0, 27, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_ACK, __pyx_t_2) < (0)) __PYX_ERR(0, 31, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "mcastmember/gossip/_hot.pyx":28
+  /* "mcastmember/gossip/_hot.pyx":32
  * PING = C_PING
  * ACK = C_ACK
  * SUSPECT = C_SUSPECT             # <<<<<<<<<<<<<<
  * ALIVE = C_ALIVE
  * DEAD = C_DEAD
 */
-  __pyx_t_2 = __Pyx_PyLong_From___pyx_anon_enum(__pyx_e_11mcastmember_6gossip_4_hot_C_SUSPECT); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 28, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_From___pyx_anon_enum(__pyx_e_11mcastmember_6gossip_4_hot_C_SUSPECT); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 32, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_SUSPECT, __pyx_t_2) < (0)) __PYX_ERR(0, 28, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_SUSPECT, __pyx_t_2) < (0)) __PYX_ERR(0, 32, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "mcastmember/gossip/_hot.pyx":29
+  /* "mcastmember/gossip/_hot.pyx":33
  * ACK = C_ACK
  * SUSPECT = C_SUSPECT
  * ALIVE = C_ALIVE             # <<<<<<<<<<<<<<
  * DEAD = C_DEAD
  * 
 */
-  __pyx_t_2 = __Pyx_PyLong_From___pyx_anon_enum(__pyx_e_11mcastmember_6gossip_4_hot_C_ALIVE); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 29, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_From___pyx_anon_enum(__pyx_e_11mcastmember_6gossip_4_hot_C_ALIVE); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 33, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_ALIVE, __pyx_t_2) < (0)) __PYX_ERR(0, 29, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_ALIVE, __pyx_t_2) < (0)) __PYX_ERR(0, 33, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "mcastmember/gossip/_hot.pyx":30
+  /* "mcastmember/gossip/_hot.pyx":34
  * SUSPECT = C_SUSPECT
  * ALIVE = C_ALIVE
  * DEAD = C_DEAD             # <<<<<<<<<<<<<<
  * 
  * cdef bytes K_NODE = b"\xa4Node"
 */
-  __pyx_t_2 = __Pyx_PyLong_From___pyx_anon_enum(__pyx_e_11mcastmember_6gossip_4_hot_C_DEAD); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 30, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_From___pyx_anon_enum(__pyx_e_11mcastmember_6gossip_4_hot_C_DEAD); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 34, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_DEAD, __pyx_t_2) < (0)) __PYX_ERR(0, 30, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_DEAD, __pyx_t_2) < (0)) __PYX_ERR(0, 34, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "mcastmember/gossip/_hot.pyx":32
+  /* "mcastmember/gossip/_hot.pyx":36
  * DEAD = C_DEAD
  * 
  * cdef bytes K_NODE = b"\xa4Node"             # <<<<<<<<<<<<<<
@@ -8184,7 +9569,7 @@ __Pyx_RefNannySetupContext("PyInit__hot", 0);
   __Pyx_DECREF_SET(__pyx_v_11mcastmember_6gossip_4_hot_K_NODE, __pyx_mstate_global->__pyx_kp_b_Node);
   __Pyx_GIVEREF(__pyx_mstate_global->__pyx_kp_b_Node);
 
-  /* "mcastmember/gossip/_hot.pyx":33
+  /* "mcastmember/gossip/_hot.pyx":37
  * 
  * cdef bytes K_NODE = b"\xa4Node"
  * cdef bytes K_SEQ = b"\xa5SeqNo"             # <<<<<<<<<<<<<<
@@ -8196,7 +9581,7 @@ __Pyx_RefNannySetupContext("PyInit__hot", 0);
   __Pyx_DECREF_SET(__pyx_v_11mcastmember_6gossip_4_hot_K_SEQ, __pyx_mstate_global->__pyx_kp_b_SeqNo);
   __Pyx_GIVEREF(__pyx_mstate_global->__pyx_kp_b_SeqNo);
 
-  /* "mcastmember/gossip/_hot.pyx":34
+  /* "mcastmember/gossip/_hot.pyx":38
  * cdef bytes K_NODE = b"\xa4Node"
  * cdef bytes K_SEQ = b"\xa5SeqNo"
  * cdef bytes K_SRC_ADDR = b"\xaaSourceAddr"             # <<<<<<<<<<<<<<
@@ -8208,7 +9593,7 @@ __Pyx_RefNannySetupContext("PyInit__hot", 0);
   __Pyx_DECREF_SET(__pyx_v_11mcastmember_6gossip_4_hot_K_SRC_ADDR, __pyx_mstate_global->__pyx_kp_b_SourceAddr);
   __Pyx_GIVEREF(__pyx_mstate_global->__pyx_kp_b_SourceAddr);
 
-  /* "mcastmember/gossip/_hot.pyx":35
+  /* "mcastmember/gossip/_hot.pyx":39
  * cdef bytes K_SEQ = b"\xa5SeqNo"
  * cdef bytes K_SRC_ADDR = b"\xaaSourceAddr"
  * cdef bytes K_SRC_NODE = b"\xaaSourceNode"             # <<<<<<<<<<<<<<
@@ -8220,7 +9605,7 @@ __Pyx_RefNannySetupContext("PyInit__hot", 0);
   __Pyx_DECREF_SET(__pyx_v_11mcastmember_6gossip_4_hot_K_SRC_NODE, __pyx_mstate_global->__pyx_kp_b_SourceNode);
   __Pyx_GIVEREF(__pyx_mstate_global->__pyx_kp_b_SourceNode);
 
-  /* "mcastmember/gossip/_hot.pyx":36
+  /* "mcastmember/gossip/_hot.pyx":40
  * cdef bytes K_SRC_ADDR = b"\xaaSourceAddr"
  * cdef bytes K_SRC_NODE = b"\xaaSourceNode"
  * cdef bytes K_SRC_PORT = b"\xaaSourcePort"             # <<<<<<<<<<<<<<
@@ -8232,7 +9617,7 @@ __Pyx_RefNannySetupContext("PyInit__hot", 0);
   __Pyx_DECREF_SET(__pyx_v_11mcastmember_6gossip_4_hot_K_SRC_PORT, __pyx_mstate_global->__pyx_kp_b_SourcePort);
   __Pyx_GIVEREF(__pyx_mstate_global->__pyx_kp_b_SourcePort);
 
-  /* "mcastmember/gossip/_hot.pyx":37
+  /* "mcastmember/gossip/_hot.pyx":41
  * cdef bytes K_SRC_NODE = b"\xaaSourceNode"
  * cdef bytes K_SRC_PORT = b"\xaaSourcePort"
  * cdef bytes K_PAYLOAD = b"\xa7Payload"             # <<<<<<<<<<<<<<
@@ -8244,7 +9629,7 @@ __Pyx_RefNannySetupContext("PyInit__hot", 0);
   __Pyx_DECREF_SET(__pyx_v_11mcastmember_6gossip_4_hot_K_PAYLOAD, __pyx_mstate_global->__pyx_kp_b_Payload);
   __Pyx_GIVEREF(__pyx_mstate_global->__pyx_kp_b_Payload);
 
-  /* "mcastmember/gossip/_hot.pyx":38
+  /* "mcastmember/gossip/_hot.pyx":42
  * cdef bytes K_SRC_PORT = b"\xaaSourcePort"
  * cdef bytes K_PAYLOAD = b"\xa7Payload"
  * cdef bytes K_FROM = b"\xa4From"             # <<<<<<<<<<<<<<
@@ -8256,7 +9641,7 @@ __Pyx_RefNannySetupContext("PyInit__hot", 0);
   __Pyx_DECREF_SET(__pyx_v_11mcastmember_6gossip_4_hot_K_FROM, __pyx_mstate_global->__pyx_kp_b_From);
   __Pyx_GIVEREF(__pyx_mstate_global->__pyx_kp_b_From);
 
-  /* "mcastmember/gossip/_hot.pyx":39
+  /* "mcastmember/gossip/_hot.pyx":43
  * cdef bytes K_PAYLOAD = b"\xa7Payload"
  * cdef bytes K_FROM = b"\xa4From"
  * cdef bytes K_INC = b"\xabIncarnation"             # <<<<<<<<<<<<<<
@@ -8268,7 +9653,7 @@ __Pyx_RefNannySetupContext("PyInit__hot", 0);
   __Pyx_DECREF_SET(__pyx_v_11mcastmember_6gossip_4_hot_K_INC, __pyx_mstate_global->__pyx_kp_b_Incarnation);
   __Pyx_GIVEREF(__pyx_mstate_global->__pyx_kp_b_Incarnation);
 
-  /* "mcastmember/gossip/_hot.pyx":40
+  /* "mcastmember/gossip/_hot.pyx":44
  * cdef bytes K_FROM = b"\xa4From"
  * cdef bytes K_INC = b"\xabIncarnation"
  * cdef bytes K_ADDR = b"\xa4Addr"             # <<<<<<<<<<<<<<
@@ -8280,7 +9665,7 @@ __Pyx_RefNannySetupContext("PyInit__hot", 0);
   __Pyx_DECREF_SET(__pyx_v_11mcastmember_6gossip_4_hot_K_ADDR, __pyx_mstate_global->__pyx_kp_b_Addr);
   __Pyx_GIVEREF(__pyx_mstate_global->__pyx_kp_b_Addr);
 
-  /* "mcastmember/gossip/_hot.pyx":41
+  /* "mcastmember/gossip/_hot.pyx":45
  * cdef bytes K_INC = b"\xabIncarnation"
  * cdef bytes K_ADDR = b"\xa4Addr"
  * cdef bytes K_META = b"\xa4Meta"             # <<<<<<<<<<<<<<
@@ -8292,7 +9677,7 @@ __Pyx_RefNannySetupContext("PyInit__hot", 0);
   __Pyx_DECREF_SET(__pyx_v_11mcastmember_6gossip_4_hot_K_META, __pyx_mstate_global->__pyx_kp_b_Meta);
   __Pyx_GIVEREF(__pyx_mstate_global->__pyx_kp_b_Meta);
 
-  /* "mcastmember/gossip/_hot.pyx":42
+  /* "mcastmember/gossip/_hot.pyx":46
  * cdef bytes K_ADDR = b"\xa4Addr"
  * cdef bytes K_META = b"\xa4Meta"
  * cdef bytes K_PORT = b"\xa4Port"             # <<<<<<<<<<<<<<
@@ -8304,7 +9689,7 @@ __Pyx_RefNannySetupContext("PyInit__hot", 0);
   __Pyx_DECREF_SET(__pyx_v_11mcastmember_6gossip_4_hot_K_PORT, __pyx_mstate_global->__pyx_kp_b_Port);
   __Pyx_GIVEREF(__pyx_mstate_global->__pyx_kp_b_Port);
 
-  /* "mcastmember/gossip/_hot.pyx":43
+  /* "mcastmember/gossip/_hot.pyx":47
  * cdef bytes K_META = b"\xa4Meta"
  * cdef bytes K_PORT = b"\xa4Port"
  * cdef bytes K_VSN = b"\xa3Vsn"             # <<<<<<<<<<<<<<
@@ -8316,58 +9701,73 @@ __Pyx_RefNannySetupContext("PyInit__hot", 0);
   __Pyx_DECREF_SET(__pyx_v_11mcastmember_6gossip_4_hot_K_VSN, __pyx_mstate_global->__pyx_kp_b_Vsn);
   __Pyx_GIVEREF(__pyx_mstate_global->__pyx_kp_b_Vsn);
 
-  /* "mcastmember/gossip/_hot.pyx":59
+  /* "mcastmember/gossip/_hot.pyx":63
  * 
  * 
  * _crc_table()             # <<<<<<<<<<<<<<
  * 
  * 
 */
-  __pyx_f_11mcastmember_6gossip_4_hot__crc_table(); if (unlikely(PyErr_Occurred())) __PYX_ERR(0, 59, __pyx_L1_error)
+  __pyx_f_11mcastmember_6gossip_4_hot__crc_table(); if (unlikely(PyErr_Occurred())) __PYX_ERR(0, 63, __pyx_L1_error)
 
-  /* "mcastmember/gossip/_hot.pyx":70
+  /* "mcastmember/gossip/_hot.pyx":74
  * 
  * 
  * def unwrap(bytes buf not None, bytes label_header not None, Py_ssize_t max_packet, Py_ssize_t max_messages):             # <<<<<<<<<<<<<<
  *     """The messages of a plain packet, or ``None``: see ``_hot_py.unwrap``."""
  *     cdef const unsigned char *p = <const unsigned char *>buf
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_11mcastmember_6gossip_4_hot_1unwrap, 0, __pyx_mstate_global->__pyx_n_u_unwrap, NULL, __pyx_mstate_global->__pyx_n_u_mcastmember_gossip__hot, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[0])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 70, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_11mcastmember_6gossip_4_hot_1unwrap, 0, __pyx_mstate_global->__pyx_n_u_unwrap, NULL, __pyx_mstate_global->__pyx_n_u_mcastmember_gossip__hot, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[0])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 74, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_unwrap, __pyx_t_2) < (0)) __PYX_ERR(0, 70, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_unwrap, __pyx_t_2) < (0)) __PYX_ERR(0, 74, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "mcastmember/gossip/_hot.pyx":189
+  /* "mcastmember/gossip/_hot.pyx":193
  * 
  * 
  * def match(bytes buf not None, bytes me not None):             # <<<<<<<<<<<<<<
  *     """One message (type byte + body) in one of the hot layouts, or ``None``."""
  *     cdef Reader r
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_11mcastmember_6gossip_4_hot_3match, 0, __pyx_mstate_global->__pyx_n_u_match, NULL, __pyx_mstate_global->__pyx_n_u_mcastmember_gossip__hot, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[1])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 189, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_11mcastmember_6gossip_4_hot_3match, 0, __pyx_mstate_global->__pyx_n_u_match, NULL, __pyx_mstate_global->__pyx_n_u_mcastmember_gossip__hot, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[1])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 193, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_match, __pyx_t_2) < (0)) __PYX_ERR(0, 189, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_match, __pyx_t_2) < (0)) __PYX_ERR(0, 193, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "mcastmember/gossip/_hot.pyx":309
+  /* "mcastmember/gossip/_hot.pyx":313
  * 
  * 
  * def ack(bytes prefix not None, long long seq):             # <<<<<<<<<<<<<<
  *     """An ack message: ``prefix`` and ``seq`` as go-msgpack writes a uint."""
  *     cdef unsigned char tail[5]
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_11mcastmember_6gossip_4_hot_5ack, 0, __pyx_mstate_global->__pyx_n_u_ack, NULL, __pyx_mstate_global->__pyx_n_u_mcastmember_gossip__hot, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[2])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 309, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_11mcastmember_6gossip_4_hot_5ack, 0, __pyx_mstate_global->__pyx_n_u_ack, NULL, __pyx_mstate_global->__pyx_n_u_mcastmember_gossip__hot, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[2])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 313, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_ack, __pyx_t_2) < (0)) __PYX_ERR(0, 309, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_ack, __pyx_t_2) < (0)) __PYX_ERR(0, 313, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
+
+  /* "mcastmember/gossip/_hot.pyx":367
+ * 
+ * 
+ * def lzw_decompress(bytes data not None, Py_ssize_t max_size):             # <<<<<<<<<<<<<<
+ *     """Go's compress/lzw reader (LSB, 8-bit literals), step for step as
+ *     ``lzw.decompress`` does it, at most ``max_size`` bytes out. Returns the
+*/
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_11mcastmember_6gossip_4_hot_7lzw_decompress, 0, __pyx_mstate_global->__pyx_n_u_lzw_decompress, NULL, __pyx_mstate_global->__pyx_n_u_mcastmember_gossip__hot, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[3])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 367, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_2);
+  #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
+  PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
+  #endif
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_lzw_decompress, __pyx_t_2) < (0)) __PYX_ERR(0, 367, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
   /* "mcastmember/gossip/_hot.pyx":1
@@ -8430,10 +9830,67 @@ static int __Pyx_InitCachedBuiltins(__pyx_mstatetype *__pyx_mstate) {
 
 static int __Pyx_InitCachedConstants(__pyx_mstatetype *__pyx_mstate) {
   __Pyx_RefNannyDeclarations
+  int __pyx_lineno = 0;
+  const char *__pyx_filename = NULL;
+  int __pyx_clineno = 0;
   CYTHON_UNUSED_VAR(__pyx_mstate);
   __Pyx_RefNannySetupContext("__Pyx_InitCachedConstants", 0);
+
+  /* "mcastmember/gossip/_hot.pyx":396
+ *             while n_bits < width:
+ *                 if pos == size:
+ *                     return (1,)             # <<<<<<<<<<<<<<
+ *                 bits |= (<unsigned long long>src[pos]) << n_bits
+ *                 pos += 1
+*/
+  {
+    PyObject* __pyx_temp[1] = {__pyx_mstate_global->__pyx_int_1};
+    __pyx_mstate_global->__pyx_tuple[0] = __Pyx_PyTuple_FromArray(__pyx_temp, 1); if (unlikely(!__pyx_mstate_global->__pyx_tuple[0])) __PYX_ERR(0, 396, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_mstate_global->__pyx_tuple[0]);
+  }
+  __Pyx_GIVEREF(__pyx_mstate_global->__pyx_tuple[0]);
+
+  /* "mcastmember/gossip/_hot.pyx":420
+ *                 head = first[code]
+ *             if out_len + entry_len > max_size:
+ *                 return (3,)             # <<<<<<<<<<<<<<
+ *             need = out_len + entry_len
+ *             if need > cap:
+*/
+  {
+    PyObject* __pyx_temp[1] = {__pyx_mstate_global->__pyx_int_3};
+    __pyx_mstate_global->__pyx_tuple[1] = __Pyx_PyTuple_FromArray(__pyx_temp, 1); if (unlikely(!__pyx_mstate_global->__pyx_tuple[1])) __PYX_ERR(0, 420, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_mstate_global->__pyx_tuple[1]);
+  }
+  __Pyx_GIVEREF(__pyx_mstate_global->__pyx_tuple[1]);
+  #if CYTHON_IMMORTAL_CONSTANTS
+  {
+    PyObject **table = __pyx_mstate->__pyx_tuple;
+    for (Py_ssize_t i=0; i<2; ++i) {
+      #if PY_VERSION_HEX >= 0x030F0000
+      PyUnstable_SetImmortal(table[i]);
+      #elif CYTHON_COMPILING_IN_CPYTHON_FREETHREADING
+      if ((PY_SSIZE_T_MAX <= _Py_IMMORTAL_REFCNT_LOCAL)) break;
+      #if PY_VERSION_HEX < 0x030E0000
+      if (_Py_IsOwnedByCurrentThread(table[i]) && Py_REFCNT(table[i]) == 1)
+      #else
+      if (PyUnstable_Object_IsUniquelyReferenced(table[i]))
+      #endif
+      {
+        Py_SET_REFCNT(table[i], ((Py_ssize_t)_Py_IMMORTAL_REFCNT_LOCAL + 1));
+      }
+      #else
+      if ((PY_SSIZE_T_MAX < _Py_IMMORTAL_INITIAL_REFCNT)) break;
+      Py_SET_REFCNT(table[i], _Py_IMMORTAL_INITIAL_REFCNT);
+      #endif
+    }
+  }
+  #endif
   __Pyx_RefNannyFinishContext();
   return 0;
+  __pyx_L1_error:;
+  __Pyx_RefNannyFinishContext();
+  return -1;
 }
 /* #### Code section: init_constants ### */
 
@@ -8443,38 +9900,38 @@ static int __Pyx_InitConstants(__pyx_mstatetype *__pyx_mstate) {
   int __pyx_clineno = 0;
   CYTHON_UNUSED_VAR(__pyx_mstate);
   {
-    const struct { const unsigned int length: 8; } str_length_index[] = {{1},{179},{35},{8},{27},{3},{5},{4},{4},{7},{20},{12},{8},{8},{10},{8},{12},{8},{13},{3},{18},{3},{18},{5},{3},{3},{5},{5},{4},{12},{7},{5},{12},{10},{23},{2},{1},{3},{1},{4},{3},{3},{6},{1},{3},{10},{4},{4},{4},{6},{6},{4}};
-    const struct { const unsigned int length: 10; } bytes_length_index[] = {{535},{175},{281},{4},{5},{5},{5},{5},{5},{6},{8},{11},{11},{11},{12}};
+    const struct { const unsigned int length: 8; } str_length_index[] = {{1},{179},{35},{8},{27},{3},{5},{4},{4},{7},{20},{12},{8},{8},{10},{8},{12},{8},{13},{3},{18},{4},{3},{1},{3},{18},{4},{5},{4},{3},{3},{9},{5},{5},{4},{2},{5},{5},{1},{4},{12},{4},{6},{7},{14},{5},{12},{10},{8},{23},{2},{1},{6},{4},{3},{7},{8},{1},{4},{3},{3},{6},{1},{3},{10},{4},{3},{4},{6},{5},{4},{6},{6},{4},{5}};
+    const struct { const unsigned int length: 10; } bytes_length_index[] = {{535},{175},{281},{694},{4},{5},{5},{5},{5},{5},{6},{8},{11},{11},{11},{12}};
     #ifndef CYTHON_COMPRESS_STRINGS
       #define CYTHON_COMPRESS_STRINGS 90
     #endif
-    #if (CYTHON_COMPRESS_STRINGS) == 1 /* compression: zlib (1076 bytes) */
-static const char cstring[] = "x\332\215T\301n\333F\020\255\034\331Ub\327\215\244\270EzH(\331mP\240\225!\333mS H\301\310N`\264\025$\321v\n\364@\254\310\225\305\204ZR\334\245,\245\010\340#\217{\334#\201\272(\321^x\324QG\035u\3441\237\320O\350,%;N/\251\000a\207\263of\336\274\031\362\207\272\303\260\302\272\210)\265\021\353:D\261\250bb\333jc\0171l\217\024\312<\313`\330\223 \2424\016\032_\357=\334S\0201\025\017\277\300\006\243\n\365\333\206\215(\305Tq:J\333\267lf\021\205\215\\L+\312aG\0319\276B06\025\346(.\340\256\007\260.&\n\305L\032\312\003D\210\303\020\263\034\242C\270EN\037(\246\345A\021k\200e\364SdS\\A\020\320\36711\260B\374\036\020\225\234\221\342[\204\355\356|\245@\n\005\231\246\016\047\356\031\210\262\036\226\240\355S\207R\313\335\326\273\016\253\270\243\241Z\373Q\375\351\360\344`\377@\335o\034\326\237i\307Z\343\240v\244\353\215\321\020\376\373\320\264^\307C\326\302\035]_\020\303:\374:>1\344\331C\026IO\307\364\355\364\206\240^z\366}d_\332\014S\006\207Eu\303\361\034\037\224\301\310x\211\350\210\030\226S\271\362\321\266\3371l0tH\312<d\3406\300\014\307\047\314\244\014\023\323\"&\036Z\320\021}\t\246\215\332\330\326\273\030\231\330\26319e]\332C\314\350\366\320P\357aJ\321)\246\322v!\tf\327T\250\314U\250H\025z\230@q\327E\036s\035\327u\250\353\341\2165\364@]\230\210\211;\310\267\031\265^A\007\216\313\220e\373\344\314C\356\000\331>\246g\210\260\363\314\233lyV\376~\234O\262\237\211M\321\024\350\312\370g\345\203\345\3349\013v\202_\305\r\261\047\274\360N\250E+\021\212h\\\231\254O\361L;\231\235<Or\037\007\375$\373! w\2036\317\362}\221\025*$0\302b\250^\273\335\t\216\370\035\336\344\210\373\242&\372In5\330\013<p\265x?Y+\362j\222\313\363{\242\037f\240P+\244\321ft\024\027\343\372\2444\251N\366\247K\323\315\2516k4\223\333E\3768\314\207\245p/\364\242bT\003:\345X\215\233\2619.\217U\231\366\033\236\341\005\276\303\217DA<\nY\264\003\211\n\361\2431\235\224\026\205\256Q6\371\346uR\213\233~\220\t6\002\203\347S\017\344\313\363-n\211\327P\356,F\227\r\265\002\312K\213\230\265@\r\232\220\255\314\325$\273~i\254\006\017""\201H\213{\"/\203\006\020\362\032\n\371\341\223\020-\002o\005\245$\233\013n\362\r`\001\014n\363\265T\277n\330\216\226\242r\364,\336\215\215qa\\\035\253\343_&\255\2117-L\277\2355\265\231v$3\370\374\tG\363\256o@)M,\213\226`\341n\210\302>L\313\210\357\2167\307\3151\032\017&\3324\263\350\1775\370\216\227x\225\253\374X\\6 }\237s*\276\014\253\347\0319\374\225\363\343\331\255R\010\304\227\317\237\0075)\303\334T\347\n-C3\227\212\335\023\010\026\004\246\222d\357\303\010\227`<U\211\362e\334\234\246\n2\033\342\3230\363\216\237\245,4\361\256w\220\216\204\002\267\205\367\225(\212\203\313\205\372M\224D\025T<\003\r\201\366\202\356}\330\270\224\300\333\331l\3616$\316\255\007/Dfv\3671\210p\265\213\315$\047\047v\314\267\241Ai&7?\n4\350p\341.\375\317\373Y\241\034n\205F\224\377/\376\315{\200\357{~[8\2731\333\250\300k7\210\217\323\r\227\317_\310\361\246\273\003s_\207]A\363\007\371F}\302\007\242\231\n\363\373\t%\027\252iz\027O=\247w\3613f\350\242\356\230\370\242\341x\354\017\r\367\353\316\237\r4\262\035d\376\2459\276g`\t^\230\022\2700%\374\357Cb \217\244\337\366\177\001b\r\211\342";
-    PyObject *data = __Pyx_DecompressString(cstring, 1076, 1);
+    #if (CYTHON_COMPRESS_STRINGS) == 1 /* compression: zlib (1545 bytes) */
+static const char cstring[] = "x\332\215V\315O\033G\024\217\023\223:\t\241\266\301|\344\203\254\r)\212\324\230\332\020\232\252I*\227\217\010\265!\030\003\251TU\253\361\356\030oX\357\332;\263\030\247\215\304q\217s\234\343J\245\352\252\275\354q\217>\372\350\243\217\374\t\375\023\372fm\003\211*\245\010<o\336\274\357\337{\317|\267eR,\321*\242\322j\213VMC\322\210\244b]+c\013Q\254\267$B-M\241\330\022B\206\264\275\276\375x\371\351\262\204\014U\262\360[\254P\"\021\273\254\350\210\020L$\263\"\225mM\247\232!\321V\035\223\254\264Y\221Z\246-\031\030\253\0225\245:\310]V\240UlH\004SAH\013\3100L\212\250f\0322\250k\306\301\202\244j\0268\321\216\260\320\336@:\301Y\004\n\r\033\033\n\226\014\273\006\201\212\230\221dk\006]\312\177)\201\t\t\251\252\014\047\256)\210\320\032\026B\213\007&!Z}Q\256\2324[o\035\027V\177(\374\270\271\277\276\266^X\333\336\334zY\332+m\257\257\356\312\362v\353\030\376\326 iy\013\037\323\035\\\221\345A`X\206\237\212m(\342\254!\315\010OS\265\365\360\305@\265\360l\330H\037\322\024\023\n\207Fd\305\264L\033*\203\221r\210H\313P43{\316#e\215\222\262]Q\024TWt`\310`\234ZH\301e\020WL\025+\246mP\025Q\244\022\212\r\025\033\324j\311:6*\232E\350\201e6\215*FjU\323\340\355X\203\324\311\341!\320:*c]\026O\330\202\232S\3208\240\325\376\047\321\3375ea\271V\2670!5D\225j\r\035\3135\270\240\003L\004]\007\367\230\n\212h\357.\3273\333\257gV\324\263\206\rC\026\031\010\230!!\370\025\241\231G\330\252\350f\263^G\026\255\233\365\272I\300QE;\266\000@\000]\305\025d\353T\030&\226B\250Y\047v\005\236)*\353\230\"M\267\215\246\205\352GH\2671i\"\20365\225VO\"g\321L7\363M\220\350E\357\3609^\344\350\234\370\347\372\225\221\330\tu\362\316\317\374\032_\346\226;\341\226\274\353\036\362\210\237m\217up\267\264\337\335\177\323\213}\3564z\321\317@r\311)\263([\343Q^\000\003\212;\356\026.\275\346\235]6\301\212\0141\233\257\362F/v\313Yv,`\355\260Fot\234\345z\261\004\233\345\r7\002\216v\\\342\315y\273\376\270\277\325N\267s\355\265\316\325\316\\\247\324\335.\366\342\343\354\205\233p\323\356\262ky\343\336*\204\223\361\013~\321W\203LP\020f\237""\260\010K\262<\333\345I\376\314\245^\036\014%\375g\001i\247\007\216.\205\254\262\271\313A\r^\032N\304I9\nK\204\034\260\227`\363L\343\357\301]\323G\303\204v\034\302\322\003\235Q\247\340\024\301Z\206\025z\321\261!q\313y\n\201\3540\213\047\204\322\021\250\274\007G\266\373\275\213\006\2127\235t/\032sn\260\024D\001\021\304\331hX\277\252[\366\256z\031\357\245\277\344+A2\310\005\205\340\247\366N\333\352$;+\335b\251[\332\025\026l\366=C\375\254\257\201\253\022\037\341;\234\272K.r\033\200\226\342\317\004sA1@\301Q\273\324\211\014\362\277\345|\315\322,\307\nl\217\017\023\020\274\207\214\360Gn\356$\"\300\277~\262\327\275\231v!\360\221\2237\316\252(C\237,\364+4\002\311\014+6\313\0214\010\240\322\213>\000\010\257\002<9!e\013\275~\230\005(\263\302\247\334\310\007|\032FQ\342\037r\217BH\010\3046\340\276\343\343|}\330P\277\3624\317A\025\233PC\010{\020\356\003\350\2700\200\013l\346Y\031\014\307\306\234\267<\322\235y\001E8\357\305b/&\020\333c\213\220\240 {7n;%\310p\300N\377\317\367n2\343\316\273\212\227\370X\376\354\023\202\237\272_8\216\246\272\251,\214\335\221\277\027v\270\270\177!\340\r{\007p\037\203^A\375\213\230\250Iv\304\213\303\302\214^\031y\330\235\3776\0004\356\362%@\351\275\367*\230\201A\210\316\t\204&\331\241;\335}\364<\370\245\223\026\0229\016\366g\273\263\213\336o\242\341\206;`\311\201\026\273\321\213N\301\230\200@\332M\t\207\222;\342\026\317\2311h\010H\227=\027\350\213\242#\001c\237\260\331k\367I\330\315\257!\222\330m\230\024\314Vx\202\247\207\357\3530\253y.{`hD\270\032M\262\005`\345\304\270/\207\2350q\017\274\304g\2723\217\275\222\037\361\047}\022\244{\361)\030\231\370\035\036\016\366\nOq\325}\010\253c\001\346=\327\033M\201\377\321I\030\217Q\321\200\253Bt\032\032\".\370\361\273\302xxM\\z\237\352N}\005\326\247\203T0P\023\343\005r\327\370\212{.H\370<\307b\306z\361{|\003\232}\305Kz9\021\215-f\367l\300\275\340\010\305c\330\002w\334<\224,t\013\001?\205\224\213\227\274L2\225g \313\211~l\335\351G\336}\037\3716\200\036\027\351\215\213\267\224\220C\377\021\tLvX\306\0470b\361\t""\330>\360!\356\271\263\017n\242\264\031\320<\206-\221\207\215\036\031jN\212\335+\3046\304|\365\253\364Q\365\340\0266\327\005\001B\254\002\243)&o\300\335ws\356\006@]\350/\033p\227\026&\210X\264\227\362\020pN\000rg\023\367\301\320\004,\232\263XRl\245\337\367\211qZPU\353t\3032k\247\257\340\353\353t\013\276\265O\267M\213\376Q\302\215-\363\317m\324\322M\244\376U2mK\301Bx@\n\301\001)\304\377\3364\024d\031\341\377A\377\002@\230\310\307";
+    PyObject *data = __Pyx_DecompressString(cstring, 1545, 1);
     #define __Pyx_DecompressString_LZSS_UNUSED
     if (unlikely(!data)) __PYX_ERR(0, 1, __pyx_L1_error)
     const char* const bytes = __Pyx_PyBytes_AsString(data);
     #if !CYTHON_ASSUME_SAFE_MACROS
     if (likely(bytes)); else { Py_DECREF(data); __PYX_ERR(0, 1, __pyx_L1_error) }
     #endif
-    #elif (CYTHON_COMPRESS_STRINGS) > 0 && (CYTHON_COMPRESS_STRINGS) <= 90 /* compression: lzss (1357 bytes) */
-static const char cstring[] = "\377?Note th\377at Cytho\377n is del\377iberatel\377y strict\373er!\001n PEP\377-484 and\377 rejects\377 subclas\377ses of b\377uiltin t\377ypes. If\377 you nee?d to p%\000%\t\377then set\376\200\000e \047anno\177tation_<\000\377ing\047 dir\366b\000iv\242\000o Fa\337lse.a.\000qu\377ence num\374\246\000\260\001a uint\35732, @\000 ad\373d_H\000emcas\367tme!\001/gos\377sip/_hot\377.pyxACKA\377LIVEDEAD\377PINGSUSP\377ECT__Pyx\372\001\000D\362\000_Next\337Ref__\222\004e_\177___func\004\001\357main\003\002odu\335l\025\002nam\035\002qu{al\004\005test3\000\377is_corou\376\227 eackasy\337ncio.\013\006sb\377ufcline_~R\000traceb$\000\377countdst\377endindex\277itemsk\010\000l\377abel_hea\377derlengt\377hsmatchm\377ax_messa\273ge\016\000x_pi\000e\325t\373\010.\200#.\202!me\375n\216\000ppartp\377oppospre\177fixrseq\217@\377defaults\373iz\277\000optai\377lunwrapv\377alueswan\377t\200\001\340\004\"\320\"\3779\270\021\330\004\032\230#\357\230Q\230a\000\006\360\006\000\377\005\010\200t\2102\210[\377\230\003\2304\230r\240\024\377\240S\250\006\250a\250s\377\260.\300\016\310e\320S\377V\320VW\330\010\017\210\357q\330\004\007\047\0003\210b\377\220\004\220D\230\004\230A\276G\000c\240\023\240A\023\0102\377\210T\220\024\220Q\220a\377\220u\230C\230q\330\010\337\013\2104\210r\020\000R\220\377q\330\014\023\2201\330\010\177\021\220\036\230q\240\001f\000\377R\240s\250#\250T\260\377\023\260N\300!\3001\300\377D\310\002\310#\310S\320\377PQ\330\020\023\220>\240\377\021\240!\2404\240r\250\367\023\250C\214\000\"\260A\260\277Q\260d\270\"\270n\000\013\377\2105\220\001\220\022\2202\377\220T\230\022\230<\240t\373\2502F\000\022\260<\270ss\300!b\004\250\010d\220#\211\t\376\306\004q\210\001\210\025\210c\363\220\021\332\002M\000\021\220$\220wi\230}l\000w\260a\351\003\1772\210R\210s\220!\372\004\377\014\210A\210Q\210d\220\277\"\220A\330\004\016\001\005\013{\2108\206\000R\220r\230\337 \327\007\200v0\000}\373\000u\240\367B\240a\263$\n\210!\330?\004\010\210\t\220\025\230 \224 \367\020\220\014\273\"h\240b\250\377""\002\250\"\250G\2603\260\377c\270\022\2701\270A\270\377X\300R\300r\310\022\310\1776\320QS\320ST\370!Ou\220B\220H\000\362\001\003\361\000\377S\230\005\230R\230t\240\3373\240a\240q\253@c\260\377\031\270#\270Q\270a\270\337v\300S\310\001\342$\013\210\3777\220!\2201\220A\220\363U\230\271\005\020\001%\220s\230\337)\2401\200\001\371A\006\200\337U\320\n!\240\230`\005\200\377W\210C\210q\220\001\330\371\004\007\001\336\000\007\200q\210\005:\375\000q\370D\036\230a\236`\223@W\330\004\037\300@\002\234@1\221a\351u4\001\241\003A\371@c\230\027k\240\001\013\nt\201\002S\230\010\013\305v\243bs\231\000\326`@\001z\230\367\023\230E\311e{\230!\230u1\301`w\301 \004\013\210\250\004\347\037\230c\223a\220I$\220b\376V\000\010\016\210j\230\001\320\363\031>\202 \243\204\0042\210Q\330\235\010\256AU\220/\336\000\007\001\330O\t\r\210S\337\000\020\004!\000\035\3769\004\320\022\"\240$\240c\013\250\021@\r\340:\014\031\r)\r0\026\377\330\004\025\320\025.\250aO\250v\260U\335\204\002\014\001&\333A\373\330\004\271`\2105\220\016\230\361h\206!\t\001\316\205\001\026\220v\230\373Q\330\225!\243Vsn\244\377Addr\244Fro\377m\244Meta\244N\377ode\244Port\377\245SeqNo\247P\377ayload\252S\037ource)\001\004\004%\001\374\017\004+\001\253Incar\001n\327\212\002";
-    PyObject *data = __Pyx_DecompressString_LZSS(cstring, 1357, 1652);
+    #elif (CYTHON_COMPRESS_STRINGS) > 0 && (CYTHON_COMPRESS_STRINGS) <= 90 /* compression: lzss (1977 bytes) */
+static const char cstring[] = "\377?Note th\377at Cytho\377n is del\377iberatel\377y strict\373er!\001n PEP\377-484 and\377 rejects\377 subclas\377ses of b\377uiltin t\377ypes. If\377 you nee?d to p%\000%\t\377then set\376\200\000e \047anno\177tation_<\000\377ing\047 dir\366b\000iv\242\000o Fa\337lse.a.\000qu\377ence num\374\246\000\260\001a uint\35732, @\000 ad\373d_H\000emcas\367tme!\001/gos\377sip/_hot\377.pyxACKA\377LIVEDEAD\377PINGSUSP\377ECT__Pyx\372\001\000D\362\000_Next\337Ref__\222\004e_\177___func\004\001\357main\003\002odu\335l\025\002nam\035\002qu{al\004\005test3\000\377is_corou\376\227 eackasy\337ncio.\013\006sb\377itsbufcc\377apcline_~Z\000traceb,\000\377codecoun\377tdatadst\377endentry\377_lenfirs\377tgrownhe\337adhii\031\000xi\277temskk\t\000l\337abel_\027\001er\272\242@t/\000gth\000\003s\357lzw_V\001mpr\377essmatch\337max_m\n\000ag\335e\016\000x_p\253\000et\256\022\001siz\304).\312#.>\314!menn_\276\001\343A\370\342\000\345\000\227\001overf\377lowppart\277popposf\000f\277ixrseq\362@d\277efaultU\001s\377rcstopsu\375f\034\000tablet\377ailunwra\377pvaluesw\377antwidth\377\200\001\340\004\"\320\"9\377\270\021\330\004\032\230#\230\367Q\230a\000\006\360\006\000\005\377\010\200t\2102\210[\230\377\003\2304\230r\240\024\240\377S\250\006\250a\250s\260\377.\300\016\310e\320SV\377\320VW\330\010\017\210q\367\330\004\007\047\0003\210b\220\177\004\220D\230\004\230AG\000\337c\240\023\240A\023\0102\210\377T\220\024\220Q\220a\220\377u\230C\230q\330\010\013\357\2104\210r\020\000R\220q\377\330\014\023\2201\330\010\021\277\220\036\230q\240\001f\000R\377\240s\250#\250T\260\023\377\260N\300!\3001\300D\377\310\002\310#\310S\320P\377Q\330\020\023\220>\240\021\377\240!\2404\240r\250\023\373\250C\214\000\"\260A\260Q\337\260d\270\"\270n\000\013\210\3775\220\001\220\022\2202\220\377T\230\022\230<\240t\250\3752F\000\022\260<\270s\3009!b\004\250\010d\220#\211\t\306\004\377q\210\001\210\025\210c\220\371\021\332\002M\000\021\220$\220i\273\230}l\000w\260a\351\0032\277\210R\210s\220!\372\004\014\377\210A\210Q\210d""\220\"\337\220A\330\004\016\001\005\013\210\2758\206\000R\220r\230\337 \007\353\200v0\000}\373\000u\240B\373\240a\263$\n\210!\330\004\237\010\210\t\220\025\230 \224 \020\373\220\014\273\"h\240b\250\002\377\250\"\250G\2603\260c\377\270\022\2701\270A\270X\377\300R\300r\310\022\3106\277\320QS\320ST\370!u\247\220B\220H\000\362\001\003\361\000S\377\230\005\230R\230t\2403\357\240a\240q\253@c\260\031\377\270#\270Q\270a\270v\357\300S\310\001\342$\013\2107\377\220!\2201\220A\220U\371\230\271\005\020\001%\220s\230)\357\2401\200\001\371A\006\200U\357\320\n!\240\230`\005\200W\377\210C\210q\220\001\330\004|\007\001\336\000\007\200q\210\005\375\000\235q\370D\036\230a\236`\223@\330\253\004\037\300@\002\234@1\221au\3644\001\241\003A\371@c\230\027\240\265\001\013\nt\201\002S\230\010\013v\342\243bs\231\000\326`@\001z\230\023\373\230E\311e{\230!\2301\272\301`w\301 \004\013\210\250\004\037s\230c\223a\220I$\220bV\000\377\010\016\210j\230\001\320\031\371>\202 \243\204\0042\210Q\330\010\316\256AU\220/\336\000\007\001\330\t\047\r\210S\337\000\020\004!\000\0359\004\377\320\022\"\240$\240c\250\205\021@\r\340:\014\031\r)\r0\026\330\377\004\025\320\025.\250a\250\247v\260U\335\204\002\014\001&\333A\330\375\004\271`\2105\220\016\230h\370\206!\t\001\316\205\001\026\220v\230Q\375\330\222$\014\000\005%\320$\273;\270\213@\033\2303\243@}\337\250M\270\031\300\360`#\240\376\237@\026\220k\240\030\320)\377=\270]\310!\330\004\033\376\324 A\330\004\036\320\036/\363\250|\355a\374\206\0053\210a\330\377\010\t\330\004\027\220u\230\277A\330\004!\240\025\367! \257\240\005\240Q\014\006\010\216`U\326\323`=\240\373@\330\362 a\210|\304@\003\003u\220O\2405\311\204\002\375O\207\000\010\r\210Q\210e\357\2206\230\021\371a\016\210a\377\210u\220E\230\022\2302\317\230_\250A\340`g\001\014\022\277\220\047\230\022\2301\353\206\0014\355\220\206a\024\034x\000\020\031\320\377\031-\250S\260\001\260\026\377\260s\270!\330\020\027\220\337q\330\020\032\230\324\206\0026\230\377\025\230d\240%\240s\250\377\047\260\022\2601\330\014\025""\377\220Q\330\014\026\220a\330\253\014\017`\000C\047\001\030\347`\020Z\024\001\020\352\000\330\020\n\002\021\025\010\357\027\320\0270[\000\030\270\025\361\2700\004\333\205\001%\000\003\2306\240\276 \006s\230$\230e\340\205\001\330\377\020\034\230F\240!\2406\347\250\022\250\251\000\233\"\230Q\340\370\017\004\010\007~\001x\220r\230\032\363\2402\260 r\002\014\023\2208\362\360\000Q\227\003a\002\026\220d\230\365\"\336 \024\226\003\320\030)\250\177\035\260a\260u\270A\362\210\001w6\230\023\030\001\025\330\020\310\010\356\177\010\023\2201\302\"5\240\001\257\330\020\024\2201\000\024\322\"1\365\340\001\n\330\330 \"\220C\2207x\230t\212\000S\250*\0004\003i\026\370\211\0016\001F\334\205\001\330\020\2530\344\311 \330b\020\000\006\340 \220f\230\371E\365\205\002\017\004V\2401\240F\243\250\"\310@\321\212\002\307@!\375!s\350\345\211\001\275\010\313A\024\267@\340\024\035\377\230Q\330\024!\240\021\340\373\010\022\222\210\001\243Vsn\244\377Addr\244Fro\377m\244Meta\244N\377ode\244Port\377\245SeqNo\247P\377ayload\252S\037ource)\001\004\004%\001\374\017\004+\001\253Incar\001n\203\221\002";
+    PyObject *data = __Pyx_DecompressString_LZSS(cstring, 1977, 2464);
     #define __Pyx_DecompressString_UNUSED
     if (unlikely(!data)) __PYX_ERR(0, 1, __pyx_L1_error)
     const char* const bytes = __Pyx_PyBytes_AsString(data);
     #if !CYTHON_ASSUME_SAFE_MACROS
     if (likely(bytes)); else { Py_DECREF(data); __PYX_ERR(0, 1, __pyx_L1_error) }
     #endif
-    #else /* compression: none (1652 bytes) */
-static const char bytes[] = "?Note that Cython is deliberately stricter than PEP-484 and rejects subclasses of builtin types. If you need to pass subclasses then set the \047annotation_typing\047 directive to False.a sequence number is a uint32, not add_notemcastmember/gossip/_hot.pyxACKALIVEDEADPINGSUSPECT__Pyx_PyDict_NextRef__annotate____func____main____module____name____qualname____test___is_coroutineackasyncio.coroutinesbufcline_in_tracebackcountdstendindexitemskindlabel_headerlengthsmatchmax_messagesmax_packetmcastmember.gossip._hotmenoutppartpopposprefixrseqsetdefaultsizestoptailunwrapvalueswant\200\001\340\004\"\320\"9\270\021\330\004\032\230#\230Q\230a\330\004\032\230#\230Q\230a\360\006\000\005\010\200t\2102\210[\230\003\2304\230r\240\024\240S\250\006\250a\250s\260.\300\016\310e\320SV\320VW\330\010\017\210q\330\004\007\200t\2103\210b\220\004\220D\230\004\230A\230Q\230c\240\023\240A\330\010\017\210q\330\004\007\200t\2102\210T\220\024\220Q\220a\220u\230C\230q\330\010\013\2104\210r\220\024\220R\220q\330\014\023\2201\330\010\021\220\036\230q\240\001\240\024\240R\240s\250#\250T\260\023\260N\300!\3001\300D\310\002\310#\310S\320PQ\330\020\023\220>\240\021\240!\2404\240r\250\023\250C\250s\260\"\260A\260Q\260d\270\"\270A\330\010\013\2105\220\001\220\022\2202\220T\230\022\230<\240t\2502\250T\260\022\260<\270s\300!\330\014\023\2201\330\010\017\210q\330\004\007\200t\2103\210d\220#\220Q\220a\220u\230C\230q\330\010\017\210q\330\004\007\200q\210\001\210\025\210c\220\021\330\010\017\210q\220\001\220\021\220$\220i\230}\250C\250w\260a\330\004\007\200t\2102\210R\210s\220!\330\010\017\210q\330\004\014\210A\210Q\210d\220\"\220A\330\004\016\210d\220\"\220A\330\004\013\2108\2202\220R\220r\230\021\330\004\007\200v\210R\210}\230C\230u\240B\240a\330\010\017\210q\330\004\n\210!\330\004\010\210\t\220\025\220a\220q\330\010\020\220\014\230A\230Q\230h\240b\250\002\250\"\250G\2603\260c\270\022\2701\270A\270X\300R\300r\310\022\3106\320QS\320ST\330\010\017\210u\220B\220a\330\010\013\2105\220\003\2202\220S\230\005\230R""\230t\2403\240a\240q\250\006\250c\260\031\270#\270Q\270a\270v\300S\310\001\330\014\023\2201\330\010\013\2107\220!\2201\220A\220U\230!\330\010\017\210q\330\004\013\2107\220%\220s\230)\2401\200\001\360\006\000\005\006\200U\320\n!\240\021\330\004\005\200W\210C\210q\220\001\330\004\005\200W\210A\330\004\007\200q\210\005\210R\210q\330\010\017\210q\330\004\036\230a\230r\240\021\240!\330\004\037\230q\240\002\240!\2401\330\004\007\200u\210C\210q\330\010\017\210u\220A\220Q\220c\230\027\240\001\330\004\007\200u\210C\210q\330\010\017\210t\2201\220A\220S\230\001\330\004\007\200u\210C\210q\330\010\017\210v\220Q\220a\220s\230!\330\004\007\200u\210C\210z\230\023\230E\240\023\240A\330\010\017\210{\230!\2301\230C\230w\240a\330\004\013\2101\200\001\360\006\000\005\037\230c\240\021\240!\330\004\007\200t\2102\210R\210s\220$\220b\230\001\330\010\016\210j\230\001\320\031>\270a\270q\330\004\007\200t\2102\210Q\330\010\014\210A\210U\220/\240\021\330\010\014\210A\330\t\r\210S\220\001\330\010\014\210A\210U\220!\330\010\014\210A\210U\220/\240\021\330\010\014\210A\330\t\r\210S\220\001\330\010\014\210A\210U\220!\330\010\014\210A\210U\320\022\"\240$\240c\250\021\330\010\014\210A\210U\220/\240\021\330\010\014\210A\340\010\014\210A\210U\220!\330\010\014\210A\210U\320\022\"\240$\240c\250\021\330\010\014\210A\210U\320\022\"\240$\240c\250\021\330\010\014\210A\210U\320\022\"\240$\240c\250\021\330\010\014\210A\210U\220/\240\021\330\010\014\210A\330\004\025\320\025.\250a\250v\260U\270\"\270A\330\004\025\320\025&\240a\240q\330\004\n\210!\2105\220\016\230h\240a\330\004\n\210!\2104\210r\220\026\220v\230Q\330\004\013\2101\243Vsn\244Addr\244From\244Meta\244Node\244Port\245SeqNo\247Payload\252SourceAddr\252SourceNode\252SourcePort\253Incarnation";
+    #else /* compression: none (2464 bytes) */
+static const char bytes[] = "?Note that Cython is deliberately stricter than PEP-484 and rejects subclasses of builtin types. If you need to pass subclasses then set the \047annotation_typing\047 directive to False.a sequence number is a uint32, not add_notemcastmember/gossip/_hot.pyxACKALIVEDEADPINGSUSPECT__Pyx_PyDict_NextRef__annotate____func____main____module____name____qualname____test___is_coroutineackasyncio.coroutinesbitsbufccapcline_in_tracebackcodecountdatadstendentry_lenfirstgrownheadhiindexitemskkindlabel_headerlastlengthlengthslzw_decompressmatchmax_messagesmax_packetmax_sizemcastmember.gossip._hotmenn_bitsneedoutout_lenoverflowppartpopposprefixrseqsetdefaultsizesrcstopsuffixtabletailunwrapvalueswantwidth\200\001\340\004\"\320\"9\270\021\330\004\032\230#\230Q\230a\330\004\032\230#\230Q\230a\360\006\000\005\010\200t\2102\210[\230\003\2304\230r\240\024\240S\250\006\250a\250s\260.\300\016\310e\320SV\320VW\330\010\017\210q\330\004\007\200t\2103\210b\220\004\220D\230\004\230A\230Q\230c\240\023\240A\330\010\017\210q\330\004\007\200t\2102\210T\220\024\220Q\220a\220u\230C\230q\330\010\013\2104\210r\220\024\220R\220q\330\014\023\2201\330\010\021\220\036\230q\240\001\240\024\240R\240s\250#\250T\260\023\260N\300!\3001\300D\310\002\310#\310S\320PQ\330\020\023\220>\240\021\240!\2404\240r\250\023\250C\250s\260\"\260A\260Q\260d\270\"\270A\330\010\013\2105\220\001\220\022\2202\220T\230\022\230<\240t\2502\250T\260\022\260<\270s\300!\330\014\023\2201\330\010\017\210q\330\004\007\200t\2103\210d\220#\220Q\220a\220u\230C\230q\330\010\017\210q\330\004\007\200q\210\001\210\025\210c\220\021\330\010\017\210q\220\001\220\021\220$\220i\230}\250C\250w\260a\330\004\007\200t\2102\210R\210s\220!\330\010\017\210q\330\004\014\210A\210Q\210d\220\"\220A\330\004\016\210d\220\"\220A\330\004\013\2108\2202\220R\220r\230\021\330\004\007\200v\210R\210}\230C\230u\240B\240a\330\010\017\210q\330\004\n\210!\330\004\010\210\t\220\025\220a\220q\330\010\020\220\014\230A\230Q\230h\240b\250\002\250\"\250G\2603\260c\270\022\2701""\270A\270X\300R\300r\310\022\3106\320QS\320ST\330\010\017\210u\220B\220a\330\010\013\2105\220\003\2202\220S\230\005\230R\230t\2403\240a\240q\250\006\250c\260\031\270#\270Q\270a\270v\300S\310\001\330\014\023\2201\330\010\013\2107\220!\2201\220A\220U\230!\330\010\017\210q\330\004\013\2107\220%\220s\230)\2401\200\001\360\006\000\005\006\200U\320\n!\240\021\330\004\005\200W\210C\210q\220\001\330\004\005\200W\210A\330\004\007\200q\210\005\210R\210q\330\010\017\210q\330\004\036\230a\230r\240\021\240!\330\004\037\230q\240\002\240!\2401\330\004\007\200u\210C\210q\330\010\017\210u\220A\220Q\220c\230\027\240\001\330\004\007\200u\210C\210q\330\010\017\210t\2201\220A\220S\230\001\330\004\007\200u\210C\210q\330\010\017\210v\220Q\220a\220s\230!\330\004\007\200u\210C\210z\230\023\230E\240\023\240A\330\010\017\210{\230!\2301\230C\230w\240a\330\004\013\2101\200\001\360\006\000\005\037\230c\240\021\240!\330\004\007\200t\2102\210R\210s\220$\220b\230\001\330\010\016\210j\230\001\320\031>\270a\270q\330\004\007\200t\2102\210Q\330\010\014\210A\210U\220/\240\021\330\010\014\210A\330\t\r\210S\220\001\330\010\014\210A\210U\220!\330\010\014\210A\210U\220/\240\021\330\010\014\210A\330\t\r\210S\220\001\330\010\014\210A\210U\220!\330\010\014\210A\210U\320\022\"\240$\240c\250\021\330\010\014\210A\210U\220/\240\021\330\010\014\210A\340\010\014\210A\210U\220!\330\010\014\210A\210U\320\022\"\240$\240c\250\021\330\010\014\210A\210U\320\022\"\240$\240c\250\021\330\010\014\210A\210U\320\022\"\240$\240c\250\021\330\010\014\210A\210U\220/\240\021\330\010\014\210A\330\004\025\320\025.\250a\250v\260U\270\"\270A\330\004\025\320\025&\240a\240q\330\004\n\210!\2105\220\016\230h\240a\330\004\n\210!\2104\210r\220\026\220v\230Q\330\004\013\2101\200\001\360\014\000\005%\320$;\2701\330\004\033\2303\230a\230}\250M\270\031\300!\330\004#\2401\330\004\026\220k\240\030\320)=\270]\310!\330\004\033\2301\230A\330\004\036\320\036/\250|\2701\270A\360\006\000\005\010\200t\2103\210a\330\010\t\330\004\027\220u\230A\330\004!""\240\025\240a\330\004 \240\005\240Q\330\004\027\220u\230A\330\004\010\210\005\210U\220!\220=\240\002\240!\330\010\016\210a\210v\220Q\330\010\016\210a\210u\220O\2405\250\002\250\"\250O\2701\330\010\r\210Q\210e\2206\230\021\230!\330\010\016\210a\210u\220E\230\022\2302\230_\250A\330\004\005\330\010\t\330\014\022\220\047\230\022\2301\330\020\023\2204\220s\230!\330\024\034\230A\330\020\031\320\031-\250S\260\001\260\026\260s\270!\330\020\027\220q\330\020\032\230!\330\014\023\2206\230\025\230d\240%\240s\250\047\260\022\2601\330\014\025\220Q\330\014\026\220a\330\014\017\210u\220C\220q\330\020\030\230\001\330\020\025\220Q\330\020\033\2301\330\020\030\230\001\330\020\021\330\014\017\210u\220C\220q\330\020\027\320\0270\260\001\260\030\270\025\270a\330\014\017\210u\220B\220a\330\020\030\230\003\2306\240\021\330\014\017\210u\220C\220s\230$\230e\2403\240a\330\020\034\230F\240!\2406\250\022\2501\330\020\027\220u\230A\230Q\340\020\034\230F\240!\2401\330\020\027\220u\230A\230Q\330\014\017\210x\220r\230\032\2402\240Q\330\020\030\230\001\330\014\023\2208\2302\230Q\330\014\017\210u\220B\220a\330\020\026\220d\230\"\230A\330\024\033\2301\330\020\030\320\030)\250\035\260a\260u\270A\330\020\023\2206\230\023\230A\330\024\025\330\020\026\220a\330\014\017\210u\220C\220s\230$\230e\2403\240a\330\020\023\2201\220E\230\022\2305\240\001\330\020\024\220A\330\020\024\220E\230\022\2301\340\020\024\220A\330\020\024\220E\230\022\2301\330\014\022\220\"\220C\220x\230t\2402\240S\250\001\330\020\023\2201\220E\230\026\230q\240\001\330\020\024\220F\230!\2301\330\020\025\220Q\330\014\026\220a\330\014\017\210u\220C\220q\330\020\026\220a\220v\230Q\330\020\026\220a\220v\230Q\330\020\025\220Q\220f\230E\240\021\240!\330\020\026\220a\220v\230V\2401\240F\250\"\250A\330\014\023\2201\330\014\022\220!\330\014\017\210s\220#\220Q\330\020\023\2206\230\023\230A\330\024\034\230A\330\024\032\230!\340\024\035\230Q\330\024!\240\021\340\010\022\220!\2201\243Vsn\244Addr\244From\244Meta\244Node\244Port\245SeqNo\247Payload\252Sour""ceAddr\252SourceNode\252SourcePort\253Incarnation";
     PyObject *data = NULL;
     #define __Pyx_DecompressString_UNUSED
     #define __Pyx_DecompressString_LZSS_UNUSED
     #endif
     PyObject **stringtab = __pyx_mstate->__pyx_string_tab;
     Py_ssize_t pos = 0;
-    for (int i = 0; i < 52; i++) {
+    for (int i = 0; i < 75; i++) {
       Py_ssize_t bytes_length = str_length_index[i].length;
       PyObject *string = PyUnicode_DecodeUTF8(bytes + pos, bytes_length, NULL);
       if (likely(string) && i >= 5) PyUnicode_InternInPlace(&string);
@@ -8485,8 +9942,8 @@ static const char bytes[] = "?Note that Cython is deliberately stricter than PEP
       stringtab[i] = string;
       pos += bytes_length;
     }
-    for (int i = 52; i < 67; i++) {
-      Py_ssize_t bytes_length = bytes_length_index[i-52].length;
+    for (int i = 75; i < 91; i++) {
+      Py_ssize_t bytes_length = bytes_length_index[i-75].length;
       PyObject *string = PyBytes_FromStringAndSize(bytes + pos, bytes_length);
       stringtab[i] = string;
       pos += bytes_length;
@@ -8496,15 +9953,15 @@ static const char bytes[] = "?Note that Cython is deliberately stricter than PEP
       }
     }
     Py_XDECREF(data);
-    for (Py_ssize_t i = 0; i < 67; i++) {
+    for (Py_ssize_t i = 0; i < 91; i++) {
       if (unlikely(PyObject_Hash(stringtab[i]) == -1)) {
         __PYX_ERR(0, 1, __pyx_L1_error)
       }
     }
     #if CYTHON_IMMORTAL_CONSTANTS
     {
-      PyObject **table = stringtab + 52;
-      for (Py_ssize_t i=0; i<15; ++i) {
+      PyObject **table = stringtab + 75;
+      for (Py_ssize_t i=0; i<16; ++i) {
         #if PY_VERSION_HEX >= 0x030F0000
         PyUnstable_SetImmortal(table[i]);
         #elif CYTHON_COMPILING_IN_CPYTHON_FREETHREADING
@@ -8527,16 +9984,17 @@ static const char bytes[] = "?Note that Cython is deliberately stricter than PEP
   }
   {
     PyObject **numbertab = __pyx_mstate->__pyx_number_tab + 0;
+    int8_t const cint_constants_1[] = {1,2,3};
     int64_t const cint_constants_8[] = {4294967295LL};
-    for (int i = 0; i < 1; i++) {
-      numbertab[i] = PyLong_FromLongLong(cint_constants_8[i - 0]);
+    for (int i = 0; i < 4; i++) {
+      numbertab[i] = PyLong_FromLongLong((i < 3 ? cint_constants_1[i - 0] : cint_constants_8[i - 3]));
       if (unlikely(!numbertab[i])) __PYX_ERR(0, 1, __pyx_L1_error)
     }
   }
   #if CYTHON_IMMORTAL_CONSTANTS
   {
     PyObject **table = __pyx_mstate->__pyx_number_tab;
-    for (Py_ssize_t i=0; i<1; ++i) {
+    for (Py_ssize_t i=0; i<4; ++i) {
       #if PY_VERSION_HEX >= 0x030F0000
       PyUnstable_SetImmortal(table[i]);
       #elif CYTHON_COMPILING_IN_CPYTHON_FREETHREADING
@@ -8568,7 +10026,7 @@ typedef struct {
     unsigned int argcount : 3;
     unsigned int num_posonly_args : 1;
     unsigned int num_kwonly_args : 1;
-    unsigned int nlocals : 4;
+    unsigned int nlocals : 5;
     unsigned int flags : 10;
     unsigned int first_line : 9;
 } __Pyx_PyCode_New_function_description;
@@ -8590,19 +10048,24 @@ static int __Pyx_CreateCodeObjects(__pyx_mstatetype *__pyx_mstate) {
   PyObject* tuple_dedup_map = PyDict_New();
   if (unlikely(!tuple_dedup_map)) return -1;
   {
-    const __Pyx_PyCode_New_function_description descr = {4, 0, 0, 15, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 70};
+    const __Pyx_PyCode_New_function_description descr = {4, 0, 0, 15, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 74};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_buf, __pyx_mstate->__pyx_n_u_label_header, __pyx_mstate->__pyx_n_u_max_packet, __pyx_mstate->__pyx_n_u_max_messages, __pyx_mstate->__pyx_n_u_p, __pyx_mstate->__pyx_n_u_end, __pyx_mstate->__pyx_n_u_pos, __pyx_mstate->__pyx_n_u_count, __pyx_mstate->__pyx_n_u_lengths, __pyx_mstate->__pyx_n_u_part, __pyx_mstate->__pyx_n_u_size, __pyx_mstate->__pyx_n_u_stop, __pyx_mstate->__pyx_n_u_index, __pyx_mstate->__pyx_n_u_want, __pyx_mstate->__pyx_n_u_out};
     __pyx_mstate_global->__pyx_codeobj_tab[0] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_mcastmember_gossip__hot_pyx, __pyx_mstate->__pyx_n_u_unwrap, __pyx_mstate->__pyx_kp_b_iso88591_9_Qa_Qa_t2_4r_S_as_eSVVW_q_t3b, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[0])) goto bad;
   }
   {
-    const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 5, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 189};
+    const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 5, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 193};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_buf, __pyx_mstate->__pyx_n_u_me, __pyx_mstate->__pyx_n_u_r, __pyx_mstate->__pyx_n_u_kind, __pyx_mstate->__pyx_n_u_count};
     __pyx_mstate_global->__pyx_codeobj_tab[1] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_mcastmember_gossip__hot_pyx, __pyx_mstate->__pyx_n_u_match, __pyx_mstate->__pyx_kp_b_iso88591_U_WCq_WA_q_Rq_q_ar_q_1_uCq_uAQc, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[1])) goto bad;
   }
   {
-    const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 7, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 309};
+    const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 7, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 313};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_prefix, __pyx_mstate->__pyx_n_u_seq, __pyx_mstate->__pyx_n_u_tail, __pyx_mstate->__pyx_n_u_n, __pyx_mstate->__pyx_n_u_size, __pyx_mstate->__pyx_n_u_out, __pyx_mstate->__pyx_n_u_dst};
     __pyx_mstate_global->__pyx_codeobj_tab[2] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_mcastmember_gossip__hot_pyx, __pyx_mstate->__pyx_n_u_ack, __pyx_mstate->__pyx_kp_b_iso88591_c_t2Rs_b_j_aq_t2Q_AU_A_S_AU_AU, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[2])) goto bad;
+  }
+  {
+    const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 26, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 367};
+    PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_data, __pyx_mstate->__pyx_n_u_max_size, __pyx_mstate->__pyx_n_u_src, __pyx_mstate->__pyx_n_u_size, __pyx_mstate->__pyx_n_u_pos, __pyx_mstate->__pyx_n_u_out_len, __pyx_mstate->__pyx_n_u_cap, __pyx_mstate->__pyx_n_u_need, __pyx_mstate->__pyx_n_u_k, __pyx_mstate->__pyx_n_u_entry_len, __pyx_mstate->__pyx_n_u_bits, __pyx_mstate->__pyx_n_u_n_bits, __pyx_mstate->__pyx_n_u_width, __pyx_mstate->__pyx_n_u_hi, __pyx_mstate->__pyx_n_u_overflow, __pyx_mstate->__pyx_n_u_last, __pyx_mstate->__pyx_n_u_code, __pyx_mstate->__pyx_n_u_c, __pyx_mstate->__pyx_n_u_table, __pyx_mstate->__pyx_n_u_out, __pyx_mstate->__pyx_n_u_grown, __pyx_mstate->__pyx_n_u_head, __pyx_mstate->__pyx_n_u_prefix, __pyx_mstate->__pyx_n_u_suffix, __pyx_mstate->__pyx_n_u_first, __pyx_mstate->__pyx_n_u_length};
+    __pyx_mstate_global->__pyx_codeobj_tab[3] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_mcastmember_gossip__hot_pyx, __pyx_mstate->__pyx_n_u_lzw_decompress, __pyx_mstate->__pyx_kp_b_iso88591_1_3a_M_1_k_1A_1A_t3a_uA_a_Q_uA, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[3])) goto bad;
   }
   Py_DECREF(tuple_dedup_map);
   return 0;
@@ -10260,6 +11723,245 @@ bad:
     Py_XDECREF(owned_instance);
     return;
 }
+
+/* GetException */
+#if CYTHON_FAST_THREAD_STATE
+static int __Pyx__GetException(PyThreadState *tstate, PyObject **type, PyObject **value, PyObject **tb)
+#else
+static int __Pyx_GetException(PyObject **type, PyObject **value, PyObject **tb)
+#endif
+{
+    PyObject *local_type = NULL, *local_value, *local_tb = NULL;
+#if CYTHON_FAST_THREAD_STATE
+    PyObject *tmp_type, *tmp_value, *tmp_tb;
+  #if PY_VERSION_HEX >= 0x030C0000
+    local_value = tstate->current_exception;
+    tstate->current_exception = 0;
+  #else
+    local_type = tstate->curexc_type;
+    local_value = tstate->curexc_value;
+    local_tb = tstate->curexc_traceback;
+    tstate->curexc_type = 0;
+    tstate->curexc_value = 0;
+    tstate->curexc_traceback = 0;
+  #endif
+#elif __PYX_LIMITED_VERSION_HEX >= 0x030C0000
+    local_value = PyErr_GetRaisedException();
+#else
+    PyErr_Fetch(&local_type, &local_value, &local_tb);
+#endif
+#if __PYX_LIMITED_VERSION_HEX >= 0x030C0000
+    if (likely(local_value)) {
+        local_type = (PyObject*) Py_TYPE(local_value);
+        Py_INCREF(local_type);
+        local_tb = PyException_GetTraceback(local_value);
+    }
+#else
+    PyErr_NormalizeException(&local_type, &local_value, &local_tb);
+#if CYTHON_FAST_THREAD_STATE
+    if (unlikely(tstate->curexc_type))
+#else
+    if (unlikely(PyErr_Occurred()))
+#endif
+        goto bad;
+    if (local_tb) {
+        if (unlikely(PyException_SetTraceback(local_value, local_tb) < 0))
+            goto bad;
+    }
+#endif // __PYX_LIMITED_VERSION_HEX >= 0x030C0000
+    Py_XINCREF(local_tb);
+    Py_XINCREF(local_type);
+    Py_XINCREF(local_value);
+    *type = local_type;
+    *value = local_value;
+    *tb = local_tb;
+#if CYTHON_FAST_THREAD_STATE
+    #if CYTHON_USE_EXC_INFO_STACK
+    {
+        _PyErr_StackItem *exc_info = tstate->exc_info;
+      #if PY_VERSION_HEX >= 0x030B00a4
+        tmp_value = exc_info->exc_value;
+        exc_info->exc_value = local_value;
+        tmp_type = NULL;
+        tmp_tb = NULL;
+        Py_XDECREF(local_type);
+        Py_XDECREF(local_tb);
+      #else
+        tmp_type = exc_info->exc_type;
+        tmp_value = exc_info->exc_value;
+        tmp_tb = exc_info->exc_traceback;
+        exc_info->exc_type = local_type;
+        exc_info->exc_value = local_value;
+        exc_info->exc_traceback = local_tb;
+      #endif
+    }
+    #else
+    tmp_type = tstate->exc_type;
+    tmp_value = tstate->exc_value;
+    tmp_tb = tstate->exc_traceback;
+    tstate->exc_type = local_type;
+    tstate->exc_value = local_value;
+    tstate->exc_traceback = local_tb;
+    #endif
+    Py_XDECREF(tmp_type);
+    Py_XDECREF(tmp_value);
+    Py_XDECREF(tmp_tb);
+#elif __PYX_LIMITED_VERSION_HEX >= 0x030b0000
+    PyErr_SetHandledException(local_value);
+    Py_XDECREF(local_value);
+    Py_XDECREF(local_type);
+    Py_XDECREF(local_tb);
+#else
+    PyErr_SetExcInfo(local_type, local_value, local_tb);
+#endif
+    return 0;
+#if __PYX_LIMITED_VERSION_HEX < 0x030C0000
+bad:
+    *type = 0;
+    *value = 0;
+    *tb = 0;
+    Py_XDECREF(local_type);
+    Py_XDECREF(local_value);
+    Py_XDECREF(local_tb);
+    return -1;
+#endif
+}
+
+/* SwapException */
+#if CYTHON_FAST_THREAD_STATE
+static CYTHON_INLINE void __Pyx__ExceptionSwap(PyThreadState *tstate, PyObject **type, PyObject **value, PyObject **tb) {
+    PyObject *tmp_type, *tmp_value, *tmp_tb;
+  #if CYTHON_USE_EXC_INFO_STACK && PY_VERSION_HEX >= 0x030B00a4
+    _PyErr_StackItem *exc_info = tstate->exc_info;
+    tmp_value = exc_info->exc_value;
+    exc_info->exc_value = *value;
+    if (tmp_value == NULL || tmp_value == Py_None) {
+        Py_XDECREF(tmp_value);
+        tmp_value = NULL;
+        tmp_type = NULL;
+        tmp_tb = NULL;
+    } else {
+        tmp_type = (PyObject*) Py_TYPE(tmp_value);
+        Py_INCREF(tmp_type);
+        #if CYTHON_COMPILING_IN_CPYTHON
+        tmp_tb = ((PyBaseExceptionObject*) tmp_value)->traceback;
+        Py_XINCREF(tmp_tb);
+        #else
+        tmp_tb = PyException_GetTraceback(tmp_value);
+        #endif
+    }
+  #elif CYTHON_USE_EXC_INFO_STACK
+    _PyErr_StackItem *exc_info = tstate->exc_info;
+    tmp_type = exc_info->exc_type;
+    tmp_value = exc_info->exc_value;
+    tmp_tb = exc_info->exc_traceback;
+    exc_info->exc_type = *type;
+    exc_info->exc_value = *value;
+    exc_info->exc_traceback = *tb;
+  #else
+    tmp_type = tstate->exc_type;
+    tmp_value = tstate->exc_value;
+    tmp_tb = tstate->exc_traceback;
+    tstate->exc_type = *type;
+    tstate->exc_value = *value;
+    tstate->exc_traceback = *tb;
+  #endif
+    *type = tmp_type;
+    *value = tmp_value;
+    *tb = tmp_tb;
+}
+#else
+static CYTHON_INLINE void __Pyx_ExceptionSwap(PyObject **type, PyObject **value, PyObject **tb) {
+    PyObject *tmp_type, *tmp_value, *tmp_tb;
+    PyErr_GetExcInfo(&tmp_type, &tmp_value, &tmp_tb);
+    PyErr_SetExcInfo(*type, *value, *tb);
+    *type = tmp_type;
+    *value = tmp_value;
+    *tb = tmp_tb;
+}
+#endif
+
+/* GetTopmostException (used by SaveResetException) */
+#if CYTHON_USE_EXC_INFO_STACK && CYTHON_FAST_THREAD_STATE
+static _PyErr_StackItem *
+__Pyx_PyErr_GetTopmostException(PyThreadState *tstate)
+{
+    _PyErr_StackItem *exc_info = tstate->exc_info;
+    while ((exc_info->exc_value == NULL || exc_info->exc_value == Py_None) &&
+           exc_info->previous_item != NULL)
+    {
+        exc_info = exc_info->previous_item;
+    }
+    return exc_info;
+}
+#endif
+
+/* SaveResetException */
+#if CYTHON_FAST_THREAD_STATE
+static CYTHON_INLINE void __Pyx__ExceptionSave(PyThreadState *tstate, PyObject **type, PyObject **value, PyObject **tb) {
+  #if CYTHON_USE_EXC_INFO_STACK && PY_VERSION_HEX >= 0x030B00a4
+    _PyErr_StackItem *exc_info = __Pyx_PyErr_GetTopmostException(tstate);
+    PyObject *exc_value = exc_info->exc_value;
+    if (exc_value == NULL || exc_value == Py_None) {
+        *value = NULL;
+        *type = NULL;
+        *tb = NULL;
+    } else {
+        *value = exc_value;
+        Py_INCREF(*value);
+        *type = (PyObject*) Py_TYPE(exc_value);
+        Py_INCREF(*type);
+        *tb = PyException_GetTraceback(exc_value);
+    }
+  #elif CYTHON_USE_EXC_INFO_STACK
+    _PyErr_StackItem *exc_info = __Pyx_PyErr_GetTopmostException(tstate);
+    *type = exc_info->exc_type;
+    *value = exc_info->exc_value;
+    *tb = exc_info->exc_traceback;
+    Py_XINCREF(*type);
+    Py_XINCREF(*value);
+    Py_XINCREF(*tb);
+  #else
+    *type = tstate->exc_type;
+    *value = tstate->exc_value;
+    *tb = tstate->exc_traceback;
+    Py_XINCREF(*type);
+    Py_XINCREF(*value);
+    Py_XINCREF(*tb);
+  #endif
+}
+static CYTHON_INLINE void __Pyx__ExceptionReset(PyThreadState *tstate, PyObject *type, PyObject *value, PyObject *tb) {
+  #if CYTHON_USE_EXC_INFO_STACK && PY_VERSION_HEX >= 0x030B00a4
+    _PyErr_StackItem *exc_info = tstate->exc_info;
+    PyObject *tmp_value = exc_info->exc_value;
+    exc_info->exc_value = value;
+    Py_XDECREF(tmp_value);
+    Py_XDECREF(type);
+    Py_XDECREF(tb);
+  #else
+    PyObject *tmp_type, *tmp_value, *tmp_tb;
+    #if CYTHON_USE_EXC_INFO_STACK
+    _PyErr_StackItem *exc_info = tstate->exc_info;
+    tmp_type = exc_info->exc_type;
+    tmp_value = exc_info->exc_value;
+    tmp_tb = exc_info->exc_traceback;
+    exc_info->exc_type = type;
+    exc_info->exc_value = value;
+    exc_info->exc_traceback = tb;
+    #else
+    tmp_type = tstate->exc_type;
+    tmp_value = tstate->exc_value;
+    tmp_tb = tstate->exc_traceback;
+    tstate->exc_type = type;
+    tstate->exc_value = value;
+    tstate->exc_traceback = tb;
+    #endif
+    Py_XDECREF(tmp_type);
+    Py_XDECREF(tmp_value);
+    Py_XDECREF(tmp_tb);
+  #endif
+}
+#endif
 
 /* TypeImport */
 #ifndef __PYX_HAVE_RT_ImportType_3_3_1
@@ -13350,45 +15052,6 @@ static CYTHON_INLINE PyObject* __Pyx_PyLong_From_PY_LONG_LONG(PY_LONG_LONG value
     }
 }
 
-/* FormatTypeName */
-#if CYTHON_COMPILING_IN_LIMITED_API && __PYX_LIMITED_VERSION_HEX < 0x030d0000
-static __Pyx_TypeName
-__Pyx_PyType_GetFullyQualifiedName(PyTypeObject* tp)
-{
-    PyObject *module = NULL, *name = NULL, *result = NULL;
-    #if __PYX_LIMITED_VERSION_HEX < 0x030b0000
-    name = __Pyx_PyObject_GetAttrStr((PyObject *)tp,
-                                               __pyx_mstate_global->__pyx_n_u_qualname);
-    #else
-    name = PyType_GetQualName(tp);
-    #endif
-    if (unlikely(name == NULL) || unlikely(!PyUnicode_Check(name))) goto bad;
-    module = __Pyx_PyObject_GetAttrStr((PyObject *)tp,
-                                               __pyx_mstate_global->__pyx_n_u_module);
-    if (unlikely(module == NULL) || unlikely(!PyUnicode_Check(module))) goto bad;
-    if (PyUnicode_CompareWithASCIIString(module, "builtins") == 0) {
-        result = name;
-        name = NULL;
-        goto done;
-    }
-    result = PyUnicode_FromFormat("%U.%U", module, name);
-    if (unlikely(result == NULL)) goto bad;
-  done:
-    Py_XDECREF(name);
-    Py_XDECREF(module);
-    return result;
-  bad:
-    PyErr_Clear();
-    if (name) {
-        result = name;
-        name = NULL;
-    } else {
-        result = __Pyx_NewRef(__pyx_mstate_global->__pyx_kp_u_);
-    }
-    goto done;
-}
-#endif
-
 /* CIntToPy */
 static CYTHON_INLINE PyObject* __Pyx_PyLong_From_long(long value) {
 #ifdef __Pyx_HAS_GCC_DIAGNOSTIC
@@ -13465,307 +15128,6 @@ static CYTHON_INLINE PyObject* __Pyx_PyLong_From_long(long value) {
         Py_XDECREF(from_bytes_str);
         return result;
 #endif
-    }
-}
-
-/* CIntFromPy */
-static long __Pyx_LargePyLong___Pyx_PyLong_As_long(PyObject *x);
-static long __Pyx_raise_neg_overflow___Pyx_PyLong_As_long(void) {
-    const char* type_name = "long";
-    PyErr_Format(PyExc_OverflowError,
-        "can't convert negative value to %.200s", type_name);
-    return (long) -1;
-}
-static long __Pyx_raise_overflow___Pyx_PyLong_As_long(void) {
-    const char* type_name = "long";
-    PyErr_Format(PyExc_OverflowError,
-        "value too large to convert to %.200s", type_name);
-    return (long) -1;
-}
-static CYTHON_INLINE long __Pyx_PyULong___Pyx_PyLong_As_long(PyObject *x) {
-    const int is_unsigned = 1;
-#if CYTHON_USE_PYLONG_INTERNALS
-    {
-        const digit* digits = __Pyx_PyLong_Digits(x);
-        const Py_ssize_t size = __Pyx_PyLong_DigitCount(x);
-        if (size == 2 && (8 * sizeof(long) > 1 * PyLong_SHIFT)) {
-            if ((8 * sizeof(unsigned long) > 2 * PyLong_SHIFT)) {
-                __PYX_VERIFY_RETURN_INT(long, unsigned long, (((((unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
-            } else if ((8 * sizeof(long) >= 2 * PyLong_SHIFT)) {
-                return (long) (((((long)digits[1]) << PyLong_SHIFT) | (long)digits[0]));
-            }
-        } else
-        if (size == 3 && (8 * sizeof(long) > 2 * PyLong_SHIFT)) {
-            if ((8 * sizeof(unsigned long) > 3 * PyLong_SHIFT)) {
-                __PYX_VERIFY_RETURN_INT(long, unsigned long, (((((((unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
-            } else if ((8 * sizeof(long) >= 3 * PyLong_SHIFT)) {
-                return (long) (((((((long)digits[2]) << PyLong_SHIFT) | (long)digits[1]) << PyLong_SHIFT) | (long)digits[0]));
-            }
-        } else
-        if (size == 4 && (8 * sizeof(long) > 3 * PyLong_SHIFT)) {
-            if ((8 * sizeof(unsigned long) > 4 * PyLong_SHIFT)) {
-                __PYX_VERIFY_RETURN_INT(long, unsigned long, (((((((((unsigned long)digits[3]) << PyLong_SHIFT) | (unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
-            } else if ((8 * sizeof(long) >= 4 * PyLong_SHIFT)) {
-                return (long) (((((((((long)digits[3]) << PyLong_SHIFT) | (long)digits[2]) << PyLong_SHIFT) | (long)digits[1]) << PyLong_SHIFT) | (long)digits[0]));
-            }
-        } else
-        {}
-    }
-#elif CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX < 0x030C00A7
-    if (unlikely(Py_SIZE(x) < 0)) {
-        goto raise_neg_overflow;
-    }
-#else
-    {
-        int result = PyObject_RichCompareBool(x, Py_False, Py_LT);
-        if (unlikely(result < 0))
-            return (long) -1;
-        if (unlikely(result == 1))
-            goto raise_neg_overflow;
-    }
-#endif
-    if ((sizeof(long) <= sizeof(unsigned long))) {
-        __PYX_VERIFY_RETURN_INT_EXC(long, unsigned long, PyLong_AsUnsignedLong(x))
-    } else if ((sizeof(long) <= sizeof(unsigned PY_LONG_LONG))) {
-        __PYX_VERIFY_RETURN_INT_EXC(long, unsigned PY_LONG_LONG, PyLong_AsUnsignedLongLong(x))
-    }
-    return __Pyx_LargePyLong___Pyx_PyLong_As_long(x);
-raise_neg_overflow:
-    return __Pyx_raise_neg_overflow___Pyx_PyLong_As_long();
-raise_overflow:
-    return __Pyx_raise_overflow___Pyx_PyLong_As_long();
-}
-static CYTHON_INLINE long __Pyx_PySLong___Pyx_PyLong_As_long(PyObject *x) {
-    const int is_unsigned = 0;
-#if CYTHON_USE_PYLONG_INTERNALS
-    if (__Pyx_PyLong_IsNeg(x)) {
-        const Py_ssize_t size = __Pyx_PyLong_DigitCount(x);
-        const digit* digits = __Pyx_PyLong_Digits(x);
-        if (size == 2 && (8 * sizeof(long) > 1 * PyLong_SHIFT)) {
-            if ((8 * sizeof(long) > 2 * PyLong_SHIFT)) {
-                long ival = - (long) (((((unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0]));
-                __PYX_VERIFY_RETURN_INT(long, long, ival)
-            } else if ((8 * sizeof(long) - 1 > 2 * PyLong_SHIFT)) {
-                return (long) (((long) -1) * (((((long)digits[1]) << PyLong_SHIFT) | (long)digits[0])));
-            }
-        } else
-        if (size == 3 && (8 * sizeof(long) > 2 * PyLong_SHIFT)) {
-            if ((8 * sizeof(long) > 3 * PyLong_SHIFT)) {
-                long ival = - (long) (((((((unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0]));
-                __PYX_VERIFY_RETURN_INT(long, long, ival)
-            } else if ((8 * sizeof(long) - 1 > 3 * PyLong_SHIFT)) {
-                return (long) (((long) -1) * (((((((long)digits[2]) << PyLong_SHIFT) | (long)digits[1]) << PyLong_SHIFT) | (long)digits[0])));
-            }
-        } else
-        if (size == 4 && (8 * sizeof(long) > 3 * PyLong_SHIFT)) {
-            if ((8 * sizeof(long) > 4 * PyLong_SHIFT)) {
-                long ival = - (long) (((((((((unsigned long)digits[3]) << PyLong_SHIFT) | (unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0]));
-                __PYX_VERIFY_RETURN_INT(long, long, ival)
-            } else if ((8 * sizeof(long) - 1 > 4 * PyLong_SHIFT)) {
-                return (long) (((long) -1) * (((((((((long)digits[3]) << PyLong_SHIFT) | (long)digits[2]) << PyLong_SHIFT) | (long)digits[1]) << PyLong_SHIFT) | (long)digits[0])));
-            }
-        } else
-        {}
-    } else {
-        const Py_ssize_t size = __Pyx_PyLong_DigitCount(x);
-        const digit* digits = __Pyx_PyLong_Digits(x);
-        if (size == 2 && (8 * sizeof(long) > 1 * PyLong_SHIFT)) {
-            if ((8 * sizeof(long) > 2 * PyLong_SHIFT)) {
-                __PYX_VERIFY_RETURN_INT(long, unsigned long, (((((unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
-            } else if ((8 * sizeof(long) - 1 > 2 * PyLong_SHIFT)) {
-                return (long) (((((long)digits[1]) << PyLong_SHIFT) | (long)digits[0]));
-            }
-        } else
-        if (size == 3 && (8 * sizeof(long) > 2 * PyLong_SHIFT)) {
-            if ((8 * sizeof(long) > 3 * PyLong_SHIFT)) {
-                __PYX_VERIFY_RETURN_INT(long, unsigned long, (((((((unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
-            } else if ((8 * sizeof(long) - 1 > 3 * PyLong_SHIFT)) {
-                return (long) (((((((long)digits[2]) << PyLong_SHIFT) | (long)digits[1]) << PyLong_SHIFT) | (long)digits[0]));
-            }
-        } else
-        if (size == 4 && (8 * sizeof(long) > 3 * PyLong_SHIFT)) {
-            if ((8 * sizeof(long) > 4 * PyLong_SHIFT)) {
-                __PYX_VERIFY_RETURN_INT(long, unsigned long, (((((((((unsigned long)digits[3]) << PyLong_SHIFT) | (unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
-            } else if ((8 * sizeof(long) - 1 > 4 * PyLong_SHIFT)) {
-                return (long) (((((((((long)digits[3]) << PyLong_SHIFT) | (long)digits[2]) << PyLong_SHIFT) | (long)digits[1]) << PyLong_SHIFT) | (long)digits[0]));
-            }
-        } else
-        {}
-    }
-#endif
-    #if __PYX_LIMITED_VERSION_HEX >= 0x030d0000
-    if ((sizeof(long) <= sizeof(int)) && (sizeof(int) < sizeof(long))) {
-        __PYX_VERIFY_RETURN_INT_EXC(long, int, PyLong_AsInt(x))
-    } else
-    #endif
-    if ((sizeof(long) <= sizeof(long))) {
-        __PYX_VERIFY_RETURN_INT_EXC(long, long, PyLong_AsLong(x))
-    } else if ((sizeof(long) <= sizeof(PY_LONG_LONG))) {
-        __PYX_VERIFY_RETURN_INT_EXC(long, PY_LONG_LONG, PyLong_AsLongLong(x))
-    }
-    return __Pyx_LargePyLong___Pyx_PyLong_As_long(x);
-raise_neg_overflow:
-    return __Pyx_raise_neg_overflow___Pyx_PyLong_As_long();
-raise_overflow:
-    return __Pyx_raise_overflow___Pyx_PyLong_As_long();
-}
-static long __Pyx_LargePyLong___Pyx_PyLong_As_long(PyObject *x) {
-#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wconversion"
-#endif
-    const long neg_one = (long) -1, const_zero = (long) 0;
-#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
-#pragma GCC diagnostic pop
-#endif
-    const int is_unsigned = neg_one > const_zero;
-    long val;
-    int ret = -1;
-#if PY_VERSION_HEX >= 0x030d00A6 && !CYTHON_COMPILING_IN_LIMITED_API
-    Py_ssize_t bytes_copied = PyLong_AsNativeBytes(
-        x, &val, sizeof(val), Py_ASNATIVEBYTES_NATIVE_ENDIAN | (is_unsigned ? Py_ASNATIVEBYTES_UNSIGNED_BUFFER | Py_ASNATIVEBYTES_REJECT_NEGATIVE : 0));
-    if (unlikely(bytes_copied == -1)) {
-    } else if (unlikely(bytes_copied > (Py_ssize_t) sizeof(val))) {
-        goto raise_overflow;
-    } else {
-        ret = 0;
-    }
-#elif PY_VERSION_HEX < 0x030d0000 && !(CYTHON_COMPILING_IN_PYPY || CYTHON_COMPILING_IN_LIMITED_API) || defined(_PyLong_AsByteArray)
-    int one = 1; int is_little = (int)*(unsigned char *)&one;
-    unsigned char *bytes = (unsigned char *)&val;
-    ret = _PyLong_AsByteArray((PyLongObject *)x,
-                                bytes, sizeof(val),
-                                is_little, !is_unsigned);
-    if ((0)) goto raise_overflow;
-#else
-    PyObject *v;
-    PyObject *stepval = NULL, *mask = NULL, *shift = NULL;
-    int bits, remaining_bits, is_negative = 0;
-    int chunk_size = (sizeof(long) < 8) ? 30 : 62;
-    if (likely(PyLong_CheckExact(x))) {
-        v = __Pyx_NewRef(x);
-    } else {
-        v = PyNumber_Long(x);
-        if (unlikely(!v)) return (long) -1;
-        assert(PyLong_CheckExact(v));
-    }
-    {
-        int result = PyObject_RichCompareBool(v, Py_False, Py_LT);
-        if (unlikely(result < 0)) {
-            Py_DECREF(v);
-            return (long) -1;
-        }
-        is_negative = result == 1;
-    }
-    if (is_unsigned && unlikely(is_negative)) {
-        Py_DECREF(v);
-        PyErr_SetString(PyExc_OverflowError,
-            "can't convert negative value to long");
-        return (long) -1;
-    } else if (is_negative) {
-        stepval = PyNumber_Invert(v);
-        Py_DECREF(v);
-        if (unlikely(!stepval))
-            return (long) -1;
-    } else {
-        stepval = v;
-    }
-    v = NULL;
-    val = (long) 0;
-    mask = PyLong_FromLong((1L << chunk_size) - 1); if (unlikely(!mask)) goto done;
-    shift = PyLong_FromLong(chunk_size); if (unlikely(!shift)) goto done;
-    for (bits = 0; bits < (int) sizeof(long) * 8 - chunk_size; bits += chunk_size) {
-        PyObject *tmp, *digit;
-        long idigit;
-        digit = PyNumber_And(stepval, mask);
-        if (unlikely(!digit)) goto done;
-        idigit = PyLong_AsLong(digit);
-        Py_DECREF(digit);
-        if (unlikely(idigit < 0)) goto done;
-        val |= ((long) idigit) << bits;
-        tmp = PyNumber_Rshift(stepval, shift);
-        if (unlikely(!tmp)) goto done;
-        Py_DECREF(stepval); stepval = tmp;
-    }
-    Py_DECREF(shift); shift = NULL;
-    Py_DECREF(mask); mask = NULL;
-    {
-        long idigit = PyLong_AsLong(stepval);
-        if (unlikely(idigit < 0)) goto done;
-        remaining_bits = ((int) sizeof(long) * 8) - bits - (is_unsigned ? 0 : 1);
-        if (unlikely(idigit >= (1L << remaining_bits)))
-            goto raise_overflow;
-        val |= ((long) idigit) << bits;
-    }
-    if (!is_unsigned) {
-        if (unlikely(val & (((long) 1) << (sizeof(long) * 8 - 1))))
-            goto raise_overflow;
-        if (is_negative)
-            val = ~val;
-    }
-    ret = 0;
-done:
-    Py_XDECREF(shift);
-    Py_XDECREF(mask);
-    Py_XDECREF(stepval);
-#endif
-    if (unlikely(ret))
-        return (long) -1;
-    return val;
-raise_overflow:
-    return __Pyx_raise_overflow___Pyx_PyLong_As_long();
-}
-static CYTHON_INLINE long __Pyx_PyLong___Pyx_PyLong_As_long(PyObject *x) {
-#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wconversion"
-#endif
-    const long neg_one = (long) -1, const_zero = (long) 0;
-#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
-#pragma GCC diagnostic pop
-#endif
-    const int is_unsigned = neg_one > const_zero;
-    if (is_unsigned) {
-        #if CYTHON_USE_PYLONG_INTERNALS
-        if (unlikely(__Pyx_PyLong_IsNeg(x))) {
-            goto raise_neg_overflow;
-        } else if (__Pyx_PyLong_IsCompact(x)) {
-            __PYX_VERIFY_RETURN_INT(long, __Pyx_compact_upylong, __Pyx_PyLong_CompactValueUnsigned(x))
-        } else
-        #endif
-        {
-            return __Pyx_PyULong___Pyx_PyLong_As_long(x);
-        }
-    } else {
-        #if CYTHON_USE_PYLONG_INTERNALS
-        if (__Pyx_PyLong_IsCompact(x)) {
-            __PYX_VERIFY_RETURN_INT(long, __Pyx_compact_pylong, __Pyx_PyLong_CompactValue(x))
-        } else
-        #endif
-        {
-            return __Pyx_PySLong___Pyx_PyLong_As_long(x);
-        }
-    }
-#if CYTHON_USE_PYLONG_INTERNALS
-raise_neg_overflow:
-    return __Pyx_raise_neg_overflow___Pyx_PyLong_As_long();
-raise_overflow:
-    return __Pyx_raise_overflow___Pyx_PyLong_As_long();
-#endif
-}
-static long __Pyx_NonPyLong___Pyx_PyLong_As_long(PyObject *x) {
-    long val;
-    PyObject *tmp = __Pyx_PyNumber_Long(x);
-    if (!tmp) return (long) -1;
-    val = __Pyx_PyLong_As_long(tmp);
-    Py_DECREF(tmp);
-    return val;
-}
-static CYTHON_INLINE long __Pyx_PyLong_As_long(PyObject *x) {
-    if (likely(PyLong_Check(x))) {
-        return __Pyx_PyLong___Pyx_PyLong_As_long(x);
-    } else {
-        return __Pyx_NonPyLong___Pyx_PyLong_As_long(x);
     }
 }
 
@@ -14067,6 +15429,346 @@ static CYTHON_INLINE int __Pyx_PyLong_As_int(PyObject *x) {
         return __Pyx_PyLong___Pyx_PyLong_As_int(x);
     } else {
         return __Pyx_NonPyLong___Pyx_PyLong_As_int(x);
+    }
+}
+
+/* FormatTypeName */
+#if CYTHON_COMPILING_IN_LIMITED_API && __PYX_LIMITED_VERSION_HEX < 0x030d0000
+static __Pyx_TypeName
+__Pyx_PyType_GetFullyQualifiedName(PyTypeObject* tp)
+{
+    PyObject *module = NULL, *name = NULL, *result = NULL;
+    #if __PYX_LIMITED_VERSION_HEX < 0x030b0000
+    name = __Pyx_PyObject_GetAttrStr((PyObject *)tp,
+                                               __pyx_mstate_global->__pyx_n_u_qualname);
+    #else
+    name = PyType_GetQualName(tp);
+    #endif
+    if (unlikely(name == NULL) || unlikely(!PyUnicode_Check(name))) goto bad;
+    module = __Pyx_PyObject_GetAttrStr((PyObject *)tp,
+                                               __pyx_mstate_global->__pyx_n_u_module);
+    if (unlikely(module == NULL) || unlikely(!PyUnicode_Check(module))) goto bad;
+    if (PyUnicode_CompareWithASCIIString(module, "builtins") == 0) {
+        result = name;
+        name = NULL;
+        goto done;
+    }
+    result = PyUnicode_FromFormat("%U.%U", module, name);
+    if (unlikely(result == NULL)) goto bad;
+  done:
+    Py_XDECREF(name);
+    Py_XDECREF(module);
+    return result;
+  bad:
+    PyErr_Clear();
+    if (name) {
+        result = name;
+        name = NULL;
+    } else {
+        result = __Pyx_NewRef(__pyx_mstate_global->__pyx_kp_u_);
+    }
+    goto done;
+}
+#endif
+
+/* CIntFromPy */
+static long __Pyx_LargePyLong___Pyx_PyLong_As_long(PyObject *x);
+static long __Pyx_raise_neg_overflow___Pyx_PyLong_As_long(void) {
+    const char* type_name = "long";
+    PyErr_Format(PyExc_OverflowError,
+        "can't convert negative value to %.200s", type_name);
+    return (long) -1;
+}
+static long __Pyx_raise_overflow___Pyx_PyLong_As_long(void) {
+    const char* type_name = "long";
+    PyErr_Format(PyExc_OverflowError,
+        "value too large to convert to %.200s", type_name);
+    return (long) -1;
+}
+static CYTHON_INLINE long __Pyx_PyULong___Pyx_PyLong_As_long(PyObject *x) {
+    const int is_unsigned = 1;
+#if CYTHON_USE_PYLONG_INTERNALS
+    {
+        const digit* digits = __Pyx_PyLong_Digits(x);
+        const Py_ssize_t size = __Pyx_PyLong_DigitCount(x);
+        if (size == 2 && (8 * sizeof(long) > 1 * PyLong_SHIFT)) {
+            if ((8 * sizeof(unsigned long) > 2 * PyLong_SHIFT)) {
+                __PYX_VERIFY_RETURN_INT(long, unsigned long, (((((unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
+            } else if ((8 * sizeof(long) >= 2 * PyLong_SHIFT)) {
+                return (long) (((((long)digits[1]) << PyLong_SHIFT) | (long)digits[0]));
+            }
+        } else
+        if (size == 3 && (8 * sizeof(long) > 2 * PyLong_SHIFT)) {
+            if ((8 * sizeof(unsigned long) > 3 * PyLong_SHIFT)) {
+                __PYX_VERIFY_RETURN_INT(long, unsigned long, (((((((unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
+            } else if ((8 * sizeof(long) >= 3 * PyLong_SHIFT)) {
+                return (long) (((((((long)digits[2]) << PyLong_SHIFT) | (long)digits[1]) << PyLong_SHIFT) | (long)digits[0]));
+            }
+        } else
+        if (size == 4 && (8 * sizeof(long) > 3 * PyLong_SHIFT)) {
+            if ((8 * sizeof(unsigned long) > 4 * PyLong_SHIFT)) {
+                __PYX_VERIFY_RETURN_INT(long, unsigned long, (((((((((unsigned long)digits[3]) << PyLong_SHIFT) | (unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
+            } else if ((8 * sizeof(long) >= 4 * PyLong_SHIFT)) {
+                return (long) (((((((((long)digits[3]) << PyLong_SHIFT) | (long)digits[2]) << PyLong_SHIFT) | (long)digits[1]) << PyLong_SHIFT) | (long)digits[0]));
+            }
+        } else
+        {}
+    }
+#elif CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX < 0x030C00A7
+    if (unlikely(Py_SIZE(x) < 0)) {
+        goto raise_neg_overflow;
+    }
+#else
+    {
+        int result = PyObject_RichCompareBool(x, Py_False, Py_LT);
+        if (unlikely(result < 0))
+            return (long) -1;
+        if (unlikely(result == 1))
+            goto raise_neg_overflow;
+    }
+#endif
+    if ((sizeof(long) <= sizeof(unsigned long))) {
+        __PYX_VERIFY_RETURN_INT_EXC(long, unsigned long, PyLong_AsUnsignedLong(x))
+    } else if ((sizeof(long) <= sizeof(unsigned PY_LONG_LONG))) {
+        __PYX_VERIFY_RETURN_INT_EXC(long, unsigned PY_LONG_LONG, PyLong_AsUnsignedLongLong(x))
+    }
+    return __Pyx_LargePyLong___Pyx_PyLong_As_long(x);
+raise_neg_overflow:
+    return __Pyx_raise_neg_overflow___Pyx_PyLong_As_long();
+raise_overflow:
+    return __Pyx_raise_overflow___Pyx_PyLong_As_long();
+}
+static CYTHON_INLINE long __Pyx_PySLong___Pyx_PyLong_As_long(PyObject *x) {
+    const int is_unsigned = 0;
+#if CYTHON_USE_PYLONG_INTERNALS
+    if (__Pyx_PyLong_IsNeg(x)) {
+        const Py_ssize_t size = __Pyx_PyLong_DigitCount(x);
+        const digit* digits = __Pyx_PyLong_Digits(x);
+        if (size == 2 && (8 * sizeof(long) > 1 * PyLong_SHIFT)) {
+            if ((8 * sizeof(long) > 2 * PyLong_SHIFT)) {
+                long ival = - (long) (((((unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0]));
+                __PYX_VERIFY_RETURN_INT(long, long, ival)
+            } else if ((8 * sizeof(long) - 1 > 2 * PyLong_SHIFT)) {
+                return (long) (((long) -1) * (((((long)digits[1]) << PyLong_SHIFT) | (long)digits[0])));
+            }
+        } else
+        if (size == 3 && (8 * sizeof(long) > 2 * PyLong_SHIFT)) {
+            if ((8 * sizeof(long) > 3 * PyLong_SHIFT)) {
+                long ival = - (long) (((((((unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0]));
+                __PYX_VERIFY_RETURN_INT(long, long, ival)
+            } else if ((8 * sizeof(long) - 1 > 3 * PyLong_SHIFT)) {
+                return (long) (((long) -1) * (((((((long)digits[2]) << PyLong_SHIFT) | (long)digits[1]) << PyLong_SHIFT) | (long)digits[0])));
+            }
+        } else
+        if (size == 4 && (8 * sizeof(long) > 3 * PyLong_SHIFT)) {
+            if ((8 * sizeof(long) > 4 * PyLong_SHIFT)) {
+                long ival = - (long) (((((((((unsigned long)digits[3]) << PyLong_SHIFT) | (unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0]));
+                __PYX_VERIFY_RETURN_INT(long, long, ival)
+            } else if ((8 * sizeof(long) - 1 > 4 * PyLong_SHIFT)) {
+                return (long) (((long) -1) * (((((((((long)digits[3]) << PyLong_SHIFT) | (long)digits[2]) << PyLong_SHIFT) | (long)digits[1]) << PyLong_SHIFT) | (long)digits[0])));
+            }
+        } else
+        {}
+    } else {
+        const Py_ssize_t size = __Pyx_PyLong_DigitCount(x);
+        const digit* digits = __Pyx_PyLong_Digits(x);
+        if (size == 2 && (8 * sizeof(long) > 1 * PyLong_SHIFT)) {
+            if ((8 * sizeof(long) > 2 * PyLong_SHIFT)) {
+                __PYX_VERIFY_RETURN_INT(long, unsigned long, (((((unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
+            } else if ((8 * sizeof(long) - 1 > 2 * PyLong_SHIFT)) {
+                return (long) (((((long)digits[1]) << PyLong_SHIFT) | (long)digits[0]));
+            }
+        } else
+        if (size == 3 && (8 * sizeof(long) > 2 * PyLong_SHIFT)) {
+            if ((8 * sizeof(long) > 3 * PyLong_SHIFT)) {
+                __PYX_VERIFY_RETURN_INT(long, unsigned long, (((((((unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
+            } else if ((8 * sizeof(long) - 1 > 3 * PyLong_SHIFT)) {
+                return (long) (((((((long)digits[2]) << PyLong_SHIFT) | (long)digits[1]) << PyLong_SHIFT) | (long)digits[0]));
+            }
+        } else
+        if (size == 4 && (8 * sizeof(long) > 3 * PyLong_SHIFT)) {
+            if ((8 * sizeof(long) > 4 * PyLong_SHIFT)) {
+                __PYX_VERIFY_RETURN_INT(long, unsigned long, (((((((((unsigned long)digits[3]) << PyLong_SHIFT) | (unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
+            } else if ((8 * sizeof(long) - 1 > 4 * PyLong_SHIFT)) {
+                return (long) (((((((((long)digits[3]) << PyLong_SHIFT) | (long)digits[2]) << PyLong_SHIFT) | (long)digits[1]) << PyLong_SHIFT) | (long)digits[0]));
+            }
+        } else
+        {}
+    }
+#endif
+    #if __PYX_LIMITED_VERSION_HEX >= 0x030d0000
+    if ((sizeof(long) <= sizeof(int)) && (sizeof(int) < sizeof(long))) {
+        __PYX_VERIFY_RETURN_INT_EXC(long, int, PyLong_AsInt(x))
+    } else
+    #endif
+    if ((sizeof(long) <= sizeof(long))) {
+        __PYX_VERIFY_RETURN_INT_EXC(long, long, PyLong_AsLong(x))
+    } else if ((sizeof(long) <= sizeof(PY_LONG_LONG))) {
+        __PYX_VERIFY_RETURN_INT_EXC(long, PY_LONG_LONG, PyLong_AsLongLong(x))
+    }
+    return __Pyx_LargePyLong___Pyx_PyLong_As_long(x);
+raise_neg_overflow:
+    return __Pyx_raise_neg_overflow___Pyx_PyLong_As_long();
+raise_overflow:
+    return __Pyx_raise_overflow___Pyx_PyLong_As_long();
+}
+static long __Pyx_LargePyLong___Pyx_PyLong_As_long(PyObject *x) {
+#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wconversion"
+#endif
+    const long neg_one = (long) -1, const_zero = (long) 0;
+#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
+#pragma GCC diagnostic pop
+#endif
+    const int is_unsigned = neg_one > const_zero;
+    long val;
+    int ret = -1;
+#if PY_VERSION_HEX >= 0x030d00A6 && !CYTHON_COMPILING_IN_LIMITED_API
+    Py_ssize_t bytes_copied = PyLong_AsNativeBytes(
+        x, &val, sizeof(val), Py_ASNATIVEBYTES_NATIVE_ENDIAN | (is_unsigned ? Py_ASNATIVEBYTES_UNSIGNED_BUFFER | Py_ASNATIVEBYTES_REJECT_NEGATIVE : 0));
+    if (unlikely(bytes_copied == -1)) {
+    } else if (unlikely(bytes_copied > (Py_ssize_t) sizeof(val))) {
+        goto raise_overflow;
+    } else {
+        ret = 0;
+    }
+#elif PY_VERSION_HEX < 0x030d0000 && !(CYTHON_COMPILING_IN_PYPY || CYTHON_COMPILING_IN_LIMITED_API) || defined(_PyLong_AsByteArray)
+    int one = 1; int is_little = (int)*(unsigned char *)&one;
+    unsigned char *bytes = (unsigned char *)&val;
+    ret = _PyLong_AsByteArray((PyLongObject *)x,
+                                bytes, sizeof(val),
+                                is_little, !is_unsigned);
+    if ((0)) goto raise_overflow;
+#else
+    PyObject *v;
+    PyObject *stepval = NULL, *mask = NULL, *shift = NULL;
+    int bits, remaining_bits, is_negative = 0;
+    int chunk_size = (sizeof(long) < 8) ? 30 : 62;
+    if (likely(PyLong_CheckExact(x))) {
+        v = __Pyx_NewRef(x);
+    } else {
+        v = PyNumber_Long(x);
+        if (unlikely(!v)) return (long) -1;
+        assert(PyLong_CheckExact(v));
+    }
+    {
+        int result = PyObject_RichCompareBool(v, Py_False, Py_LT);
+        if (unlikely(result < 0)) {
+            Py_DECREF(v);
+            return (long) -1;
+        }
+        is_negative = result == 1;
+    }
+    if (is_unsigned && unlikely(is_negative)) {
+        Py_DECREF(v);
+        PyErr_SetString(PyExc_OverflowError,
+            "can't convert negative value to long");
+        return (long) -1;
+    } else if (is_negative) {
+        stepval = PyNumber_Invert(v);
+        Py_DECREF(v);
+        if (unlikely(!stepval))
+            return (long) -1;
+    } else {
+        stepval = v;
+    }
+    v = NULL;
+    val = (long) 0;
+    mask = PyLong_FromLong((1L << chunk_size) - 1); if (unlikely(!mask)) goto done;
+    shift = PyLong_FromLong(chunk_size); if (unlikely(!shift)) goto done;
+    for (bits = 0; bits < (int) sizeof(long) * 8 - chunk_size; bits += chunk_size) {
+        PyObject *tmp, *digit;
+        long idigit;
+        digit = PyNumber_And(stepval, mask);
+        if (unlikely(!digit)) goto done;
+        idigit = PyLong_AsLong(digit);
+        Py_DECREF(digit);
+        if (unlikely(idigit < 0)) goto done;
+        val |= ((long) idigit) << bits;
+        tmp = PyNumber_Rshift(stepval, shift);
+        if (unlikely(!tmp)) goto done;
+        Py_DECREF(stepval); stepval = tmp;
+    }
+    Py_DECREF(shift); shift = NULL;
+    Py_DECREF(mask); mask = NULL;
+    {
+        long idigit = PyLong_AsLong(stepval);
+        if (unlikely(idigit < 0)) goto done;
+        remaining_bits = ((int) sizeof(long) * 8) - bits - (is_unsigned ? 0 : 1);
+        if (unlikely(idigit >= (1L << remaining_bits)))
+            goto raise_overflow;
+        val |= ((long) idigit) << bits;
+    }
+    if (!is_unsigned) {
+        if (unlikely(val & (((long) 1) << (sizeof(long) * 8 - 1))))
+            goto raise_overflow;
+        if (is_negative)
+            val = ~val;
+    }
+    ret = 0;
+done:
+    Py_XDECREF(shift);
+    Py_XDECREF(mask);
+    Py_XDECREF(stepval);
+#endif
+    if (unlikely(ret))
+        return (long) -1;
+    return val;
+raise_overflow:
+    return __Pyx_raise_overflow___Pyx_PyLong_As_long();
+}
+static CYTHON_INLINE long __Pyx_PyLong___Pyx_PyLong_As_long(PyObject *x) {
+#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wconversion"
+#endif
+    const long neg_one = (long) -1, const_zero = (long) 0;
+#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
+#pragma GCC diagnostic pop
+#endif
+    const int is_unsigned = neg_one > const_zero;
+    if (is_unsigned) {
+        #if CYTHON_USE_PYLONG_INTERNALS
+        if (unlikely(__Pyx_PyLong_IsNeg(x))) {
+            goto raise_neg_overflow;
+        } else if (__Pyx_PyLong_IsCompact(x)) {
+            __PYX_VERIFY_RETURN_INT(long, __Pyx_compact_upylong, __Pyx_PyLong_CompactValueUnsigned(x))
+        } else
+        #endif
+        {
+            return __Pyx_PyULong___Pyx_PyLong_As_long(x);
+        }
+    } else {
+        #if CYTHON_USE_PYLONG_INTERNALS
+        if (__Pyx_PyLong_IsCompact(x)) {
+            __PYX_VERIFY_RETURN_INT(long, __Pyx_compact_pylong, __Pyx_PyLong_CompactValue(x))
+        } else
+        #endif
+        {
+            return __Pyx_PySLong___Pyx_PyLong_As_long(x);
+        }
+    }
+#if CYTHON_USE_PYLONG_INTERNALS
+raise_neg_overflow:
+    return __Pyx_raise_neg_overflow___Pyx_PyLong_As_long();
+raise_overflow:
+    return __Pyx_raise_overflow___Pyx_PyLong_As_long();
+#endif
+}
+static long __Pyx_NonPyLong___Pyx_PyLong_As_long(PyObject *x) {
+    long val;
+    PyObject *tmp = __Pyx_PyNumber_Long(x);
+    if (!tmp) return (long) -1;
+    val = __Pyx_PyLong_As_long(tmp);
+    Py_DECREF(tmp);
+    return val;
+}
+static CYTHON_INLINE long __Pyx_PyLong_As_long(PyObject *x) {
+    if (likely(PyLong_Check(x))) {
+        return __Pyx_PyLong___Pyx_PyLong_As_long(x);
+    } else {
+        return __Pyx_NonPyLong___Pyx_PyLong_As_long(x);
     }
 }
 

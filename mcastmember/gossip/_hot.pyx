@@ -3,9 +3,13 @@
 
 The same function on the same bytes: see ``_hot_py.py`` for the layouts and
 the results. Every read is checked against the message's length first.
+Also Go's LZW reader (``lzw_decompress``), whose pure-Python twin is
+``gossip/lzw.py``'s ``decompress``: compressed packets are what Go sends
+when a compound of broadcasts shrinks.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from libc.string cimport memcmp, memcpy
 
 cdef enum:
@@ -336,3 +340,117 @@ def ack(bytes prefix not None, long long seq):
     memcpy(dst, <const char *>prefix, size)
     memcpy(dst + size, tail, n)
     return out
+
+
+# ----------------------------------------------------------------- LZW, compiled
+
+cdef enum:
+    LZW_CLEAR = 256
+    LZW_EOF = 257
+    LZW_MAX_CODE = 4095
+    LZW_MAX_WIDTH = 12
+
+
+cdef struct LzwTable:
+    # code -> its string: the code before it, its last byte, its first byte, its length
+    int prefix[LZW_MAX_CODE + 1]
+    unsigned char suffix[LZW_MAX_CODE + 1]
+    unsigned char first[LZW_MAX_CODE + 1]
+    int length[LZW_MAX_CODE + 1]
+
+
+# One table for every call: the function holds the GIL throughout and calls
+# no Python code while it reads, so no two calls share it at once.
+cdef LzwTable LZW_TABLE
+
+
+def lzw_decompress(bytes data not None, Py_ssize_t max_size):
+    """Go's compress/lzw reader (LSB, 8-bit literals), step for step as
+    ``lzw.decompress`` does it, at most ``max_size`` bytes out. Returns the
+    bytes, or on failure a tuple for the caller to raise from: (1,) the data
+    ends without its end code; (2, code, next) an invalid code; (3,) more
+    than ``max_size`` bytes."""
+    cdef const unsigned char *src = <const unsigned char *>data
+    cdef Py_ssize_t size = len(data), pos = 0, out_len = 0, cap = 256, need, k, entry_len
+    cdef unsigned long long bits = 0
+    cdef int n_bits = 0, width = 9, hi = LZW_EOF, overflow = 512, last = -1, code, c
+    cdef LzwTable *table = &LZW_TABLE
+    cdef unsigned char *out = <unsigned char *>PyMem_Malloc(cap)
+    cdef unsigned char *grown
+    cdef unsigned char head
+    if out == NULL:
+        raise MemoryError()
+    cdef int *prefix = table.prefix
+    cdef unsigned char *suffix = table.suffix
+    cdef unsigned char *first = table.first
+    cdef int *length = table.length
+    for c in range(LZW_MAX_CODE + 1):
+        prefix[c] = -1
+        suffix[c] = <unsigned char>c if c < LZW_CLEAR else 0
+        first[c] = suffix[c]
+        length[c] = 1 if c < LZW_CLEAR else 0
+    try:
+        while True:
+            while n_bits < width:
+                if pos == size:
+                    return (1,)
+                bits |= (<unsigned long long>src[pos]) << n_bits
+                pos += 1
+                n_bits += 8
+            code = <int>(bits & ((1ULL << width) - 1))
+            bits >>= width
+            n_bits -= width
+            if code == LZW_CLEAR:
+                width = 9
+                hi = LZW_EOF
+                overflow = 512
+                last = -1
+                continue
+            if code == LZW_EOF:
+                return PyBytes_FromStringAndSize(<char *>out, out_len)
+            if code > hi:
+                return (2, code, hi)
+            if code == hi and last >= 0:
+                entry_len = length[last] + 1        # last's string plus its own head
+                head = first[last]
+            else:
+                entry_len = length[code]
+                head = first[code]
+            if out_len + entry_len > max_size:
+                return (3,)
+            need = out_len + entry_len
+            if need > cap:
+                while cap < need:
+                    cap *= 2
+                grown = <unsigned char *>PyMem_Realloc(out, cap)
+                if grown == NULL:
+                    raise MemoryError()
+                out = grown
+            if code == hi and last >= 0:
+                out[need - 1] = head
+                c = last
+                k = need - 2
+            else:
+                c = code
+                k = need - 1
+            while k >= out_len and c >= 0:      # a string's bytes, last first
+                out[k] = suffix[c]
+                c = prefix[c]
+                k -= 1
+            out_len = need
+            if last >= 0:
+                prefix[hi] = last
+                suffix[hi] = head
+                first[hi] = first[last]
+                length[hi] = length[last] + 1
+            last = code
+            hi += 1
+            if hi >= overflow:
+                if width == LZW_MAX_WIDTH:
+                    last = -1                  # table full: Go defines no more codes until a clear
+                    hi -= 1
+                else:
+                    width += 1
+                    overflow <<= 1
+    finally:
+        PyMem_Free(out)

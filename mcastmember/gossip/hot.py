@@ -34,6 +34,8 @@ _FORCE_PYTHON = os.environ.get("MCASTMEMBER_NO_EXTENSIONS", "").strip().lower() 
 IMPLEMENTATIONS: dict[str, ModuleType | None] = {"compiled": _compiled, "python": _hot_py}
 #: the one the engine takes unless told otherwise
 DEFAULT: ModuleType = _hot_py if _FORCE_PYTHON or _compiled is None else _compiled
+#: the compiled LZW reader, when the compiled matcher is chosen (its twin is lzw.decompress_py)
+COMPILED_LZW = None if DEFAULT is _hot_py else DEFAULT.lzw_decompress
 
 
 def ack_prefix(payload: bytes) -> bytes:
