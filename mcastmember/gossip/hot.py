@@ -6,7 +6,8 @@ recognised by a byte-level matcher (:func:`match`, in ``_hot.pyx`` compiled
 and ``_hot_py.py``, its pure-Python twin, which behave identically) instead
 of the general msgpack decode, and a ping is answered with an ack built from
 a pre-encoded template and the sequence number. Anything the matcher does
-not recognise takes the general path.
+not recognise takes the general path. The compiled module also reads LZW
+(compressed packets), the twin of ``lzw.decompress_py``.
 
 The compiled matcher when it was built, else the twin;
 ``MCASTMEMBER_NO_EXTENSIONS=1`` forces the twin, as it does for the
@@ -35,7 +36,7 @@ IMPLEMENTATIONS: dict[str, ModuleType | None] = {"compiled": _compiled, "python"
 #: the one the engine takes unless told otherwise
 DEFAULT: ModuleType = _hot_py if _FORCE_PYTHON or _compiled is None else _compiled
 #: the compiled LZW reader, when the compiled matcher is chosen (its twin is lzw.decompress_py)
-COMPILED_LZW = None if DEFAULT is _hot_py else DEFAULT.lzw_decompress
+COMPILED_LZW = _compiled.lzw_decompress if _compiled is not None and DEFAULT is _compiled else None
 
 
 def ack_prefix(payload: bytes) -> bytes:

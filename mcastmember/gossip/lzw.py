@@ -1,4 +1,5 @@
-"""Go's ``compress/lzw`` in LSB order with 8-bit literals, both ways (pure Python).
+"""Go's ``compress/lzw`` in LSB order with 8-bit literals, both ways (pure
+Python; reading also compiled, in ``_hot.pyx``).
 
 memberlist compresses with ``lzw.NewWriter(w, lzw.LSB, 8)`` (util.go); the
 behaviour below is Go 1.19's ``compress/lzw`` (reader.go, writer.go), which
