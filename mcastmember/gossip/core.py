@@ -291,7 +291,6 @@ class EngineCore:
         self._bad_reasons[reason] = self._bad_reasons.get(reason, 0) + 1
 
 
-
 def _raw_name(name: str) -> bytes | None:
     """Our name as the wire carries it, if the bytes say exactly this name
     (as the general decoder reads them back); else None."""

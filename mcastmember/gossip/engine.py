@@ -301,12 +301,11 @@ class GossipEngine(Probing):
         state = self.table.get(node)
         if state is None or inc < state.incarnation:
             return True
-        cls = messages.Suspect if kind == MessageType.SUSPECT else messages.Dead
-        msg = cls(incarnation=inc, node=node, from_=found[3].decode("utf-8", "surrogateescape"))
-        if isinstance(msg, messages.Suspect):
-            self._suspect_node(msg, now)
+        from_ = found[3].decode("utf-8", "surrogateescape")
+        if kind == MessageType.SUSPECT:
+            self._suspect_node(messages.Suspect(incarnation=inc, node=node, from_=from_), now)
         else:
-            self._dead_node(msg, now)
+            self._dead_node(messages.Dead(incarnation=inc, node=node, from_=from_), now)
         return True
 
     def _alive_unchanged(self, found: tuple[Any, ...]) -> bool:
