@@ -10,11 +10,13 @@ and counters. The parts built on it, each a module:
   answering others' streams, merging a remote state;
 - :mod:`.probing` (``Probing``): the SWIM probe cycle with Lifeguard's
   nacks and awareness; answering pings and indirect pings;
+- :mod:`.hotpath` (``HotPath``): the frequent messages without the general
+  msgpack decode (a matcher, :mod:`.hot`);
 - :mod:`.engine` (``GossipEngine``): the public entry points, the timers,
   packet dispatch and the node-state rules (alive, suspect, dead, refute).
 
 Each part is a class that extends the one before (core, streams, probing,
-engine): one object, one state, and each file owns one concern. The node-state
+hotpath, engine): one object, one state, and each file owns one concern. The node-state
 rules are called from every part, so they are declared here and written in
 :mod:`.engine`.
 """
@@ -269,16 +271,6 @@ class EngineCore:
     def _next_incarnation(self) -> int:
         self._incarnation = (self._incarnation + 1) & UINT32_MASK
         return self._incarnation
-
-    def _ack_bytes(self, seq: int) -> bytes:
-        """Our ack of ``seq``: the pre-encoded template (remade when
-        :attr:`ack_payload` changes) and the sequence number."""
-        payload, prefix = self._ack_template
-        if payload != self.ack_payload:
-            payload, prefix = self.ack_payload, hot_path.ack_prefix(self.ack_payload)
-            self._ack_template = (payload, prefix)
-        assert self._hot is not None
-        return self._hot.ack(prefix, seq)  # type: ignore[no-any-return]
 
     def _event(self, event: Event) -> None:
         if len(self._events) >= self.settings.max_events:

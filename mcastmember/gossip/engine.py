@@ -25,24 +25,24 @@ handleIndirectPing, sendMsg, rawSendMsgPacket), streams (handleConn,
 sendLocalState, readRemoteState, mergeRemoteState, verifyProtocol), join and
 leave (memberlist.go Join, Leave, setAlive, UpdateNode).
 
-The engine is one class built in four files, each owning one concern:
+The engine is one class built in five files, each owning one concern:
 :mod:`.core` (the node's state, sending, gossip), :mod:`.streams` (push/pull
-over TCP), :mod:`.probing` (the probe cycle) and this module (the entry
-points, timers, packet dispatch and the node-state rules).
+over TCP), :mod:`.probing` (the probe cycle), :mod:`.hotpath` (the frequent
+messages without the general decode) and this module (the entry points,
+timers, packet dispatch and the node-state rules).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Any
 
 from . import framing, messages
 from .core import COUNTERS, UINT32_MASK, LeaveIntent, OutgoingStream
 from .errors import GossipWireError
 from .events import Event, MemberFailed, MemberJoined, MemberLeft, MemberUpdated, NameConflict, UserMessage
 from .layout import META_MAX_SIZE, MessageType, NodeState
-from .probing import Probing
+from .hotpath import HotPath
 from .state import Addr, Node, NodeInfo, ip_text
 from .suspicion import Suspicion, suspicion_timeout
 
@@ -60,7 +60,7 @@ def push_pull_scale(interval: float, n: int) -> float:
     return (math.ceil(math.log2(n) - math.log2(PUSH_PULL_SCALE_THRESHOLD)) + 1.0) * interval
 
 
-class GossipEngine(Probing):
+class GossipEngine(HotPath):
     """One memberlist node, sans-IO. ``meta`` is our node meta (Serf's tags,
     at most 512 bytes); ``seed`` seeds every random choice; ``user_state``
     gives the push/pull user state (Delegate.LocalState, given the join flag);
@@ -229,12 +229,8 @@ class GossipEngine(Probing):
         """One UDP datagram from ``addr`` (ingestPacket, handleCommand)."""
         self._counts["packets_received"] += 1
         s = self.settings
-        if self._hot is not None and self.keyring is None and type(data) is bytes:   # (bytes only, as match)
-            found = self._hot.unwrap(data, self._label_header, s.limits.max_packet, s.limits.max_messages)
-            if found is not None:
-                for part in found:
-                    self._handle_message(part, addr, now)
-                return
+        if self._hot_packet(data, addr, now):
+            return
         try:
             buf = framing.open_packet(data, s.limits, keys=self.keyring.keys if self.keyring else (),
                                       label=s.label, verify_incoming=s.gossip_verify_incoming)
@@ -251,10 +247,8 @@ class GossipEngine(Probing):
             self._counts["user_messages_received"] += 1
             self._event(UserMessage(part[1:], addr))
             return
-        if self._hot is not None and type(part) is bytes:   # the matchers read bytes only
-            found = self._hot.match(part, self._me)
-            if found is not None and self._hot_message(found, addr, now):
-                return
+        if self._hot_message(part, addr, now):
+            return
         try:
             msg = messages.decode(part, self.settings.limits)
         except GossipWireError as exc:
@@ -281,48 +275,6 @@ class GossipEngine(Probing):
             self._counts["messages_bad"] += 1
             self._bad("bad_type")
 
-
-    def _hot_message(self, found: tuple[Any, ...], addr: Addr, now: float) -> bool:
-        """What :meth:`_handle_message` does with a message the matcher took
-        apart (see :mod:`.hot`): True if done, False to decode it in full
-        (an alive that changes something: the general rules say how)."""
-        kind = found[0]
-        if kind == MessageType.PING:
-            self._hot_ping(found[1], found[2], found[3], found[4], addr)
-            return True
-        if kind == MessageType.ACK:
-            self._ack_received(found[1], found[2], now)
-            return True
-        if kind == MessageType.ALIVE:
-            return self._alive_unchanged(found)
-        # suspect or dead: the early returns of _suspect_node and _dead_node
-        # without a message object, else the rule itself
-        inc, node = found[1], found[2].decode("utf-8", "surrogateescape")
-        state = self.table.get(node)
-        if state is None or inc < state.incarnation:
-            return True
-        from_ = found[3].decode("utf-8", "surrogateescape")
-        if kind == MessageType.SUSPECT:
-            self._suspect_node(messages.Suspect(incarnation=inc, node=node, from_=from_), now)
-        else:
-            self._dead_node(messages.Dead(incarnation=inc, node=node, from_=from_), now)
-        return True
-
-    def _alive_unchanged(self, found: tuple[Any, ...]) -> bool:
-        """An alive the rules of :meth:`_alive_node` (bootstrap off) ignore
-        without a trace: ours while we leave, or a known node's at its
-        address and at most its incarnation. Anything else: False."""
-        _kind, inc, raw_name, addr, port, _meta, vsn = found
-        name = raw_name.decode("utf-8", "surrogateescape")
-        if self._leave is not None and name == self.name:
-            return True
-        if len(vsn) >= 3 and (vsn[0] == 0 or vsn[1] == 0 or vsn[0] > vsn[1]):
-            return False
-        if self.settings.protocol_version < 2 or port == 0:
-            port = self._port
-        state = self.table.get(name)
-        return (state is not None and name != self.name and state.addr == addr and state.port == port
-                and inc <= state.incarnation and len(addr) in (4, 16))
 
     # ----------------------------------------------------------- node states
 

@@ -31,15 +31,8 @@ class Probing(StreamSync):
         if ping.node and ping.node != self.name:
             self._counts["pings_misdirected"] += 1
             return
-        dest = _reply_address(ping.source_addr, ping.source_port, addr)
+        dest = reply_address(ping.source_addr, ping.source_port, addr)
         self._send_msg(dest, messages.encode(messages.Ack(seq_no=ping.seq_no, payload=self.ack_payload)))
-
-    def _hot_ping(self, seq: int, to_me: bool, source_addr: bytes, source_port: int, addr: Addr) -> None:
-        """:meth:`_handle_ping` on the matcher's fields, the ack from its template."""
-        if not to_me:
-            self._counts["pings_misdirected"] += 1
-            return
-        self._send_msg(_reply_address(source_addr, source_port, addr), self._ack_bytes(seq))
 
     def _handle_indirect_ping(self, ind: messages.IndirectPing, addr: Addr, now: float) -> None:
         if len(ind.target) not in (4, 16):
@@ -50,7 +43,7 @@ class Probing(StreamSync):
             return
         port = ind.port if ind.port and self.settings.protocol_version >= 2 else self._port
         seq = self._next_seq()
-        self._acks[seq] = Relay(ind.seq_no, _reply_address(ind.source_addr, ind.source_port, addr), ind.nack,
+        self._acks[seq] = Relay(ind.seq_no, reply_address(ind.source_addr, ind.source_port, addr), ind.nack,
                                  now + self.settings.probe_timeout)
         self._counts["indirect_pings_relayed"] += 1
         ping = messages.Ping(seq_no=seq, node=ind.node, source_addr=self._addr, source_port=self._port,
@@ -185,7 +178,7 @@ class Probing(StreamSync):
             self._probe_tick(now)
 
 
-def _reply_address(addr: bytes, port: int, sender: Addr) -> Addr:
+def reply_address(addr: bytes, port: int, sender: Addr) -> Addr:
     """Where a reply goes: the message's source if it gives one, else the sender."""
     if len(addr) in (4, 16) and port > 0:
         return (ip_text(addr), port)
