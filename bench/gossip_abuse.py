@@ -16,6 +16,16 @@ Passes when b stayed alive in a's view the whole time (never failed),
 a's table stayed within ``max_nodes`` and the RSS stopped growing (the last
 third of the samples within 10 % of the middle third's highest). Everything
 stays on loopback.
+
+What it shows today (40 s at 500 packets/s, --max-nodes 256): each kind
+alone, and replays, joins and garbage together, pass (RSS flat near 27 MB,
+a's table at its bound, the refusals counted); suspects together with the
+join storm do not: a suspects b on a forged accusation, its gossip goes
+to 3 of 256 mostly made-up nodes so b rarely hears it in time to refute,
+b is declared dead, and once reaped it cannot come back while ghosts fill
+a's table. memberlist behaves the same up to the death (any peer may accuse
+at the current incarnation, or declare a node dead outright); only keys
+(encryption) keep such a peer out.
 """
 
 from __future__ import annotations
