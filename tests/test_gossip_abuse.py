@@ -60,8 +60,10 @@ def test_a_running_member_keeps_its_live_members_and_its_bounds_under_abuse():
             send(_packet(messages.encode(messages.Dead(incarnation=old, node="b", from_="liar")),
                          messages.encode(messages.Alive(incarnation=old, node="b", addr=bytes((127, 0, 0, 2)),
                                                         port=pb, vsn=VSN))))
-        send(_packet(messages.encode(messages.Alive(incarnation=inc + 100, node="b", addr=bytes((127, 0, 0, 3)),
-                                                    port=pb, vsn=VSN))))
+        # (loopback drops part of a flood when the receive buffer fills: this one is sent until it counts)
+        conflict = _packet(messages.encode(messages.Alive(incarnation=inc + 100, node="b",
+                                                          addr=bytes((127, 0, 0, 3)), port=pb, vsn=VSN)))
+        wait_until(lambda: send(conflict) and a.stats()["name_conflicts"] >= 1)
 
         # A storm of joins under new names, far past the table's bound.
         for i in range(400):
@@ -77,13 +79,12 @@ def test_a_running_member_keeps_its_live_members_and_its_bounds_under_abuse():
                 while tcp.recv(4096):                # at most an error message, then closed on us
                     pass
 
-        # (loopback drops part of a flood this fast when the receive buffer fills: count nothing exact)
         wait_until(lambda: a.stats()["streams_bad"] >= 2 and a.stats()["nodes_refused"] > 0)
         stats = a.stats()
         assert stats["nodes"] <= MAX_NODES
         assert stats["bad_input.too_many"] >= 1 and stats["bad_input.too_large"] >= 1
         assert stats["serf_members"] <= MAX_NODES
-        assert stats["suspects"] >= 1 and stats["name_conflicts"] >= 1
+        assert stats["suspects"] >= 1
         # b is alive in a's view and a in b's, and a never marked b failed or gone
         wait_until(lambda: view(a)["b"][1] == "alive" and view(b)["a"][1] == "alive")
         assert failed == []
