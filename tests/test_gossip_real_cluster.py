@@ -35,7 +35,7 @@ def test_eight_python_members_and_an_agent_see_each_other_and_leave():
     details = {}
     # real_rows raises unless every member lists every other alive
     rows = gossip_real.real_rows(python=8, pure=4, agents=1, seconds=2.0, settle=0.0, kills=False, rounds=1,
-                                 quiet=False, details=details)
+                                 detect_timeout=10.0, quiet=False, details=details)
     assert [(r["source"], r["protocol"], r["members"], r["node"], r["count"], r["loss"], r["paused_fraction"])
             for r in rows] == [("real", "lifeguard", 9, "python-compiled", 4, 0.0, 0.0),
                                ("real", "lifeguard", 9, "python-pure", 4, 0.0, 0.0),
@@ -48,7 +48,9 @@ def test_eight_python_members_and_an_agent_see_each_other_and_leave():
     # every member sent datagrams in the window; the contract's total includes the datagrams
     assert all(m["datagrams_s"] > 0 for m in details["members"].values())
     assert all(r["bytes_per_member_s"] >= r["datagram_bytes_per_member_s"] > 0 for r in rows)
-    # a compiled and a pure member left, then the agent: each marked left by every member still there
-    assert [(what, kind) for what, _name, kind, _s in details["whole"]] == \
-        [("left", "python-compiled"), ("left", "python-pure"), ("left", "serf")]
-    assert details["marks_missed"] == 0
+    # a compiled and a pure member left, then the agent: each marked left by the members still there,
+    # but for those that had its dead message before its leave intent: those mark it failed (as Serf
+    # 0.9.4 does) and left only after a push/pull, later than this test waits
+    assert {(what, kind) for what, kind, _observer, _s in details["marks"]} == \
+        {("left", "python-compiled"), ("left", "python-pure"), ("left", "serf")}
+    assert details["marks_missed"] <= len(details["leaves_marked_failed"])
