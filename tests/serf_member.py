@@ -3,8 +3,8 @@ benches that kill one: ``python serf_member.py SETTINGS_JSON``.
 
 SETTINGS_JSON: {"name", "bind", "tags": {}, "keys": [base64...], "join":
 [[host, port]...], "reconnect_interval": s}. Prints one JSON object per
-line: {"event": "ready"} once started (and joined, if asked: with
-"joined"), each member event as {"event": kind, "name", "status"}, each user
+line: {"event": "joining"} before it joins, {"event": "ready"} once
+started (and joined, if asked: with "joined", how many seeds answered), each member event as {"event": kind, "name", "status"}, each user
 event as {"event": "user", "name", "payload"}; its stats on SIGUSR1
 ({"event": "stats", "stats": {...}}); a graceful leave on SIGTERM.
 """
@@ -45,6 +45,7 @@ def main():
     svc.start()
     ready = {"event": "ready"}
     if settings.get("join"):
+        out({"event": "joining"})
         ready["joined"] = svc.join([tuple(seed) for seed in settings["join"]]).joined
     out(ready)
     while not leave.is_set():
