@@ -307,14 +307,31 @@ def test_get_broadcasts_hook_replaces_the_user_queue_and_gets_what_is_left():
     a = GossipEngine(GossipSettings(name="a", advertise_addr="127.0.0.1"), seed=1, get_broadcasts=hook)
     a.start(0.0)
     a.broadcast_user(b"ignored")                  # the hook replaces user_broadcasts
-    a.send_user(("127.0.0.2", 7946), b"direct", 0.0)
+    ping = messages.Ping(seq_no=7, node="a", source_addr=bytes([127, 0, 0, 2]), source_port=7946, source_node="b")
+    a.receive_packet(messages.encode(ping), ("127.0.0.2", 7946), 0.0)
     ((packet, _addr),) = a.datagrams_to_send(0.0)
+    ack = messages.encode(messages.Ack(seq_no=7))
     alive = messages.encode(messages.Alive(incarnation=1, node="a", addr=bytes([127, 0, 0, 1]), port=7946,
                                            vsn=a.settings.vsn()))
-    # udp 1400 - "direct" and its type byte (7) - compound header 2; the alive took its size + 2
-    assert asked == [(3, 1400 - 7 - 2 - (len(alive) + 2), 253)]
-    assert _parts(packet)[0] == b"direct" and _parts(packet)[2:] == [b"serf-1", b"serf-2"]
+    # udp 1400 - the ack - compound header 2; the alive took its size + 2
+    assert asked == [(3, 1400 - len(ack) - 2 - (len(alive) + 2), 253)]
+    assert _parts(packet)[0] == messages.Ack(seq_no=7) and _parts(packet)[2:] == [b"serf-1", b"serf-2"]
     assert len(a.user_broadcasts) == 1
+
+
+def test_send_user_sends_the_message_alone():
+    """SendToAddress (Serf's query acks, responses and relays) is
+    rawSendMsgPacket: nothing piggybacked, so the answers to a query do not
+    spend the transmissions its rebroadcast needs on the node that asked."""
+    asked = []
+    a = GossipEngine(GossipSettings(name="a", advertise_addr="127.0.0.1"), seed=1,
+                     get_broadcasts=lambda *args: asked.append(args) or [b"serf-1"])
+    a.start(0.0)
+    queued = len(a.broadcasts)
+    assert queued == 1                              # our alive
+    a.send_user(("127.0.0.2", 7946), b"direct", 0.0)
+    ((packet, addr),) = a.datagrams_to_send(0.0)
+    assert (_parts(packet), addr, asked, len(a.broadcasts)) == ([b"direct"], ("127.0.0.2", 7946), [], queued)
 
 
 # ---------------------------------------------------------------- bounds

@@ -257,9 +257,10 @@ class GossipEngine:
         self._counts["user_broadcasts_dropped"] += self.user_broadcasts.dropped - before
 
     def send_user(self, addr: Addr, payload: bytes, now: float) -> None:
-        """A user message to one address by UDP (SendToAddress), with
-        broadcasts piggybacked."""
-        self._send_msg(addr, bytes((MessageType.USER,)) + payload)
+        """A user message to one address by UDP (SendToAddress: rawSendMsgPacket,
+        nothing piggybacked, so answers to a query never spend the
+        transmissions its rebroadcast needs on the node that asked)."""
+        self._send_raw(addr, bytes((MessageType.USER,)) + payload, None)
 
     # ----------------------------------------------------------- the outside
 
