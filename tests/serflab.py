@@ -23,6 +23,9 @@ MEMBER_SCRIPT = Path(__file__).parent / "serf_member.py"
 # its default profile "lan" (cmd/serf/command/agent/command.go), and our
 # GossipSettings' defaults alike.
 PROBE_INTERVAL = 1.0
+#: push/pull every 30 s (scaled only above 32 members): Serf's push/pull state
+#: carries its recent user events, so an event gossip missed arrives then
+PUSH_PULL_INTERVAL = 30.0
 SUSPICION_MULT = 4
 SUSPICION_MAX_TIMEOUT_MULT = 6
 
@@ -74,7 +77,10 @@ class Agent:
         if config is not None:
             argv += ["-config-file", str(config)]
         self.received = Path(received)
-        self.proc = lan.run(index, argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        # a session of its own: a signal to our process group (a terminal's
+        # Ctrl-C) would make it leave gracefully under the test; the test stops it
+        self.proc = lan.run(index, argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
         self.log: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()
 

@@ -27,7 +27,7 @@ pytest.importorskip("cryptography")
 
 sys.path.insert(0, str(Path(__file__).parent))
 from netlab import JsonProcess, Lan, nft_available, run_in_netns  # noqa: E402
-from serflab import Agent, b64, detection_bound, member_command, wait_until  # noqa: E402
+from serflab import PUSH_PULL_INTERVAL, Agent, b64, detection_bound, member_command, wait_until  # noqa: E402
 
 from mcastmember.fronts.gossip_service import SerfService  # noqa: E402
 from mcastmember.gossip.serf.node import MemberEvent, QueryReceived, SerfSettings, UserEventReceived  # noqa: E402
@@ -66,8 +66,8 @@ def py_status(svc, name):
     return py_view(svc).get(name, (0, 0, None))[2]
 
 
-def member_kinds(events, name):
-    return [e.kind for e in events if isinstance(e, MemberEvent) and e.member.name == name]
+def member_kinds(events, name, since=0):
+    return [e.kind for e in events[since:] if isinstance(e, MemberEvent) and e.member.name == name]
 
 
 def wait_status(observers, names, status, timeout=WAIT):
@@ -227,12 +227,6 @@ class Mixed:
         svc, events = start_front(self.lan, PY_HOSTS.get(name, PYW), name, TAGS.get(name, {}),
                                   gossip={"keys": keys}, serf=SerfSettings(reconnect_interval=1.0))
         self.fronts[name] = (svc, events)
-        import datetime, logging
-        logf = open(self.tmp / f"{name}.events", "w")
-        def dbg(e):
-            if isinstance(e, MemberEvent):
-                logf.write(f"{datetime.datetime.now().time()} {e.kind} {e.member.name}\n"); logf.flush()
-        svc.add_listener(dbg)
         return svc, events
 
     def observers(self):
@@ -245,7 +239,7 @@ class Mixed:
             svc.stop()
         for agent in self.agents.values():
             agent.stop()
-            (self.tmp / f"{agent.name}.log").write_text("".join(agent.log))
+            (self.tmp / f"{agent.name}.log").write_text("".join(agent.log))    # for a failure's post-mortem
 
 
 @pytest.fixture(scope="module")
@@ -308,19 +302,30 @@ def test_user_events_both_ways(mixed):
     assert mixed.pyk.wait_for(lambda i: i["event"] == "user", WAIT)[1] == \
         {"event": "user", "name": "deploy", "payload": "v7"}
     mixed.fronts["py2"][0].user_event("frompy", b"py2 says hi")
-    # the agent's handler runs once Serf's coalescing of user events lets them go
+    # the agent's handler runs once Serf's coalescing of user events lets them
+    # go. Gossip is probabilistic (each member passes an event on 4 x
+    # ceil(log10(N + 1)) times to random members): one member in some hundreds
+    # misses it, and gets it at its next push/pull, as in a cluster of agents.
     for agent in mixed.agents.values():
-        assert wait_until(lambda: agent.received.exists() and agent.received.read_bytes().count(b"\n") == 2), \
-            "".join(agent.log)
+        assert wait_until(lambda: agent.received.exists() and agent.received.read_bytes().count(b"\n") == 2,
+                          PUSH_PULL_INTERVAL + WAIT), "".join(agent.log)
         assert sorted(agent.received.read_bytes().splitlines(True)) == [b"py2 says hi\n", b"v7\n"], agent.name
 
 
 def test_serf_keys_rotation_on_a_mixed_cluster_removes_nobody(mixed):
     go1 = mixed.agents["go1"]
     everyone = ["go1", "go2", "go3", "py1", "py2", "pyk"]
+    marks = {name: len(events) for name, (_svc, events) in mixed.fronts.items()}
 
     def keys(*args):
-        code, out = go1.run("keys", *args)
+        # A key query reaches the members by gossip too, with no push/pull to
+        # make up for a miss: when a member missed it, Serf says "5/6 nodes
+        # reported success" and the operator runs the (idempotent) command
+        # again. Once, here; any other failure fails the test.
+        for _attempt in range(2):
+            code, out = go1.run("keys", *args)
+            if code == 0 or "nodes reported success" not in out:
+                break
         assert code == 0, (args, out, {name: svc.stats() for name, (svc, _) in mixed.fronts.items()},
                            "".join(line for agent in mixed.agents.values() for line in agent.log[-40:]))
         return out
@@ -343,6 +348,8 @@ def test_serf_keys_rotation_on_a_mixed_cluster_removes_nobody(mixed):
         assert svc.stats()["bad_input"] == 0, svc.stats()
     seen = wait_status(mixed.observers(), everyone, "alive")
     assert set(seen.values()) == {"alive"}, seen
+    for name, (_svc, events) in mixed.fronts.items():     # nobody failed, left or came back meanwhile
+        assert [e for e in events[marks[name]:] if isinstance(e, MemberEvent)] == [], name
 
 
 def test_a_python_member_with_a_wrong_key_joins_nobody_and_counts_what_it_refused(mixed):
@@ -370,6 +377,7 @@ def test_a_partition_healed_with_nftables_merges_again(mixed):
     side_a, side_b = ["go1", "go3", "py1"], ["go2", "py2", "pyk"]
     hosts = {**GO_HOSTS, **PY_HOSTS}
     observers = {o.name if isinstance(o, Agent) else o.node.name: o for o in mixed.observers()}
+    marks = {name: len(events) for name, (_svc, events) in mixed.fronts.items()}
     try:
         for mine, theirs in ((side_a, side_b), (side_b, side_a)):
             addresses = ", ".join(lan.address(hosts[name]) for name in theirs)
@@ -392,6 +400,16 @@ def test_a_partition_healed_with_nftables_merges_again(mixed):
     seen = wait_status(list(observers.values()), everyone, "alive", WAIT)
     assert set(seen.values()) == {"alive"}, seen
     assert wait_until(lambda: all(pyk_status(mixed, n) == "alive" for n in side_a))
+    # py1 and py2 saw each member across the cut fail and come back once. A
+    # member on their own side may blip (failed, then joined): the other
+    # side's "dead" about it, at its incarnation, can arrive before its own
+    # refutation does, as memberlist's deadNode takes it.
+    for name, mine, theirs in (("py1", side_a, side_b), ("py2", side_b, side_a)):
+        events = mixed.fronts[name][1]
+        assert {n: member_kinds(events, n, marks[name]) for n in theirs} == \
+            {n: ["failed", "joined"] for n in theirs}, name
+        for n in mine:
+            assert member_kinds(events, n, marks[name]) in ([], ["failed", "joined"]), (name, n)
 
 
 def wait_detected(observers, name, killed, bound):
@@ -413,6 +431,7 @@ def test_sigkill_is_failed_within_memberlists_bound_both_ways(mixed):
     everyone = ["go1", "go2", "go3", "py1", "py2", "pyk"]
     seen = wait_status(mixed.observers(), everyone, "alive")
     assert set(seen.values()) == {"alive"}, seen
+    marks = {name: len(events) for name, (_svc, events) in mixed.fronts.items()}
     # a Python member killed: every agent (and every Python member) fails it
     mixed.pyk.proc.send_signal(signal.SIGKILL)
     killed = time.monotonic()
@@ -429,27 +448,25 @@ def test_sigkill_is_failed_within_memberlists_bound_both_ways(mixed):
     seen = wait_detected(observers, "go3", killed, bound)
     print("go3 failed after", seen, "bound", bound)
     assert sorted(seen) == ["go1", "go2", "py1", "py2"], (seen, bound)
-    for name, (_svc, events) in mixed.fronts.items():
-        if name != "pyw":
-            assert member_kinds(events, "go3")[-1] == "failed"
+    for name in ("py1", "py2"):       # and no one else failed meanwhile
+        events = mixed.fronts[name][1]
+        assert [(e.kind, e.member.name) for e in events[marks[name]:] if isinstance(e, MemberEvent)] == [
+            ("failed", "pyk"), ("failed", "go3")], name
 
 
 def test_graceful_leave_both_ways_shows_left(mixed):
     py1, py1_events = mixed.fronts["py1"]
     py2, _ = mixed.fronts["py2"]
     go1, go2 = mixed.agents["go1"], mixed.agents["go2"]
+    mark = len(py1_events)
     assert py2.leave().ok
     py2.stop()       # what Serf does after a leave (LeaveDone: stop driving the node)
     assert wait_status([go1, go2, py1], ["py2"], "left") == {
         ("go1", "py2"): "left", ("go2", "py2"): "left", ("py1", "py2"): "left"}
     assert go2.serf("leave") is not None
     assert wait_status([go1, py1], ["go2"], "left") == {("go1", "go2"): "left", ("py1", "go2"): "left"}
-    # the whole run as py1 and py2 saw it: nobody failed but by the partition
-    # and the kills, nobody came back twice, nobody left but by a leave
-    assert {name: member_kinds(py1_events, name) for name in ("go1", "go2", "go3", "py2", "pyk")} == {
-        "go1": ["joined"], "go2": ["joined", "failed", "joined", "left"], "go3": ["joined", "failed"],
-        "py2": ["joined", "failed", "joined", "left"], "pyk": ["joined", "failed", "joined", "failed"]}
-    py2_events = mixed.fronts["py2"][1]
-    assert {name: member_kinds(py2_events, name) for name in ("go1", "go2", "go3", "py1", "pyk")} == {
-        "go1": ["joined", "failed", "joined"], "go2": ["joined"], "go3": ["joined", "failed", "joined", "failed"],
-        "py1": ["joined", "failed", "joined"], "pyk": ["joined", "failed"]}
+    # Serf's leave waits until its intent went out (to the transmit limit),
+    # then memberlist's leave: where the second overtakes the first, a member
+    # is failed before it is left, in Serf as here
+    for name in ("py2", "go2"):
+        assert member_kinds(py1_events, name, mark) in (["left"], ["failed", "left"]), name
