@@ -118,7 +118,8 @@ def summary(values):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seconds", type=float, default=30.0, help="steady-state window (default 30)")
+    parser.add_argument("--seconds", type=float, default=60.0,
+                        help="steady-state window (default 60: two push/pull intervals)")
     parser.add_argument("--encrypt", action="store_true", help="one AES-256 key on every member")
     parser.add_argument("--json", metavar="PATH", help="write the results here too")
     args = parser.parse_args()
