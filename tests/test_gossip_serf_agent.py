@@ -295,17 +295,17 @@ def test_an_encrypted_agent_joins_python_seeds(mixed):
 
 def test_user_events_both_ways(mixed):
     go3 = mixed.agents["go3"]
-    assert go3.serf("event", "deploy", "v7") is not None
-    for name, (_svc, events) in mixed.fronts.items():
-        got = wait_until(lambda: [e for e in events if isinstance(e, UserEventReceived)])
-        assert [(e.name, e.payload) for e in got] == [("deploy", b"v7")], name
-    assert mixed.pyk.wait_for(lambda i: i["event"] == "user", WAIT)[1] == \
-        {"event": "user", "name": "deploy", "payload": "v7"}
-    mixed.fronts["py2"][0].user_event("frompy", b"py2 says hi")
-    # the agent's handler runs once Serf's coalescing of user events lets them
-    # go. Gossip is probabilistic (each member passes an event on 4 x
+    # Gossip is probabilistic (each member passes an event on 4 x
     # ceil(log10(N + 1)) times to random members): one member in some hundreds
     # misses it, and gets it at its next push/pull, as in a cluster of agents.
+    assert go3.serf("event", "deploy", "v7") is not None
+    for name, (_svc, events) in mixed.fronts.items():
+        got = wait_until(lambda: [e for e in events if isinstance(e, UserEventReceived)], PUSH_PULL_INTERVAL + WAIT)
+        assert [(e.name, e.payload) for e in got] == [("deploy", b"v7")], name
+    assert mixed.pyk.wait_for(lambda i: i["event"] == "user", PUSH_PULL_INTERVAL + WAIT)[1] == \
+        {"event": "user", "name": "deploy", "payload": "v7"}
+    mixed.fronts["py2"][0].user_event("frompy", b"py2 says hi")
+    # the agent's handler runs once Serf's coalescing of user events lets them go
     for agent in mixed.agents.values():
         assert wait_until(lambda: agent.received.exists() and agent.received.read_bytes().count(b"\n") == 2,
                           PUSH_PULL_INTERVAL + WAIT), "".join(agent.log)
