@@ -70,9 +70,12 @@ def member_kinds(events, name, since=0):
     return [e.kind for e in events[since:] if isinstance(e, MemberEvent) and e.member.name == name]
 
 
-def wait_status(observers, names, status, timeout=WAIT):
+def wait_status(observers, names, status, timeout=PUSH_PULL_INTERVAL + WAIT):
     """Every observer (Agent or SerfService) lists every name with ``status``;
-    what each listed when it stopped waiting."""
+    what each listed when it stopped waiting. News spreads by gossip, which
+    now and then misses a member (see test_user_events_both_ways); the next
+    push/pull, which swaps the whole member list, makes up for it: the
+    default waits for that."""
     def seen():
         out = {}
         for observer in observers:
@@ -397,7 +400,7 @@ def test_a_partition_healed_with_nftables_merges_again(mixed):
     # healed: Serf's reconnect (every second on both kinds of member here)
     # joins a failed member again; everyone is alive everywhere
     everyone = side_a + side_b
-    seen = wait_status(list(observers.values()), everyone, "alive", WAIT)
+    seen = wait_status(list(observers.values()), everyone, "alive")
     assert set(seen.values()) == {"alive"}, seen
     assert wait_until(lambda: all(pyk_status(mixed, n) == "alive" for n in side_a))
     # py1 and py2 saw each member across the cut fail and come back once. A
