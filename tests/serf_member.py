@@ -4,9 +4,10 @@ benches that kill one: ``python serf_member.py SETTINGS_JSON``.
 SETTINGS_JSON: {"name", "bind", "tags": {}, "keys": [base64...], "join":
 [[host, port]...], "reconnect_interval": s}. Prints one JSON object per
 line: {"event": "joining"} before it joins, {"event": "ready"} once
-started (and joined, if asked: with "joined", how many seeds answered), each member event as {"event": kind, "name", "status"}, each user
-event as {"event": "user", "name", "payload"}; its stats on SIGUSR1
-({"event": "stats", "stats": {...}}); a graceful leave on SIGTERM.
+started (and joined, if asked: with "joined", how many seeds answered),
+each member event as {"event": kind, "name", "status"}, each user event as
+{"event": "user", "name", "payload"}; its stats on SIGUSR1 ({"event":
+"stats", "stats": {...}}); a graceful leave on SIGTERM.
 """
 
 import base64

@@ -282,7 +282,7 @@ def test_encrypted_python_members_join_two_agents(mixed):
     for svc, _ in mixed.fronts.values():
         assert {name: py_view(svc)[name] for name in ("go1", "go2")} == {
             name: (lan.address(GO_HOSTS[name]), 7946, "alive", {"role": "go"}) for name in ("go1", "go2")}
-    assert mixed.pyk.wait_for(lambda i: i["event"] == "joined" and i["name"] == "py2", WAIT)
+    assert mixed.pyk.wait_for(lambda i: i["event"] == "joined" and i["name"] == "py2", PUSH_PULL_INTERVAL + WAIT)
 
 
 def test_an_encrypted_agent_joins_python_seeds(mixed):
@@ -336,7 +336,8 @@ def test_serf_keys_rotation_on_a_mixed_cluster_removes_nobody(mixed):
     assert keys("-install", b64(K2)) == "==> Installing key on all members...\n==> Successfully installed key!\n"
     listed = keys("-list")
     assert f"{b64(K1)}  [6/6]" in listed and f"{b64(K2)}  [6/6]" in listed, listed
-    assert keys("-use", b64(K2)) == "==> Changing primary key on all members...\n==> Successfully changed primary key!\n"
+    assert keys("-use", b64(K2)) == ("==> Changing primary key on all members...\n"
+                                     "==> Successfully changed primary key!\n")
     assert keys("-remove", b64(K1)) == "==> Removing key on all members...\n==> Successfully removed key!\n"
     listed = keys("-list")
     assert f"{b64(K2)}  [6/6]" in listed and b64(K1) not in listed, listed
@@ -402,7 +403,7 @@ def test_a_partition_healed_with_nftables_merges_again(mixed):
     everyone = side_a + side_b
     seen = wait_status(list(observers.values()), everyone, "alive")
     assert set(seen.values()) == {"alive"}, seen
-    assert wait_until(lambda: all(pyk_status(mixed, n) == "alive" for n in side_a))
+    assert wait_until(lambda: all(pyk_status(mixed, n) == "alive" for n in side_a), PUSH_PULL_INTERVAL + WAIT)
     # py1 and py2 saw each member across the cut fail and come back once. A
     # member on their own side may blip (failed, then joined): the other
     # side's "dead" about it, at its incarnation, can arrive before its own
