@@ -4,9 +4,9 @@ of ``serf agent`` processes and Python members, plain and encrypted. Skips
 without root or without the ``serf`` binary (the partition also needs
 ``nft``).
 
-The gossip engine has one implementation (pure Python: the compiled kernel
-is Tribes' codec, which gossip never uses), so these run once, in CI's
-compiled pass (marked ``end_to_end``).
+CI runs them in both of its passes: with the gossip hot path compiled, and
+with its pure-Python twin (``MCASTMEMBER_NO_EXTENSIONS=1``, which the
+Python member processes inherit).
 
 Failure detection is asserted against memberlist's own bound for the cluster
 size (``detection_bound``), never against a timing of ours."""
@@ -46,8 +46,7 @@ def _skip_reason():
     return None
 
 
-pytestmark = [pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or ""),
-              pytest.mark.end_to_end]
+pytestmark = pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or "")
 
 
 def start_front(lan, index, name, tags, **kw):
