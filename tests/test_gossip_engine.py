@@ -201,6 +201,23 @@ def test_at_full_health_nacks_come_too_late_as_in_memberlist():
     assert net["a"].stats()["nacks_received"] == 3
 
 
+def test_without_nacks_indirect_pings_ask_for_none_and_relays_send_none():
+    """nacks=False (plain SWIM, memberlist always asks peers of protocol >= 4):
+    the indirect pings carry Nack false, so the relays never answer a nack,
+    and a failed probe costs the prober 1 (no nacks were expected)."""
+    net = Net()
+    net.cluster(["a", "b", "c", "d", "e"], settle=3.0, nacks=False)
+    net.silence("e")
+    net.run(60.0, stop=lambda: net["a"].stats()["probes_failed"] == 1)
+    assert net["a"].health_score == 1
+    net.run(net.now + 1.0)                  # past when the nacks would come
+    sent = [m for _t, src, _d, data in net.sent if src == net.names["a"] for m in _parts(data)]
+    asked = [m for m in sent if isinstance(m, messages.IndirectPing)]
+    assert len(asked) == 3 and all(m.nack is False for m in asked)
+    assert not any(isinstance(m, messages.Nack) for _t, _s, _d, data in net.sent for m in _parts(data))
+    assert net["a"].stats()["nacks_received"] == 0
+
+
 def test_awareness_scales_the_probe_interval():
     net = Net()
     a = net.add("a")
