@@ -33,11 +33,11 @@ import math
 import random
 from dataclasses import dataclass
 
-from mcastmember.gossip.engine import GossipEngine
+from mcastmember.gossip.engine import GossipEngine, push_pull_scale
 from mcastmember.gossip.events import MemberFailed, MemberJoined, MemberLeft
 from mcastmember.gossip.layout import NodeState
 from mcastmember.gossip.settings import GossipSettings
-from mcastmember.gossip.state import Node, ip_bytes
+from mcastmember.gossip.state import Node, ip_bytes, ip_text
 
 PORT = 7946
 #: settings that turn Lifeguard's three parts off: no awareness scaling, no
@@ -85,8 +85,65 @@ class GossipNode:
     def outputs(self, now):
         return self.engine.datagrams_to_send(now), self.engine.streams_to_open(now)
 
-    def events(self):
-        return self.engine.events()
+    def marks(self):
+        """(subject name, "failed" / "left" / "joined") for each change seen."""
+        out = []
+        for event in self.engine.events():
+            kind = type(event)
+            if kind is MemberFailed:
+                out.append((event.node.name, "failed"))
+            elif kind is MemberLeft:
+                out.append((event.node.name, "left"))
+            elif kind is MemberJoined and event.node.name != self.name:
+                out.append((event.node.name, "joined"))
+        return out
+
+
+class HeartbeatNode:
+    """A heartbeat engine (mcastmember.engine) in unicast mode, every other
+    member listed as a peer: all-to-all heartbeats, for contrast. Its real
+    heartbeat bytes go to each peer every period; its table hears them."""
+
+    def __init__(self, i: int, n: int, codec=None, **options):
+        from mcastmember.engine.config import ServiceConfig
+        from mcastmember.engine.engine import MembershipEngine
+
+        self.addr = address(i)
+        self.name = self.addr[0]
+        peers = [address(j)[0] for j in range(n) if j != i]
+        config = ServiceConfig(None, PORT, host=self.addr[0], multicast=False, peers=peers,
+                               member_port=4000, unique_id=i.to_bytes(16, "big"), **options)
+        self.engine = MembershipEngine(config, codec=codec)
+        self._raw = ip_bytes(self.addr[0])
+
+    def next_deadline(self):
+        return self.engine.next_deadline()
+
+    def timer(self, now):
+        self.engine.on_timer(now)
+
+    def receive(self, data, src, now):
+        if self.engine.running:      # before start: no socket yet
+            self.engine.receive(bytearray(data), len(data), now, (ip_bytes(src[0]), src[1]))
+
+    def outputs(self, now):
+        packet = self.engine.outgoing(now)
+        if packet is None:
+            return (), ()
+        data = bytes(packet.buffer)
+        targets = [(ip_text(host), port) for host, port in self.engine.targets.peers]
+        self.engine.on_unicast_result(len(targets), now)
+        return [(data, dst) for dst in targets], ()
+
+    def marks(self):
+        out = []
+        for event in self.engine.events():
+            subject = ip_text(event.member.host)
+            if event.kind == "removed":
+                out.append((subject, "failed"))
+            elif event.kind == "added":
+                out.append((subject, "joined"))
+        return out
 
 
 class Sim:
@@ -121,7 +178,6 @@ class Sim:
         self.lost = 0                  # datagrams the network dropped (loss, partition, down host)
         self.inbox_dropped = 0         # datagrams a paused member's buffer could not hold
         self.marks: list[tuple[float, str, str, str]] = []   # (time, observer, subject, "failed"/"left"/"joined")
-        self.on_event = None           # optional callback(sim, observer index, event)
 
     # ------------------------------------------------------------ building
     def add(self, node) -> int:
@@ -234,26 +290,15 @@ class Sim:
             self._send(i, data, dst)
         for stream in streams:
             self._open(i, stream)
-        events = node.events()
-        if events:
-            self._record(i, events)
+        marks = node.marks()
+        if marks:
+            observer = node.name
+            for subject, what in marks:
+                self.marks.append((now, observer, subject, what))
         deadline = node.next_deadline()
         if deadline is not None and deadline != self._timer_at[i]:
             self._timer_at[i] = deadline
             self._push(max(deadline, now), _TIMER, i, deadline)
-
-    def _record(self, i: int, events) -> None:
-        observer = self.nodes[i].name
-        for event in events:
-            if self.on_event is not None:
-                self.on_event(self, i, event)
-            kind = type(event)
-            if kind is MemberFailed:
-                self.marks.append((self.now, observer, event.node.name, "failed"))
-            elif kind is MemberLeft:
-                self.marks.append((self.now, observer, event.node.name, "left"))
-            elif kind is MemberJoined and event.node.name != observer:
-                self.marks.append((self.now, observer, event.node.name, "joined"))
 
     def _deliver(self, kind: int, i: int, arg) -> None:
         node = self.nodes[i]
@@ -339,11 +384,17 @@ def gossip_cluster(n: int, *, seed: int = 0, link: Link = Link(), lifeguard: boo
         for j, (name, raw) in enumerate(known):
             if j != i:
                 table.add(Node(name, raw, PORT, b"", 1, NodeState.ALIVE, 0.0, vsn))
-    interval = sim.nodes[0].engine.settings.probe_interval
+    settings = sim.nodes[0].engine.settings
+    every = push_pull_scale(settings.push_pull_interval, n)
     for i, node in enumerate(sim.nodes):
-        node.engine.start(sim.rng.random() * interval)
-        node.engine.events()        # our own join
-        sim._after(i)
+        node.engine.start(sim.rng.random() * settings.probe_interval)
+        if settings.push_pull_interval > 0:
+            # As if running for long: the next push/pull anywhere within one
+            # scaled interval (a fresh start waits a stagger plus a whole one).
+            # No public knob for it; the one private attribute the sim sets.
+            assert hasattr(node.engine, "_next_push_pull"), "the engine's push/pull timer moved"
+            node.engine._next_push_pull = sim.rng.random() * every
+        sim.touched(i)
     return sim
 
 
@@ -357,4 +408,165 @@ def add_gossip(sim: Sim, i: int, overrides: dict) -> GossipNode:
     return node
 
 
-__all__ = ["Link", "PLAIN_SWIM", "Sim", "GossipNode", "address", "gossip_cluster", "add_gossip"]
+def heartbeat_cluster(n: int, *, seed: int = 0, link: Link = Link(), codec=None, **options) -> Sim:
+    """``n`` unicast heartbeat members listing each other (defaults: 500 ms
+    period, 3 s drop time), started at random moments within one period
+    (the first round of heartbeats makes the table)."""
+    sim = Sim(seed=seed, link=link)
+    for i in range(n):
+        node = HeartbeatNode(i, n, codec=codec, **options)
+        sim.index[node.addr] = sim.add(node)
+    period = sim.nodes[0].engine.config.frequency_s
+    for i, node in enumerate(sim.nodes):
+        sim.at(sim.rng.random() * period, _start_heartbeat, sim, i)
+    return sim
+
+
+def _start_heartbeat(sim: Sim, i: int) -> None:
+    sim.nodes[i].engine.start(sim.now)
+    sim.touched(i)
+
+
+# ---------------------------------------------------------------- scenario
+
+def _quantile(values: list[float], q: float) -> float | None:
+    """The nearest-rank quantile (q in 0..1) of ``values``; None if empty."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(math.ceil(q * len(ordered)) - 1, 0)]
+
+
+def _spread(sim: Sim, subject: str, what: str, since: float, observers: set[str]) -> float | None:
+    """Seconds from ``since`` until 99% of ``observers`` saw ``what`` about ``subject``."""
+    first: dict[str, float] = {}
+    for t, observer, sub, kind in sim.marks:
+        if sub == subject and kind == what and t >= since and observer in observers:
+            first.setdefault(observer, t)
+    need = math.ceil(0.99 * len(observers))
+    if len(first) < need:
+        return None
+    return sorted(first.values())[need - 1] - since
+
+
+def scenario(n: int, protocol: str = "lifeguard", *, loss: float = 0.0, paused_fraction: float = 0.0,
+             seconds: float = 60.0, traffic: float = 20.0, crashes: int = 3, seed: int = 0,
+             warmup: float = 5.0,
+             delay: float = 0.001, jitter: float = 0.002, codec=None) -> dict:
+    """One measured run: ``n`` members (``protocol``: "lifeguard", "swim" or
+    "unicast-heartbeat"), every link losing ``loss`` of its datagrams, a
+    share ``paused_fraction`` of members stalling again and again from
+    ``warmup`` on (each alternates running 5-15 s and pausing 2-5 s).
+    After ``warmup`` s, the traffic is counted for ``traffic`` s (nothing
+    else happens: the steady state, loss and pauses included); then
+    ``crashes`` members crash (one every 2 s from 1 s in), a new member
+    joins at 2 s (gossip only) and one leaves at 3 s, and the run goes on
+    for ``seconds``. False "failed" marks are counted over both windows.
+    Returns the figures (see bench/gossip.py)."""
+    link = Link(loss, delay, jitter)
+    if protocol == "unicast-heartbeat":
+        sim = heartbeat_cluster(n, seed=seed, link=link, codec=codec)
+    else:
+        sim = gossip_cluster(n, seed=seed, link=link, lifeguard=protocol == "lifeguard")
+    gossip = protocol != "unicast-heartbeat"
+    pick = random.Random(seed + 1)
+    order = pick.sample(range(n), n)
+    crashed = order[:crashes]
+    leaver = order[crashes] if gossip else None
+    pausers = order[crashes + 1:crashes + 1 + round(paused_fraction * n)]
+    for i in pausers:
+        sim.at(warmup + pick.uniform(0.0, 10.0), _stall, sim, i, pick)
+    sim.run(warmup)
+    sim.reset_counters()
+    sim.run(warmup + traffic)
+    counted = {"datagrams": sum(sim.datagrams), "dgram": sum(sim.datagram_bytes),
+               "stream": sum(sim.stream_bytes), "streams": sum(sim.streams)}
+    start = sim.now
+    crash_at = {}
+    for k, i in enumerate(crashed):
+        crash_at[sim.nodes[i].name] = start + 1.0 + 2.0 * k
+        sim.at(start + 1.0 + 2.0 * k, sim.crash, i)
+    joiner = joined_at = left_at = None
+    if gossip:
+        overrides = sim.nodes[0].engine.settings
+        joined_at, left_at = start + 2.0, start + 3.0
+        joiner = add_gossip(sim, len(sim.nodes), _overrides(overrides)).name
+        sim.at(joined_at, _join, sim, sim.by_name[joiner], sim.nodes[order[-1]].addr)
+        sim.at(left_at, _leave, sim, leaver)
+    sim.run(start + seconds)
+    members = len(sim.nodes)
+    gone = {sim.nodes[i].name for i in crashed} | ({sim.nodes[leaver].name} if leaver is not None else set())
+    observers = {node.name for node in sim.nodes} - gone
+    detect, everyone = [], []
+    for subject, t0 in crash_at.items():
+        first: dict[str, float] = {}
+        for t, observer, sub, kind in sim.marks:
+            if sub == subject and kind == "failed" and observer in observers:
+                first.setdefault(observer, t - t0)
+        detect += first.values()
+        everyone.append(max(first.values()) if len(first) == len(observers) else None)
+    false_marks = sum(1 for t, _o, sub, kind in sim.marks if kind == "failed" and sub not in gone and t >= warmup)
+    hours = n * (traffic + seconds) / 3600.0
+    per = n * traffic
+    row = {
+        "source": "sim", "protocol": protocol, "members": n, "loss": loss,
+        "paused_fraction": paused_fraction, "seconds": seconds, "traffic_seconds": traffic, "seed": seed, "crashes": crashes,
+        "detect_median_s": _round(_quantile(detect, 0.5)), "detect_p99_s": _round(_quantile(detect, 0.99)),
+        "detect_max_s": _round(max(detect, default=None)),
+        "detect_everyone_s": _round(max(everyone)) if everyone and None not in everyone else None,
+        "detected_share": round(len(detect) / max(len(crash_at) * len(observers), 1), 4),
+        "false_failed_marks": false_marks,
+        "false_failed_per_member_hour": round(false_marks / hours, 3),
+        "join_99_s": _round(_spread(sim, joiner, "joined", joined_at, observers - {joiner}))
+        if joiner else None,
+        "leave_99_s": _round(_spread(sim, sim.nodes[leaver].name, "left", left_at, observers))
+        if leaver is not None else None,
+        "datagrams_per_member_s": round(counted["datagrams"] / per, 3),
+        "datagram_bytes_per_member_s": round(counted["dgram"] / per, 1),
+        "stream_bytes_per_member_s": round(counted["stream"] / per, 1),
+        "streams_per_member_s": round(counted["streams"] / per, 5),
+        "bytes_per_member_s": round((counted["dgram"] + counted["stream"]) / per, 1),
+        # during the crashes, join and leave: suspicions and dead/alive gossip
+        "event_datagrams_per_member_s": round((sum(sim.datagrams) - counted["datagrams"]) / n / seconds, 3),
+        "lost_datagrams": sim.lost, "inbox_dropped": sim.inbox_dropped, "nodes_simulated": members,
+    }
+    return row
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+def _overrides(settings: GossipSettings) -> dict:
+    """The scenario's settings for a joiner, as its first member has them."""
+    return {k: getattr(settings, k) for k in PLAIN_SWIM}
+
+
+def _stall(sim: Sim, i: int, pick: random.Random) -> None:
+    pause = pick.uniform(2.0, 5.0)
+    sim.pause(i, pause)
+    sim.at(sim.now + pause + pick.uniform(5.0, 15.0), _stall, sim, i, pick)
+
+
+def _join(sim: Sim, i: int, seed_addr) -> None:
+    engine = sim.nodes[i].engine
+    engine.start(sim.now)
+    engine.join([seed_addr], sim.now)
+    sim.touched(i)
+
+
+def _leave(sim: Sim, i: int, waited: float = 0.0) -> None:
+    """memberlist's Leave: broadcast our dead, wait until it went out (at
+    most 15 s), then stop (crash: the process exits)."""
+    engine = sim.nodes[i].engine
+    if waited == 0.0:
+        engine.leave(sim.now)
+        sim.touched(i)
+    if engine.leave_done or waited >= 15.0:
+        sim.crash(i)
+    else:
+        sim.at(sim.now + 0.1, _leave, sim, i, waited + 0.1)
+
+
+__all__ = ["Link", "PLAIN_SWIM", "Sim", "GossipNode", "HeartbeatNode", "address", "add_gossip",
+           "gossip_cluster", "heartbeat_cluster", "scenario"]
