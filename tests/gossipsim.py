@@ -381,9 +381,11 @@ def gossip_cluster(n: int, *, seed: int = 0, link: Link = Link(), lifeguard: boo
     known = [(node.name, ip_bytes(node.addr[0])) for node in sim.nodes]
     for i, node in enumerate(sim.nodes):
         table = node.engine.table
-        for j, (name, raw) in enumerate(known):
-            if j != i:
-                table.add(Node(name, raw, PORT, b"", 1, NodeState.ALIVE, 0.0, vsn))
+        nodes = [Node(name, raw, PORT, b"", 1, NodeState.ALIVE, 0.0, vsn)
+                 for j, (name, raw) in enumerate(known) if j != i]
+        table.rng.shuffle(nodes)            # the probe order, as the first reshuffle makes it
+        table.nodes = nodes
+        table.by_name = {node.name: node for node in nodes}
     settings = sim.nodes[0].engine.settings
     every = push_pull_scale(settings.push_pull_interval, n)
     for i, node in enumerate(sim.nodes):
