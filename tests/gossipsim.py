@@ -197,6 +197,11 @@ class Sim:
         """Call ``fn(*args)`` at virtual time ``when``."""
         self._push(when, _CALL, -1, (fn, args))
 
+    def inject(self, data: bytes, src, j: int) -> None:
+        """A datagram from anyone (``src``: any address, a member's or not)
+        to member j, after the default link's delay: an attacker's."""
+        self._push(self.now + self._one_way(self.link), _PACKET, j, (data, src))
+
     def touched(self, i: int) -> None:
         """After calling a node's API from outside: send what it produced."""
         self._after(i)

@@ -6,6 +6,8 @@ implementation)."""
 import pytest
 
 from gossipsim import PLAIN_SWIM, Link, Sim, gossip_cluster
+from mcastmember.gossip import framing, messages
+from mcastmember.gossip.layout import NodeState
 
 N = 1000
 
@@ -102,3 +104,120 @@ def test_a_partition_is_healed_by_one_join_across_it():
 def test_plain_swim_is_lifeguards_three_parts_off():
     assert PLAIN_SWIM == {"awareness_max_multiplier": 1, "suspicion_max_timeout_mult": 1, "nacks": False}
     assert isinstance(Sim(), Sim)
+
+
+# ------------------------------------------------------------------ abuse
+# An attacker without a member's engine: crafted datagrams and streams from
+# an address no member knows, into a running simulated cluster.
+
+ATTACKER = ("10.255.0.1", 7946)
+
+
+def _packet(*msgs):
+    parts = [messages.encode(m) for m in msgs]
+    return framing.encode_packet(parts[0] if len(parts) == 1 else framing.make_compound(parts))
+
+
+def _flood(sim, make, every, until, targets):
+    """Every ``every`` s until ``until``: ``make()``'s packet to each target."""
+    while sim.now + every <= until:
+        sim.run(sim.now + every)
+        data = make()
+        for j in targets:
+            sim.inject(data, ATTACKER, j)
+
+
+def _bounded(sim):
+    for node in sim.nodes:
+        e, s = node.engine, node.engine.settings
+        assert len(e.table) <= s.max_nodes and len(e.broadcasts) <= s.max_broadcasts
+        assert e.broadcasts.size <= s.max_broadcast_bytes and e.stats()["suspects"] >= 0
+
+
+def test_a_flood_of_suspicions_about_everyone_removes_nobody():
+    """Suspect messages about each of 50 members, at the incarnation they
+    have, each signed with a new made-up name, to every member ten times a
+    second for 10 s: each accused hears of it and refutes once (incarnation
+    2), the rest are stale; the made-up confirmations are refused (they
+    would cut the suspicion timeout to its minimum, and the one member in
+    a thousand the refutation's gossip misses would mark its node failed).
+    Nobody is marked failed, and every queue stays within its bound."""
+    sim = gossip_cluster(50, seed=4)
+    sim.run(2.0)
+    victims = [f"n{i}" for i in range(50)]
+    lies = iter(range(10**9))
+
+    def make():
+        k = next(lies)
+        return _packet(*(messages.Suspect(incarnation=1, node=v, from_=f"liar{k}") for v in victims[:25]),
+                       *(messages.Suspect(incarnation=1, node=v, from_=f"liar{k}") for v in victims[25:]))
+    _flood(sim, make, 0.1, 12.0, range(50))
+    sim.run(60.0)
+    assert sim.marks == []
+    assert sum(n.engine.stats()["confirmations_refused"] for n in sim.nodes) > 50 * 49
+    assert all(n.engine.incarnation == 2 for n in sim.nodes)
+    assert all(len(n.engine.members()) == 50 for n in sim.nodes)
+    assert sum(n.engine.stats()["refutes"] for n in sim.nodes) == 50
+    _bounded(sim)
+
+
+def test_replayed_old_incarnations_change_nothing_and_a_stranger_cannot_take_a_name():
+    """After every member refuted once (incarnation 2), replays of their
+    incarnation-1 dead, suspect and alive messages are stale: nobody is
+    marked failed or moves. An alive at a new incarnation from another
+    address is a name conflict, counted and refused."""
+    sim = gossip_cluster(30, seed=6)
+    sim.run(2.0)
+    for j in range(30):
+        sim.inject(_packet(messages.Suspect(incarnation=1, node=f"n{j}", from_="x")), ATTACKER, j)
+    sim.run(10.0)
+    assert all(n.engine.incarnation == 2 for n in sim.nodes)
+    vsn = sim.nodes[0].engine.settings.vsn()
+
+    def make():
+        return _packet(*(messages.Dead(incarnation=1, node=f"n{v}", from_="x") for v in range(30)),
+                       *(messages.Suspect(incarnation=1, node=f"n{v}", from_="x") for v in range(30)),
+                       messages.Alive(incarnation=9, node="n7", addr=bytes([10, 255, 0, 1]), port=7946, vsn=vsn))
+    _flood(sim, make, 0.2, 20.0, range(30))
+    sim.run(30.0)
+    assert sim.marks == []
+    assert all(n.engine.node("n7").addr == "10.0.0.8" for n in sim.nodes)
+    assert sum(n.engine.stats()["name_conflicts"] for n in sim.nodes) == 30 * 50     # n7 too
+    assert all(n.engine.incarnation == 2 for n in sim.nodes)
+
+
+def test_a_storm_of_joins_and_a_huge_push_pull_stay_within_the_table_bound():
+    """An alive storm with 100 new names a second, then a push/pull of 20,000
+    invented nodes, into 30 members whose tables hold 200: the tables stop
+    at 200 (refusals counted), the queues at their bounds, the invented
+    nodes are probed, found dead and reaped, and no live member is ever
+    marked failed; afterwards the tables are back to the 30 real members."""
+    sim = gossip_cluster(30, seed=8, max_nodes=200, max_broadcasts=512)
+    sim.run(2.0)
+    vsn = sim.nodes[0].engine.settings.vsn()
+    names = iter(range(10**9))
+
+    def fake(k):
+        return dict(incarnation=1, addr=bytes([10, 200 + (k >> 16), k >> 8 & 255, k & 255]), port=7946, vsn=vsn)
+
+    def make():
+        return _packet(*(messages.Alive(node=f"fake{k}", **fake(k)) for k in [next(names) for _ in range(10)]))
+    _flood(sim, make, 0.1, 12.0, [0, 1, 2])
+    huge = messages.PushPull(False, [messages.PushNodeState(name=f"fake{k}", state=NodeState.ALIVE, **fake(k))
+                                     for k in range(20_000, 40_000)], b"")
+    reply = sim.nodes[5].engine.receive_stream(framing.encode_stream(messages.encode_push_pull(huge)), ATTACKER,
+                                              sim.now)
+    assert reply
+    sim.touched(5)
+    _bounded(sim)
+    assert len(sim.nodes[5].engine.table) == 200
+    assert sim.nodes[5].engine.stats()["nodes_refused"] >= 20_000 - 200
+    sim.run(30.0)
+    _bounded(sim)
+    assert max(len(n.engine.table) for n in sim.nodes) == 200
+    sim.run(300.0)
+    _bounded(sim)
+    assert [m for m in sim.marks if m[3] == "failed" and not m[2].startswith("fake")] == []
+    assert all(sorted(m.name for m in n.engine.members()) == sorted(f"n{i}" for i in range(30))
+               for n in sim.nodes)
+    assert all(len(n.engine.table) == 30 for n in sim.nodes)

@@ -59,8 +59,8 @@ COUNTERS = (
     "packets_received", "bad_input", "messages_received", "messages_bad", "packets_sent",
     "datagrams_dropped", "probes", "probes_failed", "probes_degraded", "pings_misdirected",
     "indirect_pings_sent", "indirect_pings_relayed", "acks_received", "nacks_received",
-    "acks_refused", "suspects", "refutes", "alive_refused", "nodes_refused", "nodes_reaped",
-    "name_conflicts", "broadcasts_dropped", "user_broadcasts_dropped", "streams_opened",
+    "acks_refused", "suspects", "confirmations_refused", "refutes", "alive_refused", "nodes_refused",
+    "nodes_reaped", "name_conflicts", "broadcasts_dropped", "user_broadcasts_dropped", "streams_opened",
     "streams_failed", "streams_refused", "streams_received", "streams_bad", "push_pulls",
     "push_pulls_refused", "events_dropped", "user_messages_received")
 
@@ -593,6 +593,13 @@ class GossipEngine:
             return
         timer = self._suspicions.get(sus.node)
         if timer is not None:
+            # Unlike memberlist, only a member we know confirms: a forger
+            # inventing a name per message would otherwise cut every
+            # suspicion to its minimum at once.
+            confirmer = self.table.get(sus.from_)
+            if confirmer is None or confirmer.dead_or_left():
+                self._counts["confirmations_refused"] += 1
+                return
             if timer[0].confirm(sus.from_, now):
                 self._broadcast(sus.node, messages.encode(sus))
             return
