@@ -3,11 +3,12 @@
 (tests/gossipsim.py: the real engines' bytes on a virtual clock).
 
     python bench/gossip.py [--json FILE] [--sizes 100,1000] [--seconds 60]
-                           [--traffic 20] [--conditions 0:0,0:0.05,0.1:0,0.3:0]
+                           [--traffic 20] [--conditions 0:0,0:0.05,0.1:0,0.3:0,0:0:0.05]
                            [--seed 0] [--heartbeat-sim-max 100]
 
-For each size N and each condition LOSS:PAUSED (a share of datagrams lost on
-every link; a share of members stalling 2-5 s every 5-15 s), for plain SWIM
+For each size N and each condition LOSS:PAUSED[:SLOW] (a share of datagrams
+lost on every link; a share of members stalling 2-5 s every 5-15 s; a share
+of members reading their input 2-15 s late, timers on time), for plain SWIM
 and for Lifeguard: N converged members, traffic counted over ``--traffic`` s
 of steady state, then 3 crashes, a join and a leave, followed for
 ``--seconds`` s (see ``gossipsim.scenario``). All-to-all unicast heartbeats
@@ -41,12 +42,12 @@ from mcastmember.gossip.settings import GossipSettings  # noqa: E402
 from mcastmember.gossip.state import ip_bytes  # noqa: E402
 from mcastmember.gossip.suspicion import suspicion_timeout  # noqa: E402
 
-COLUMNS = ("protocol", "members", "loss", "paused_fraction", "detect_median_s", "detect_p99_s", "detect_max_s",
+COLUMNS = ("protocol", "members", "loss", "paused_fraction", "slow_fraction", "detect_median_s", "detect_p99_s", "detect_max_s",
            "false_failed_per_member_hour", "join_99_s", "leave_99_s", "datagrams_per_member_s",
            "datagram_bytes_per_member_s", "bytes_per_member_s")
 
 
-def heartbeat_model(n: int, loss: float, paused: float) -> dict:
+def heartbeat_model(n: int, loss: float, paused: float, slow: float) -> dict:
     """All-to-all unicast heartbeats computed from the real packet size."""
     node = HeartbeatNode(0, 2)
     node.engine.start(0.0)
@@ -54,7 +55,7 @@ def heartbeat_model(n: int, loss: float, paused: float) -> dict:
     period = node.engine.config.frequency_s
     per_s = (n - 1) / period
     return {"source": "sim", "method": "analytic", "protocol": "unicast-heartbeat", "members": n, "loss": loss,
-            "paused_fraction": paused, "detect_median_s": None, "detect_p99_s": None, "detect_max_s": None,
+            "paused_fraction": paused, "slow_fraction": slow, "detect_median_s": None, "detect_p99_s": None, "detect_max_s": None,
             "false_failed_per_member_hour": None, "join_99_s": None, "leave_99_s": None,
             "datagrams_per_member_s": round(per_s, 3), "datagram_bytes_per_member_s": round(per_s * size, 1),
             "bytes_per_member_s": round(per_s * size, 1), "heartbeat_bytes": size}
@@ -89,24 +90,24 @@ def main() -> None:
     parser.add_argument("--sizes", default="100,1000")
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--traffic", type=float, default=20.0)
-    parser.add_argument("--conditions", default="0:0,0:0.05,0.1:0,0.3:0")
+    parser.add_argument("--conditions", default="0:0,0:0.05,0.1:0,0.3:0,0:0:0.05")
     parser.add_argument("--protocols", default="swim,lifeguard,unicast-heartbeat")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--heartbeat-sim-max", type=int, default=100)
     parser.add_argument("--model-sizes", default="100,1000,10000")
     args = parser.parse_args()
-    conditions = [tuple(float(x) for x in c.split(":")) for c in args.conditions.split(",")]
+    conditions = [(tuple(float(x) for x in c.split(":")) + (0.0, 0.0))[:3] for c in args.conditions.split(",")]
     rows = []
     print(" ".join(f"{c[:14]:>14}" for c in COLUMNS + ("cpu_s",)), flush=True)
     for n in (int(x) for x in args.sizes.split(",")):
-        for loss, paused in conditions:
+        for loss, paused, slow in conditions:
             for protocol in args.protocols.split(","):
                 cpu = time.process_time()
                 if protocol == "unicast-heartbeat" and n > args.heartbeat_sim_max:
-                    row = heartbeat_model(n, loss, paused)
+                    row = heartbeat_model(n, loss, paused, slow)
                 else:
-                    row = scenario(n, protocol, loss=loss, paused_fraction=paused, seconds=args.seconds,
-                                   traffic=args.traffic, seed=args.seed)
+                    row = scenario(n, protocol, loss=loss, paused_fraction=paused, slow_fraction=slow,
+                                   seconds=args.seconds, traffic=args.traffic, seed=args.seed)
                     row["method"] = "simulated"
                 row["cpu_s"] = round(time.process_time() - cpu, 1)
                 rows.append(row)

@@ -457,18 +457,23 @@ def _spread(sim: Sim, subject: str, what: str, since: float, observers: set[str]
 
 
 def scenario(n: int, protocol: str = "lifeguard", *, loss: float = 0.0, paused_fraction: float = 0.0,
+             slow_fraction: float = 0.0, slow_range: tuple[float, float] = (2.0, 15.0),
              seconds: float = 60.0, traffic: float = 20.0, crashes: int = 3, seed: int = 0,
              warmup: float = 5.0,
              delay: float = 0.001, jitter: float = 0.002, codec=None) -> dict:
     """One measured run: ``n`` members (``protocol``: "lifeguard", "swim" or
     "unicast-heartbeat"), every link losing ``loss`` of its datagrams, a
     share ``paused_fraction`` of members stalling again and again from
-    ``warmup`` on (each alternates running 5-15 s and pausing 2-5 s).
+    ``warmup`` on (each alternates running 5-15 s and pausing 2-5 s), a
+    share ``slow_fraction`` slow from the start (each reads its input a
+    fixed delay late, drawn from ``slow_range``; its timers run on time).
     After ``warmup`` s, the traffic is counted for ``traffic`` s (nothing
     else happens: the steady state, loss and pauses included); then
     ``crashes`` members crash (one every 2 s from 1 s in), a new member
     joins at 2 s (gossip only) and one leaves at 3 s, and the run goes on
-    for ``seconds``. False "failed" marks are counted over both windows.
+    for ``seconds``. False "failed" marks (one member marking a healthy one
+    failed: neither crashed, left, paused nor slow, as the Lifeguard paper
+    counts them) are counted over both windows, the unhealthy ones apart.
     Returns the figures (see bench/gossip.py)."""
     link = Link(loss, delay, jitter)
     if protocol == "unicast-heartbeat":
@@ -483,6 +488,10 @@ def scenario(n: int, protocol: str = "lifeguard", *, loss: float = 0.0, paused_f
     pausers = order[crashes + 1:crashes + 1 + round(paused_fraction * n)]
     for i in pausers:
         sim.at(warmup + pick.uniform(0.0, 10.0), _stall, sim, i, pick)
+    first_slow = crashes + 1 + len(pausers)
+    slow = order[first_slow:first_slow + round(slow_fraction * n)]
+    for i in slow:
+        sim.slow[i] = pick.uniform(*slow_range)
     sim.run(warmup)
     sim.reset_counters()
     sim.run(warmup + traffic)
@@ -512,18 +521,22 @@ def scenario(n: int, protocol: str = "lifeguard", *, loss: float = 0.0, paused_f
                 first.setdefault(observer, t - t0)
         detect += first.values()
         everyone.append(max(first.values()) if len(first) == len(observers) else None)
-    false_marks = sum(1 for t, _o, sub, kind in sim.marks if kind == "failed" and sub not in gone and t >= warmup)
+    unhealthy = {sim.nodes[i].name for i in pausers + slow}
+    failed = [sub for t, _o, sub, kind in sim.marks if kind == "failed" and sub not in gone and t >= warmup]
+    false_marks = sum(1 for sub in failed if sub not in unhealthy)
     hours = n * (traffic + seconds) / 3600.0
     per = n * traffic
     row = {
         "source": "sim", "protocol": protocol, "members": n, "loss": loss,
-        "paused_fraction": paused_fraction, "seconds": seconds, "traffic_seconds": traffic, "seed": seed, "crashes": crashes,
+        "paused_fraction": paused_fraction, "slow_fraction": slow_fraction, "seconds": seconds, "traffic_seconds": traffic, "seed": seed, "crashes": crashes,
         "detect_median_s": _round(_quantile(detect, 0.5)), "detect_p99_s": _round(_quantile(detect, 0.99)),
         "detect_max_s": _round(max(detect, default=None)),
         "detect_everyone_s": _round(max(everyone)) if everyone and None not in everyone else None,
         "detected_share": round(len(detect) / max(len(crash_at) * len(observers), 1), 4),
         "false_failed_marks": false_marks,
         "false_failed_per_member_hour": round(false_marks / hours, 3),
+        # the paused and slow members themselves marked failed (they were unresponsive)
+        "unhealthy_failed_marks": len(failed) - false_marks,
         "join_99_s": _round(_spread(sim, joiner, "joined", joined_at, observers - {joiner}))
         if joiner else None,
         "leave_99_s": _round(_spread(sim, sim.nodes[leaver].name, "left", left_at, observers))
