@@ -30,8 +30,9 @@ def test_a_crash_reaches_all_1000_members_and_the_quiet_traffic_is_one_probe_eac
     members below: flat in N. A crash is then suspected, confirmed and
     gossiped dead to every other member, each marking it failed once and
     nobody else; never before memberlist's minimum suspicion timeout,
-    4 x log10(1000) x 1 s = 12 s."""
-    sim = gossip_cluster(N, seed=7, link=Link(delay=0.0), lifeguard=lifeguard)
+    4 x log10(1000) x 1 s = 12 s. (Compression off: a third of the
+    engines' time is LZW, and it changes nothing here.)"""
+    sim = gossip_cluster(N, seed=7, link=Link(delay=0.0), lifeguard=lifeguard, enable_compression=False)
     assert _window(sim, 2.0, 3.0) == 2 * N
     victim = "n123"
     sim.crash(sim.by_name[victim])
@@ -137,7 +138,7 @@ def _bounded(sim):
 def test_a_flood_of_suspicions_about_everyone_removes_nobody():
     """Suspect messages about each of 50 members, at the incarnation they
     have, each signed with a new made-up name, to every member ten times a
-    second for 10 s: each accused hears of it and refutes once (incarnation
+    second for 5 s: each accused hears of it and refutes once (incarnation
     2), the rest are stale; the made-up confirmations are refused (they
     would cut the suspicion timeout to its minimum, and the one member in
     a thousand the refutation's gossip misses would mark its node failed).
@@ -151,8 +152,8 @@ def test_a_flood_of_suspicions_about_everyone_removes_nobody():
         k = next(lies)
         return _packet(*(messages.Suspect(incarnation=1, node=v, from_=f"liar{k}") for v in victims[:25]),
                        *(messages.Suspect(incarnation=1, node=v, from_=f"liar{k}") for v in victims[25:]))
-    _flood(sim, make, 0.1, 12.0, range(50))
-    sim.run(60.0)
+    _flood(sim, make, 0.1, 7.0, range(50))
+    sim.run(50.0)
     assert sim.marks == []
     assert sum(n.engine.stats()["confirmations_refused"] for n in sim.nodes) > 50 * 49
     assert all(n.engine.incarnation == 2 for n in sim.nodes)
