@@ -84,6 +84,25 @@ def model(n: int) -> dict:
             "stream_bytes_per_member_s": round(2 * size / every, 1)}
 
 
+def markdown(rows: list) -> str:
+    """The rows as the table docs/gossip.md shows."""
+    def cell(value, form="g"):
+        return "–" if value is None else format(value, form)
+    lines = ["| N | protocol | loss | paused | slow | detect median / p99 / max (s) | false failed per member-hour "
+             "| join / leave to 99% (s) | datagrams per member-s | UDP B per member-s | all B per member-s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        detect = " / ".join(cell(r.get(k), ".1f") for k in ("detect_median_s", "detect_p99_s", "detect_max_s"))
+        spread = " / ".join(cell(r.get(k), ".1f") for k in ("join_99_s", "leave_99_s"))
+        proto = r["protocol"] + (" (computed)" if r.get("method") == "analytic" else "")
+        lines.append(f"| {r['members']:,} | {proto} | {r['loss']:.0%} | {r['paused_fraction']:.0%} "
+                     f"| {r.get('slow_fraction', 0):.0%} | {detect} | {cell(r.get('false_failed_per_member_hour'), '.3g')} "
+                     f"| {spread} | {cell(r.get('datagrams_per_member_s'), '.3g')} "
+                     f"| {cell(r.get('datagram_bytes_per_member_s'), ',.0f')} "
+                     f"| {cell(r.get('bytes_per_member_s'), ',.0f')} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json")
@@ -95,7 +114,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--heartbeat-sim-max", type=int, default=100)
     parser.add_argument("--model-sizes", default="100,1000,10000")
+    parser.add_argument("--table", nargs="+", metavar="JSON", help="print these files' rows as a markdown table")
     args = parser.parse_args()
+    if args.table:
+        print(markdown([row for name in args.table for row in json.loads(pathlib.Path(name).read_text())]))
+        return
     conditions = [(tuple(float(x) for x in c.split(":")) + (0.0, 0.0))[:3] for c in args.conditions.split(",")]
     rows = []
     print(" ".join(f"{c[:14]:>14}" for c in COLUMNS + ("cpu_s",)), flush=True)
