@@ -123,12 +123,16 @@ def _packet(*msgs):
 
 
 def _flood(sim, make, every, until, targets):
-    """Every ``every`` s until ``until``: ``make()``'s packet to each target."""
+    """Every ``every`` s until ``until``: ``make()``'s packet to each
+    target; returns how many rounds were sent."""
+    rounds = 0
     while sim.now + every <= until:
         sim.run(sim.now + every)
         data = make()
         for j in targets:
             sim.inject(data, ATTACKER, j)
+        rounds += 1
+    return rounds
 
 
 def _bounded(sim):
@@ -225,3 +229,19 @@ def test_a_storm_of_joins_and_a_huge_push_pull_stay_within_the_table_bound():
     assert all(sorted(m.name for m in n.engine.members()) == sorted(f"n{i}" for i in range(30))
                for n in sim.nodes)
     assert all(len(n.engine.table) == 30 for n in sim.nodes)
+
+
+def test_with_a_key_an_outsiders_dead_messages_are_dropped_and_counted():
+    """A dead message at a member's current incarnation marks it failed at
+    once (memberlist's rule: the member refutes when it hears). With
+    encryption on, an outsider without the key gets nothing in: every
+    datagram is refused and counted."""
+    sim = gossip_cluster(30, seed=9, keys=(bytes(range(16)),))
+    sim.run(2.0)
+
+    def make():
+        return _packet(*(messages.Dead(incarnation=1, node=f"n{v}", from_="x") for v in range(30)))
+    rounds = _flood(sim, make, 0.2, 6.0, range(30))
+    sim.run(10.0)
+    assert sim.marks == []
+    assert all(n.engine.stats()["bad_input.bad_encryption"] == rounds == 19 for n in sim.nodes)
