@@ -91,7 +91,9 @@ def model(n: int) -> dict:
 def markdown(rows: list) -> str:
     """The rows as the table docs/gossip.md shows."""
     def cell(value, form="g"):
-        return "–" if value is None else format(value, form)
+        if value is None:
+            return "–"
+        return format(value, ",.0f" if form == ".3g" and value >= 1000 else form)
     lines = ["| N | protocol | loss | paused | slow | detect median / p99 / max (s) | false failed per member-hour "
              "| join / leave to 99% (s) | datagrams per member-s | UDP B per member-s | all B per member-s |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
