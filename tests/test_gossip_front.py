@@ -13,16 +13,7 @@ pytest.importorskip("msgpack")
 from mcastmember.fronts.gossip_service import FRONT_COUNTERS, SerfService  # noqa: E402
 from mcastmember.gossip.serf.node import MemberEvent, UserEventReceived  # noqa: E402
 from mcastmember.wire.errors import ConfigurationError  # noqa: E402
-from support import silent_port, wait_until  # noqa: E402
-
-
-def free_port(host):
-    """A port free for TCP and UDP on ``host`` now (racy, but only on loopback)."""
-    with socket.socket() as tcp, socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
-        tcp.bind((host, 0))
-        port = tcp.getsockname()[1]
-        udp.bind((host, port))
-        return port
+from support import free_gossip_port as free_port, silent_port, wait_until  # noqa: E402
 
 
 def view(svc):

@@ -33,7 +33,8 @@ import dataclasses
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Union
+from types import MappingProxyType
+from typing import Any, Union
 
 from ...wire.errors import ConfigurationError
 from ..broadcasts import BroadcastQueue
@@ -105,16 +106,38 @@ class SerfSettings:
 
 
 @dataclass(frozen=True)
-class Member:
-    """A member as Serf lists it (serf.Member): ``status`` is alive, leaving,
-    left or failed; ``vsn`` is memberlist's six version bytes."""
+class GossipMember:
+    """A member as Serf lists it (serf.Member): its unique ``name``, the
+    ``addr`` and ``port`` it advertises, its ``tags`` (read-only), ``status``
+    (alive, leaving, left or failed) and ``vsn``, memberlist's six version
+    bytes. Immutable and hashable; ``to_dict()`` is its JSON form."""
 
     name: str
     addr: str
     port: int
-    tags: dict[str, str]
+    tags: Mapping[str, str]
     status: MemberStatus
     vsn: bytes = b""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tags", MappingProxyType(dict(self.tags)))
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.addr, self.port, self.status))
+
+    def __reduce__(self) -> tuple[type[GossipMember], tuple[object, ...]]:
+        return (GossipMember, (self.name, self.addr, self.port, dict(self.tags), self.status, self.vsn))
+
+    @property
+    def address(self) -> str:
+        """The address as text, as the heartbeat ``Member.address``."""
+        return self.addr
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready fields: ``name``, ``addr``, ``port``, ``tags`` (an
+        object) and ``status`` (``alive``, ``leaving``, ``left``, ``failed``)."""
+        return {"name": self.name, "addr": self.addr, "port": self.port, "tags": dict(self.tags),
+                "status": self.status.name.lower()}
 
 
 @dataclass(frozen=True)
@@ -123,7 +146,7 @@ class MemberEvent:
     member-update, member-leave, member-failed, member-reap)."""
 
     kind: str
-    member: Member
+    member: GossipMember
 
 
 @dataclass(frozen=True)
@@ -391,7 +414,7 @@ class SerfNode:
     def tags(self) -> dict[str, str]:
         return dict(self._tags)
 
-    def members(self) -> list[Member]:
+    def members(self) -> list[GossipMember]:
         """Every member Serf knows (Members): alive, leaving, left and failed
         until reaped, ourselves included, by name."""
         out = []
@@ -401,7 +424,7 @@ class SerfNode:
                 out.append(self._member(info, state.status))
         return out
 
-    def member(self, name: str) -> Member | None:
+    def member(self, name: str) -> GossipMember | None:
         state = self.core.members.members.get(name)
         info = self._known.get(name)
         return self._member(info, state.status) if state is not None and info is not None else None
@@ -553,12 +576,12 @@ class SerfNode:
         if kind == "reaped":
             del self._known[event.name]
 
-    def _member(self, info: NodeInfo, status: MemberStatus) -> Member:
+    def _member(self, info: NodeInfo, status: MemberStatus) -> GossipMember:
         try:
             tags = decode_tags(info.meta, self.serf_settings.limits)
         except GossipWireError:
             tags = {}
-        return Member(info.name, info.addr, info.port, tags, status, info.vsn)
+        return GossipMember(info.name, info.addr, info.port, tags, status, info.vsn)
 
     def _join_finished(self, now: float) -> None:
         self._joining = 0
@@ -680,7 +703,7 @@ class SerfNode:
             return None
         vsn = member.vsn.ljust(6, b"\0")
         return messages.SerfMember(name=member.name, addr=ip_bytes(member.addr), port=member.port,
-                                   tags=member.tags, status=member.status, protocol_min=vsn[0],
+                                   tags=dict(member.tags), status=member.status, protocol_min=vsn[0],
                                    protocol_max=vsn[1], protocol_cur=vsn[2], delegate_min=vsn[3],
                                    delegate_max=vsn[4], delegate_cur=vsn[5])
 
