@@ -34,10 +34,11 @@ try:
     from ..gossip.serf.node import (GossipMember, JoinDone, LeaveDone, MemberEvent, QueryReceived, SerfNode,
                                     SerfNodeEvent, SerfSettings)
 except ImportError as error:
-    if (error.name or "").partition(".")[0] not in ("msgpack", "cryptography"):
+    _missing = (error.name or "").partition(".")[0]
+    if _missing not in ("msgpack", "cryptography"):
         raise                           # installed, but broken: its own error says more
     raise ModuleNotFoundError("the gossip fronts need the gossip extra (msgpack and cryptography): "
-                              "pip install 'mcastmember[gossip]'", name=error.name) from None
+                              "pip install 'mcastmember[gossip]'", name=_missing) from None
 from ..engine.events import EventsLost
 from ..gossip.limits import Limits
 from ..gossip.serf import messages
