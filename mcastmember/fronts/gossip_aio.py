@@ -25,12 +25,11 @@ import socket
 import time
 import weakref
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, TypeVar, Union
+from typing import TYPE_CHECKING, TypeVar
 
 from .aio import EventStream
 from .gossip_driver import (DEFAULT_PORT, MAX_INCOMING_STREAMS, READ, WRITE, EventBuffer, GossipFront,
                             GossipOptions, Listener, Predicate, SerfOptions, current, join_seeds)
-from ..engine.events import EventsLost
 from ..gossip.serf.node import GossipMember, JoinDone, LeaveDone, SerfNodeEvent, SerfSettings
 
 if TYPE_CHECKING:
@@ -41,8 +40,6 @@ log = logging.getLogger("mcastmember")
 #: events one stream of ``events()`` may fall behind by, by default
 DEFAULT_EVENT_QUEUE = 1024
 
-#: what an event stream yields
-StreamItem = Union[SerfNodeEvent, EventsLost]
 T = TypeVar("T")
 
 __all__ = ["AsyncSerfService", "DEFAULT_EVENT_QUEUE"]
@@ -70,7 +67,7 @@ class AsyncSerfService(GossipFront):
         self._timer_at: float | None = None
         self._again: asyncio.Handle | None = None
         # Weakly held: a stream the application dropped unsubscribes itself when collected.
-        self._streams: weakref.WeakSet[EventStream[StreamItem]] = weakref.WeakSet()
+        self._streams: weakref.WeakSet[EventStream[SerfNodeEvent]] = weakref.WeakSet()
         self._stream_drops = 0
         self._waiters: list[tuple[Predicate, asyncio.Future[list[GossipMember]]]] = []
         self._done: list[tuple[type[JoinDone] | type[LeaveDone], asyncio.Future[JoinDone | LeaveDone]]] = []
@@ -142,7 +139,7 @@ class AsyncSerfService(GossipFront):
         return done
 
     # -- what the application sees -------------------------------------------
-    def events(self, queue_size: int | None = None) -> EventStream[StreamItem]:
+    def events(self, queue_size: int | None = None) -> EventStream[SerfNodeEvent]:
         """An event stream (async iterator; ``async with`` closes it) of the
         node's events: first the current members (each as ``joined``, or
         ``left`` or ``failed``), then every event, with no gap between. Ends
@@ -151,7 +148,7 @@ class AsyncSerfService(GossipFront):
         size = self._queue_size if queue_size is None else queue_size
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ValueError(f"queue_size must be at least 1, not {size!r}")
-        stream: EventStream[StreamItem] = EventStream(self, EventBuffer(size), current(self.node.members()))
+        stream: EventStream[SerfNodeEvent] = EventStream(self, EventBuffer(size), current(self.node.members()))
         if self._running:
             self._streams.add(stream)
         else:
@@ -167,7 +164,7 @@ class AsyncSerfService(GossipFront):
                 self._call_listeners([listener], event)
         self._listeners = self._listeners + [listener]
 
-    def _unsubscribe(self, stream: EventStream[StreamItem]) -> None:
+    def _unsubscribe(self, stream: EventStream[SerfNodeEvent]) -> None:
         if stream in self._streams:
             self._stream_drops += stream.dropped
             self._streams.discard(stream)
@@ -268,9 +265,9 @@ class AsyncSerfService(GossipFront):
 
     def _deliver(self, events: list[SerfNodeEvent]) -> None:
         for event in events:
-            for kind, future in self._done:
-                if isinstance(event, kind) and not future.done():
-                    future.set_result(event)
+            for kind, done in self._done:
+                if isinstance(event, kind) and not done.done():
+                    done.set_result(event)
             self._call_listeners(self._listeners, event)
             for stream in list(self._streams):
                 stream.offer(event)

@@ -28,10 +28,10 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, TypedDict, TypeVar, Union
+from typing import Any, TypedDict
 
 try:
-    from ..gossip.serf.node import (GossipMember, JoinDone, LeaveDone, MemberEvent, QueryReceived, SerfNode,
+    from ..gossip.serf.node import (GossipMember, MemberEvent, QueryReceived, SerfNode,
                                     SerfNodeEvent, SerfSettings)
 except ImportError as error:
     _missing = (error.name or "").partition(".")[0]
@@ -69,7 +69,6 @@ FRONT_COUNTERS = ("datagrams_sent", "datagrams_received", "send_errors", "connec
 Listener = Callable[[SerfNodeEvent], object]
 #: a ``wait_for`` predicate: true for the members waited for
 Predicate = Callable[[list[GossipMember]], object]
-E = TypeVar("E")
 
 
 class GossipOptions(TypedDict, total=False):
@@ -347,10 +346,11 @@ class GossipFront:
         and the front's."""
         with self._lock:
             out = self.node.stats()
-            for status in MemberStatus:
+            for status in (MemberStatus.ALIVE, MemberStatus.LEAVING, MemberStatus.LEFT, MemberStatus.FAILED):
                 out[f"members.{status.name.lower()}"] = 0
             for member in self.node.members():
-                out[f"members.{member.status.name.lower()}"] += 1
+                key = f"members.{member.status.name.lower()}"
+                out[key] = out.get(key, 0) + 1
             out.update(self._counts)
             out["connections_open"] = len(self._conns)
             out["subscribers"] = self._subscribers()
@@ -594,7 +594,5 @@ def join_seeds(seeds: Iterable[tuple[str, int]]) -> list[Addr]:
     return [(host, int(port)) for host, port in seeds]
 
 
-Done = Union[JoinDone, LeaveDone]
-
-__all__ = ["DEFAULT_PORT", "FRONT_COUNTERS", "Done", "EventBuffer", "GossipFront", "GossipOptions", "Listener",
+__all__ = ["DEFAULT_PORT", "FRONT_COUNTERS", "EventBuffer", "GossipFront", "GossipMember", "GossipOptions", "Listener",
            "MAX_INCOMING_STREAMS", "Predicate", "SerfOptions", "current", "front_settings", "join_seeds"]
