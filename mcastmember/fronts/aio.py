@@ -70,6 +70,48 @@ class _Owner(Protocol[E]):
     def _unsubscribe(self, stream: EventStream[E]) -> None: ...
 
 
+class Waiters(Generic[E]):
+    """Those waiting in an asyncio front's ``wait_for`` until a predicate of
+    the members (an ``E``) holds. Used by both asyncio fronts."""
+
+    def __init__(self) -> None:
+        self._entries: list[tuple[Callable[[E], object], asyncio.Future[E]]] = []
+
+    def __bool__(self) -> bool:
+        return bool(self._entries)
+
+    async def wait(self, loop: asyncio.AbstractEventLoop, predicate: Callable[[E], object],
+                   timeout: float | None) -> E:
+        future = loop.create_future()
+        entry = (predicate, future)
+        self._entries.append(entry)
+        try:
+            return await asyncio.wait_for(future, timeout)
+        except asyncio.TimeoutError:     # the builtin TimeoutError on 3.10 too
+            raise TimeoutError(f"predicate not true within {timeout} s") from None
+        finally:
+            if entry in self._entries:
+                self._entries.remove(entry)
+
+    def check(self, members: E) -> None:
+        """Wake those whose predicate holds for ``members`` now."""
+        for predicate, future in list(self._entries):
+            if future.done():
+                continue
+            try:
+                if predicate(members):
+                    future.set_result(members)
+            except Exception as error:   # a broken predicate fails its own waiter only
+                future.set_exception(error)
+
+    def fail(self, text: str) -> None:
+        """Everyone waiting gets a RuntimeError(``text``)."""
+        for _predicate, future in self._entries:
+            if not future.done():
+                future.set_exception(RuntimeError(text))
+        self._entries = []
+
+
 class EventStream(Generic[E]):
     """One subscriber's bounded view of a front's events, as an async
     iterator. It starts with the ``initial`` events (the members present
@@ -146,7 +188,7 @@ class AsyncMembership(MembershipFront):
         # Weakly held: a stream the application dropped (a ``break`` out of
         # ``async for``) unsubscribes itself when it is collected.
         self._streams: weakref.WeakSet[EventStream[MemberEvent]] = weakref.WeakSet()
-        self._waiters: list[tuple[Predicate, asyncio.Future[list[Member]]]] = []
+        self._waiters: Waiters[list[Member]] = Waiters()
         self._listeners: list[AsyncListener] = []
         self._timer: asyncio.TimerHandle | None
         self._again: asyncio.Handle | None
@@ -196,10 +238,7 @@ class AsyncMembership(MembershipFront):
         for stream in list(self._streams):
             stream.end()
         self._streams = weakref.WeakSet()
-        for predicate, future in self._waiters:
-            if not future.done():
-                future.set_exception(RuntimeError("AsyncMembership stopped"))
-        self._waiters = []
+        self._waiters.fail("AsyncMembership stopped")
         self._close_sockets()
         probes, self._probe_tasks = self._probe_tasks, set()
         if self._inert:
@@ -262,16 +301,7 @@ class AsyncMembership(MembershipFront):
         if not self.running:
             raise RuntimeError("AsyncMembership is not running")
         assert self._loop is not None       # set by start()
-        future = self._loop.create_future()
-        entry = (predicate, future)
-        self._waiters.append(entry)
-        try:
-            return await asyncio.wait_for(future, timeout)
-        except asyncio.TimeoutError:     # the builtin TimeoutError on 3.10 too
-            raise TimeoutError(f"predicate not true within {timeout} s") from None
-        finally:
-            if entry in self._waiters:
-                self._waiters.remove(entry)
+        return await self._waiters.wait(self._loop, predicate, timeout)
 
     def _front_counts(self) -> dict[str, int]:
         return {"events_dropped": sum(s.dropped for s in self._streams),
@@ -343,15 +373,7 @@ class AsyncMembership(MembershipFront):
             for event in events:
                 stream.offer(event)
         if self._waiters:
-            members = self._engine.members()
-            for predicate, future in list(self._waiters):
-                if future.done():
-                    continue
-                try:
-                    if predicate(members):
-                        future.set_result(members)
-                except Exception as error:   # a broken predicate fails its own waiter only
-                    future.set_exception(error)
+            self._waiters.check(self._engine.members())
 
     # -- DNS and host-name lookups ---------------------------------------------------------
     def _start_lookups(self, lookups: list[Lookup]) -> None:

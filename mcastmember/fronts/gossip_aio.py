@@ -27,7 +27,7 @@ import weakref
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, TypeVar
 
-from .aio import EventStream
+from .aio import EventStream, Waiters
 from .gossip_driver import (DEFAULT_PORT, MAX_INCOMING_STREAMS, READ, WRITE, EventBuffer, GossipFront,
                             GossipOptions, Listener, Predicate, SerfOptions, current, join_seeds)
 from ..gossip.serf.node import GossipMember, JoinDone, LeaveDone, SerfNodeEvent, SerfSettings
@@ -69,7 +69,7 @@ class AsyncSerfService(GossipFront):
         # Weakly held: a stream the application dropped unsubscribes itself when collected.
         self._streams: weakref.WeakSet[EventStream[SerfNodeEvent]] = weakref.WeakSet()
         self._stream_drops = 0
-        self._waiters: list[tuple[Predicate, asyncio.Future[list[GossipMember]]]] = []
+        self._waiters: Waiters[list[GossipMember]] = Waiters()
         self._done: list[tuple[type[JoinDone] | type[LeaveDone], asyncio.Future[JoinDone | LeaveDone]]] = []
 
     @property
@@ -101,10 +101,11 @@ class AsyncSerfService(GossipFront):
             self._stream_drops += stream.dropped
             stream.end()
         self._streams = weakref.WeakSet()
-        for future in [f for _p, f in self._waiters] + [f for _k, f in self._done]:
+        self._waiters.fail("AsyncSerfService stopped")
+        for _kind, future in self._done:
             if not future.done():
                 future.set_exception(RuntimeError("AsyncSerfService stopped"))
-        self._waiters, self._done = [], []
+        self._done = []
 
     async def __aenter__(self) -> Self:
         return await self.start()
@@ -178,14 +179,7 @@ class AsyncSerfService(GossipFront):
         if not self._running:
             raise RuntimeError("AsyncSerfService is not running")
         assert self._loop is not None
-        future: asyncio.Future[list[GossipMember]] = self._loop.create_future()
-        entry = (predicate, future)
-        self._waiters.append(entry)
-        try:
-            return await self._wait(future, timeout, f"predicate not true within {timeout} s")
-        finally:
-            if entry in self._waiters:
-                self._waiters.remove(entry)
+        return await self._waiters.wait(self._loop, predicate, timeout)
 
     def _subscribers(self) -> int:
         return len(self._listeners) + len(self._streams)
@@ -272,13 +266,4 @@ class AsyncSerfService(GossipFront):
             for stream in list(self._streams):
                 stream.offer(event)
         if self._waiters:
-            members = self.node.members()
-            for predicate, future in list(self._waiters):
-                if future.done():
-                    continue
-                try:
-                    if predicate(members):
-                        future.set_result(members)
-                except Exception as error:   # a broken predicate fails its own waiter only
-                    future.set_exception(error)
-
+            self._waiters.check(self.node.members())
