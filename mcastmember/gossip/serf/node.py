@@ -31,9 +31,8 @@ from __future__ import annotations
 import base64
 import dataclasses
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any, Union
 
 from ...wire.errors import ConfigurationError
@@ -105,6 +104,34 @@ class SerfSettings:
 # ------------------------------------------------------------------ events
 
 
+class Tags(Mapping[str, str]):
+    """A member's tags: a read-only mapping, printed and compared as the dict
+    it holds, and hashable."""
+
+    __slots__ = ("_tags",)
+
+    def __init__(self, tags: Mapping[str, str] | None = None) -> None:
+        self._tags = dict(tags or {})
+
+    def __getitem__(self, key: str) -> str:
+        return self._tags[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._tags)
+
+    def __len__(self) -> int:
+        return len(self._tags)
+
+    def __repr__(self) -> str:
+        return repr(self._tags)
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self._tags.items()))
+
+    def __reduce__(self) -> tuple[type[Tags], tuple[dict[str, str]]]:
+        return (Tags, (self._tags,))
+
+
 @dataclass(frozen=True)
 class GossipMember:
     """A member as Serf lists it (serf.Member): its unique ``name``, the
@@ -120,13 +147,8 @@ class GossipMember:
     vsn: bytes = b""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "tags", MappingProxyType(dict(self.tags)))
-
-    def __hash__(self) -> int:
-        return hash((self.name, self.addr, self.port, self.status))
-
-    def __reduce__(self) -> tuple[type[GossipMember], tuple[object, ...]]:
-        return (GossipMember, (self.name, self.addr, self.port, dict(self.tags), self.status, self.vsn))
+        if not isinstance(self.tags, Tags):
+            object.__setattr__(self, "tags", Tags(self.tags))
 
     @property
     def address(self) -> str:
@@ -581,7 +603,7 @@ class SerfNode:
             tags = decode_tags(info.meta, self.serf_settings.limits)
         except GossipWireError:
             tags = {}
-        return GossipMember(info.name, info.addr, info.port, tags, status, info.vsn)
+        return GossipMember(info.name, info.addr, info.port, Tags(tags), status, info.vsn)
 
     def _join_finished(self, now: float) -> None:
         self._joining = 0
