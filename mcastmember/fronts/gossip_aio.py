@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, TypeVar
 
 from .aio import EventStream, Waiters
-from .gossip_driver import (DEFAULT_PORT, MAX_INCOMING_STREAMS, READ, WRITE, EventBuffer, GossipFront,
+from .gossip_driver import (DEFAULT_PORT, MAX_INCOMING_STREAMS, READ, WRITE, GossipEventBuffer, GossipFront,
                             GossipOptions, Listener, Predicate, SerfOptions, current, join_seeds)
 from ..gossip.serf.node import GossipMember, JoinDone, LeaveDone, SerfNodeEvent, SerfSettings
 
@@ -149,7 +149,7 @@ class AsyncSerfService(GossipFront):
         size = self._queue_size if queue_size is None else queue_size
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ValueError(f"queue_size must be at least 1, not {size!r}")
-        stream: EventStream[SerfNodeEvent] = EventStream(self, EventBuffer(size), current(self.node.members()))
+        stream: EventStream[SerfNodeEvent] = EventStream(self, GossipEventBuffer(size), current(self.node.members()))
         if self._running:
             self._streams.add(stream)
         else:

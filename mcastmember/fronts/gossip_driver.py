@@ -213,7 +213,7 @@ def front_settings(front: str, name: str, bind_addr: str, port: int, gossip: Gos
 
 # ------------------------------------------------------------------ events
 
-class EventBuffer:
+class GossipEventBuffer:
     """The events waiting for one reader of ``events()``, at most ``size``:
     past it they are dropped and counted (``dropped``), and the reader gets
     one EventsLost where the gap is once it has caught up."""
@@ -594,5 +594,5 @@ def join_seeds(seeds: Iterable[tuple[str, int]]) -> list[Addr]:
     return [(host, int(port)) for host, port in seeds]
 
 
-__all__ = ["DEFAULT_PORT", "FRONT_COUNTERS", "EventBuffer", "GossipFront", "GossipMember", "GossipOptions", "Listener",
-           "MAX_INCOMING_STREAMS", "Predicate", "SerfOptions", "current", "front_settings", "join_seeds"]
+__all__ = ["DEFAULT_PORT", "FRONT_COUNTERS", "GossipEventBuffer", "GossipFront", "GossipMember", "GossipOptions",
+           "Listener", "MAX_INCOMING_STREAMS", "Predicate", "SerfOptions", "current", "front_settings", "join_seeds"]
