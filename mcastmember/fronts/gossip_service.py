@@ -20,10 +20,12 @@ import socket
 import threading
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Union
 
 from .gossip_driver import (DEFAULT_PORT, FRONT_COUNTERS, MAX_INCOMING_STREAMS, GossipFront, GossipOptions,
-                            Listener, SerfOptions, join_seeds)
-from ..gossip.serf.node import JoinDone, LeaveDone, SerfNodeEvent, SerfSettings
+                            Listener, Predicate, SerfOptions, current, join_seeds)
+from ..gossip.serf.node import GossipMember, JoinDone, LeaveDone, MemberEvent, SerfNodeEvent, SerfSettings
 
 log = logging.getLogger("mcastmember")
 
@@ -31,6 +33,14 @@ log = logging.getLogger("mcastmember")
 EVENT_QUEUE_BOUND = 65_536
 #: the longest the I/O thread sleeps with nothing to do
 IDLE_WAIT_S = 1.0
+
+
+@dataclass(frozen=True)
+class _Replay:
+    """In the listeners' queue: register ``listener`` here, after giving it ``events``."""
+
+    listener: Listener
+    events: list[MemberEvent]
 
 
 class SerfService(GossipFront):
@@ -60,7 +70,9 @@ class SerfService(GossipFront):
         self._done = threading.Condition(lock)
         self._join_done: JoinDone | None = None
         self._leave_done: LeaveDone | None = None
-        self._events: queue.Queue[SerfNodeEvent | None] = queue.Queue(event_queue_size)
+        # Bounded by _deliver (to event_queue_size events), so that a _Replay
+        # marker always gets in.
+        self._events: queue.Queue[Union[SerfNodeEvent, _Replay, None]] = queue.Queue()
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
@@ -94,12 +106,10 @@ class SerfService(GossipFront):
         self._poke()
         for thread in self._threads:
             thread.join(5.0)
-        try:
-            self._events.put_nowait(None)
-        except queue.Full:
-            pass   # the dispatcher ends on its own once stopped
+        self._events.put(None)
         with self._lock:
             self._close_all()
+            self._done.notify_all()
         self._sel.close()
         self._wake_r.close()
         self._wake_w.close()
@@ -133,10 +143,37 @@ class SerfService(GossipFront):
             assert self._leave_done is not None
             return self._leave_done
 
-    def add_listener(self, listener: Listener) -> None:
+    def add_listener(self, listener: Listener, replay: bool = False) -> None:
         """``listener(event)`` is called, on the dispatcher thread, with every
-        event of the node (MemberEvent, UserEventReceived, ...)."""
-        self._listeners = self._listeners + [listener]
+        event of the node (MemberEvent, UserEventReceived, ...). With
+        ``replay`` it first gets the current members (each as ``joined``, or
+        ``left`` or ``failed``), then every event after them: none missed,
+        none twice."""
+        with self._lock:
+            if replay and self._running:
+                # The dispatcher registers it when it reaches this point of
+                # the queue: what follows happened after the snapshot.
+                self._events.put(_Replay(listener, current(self.node.members())))
+            else:
+                self._listeners = self._listeners + [listener]
+
+    def wait_for(self, predicate: Predicate, timeout: float | None = None) -> list[GossipMember]:
+        """Wait until ``predicate(members)`` is true (checked now and after
+        every event of the node, on this thread, under the front's lock: it
+        must not block); return the members then. TimeoutError after
+        ``timeout`` seconds; RuntimeError when not running or stopped meanwhile."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            while True:
+                members = self.node.members()
+                if predicate(members):
+                    return members
+                if not self._running:
+                    raise RuntimeError("SerfService is not running")
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise TimeoutError(f"predicate not true within {timeout} s")
+                self._done.wait(remaining)
 
     # ------------------------------------------------------------ waiting
 
@@ -162,14 +199,13 @@ class SerfService(GossipFront):
         for event in events:
             if isinstance(event, JoinDone):
                 self._join_done = event
-                self._done.notify_all()
             elif isinstance(event, LeaveDone):
                 self._leave_done = event
-                self._done.notify_all()
-            try:
-                self._events.put_nowait(event)
-            except queue.Full:
+            if self._events.qsize() >= self._queue_size:     # (the dispatcher only takes)
                 self._counts["listener_events_dropped"] += 1
+            else:
+                self._events.put(event)
+        self._done.notify_all()          # join, leave, wait_for
 
     def _io_loop(self) -> None:
         while self._running:
@@ -212,6 +248,12 @@ class SerfService(GossipFront):
                 continue
             if event is None:
                 return
+            if isinstance(event, _Replay):
+                for replayed in event.events:
+                    self._call_listeners([event.listener], replayed)
+                with self._lock:
+                    self._listeners = self._listeners + [event.listener]
+                continue
             self._call_listeners(self._listeners, event)
 
 
