@@ -133,6 +133,24 @@ def test_join_and_leave_need_a_started_service_and_events_after_stop_end_at_once
     run(main)
 
 
+def test_streams_past_the_cap_are_refused_and_idle_ones_time_out_on_asyncio_too():
+    async def main():
+        port = free_gossip_port()
+        async with AsyncSerfService("a", "127.0.0.1", port, max_streams=1, gossip={"tcp_timeout": 0.3}) as a:
+            first, first_w = await asyncio.open_connection("127.0.0.1", port)
+            while a.stats()["connections_accepted"] < 1:
+                await asyncio.sleep(0.01)
+            second, second_w = await asyncio.open_connection("127.0.0.1", port)
+            assert await second.read(10) == b""          # refused: closed at once
+            assert await first.read(10) == b""           # the idle one closed at tcp_timeout
+            stats = a.stats()
+            assert [stats[k] for k in ("connections_accepted", "connections_refused", "connections_timed_out",
+                                       "connections_open")] == [1, 1, 1, 0]
+            for writer in (first_w, second_w):
+                writer.close()
+    run(main)
+
+
 FRONTS = {"threads": SerfService, "asyncio": AsyncSerfService}
 
 

@@ -120,8 +120,8 @@ class AsyncSerfService(GossipFront):
         addrs = join_seeds(seeds)
         if not self._running:
             raise RuntimeError("start the service before joining")
+        self.node.join(addrs, time.monotonic(), ignore_old)     # its JoinDone comes out at the next flush
         future = self._expect(JoinDone)
-        self.node.join(addrs, time.monotonic(), ignore_old)
         self._poke()
         done = await self._wait(future, timeout, f"join did not finish within {timeout} s")
         assert isinstance(done, JoinDone)
@@ -132,8 +132,8 @@ class AsyncSerfService(GossipFront):
         delay; returns when done (TimeoutError past ``timeout``)."""
         if not self._running:
             raise RuntimeError("start the service before leaving")
-        future = self._expect(LeaveDone)
         self.node.leave(time.monotonic())
+        future = self._expect(LeaveDone)
         self._poke()
         done = await self._wait(future, timeout, f"leave did not finish within {timeout} s")
         assert isinstance(done, LeaveDone)
