@@ -342,15 +342,10 @@ class GossipFront:
         self._listeners = [c for c in self._listeners if c != listener]
 
     def stats(self) -> dict[str, int]:
-        """The node's counters, its members by status (``members.alive``...)
-        and the front's."""
+        """The node's counters (its members by status among them:
+        ``members.alive``...) and the front's."""
         with self._lock:
             out = self.node.stats()
-            for status in (MemberStatus.ALIVE, MemberStatus.LEAVING, MemberStatus.LEFT, MemberStatus.FAILED):
-                out[f"members.{status.name.lower()}"] = 0
-            for member in self.node.members():
-                key = f"members.{member.status.name.lower()}"
-                out[key] = out.get(key, 0) + 1
             out.update(self._counts)
             out["connections_open"] = len(self._conns)
             out["subscribers"] = self._subscribers()

@@ -455,6 +455,9 @@ class SerfNode:
         out = self.engine.stats()
         out.update(self._counts)
         out["serf_members"] = len(self.core.members.members)
+        listed = [m.status for m in self.members()]
+        for status in (MemberStatus.ALIVE, MemberStatus.LEAVING, MemberStatus.LEFT, MemberStatus.FAILED):
+            out[f"members.{status.name.lower()}"] = listed.count(status)
         out["serf_members_refused"] = self.core.members.refused
         out["intents_queued"] = len(self.intents)
         out["events_queued"] = len(self.user_events)
