@@ -4,6 +4,7 @@ members, listeners, an ``events()`` stream, user events, queries, stats),
 the same settings errors from both fronts, and the public GossipMember."""
 
 import asyncio
+import base64
 import pickle
 
 import pytest
@@ -12,8 +13,8 @@ pytest.importorskip("msgpack")
 
 from mcastmember import AsyncSerfService, ConfigurationError, EventsLost, GossipMember, SerfService  # noqa: E402
 from mcastmember.gossip.serf.layout import MemberStatus  # noqa: E402
-from mcastmember.gossip.serf.node import (MemberEvent, QueryAnswer, QueryFinished, QueryReceived,  # noqa: E402
-                                          UserEventReceived)
+from mcastmember.gossip.serf.node import (KeyResult, MemberEvent, QueryAnswer, QueryFinished,  # noqa: E402
+                                          QueryReceived, UserEventReceived)
 from support import free_gossip_port, wait_until  # noqa: E402
 
 
@@ -148,6 +149,28 @@ def test_streams_past_the_cap_are_refused_and_idle_ones_time_out_on_asyncio_too(
                                        "connections_open")] == [1, 1, 1, 0]
             for writer in (first_w, second_w):
                 writer.close()
+    run(main)
+
+
+def test_a_key_rotation_from_an_async_member_reaches_a_threaded_one():
+    async def main():
+        pa, pt = free_gossip_port("127.0.0.1"), free_gossip_port("127.0.0.2")
+        old, new = bytes(16), bytes(range(16))
+        with SerfService("t", "127.0.0.2", pt, seed=2, gossip={"keys": [old]}) as t:
+            async with AsyncSerfService("a", "127.0.0.1", pa, seed=1, gossip={"keys": [old]}) as a:
+                assert (await a.join([("127.0.0.2", pt)])).joined == 1
+                await a.wait_for(lambda ms: len(ms) == 2, 5)
+                await asyncio.get_running_loop().run_in_executor(None, wait_until, lambda: len(t.members()) == 2)
+                stream = a.events()
+                results = []
+                for op, key in (("install", new), ("use", new), ("remove", old), ("list", b"")):
+                    a.key_operation(op, key)
+                    seen = await until(stream, lambda e: isinstance(e, KeyResult))
+                    results.append((seen[-1].op, seen[-1].ok, seen[-1].num_resp))
+                assert results == [("install", True, 2), ("use", True, 2), ("remove", True, 2), ("list", True, 2)]
+                assert seen[-1].primary_keys == {base64.b64encode(new).decode(): 2}
+                assert t.node.engine.keyring.keys == (new,)
+                assert [m.status.name for m in a.members()] == ["ALIVE", "ALIVE"]
     run(main)
 
 

@@ -325,6 +325,15 @@ class GossipFront:
         self._poke()
         return query
 
+    def key_operation(self, op: str, key: bytes = b"") -> messages.Query:
+        """``serf keys -install/-use/-remove/-list`` (``op``: install, use,
+        remove, list; ``key`` the raw key, none for list): asked of every
+        member; one KeyResult event when all answered or at the deadline."""
+        with self._lock:
+            query = self.node.key_operation(op, key, time.monotonic())
+        self._poke()
+        return query
+
     def respond(self, received: QueryReceived, payload: bytes) -> None:
         """Answer a query (a ``QueryReceived`` event); ValueError past its
         deadline or over Serf's response size limit."""
