@@ -234,3 +234,16 @@ def test_the_public_gossip_member():
         member.tags["role"] = "db"           # read-only: the member stays what the node saw
     assert {member, GossipMember("a", "127.0.0.1", 7946, {"role": "web"}, MemberStatus.ALIVE)} == {member}
     assert pickle.loads(pickle.dumps(member)) == member
+
+
+def test_the_typed_settings_name_every_field_but_the_fronts_own():
+    """GossipOptions and SerfOptions (what checkers see for gossip= and serf=)
+    stay the fields of GossipSettings and SerfSettings."""
+    import dataclasses
+
+    from mcastmember.fronts.gossip_driver import GossipOptions, SerfOptions
+    from mcastmember.gossip.serf.node import SerfSettings
+    from mcastmember.gossip.settings import GossipSettings
+    fields = {f.name for f in dataclasses.fields(GossipSettings)}
+    assert set(GossipOptions.__annotations__) == fields - {"name", "advertise_addr", "advertise_port"}
+    assert set(SerfOptions.__annotations__) == {f.name for f in dataclasses.fields(SerfSettings)}
