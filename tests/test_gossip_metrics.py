@@ -75,7 +75,8 @@ def test_exact_names_and_labels():
 
 
 def test_the_fixed_bad_input_reasons_are_every_reason_the_gossip_code_gives():
-    source = "".join(p.read_text() for p in (ROOT / "mcastmember" / "gossip").rglob("*.py"))
+    gossip = ROOT / "mcastmember" / "gossip"
+    source = "".join(p.read_text() for p in [*gossip.rglob("*.py"), *gossip.rglob("*.pyx")])
     given = set(re.findall(r'(?:GossipWireError|_bad|_bad_input)\(\s*"([a-z_]+)"', source)) | {"truncated"}
     assert given <= set(BAD_INPUT_REASONS)
 
