@@ -6,7 +6,7 @@ from __future__ import annotations
 import ipaddress
 from typing import TYPE_CHECKING
 
-from ...engine.config import DEFAULT_GROUP, DEFAULT_GROUP_IPV6, ServiceConfig
+from ...engine.config import DEFAULT_GROUP, DEFAULT_GROUP_IPV6
 from ...transport import net
 from ...transport.interfaces import list_interfaces
 from ...wire.errors import ConfigurationError
@@ -29,7 +29,7 @@ def checks(doctor: Doctor) -> bool:
         route(doctor)
         if doctor.report.failed():
             return False
-    doctor.config = ServiceConfig(doctor.group, doctor.port, **doctor.settings)
+    doctor.config = doctor.checked.resolve()
     if doctor.multicast:
         group_scope(doctor)
     port(doctor)

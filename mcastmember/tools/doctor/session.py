@@ -13,7 +13,7 @@ import math
 import os
 from typing import TYPE_CHECKING
 
-from ...engine.config import ServiceConfig, choose_interface
+from ...engine.config import CheckedSettings, ServiceConfig, choose_interface
 from ...transport import net
 from ...wire.errors import ConfigurationError
 from . import listen, local, members, pairs
@@ -46,6 +46,7 @@ class Doctor:
         self.wait, self.pair = float(wait), pair
         self.multicast: bool = self.settings.get("multicast", True)
         self.report = Report()
+        self.checked: CheckedSettings    # the settings, checked (_validate)
         # Set by the local checks: what runs after them asserts it is there.
         self.config: ServiceConfig | None = None
         self.cards: list[Interface] = []
@@ -67,19 +68,19 @@ class Doctor:
             except ValueError:
                 raise ConfigurationError(f"{self.group!r} is not an IPv4 or IPv6 "
                                          f"address") from None
-        # Dict displays, not dict(...): the checkers take those for a Settings.
-        trial: Settings = {**self.settings, "interface": None}
+        # Checked with no I/O (the card and the host are the local checks'
+        # to look at, resolving them): a group that is no multicast group
+        # fails the "group" check rather than the command, so the settings
+        # are checked with the default group of its family in its place.
+        group = self.group
         if self.multicast:
             assert self.family is not None
-            group = local.default_group(self.family)
-            if trial.get("host") is None:
-                trial["host"] = "::1" if self.family == 6 else "127.0.0.1"
+            if not ipaddress.ip_address(str(group)).is_multicast:
+                group = local.default_group(self.family)
         else:
             group = None
             self.family = None
-            if self.settings.get("interface") is not None and trial.get("host") is None:
-                trial["host"] = "127.0.0.1"
-        ServiceConfig(group, self.port, **trial)
+        self.checked = CheckedSettings(group, self.port, **self.settings)
         if self.pair and not (self.settings.get("peers") or self.settings.get("dns")):
             raise ConfigurationError("--pair probes the peers: name the other hosts with "
                                      "--peers (or --dns), and run the doctor there too")
