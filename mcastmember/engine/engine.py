@@ -61,6 +61,7 @@ if TYPE_CHECKING:
 
     from .._fast import HeartbeatPacket, Targets
     from .config import AuthMode, Keys, ServiceConfig
+    from ..wire.auth import KeyRing
     from ..discovery.peers import Lookup
 
     # A socket the engine may ask the driver to reopen (SEND, RECEIVE, UNICAST).
@@ -720,6 +721,16 @@ class MembershipEngine:
         if self._packet is not None:
             member = member.with_alive(self._packet.alive_ms)
         return member
+
+    @property
+    def auth(self) -> AuthMode:
+        """The authentication mode now: the ``auth`` setting until ``set_keys``."""
+        return self._auth
+
+    @property
+    def key_ring(self) -> KeyRing | None:
+        """The keys we sign and check with now (None: none)."""
+        return self._ring
 
     def encode(self, command: bytes = b"") -> bytes:
         """Our packet as we advertise it now, alive time 0 (the TCP

@@ -2,7 +2,8 @@
 
 ``Settings`` is the TypedDict that type checkers see for the keyword
 arguments of ServiceConfig and both fronts (``**settings: Unpack[Settings]``);
-each field's ``Annotated`` metadata, a :class:`Setting`, holds its default,
+each field's ``Annotated`` metadata, a :class:`Setting` (a NamedTuple:
+frozen, and lighter to import than a dataclass for mcast-demo), holds its default,
 its description and whether it is a time in milliseconds. From that one
 declaration come: the signatures ``help()`` and ``inspect.signature`` show and
 the list of settings in the docstrings (``takes_settings``), the defaults
@@ -20,17 +21,17 @@ No ``from __future__ import annotations`` here: the annotations are
 evaluated as the class is made, so their metadata can be read at run time.
 """
 
-import inspect
 import os
-import textwrap
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Annotated, Any, Literal, TypedDict, TypeVar, Union, \
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NamedTuple, TypedDict, TypeVar, Union, \
     get_args, get_origin, get_type_hints
 
 from ..wire import auth
 from .detector import DEFAULT_MIN_STD_MS, DEFAULT_THRESHOLD
 from .units import seconds
+
+if TYPE_CHECKING:
+    import inspect
 
 _Class = TypeVar("_Class")
 
@@ -47,8 +48,7 @@ AuthMode = Literal["off", "permissive", "enforce"]
 Detector = Literal["fixed", "phi"]
 
 
-@dataclass(frozen=True)
-class Setting:
+class Setting(NamedTuple):
     """One setting's metadata: its ``default``, what it is (``doc``, a
     phrase for the docstrings), what a default of None stands for
     (``otherwise``), and ``ms``: a time in milliseconds, as Tomcat's
@@ -187,6 +187,8 @@ def in_seconds(settings: Mapping[str, object]) -> dict[str, float]:
 
 def settings_doc() -> str:
     """The list of settings for a docstring, with their defaults."""
+    import textwrap
+
     lines = ["Settings (keyword-only; times in milliseconds, as in Tomcat's ``server.xml``):",
              ""]
     for name, spec in SETTINGS.items():
@@ -195,9 +197,11 @@ def settings_doc() -> str:
     return "\n".join(lines)
 
 
-def parameters() -> list[inspect.Parameter]:
+def parameters() -> "list[inspect.Parameter]":
     """The settings as keyword-only parameters with their defaults (and
     their types as text), for ``inspect.signature`` and ``help()``."""
+    import inspect
+
     return [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=spec.default,
                               annotation=_type_text(kind))
             for name, (spec, kind) in _DECLARED.items()]
@@ -223,6 +227,8 @@ def takes_settings(cls: type[_Class]) -> type[_Class]:
     """Class decorator of a class whose ``__init__`` takes ``**settings``:
     ``help()`` and ``inspect.signature`` then show every setting with its
     default, and its docstring lists them (the declaration above)."""
+    import inspect
+
     own = inspect.signature(cls.__init__)
     params = [p for p in own.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
     # setattr: __signature__ is no attribute of a function's type, for the checkers.
