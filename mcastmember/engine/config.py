@@ -180,11 +180,14 @@ class CheckedSettings:
             if len(unique_id) != L.UNIQUE_ID_LEN:
                 raise ConfigurationError(f"unique_id must be {L.UNIQUE_ID_LEN} bytes")
         self.unique_id_given: bytes | None = unique_id
-        self.keys, self.auth = check_auth(given["keys"], given["auth"])
+        keys, mode = check_auth(given["keys"], given["auth"])
+        self.keys: _KeysGiven = keys      # a key file is read by resolve()
+        self.auth: AuthMode = mode
         # The one conversion of the times to seconds (the engine's unit).
         self.seconds = in_seconds({name: getattr(self, name) for name in SETTINGS
                                    if hasattr(self, name)})
-        if self.detector == "phi":
+        self.phi: PhiAccrual | None = None
+        if self.phi_threshold is not None:      # detector="phi"
             from .detector import PhiAccrual
             self.phi = PhiAccrual(self.phi_threshold, self.seconds["phi_min_std"],
                                   self.seconds["phi_pause"], first_mean=self.frequency_s)
@@ -228,7 +231,6 @@ class CheckedSettings:
             if given:
                 raise ConfigurationError(f"{' and '.join(given)} need"
                                          f"{'s' if len(given) == 1 else ''} detector='phi'")
-            self.phi: PhiAccrual | None = None
             self.phi_threshold: float | None = None
             self.phi_min_std: int | None = None
             self.phi_pause: int | None = None
@@ -481,7 +483,7 @@ def choose_interface(spec: Card, family: int | None,
 
 # What ``keys`` may be before it is loaded: a ring, pairs made a ring, or a
 # key file's path (read by ``load_keys``).
-_KeysGiven = Union[auth.KeyRing, str, bytes, os.PathLike[str], None]
+_KeysGiven = Union[auth.KeyRing, str, os.PathLike[str], None]
 
 
 def check_auth(keys: Keys, mode: AuthMode | None) -> tuple[_KeysGiven, AuthMode]:

@@ -170,7 +170,8 @@ class MembershipEngine:
         # Our member as we advertise it now (payload, domain, the member port
         # a TCP listener got) and the keys we sign and check with.
         self._local = config.local_member()
-        self._ring, self._auth = config.key_ring, config.auth
+        self._ring: KeyRing | None = config.key_ring
+        self._auth: AuthMode = config.auth
         self.table = Membership(drop_time=config.drop_time_s,
                                 max_members=config.max_members, local=self._local,
                                 domain=config.domain if config.filter_domain else None,

@@ -31,7 +31,7 @@ from .view import choose, colour_wanted, host_port, member_address, show_bytes
 # load it): both checkers take this name for it.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Callable, Iterable, Sequence
     from types import FrameType
     from typing import Any
     from typing import NoReturn
@@ -525,7 +525,7 @@ def _peers(specs: list[str]) -> object:
 
 
 # How a flag's value becomes its setting's (None: the setting is not given).
-_FROM_FLAG = {"interface": _interfaces, "peers": _peers,
+_FROM_FLAG: dict[str, Callable[[Any], object]] = {"interface": _interfaces, "peers": _peers,
               "multicast": lambda no: False if no else None,
               "tcp_listener": lambda no: False if no else None,
               "dns_srv": lambda on: on or None, "dns_members": lambda on: on or None,
