@@ -114,7 +114,7 @@ class CheckedSettings:
         self.multicast = _flag(given["multicast"], "multicast")
         self.listen_only = _flag(given["listen_only"], "listen_only")
         if self.multicast and address is None:
-            raise ConfigurationError("no multicast group: give the group (e.g. '228.0.0.4'), "
+            raise ConfigurationError(f"no multicast group: give the group (e.g. '{DEFAULT_GROUP}'), "
                                      "or multicast=False with peers= or dns=")
         self.address: str | None = net.check_group(address) if self.multicast else None
         self.port = net.check_port(port)

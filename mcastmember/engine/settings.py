@@ -185,6 +185,10 @@ def in_seconds(settings: Mapping[str, object]) -> dict[str, float]:
             if name in SETTINGS and SETTINGS[name].ms and isinstance(value, (int, float))}
 
 
+# The default times in seconds (for the table's own defaults).
+DEFAULT_SECONDS = in_seconds({name: spec.default for name, spec in SETTINGS.items()})
+
+
 def settings_doc() -> str:
     """The list of settings for a docstring, with their defaults."""
     import textwrap

@@ -130,7 +130,7 @@ def route(doctor: Doctor) -> None:
             + (" (Linux carries no IPv6 multicast on loopback)" if loopback else ""),
             f"name a card that carries IPv{family} multicast with --interface "
             f"({', '.join(others) or 'this host has none'})"
-            + ("; on loopback, test with an IPv4 group such as 228.0.0.4" if loopback
+            + (f"; on loopback, test with an IPv4 group such as {DEFAULT_GROUP}" if loopback
                else ""))
     elif net.link_scoped(group):
         add("route", PASS, f"{group} is link-scoped: it goes on the card given, "
@@ -161,7 +161,7 @@ def group_scope(doctor: Doctor) -> None:
         doctor.report.add("group", WARN, f"{group} is in 232.0.0.0/8, source-specific "
                                          f"multicast: routers and snooping switches do not "
                                          f"forward it to members that join it any-source",
-                          "use 228.0.0.4 (Tomcat's default) or a group in 239.0.0.0/8, the "
+                          f"use {DEFAULT_GROUP} (Tomcat's default) or a group in 239.0.0.0/8, the "
                           "same on every node")
     elif hops == 0 and not loopback:
         doctor.report.add("group", WARN, f"{group} with TTL 0: heartbeats never leave this "
@@ -170,7 +170,8 @@ def group_scope(doctor: Doctor) -> None:
     elif group.version == 6 and (group.packed[1] & 0x0F) == 1 and not loopback:
         doctor.report.add("group", WARN, f"{group} is interface-local (ff01::/16): it never "
                                          f"leaves this host",
-                          "use a link-local group (ff02::4) or a site-local one (ff05::4)")
+                          f"use a link-local group (ff02::4) or a site-local one "
+                          f"({DEFAULT_GROUP_IPV6})")
     elif loopback:
         doctor.report.add("group", PASS, f"{group}, TTL {hops}, on loopback: this host only")
     elif (group.version == 4 and group in ipaddress.IPv4Network("224.0.0.0/24")) or \
