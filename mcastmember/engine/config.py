@@ -114,8 +114,9 @@ class CheckedSettings:
         self.multicast = _flag(given["multicast"], "multicast")
         self.listen_only = _flag(given["listen_only"], "listen_only")
         if self.multicast and address is None:
-            raise ConfigurationError(f"no multicast group: give the group (e.g. '{DEFAULT_GROUP}'), "
-                                     "or multicast=False with peers= or dns=")
+            raise ConfigurationError(f"no multicast group: give the group (e.g. "
+                                     f"'{DEFAULT_GROUP}'), or multicast=False with peers= "
+                                     f"or dns=")
         self.address: str | None = net.check_group(address) if self.multicast else None
         self.port = net.check_port(port)
         self.interface_specs = _interface_specs(given["interface"])

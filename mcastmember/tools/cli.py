@@ -141,7 +141,8 @@ def _add_member_settings(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ttl", type=int, help=f"multicast TTL {_default('ttl')}")
     parser.add_argument("--host", metavar="ADDR",
                         help=f"address to advertise {_default('host')}")
-    parser.add_argument("--member-port", type=int, help=f"advertised member port {_default('member_port')}")
+    parser.add_argument("--member-port", type=int,
+                        help=f"advertised member port {_default('member_port')}")
     parser.add_argument("--domain",
                       help="domain: ISO-8859-1 text, or {b1,b2,...} as in Tomcat")
     parser.add_argument("--payload", help="payload (UTF-8 text)")
@@ -169,7 +170,8 @@ def _add_member_settings(parser: argparse.ArgumentParser) -> None:
                       help="probe a member's port before removing it at its drop time "
                            "(a second opinion on lossy networks; turns the TCP listener on)")
     parser.add_argument("--verify-timeout", type=int, metavar="MS",
-                        help=f"with --verify: how long a probe may take {_default('verify_timeout')}")
+                        help=f"with --verify: how long a probe may take "
+                             f"{_default('verify_timeout')}")
     _add_detector(parser)
     parser.add_argument("--tomcat", action="store_true",
                       help="join a Tomcat cluster as a listed member: answer Tribes' channel "
@@ -198,7 +200,8 @@ def _add_listening(command: argparse.ArgumentParser) -> None:
     from ..engine.settings import DEFAULT_PORT
 
     command.add_argument("--port", type=int, default=DEFAULT_PORT,
-                         help=f"membership port, of the group and of unicast peers ({DEFAULT_PORT})")
+                         help=f"membership port, of the group and of unicast peers "
+                              f"({DEFAULT_PORT})")
     command.add_argument("--interface", metavar="NAME|ADDR[,...]",
                          help="card to send and receive on: a name (eth0), an index or an "
                               "address; several, comma-separated, to heartbeat on each "

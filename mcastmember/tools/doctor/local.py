@@ -6,7 +6,7 @@ from __future__ import annotations
 import ipaddress
 from typing import TYPE_CHECKING
 
-from ...engine.config import DEFAULT_GROUP, DEFAULT_GROUP_IPV6
+from ...engine.config import DEFAULT_GROUP, DEFAULT_GROUP_IPV6, CheckedSettings
 from ...transport import net
 from ...transport.interfaces import list_interfaces
 from ...wire.errors import ConfigurationError
@@ -16,6 +16,7 @@ from .report import FAIL, PASS, WARN
 from .sockets import cannot_send, taken
 
 if TYPE_CHECKING:
+    from ...engine.config import ServiceConfig
     from .session import Doctor
 
 
@@ -29,13 +30,19 @@ def checks(doctor: Doctor) -> bool:
         route(doctor)
         if doctor.report.failed():
             return False
-    doctor.config = doctor.checked.resolve()
+    doctor.config = settings(doctor)
     if doctor.multicast:
         group_scope(doctor)
     port(doctor)
     if doctor.multicast:
         reverse_path(doctor)
     return doctor.report.ok
+
+
+def settings(doctor: Doctor) -> ServiceConfig:
+    """join's settings, the group given included, resolved on this host
+    (once the checks above passed: the card and the group are usable)."""
+    return CheckedSettings(doctor.group, doctor.port, **doctor.settings).resolve()
 
 
 def group_is_multicast(doctor: Doctor) -> bool:

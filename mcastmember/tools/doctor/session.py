@@ -46,7 +46,6 @@ class Doctor:
         self.wait, self.pair = float(wait), pair
         self.multicast: bool = self.settings.get("multicast", True)
         self.report = Report()
-        self.checked: CheckedSettings    # the settings, checked (_validate)
         # Set by the local checks: what runs after them asserts it is there.
         self.config: ServiceConfig | None = None
         self.cards: list[Interface] = []
@@ -68,19 +67,19 @@ class Doctor:
             except ValueError:
                 raise ConfigurationError(f"{self.group!r} is not an IPv4 or IPv6 "
                                          f"address") from None
-        # Checked with no I/O (the card and the host are the local checks'
-        # to look at, resolving them): a group that is no multicast group
-        # fails the "group" check rather than the command, so the settings
-        # are checked with the default group of its family in its place.
-        group = self.group
+        # Checked with no I/O: the card, the host and the group are the
+        # local checks' to judge (a group that is no multicast group, or a
+        # link-scoped one without its card, fails a check rather than the
+        # command), so the group here is the default of its family. The
+        # local checks check the settings again with the group given, and
+        # resolve them on this host (local.settings).
         if self.multicast:
             assert self.family is not None
-            if not ipaddress.ip_address(str(group)).is_multicast:
-                group = local.default_group(self.family)
+            group: str | None = local.default_group(self.family)
         else:
             group = None
             self.family = None
-        self.checked = CheckedSettings(group, self.port, **self.settings)
+        CheckedSettings(group, self.port, **self.settings)
         if self.pair and not (self.settings.get("peers") or self.settings.get("dns")):
             raise ConfigurationError("--pair probes the peers: name the other hosts with "
                                      "--peers (or --dns), and run the doctor there too")
