@@ -83,7 +83,7 @@ class Settings(TypedDict, total=False):
         3000, "silence after which a member is removed, ms (longer than ``frequency``)",
         ms=True)]
     host: Annotated[Union[str, bytes, None], Setting(
-        None, "the address we advertise (text, or 4/16 raw bytes)", "the interface's")]
+        None, "the address we advertise (text, or 4/16 raw bytes)", "the interface's address")]
     member_port: Annotated[int, Setting(
         4000, "advertised member (TCP) port; 0: the port the TCP listener gets")]
     secure_port: Annotated[int, Setting(-1, "advertised secure port (-1: unused)")]

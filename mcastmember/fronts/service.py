@@ -66,7 +66,8 @@ class McastService(MembershipFront):
     """Join a multicast group as a member and keep a live table of the others.
 
     Takes the settings of :class:`mcastmember.engine.config.ServiceConfig`
-    (Tomcat's defaults, listed below). Use as a context manager, or call ``start()`` and ``stop()``.
+    (Tomcat's defaults, listed below). Use as a context manager, or call
+    ``start()`` and ``stop()``.
     ``event_queue_size`` (65,536) and ``event_queue_bytes`` (16 MiB of
     payload, domain and command bytes) bound the events waiting for
     listeners; past either, listeners get an ``EventsLost`` marker where
