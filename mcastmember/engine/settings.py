@@ -21,6 +21,7 @@ No ``from __future__ import annotations`` here: the annotations are
 evaluated as the class is made, so their metadata can be read at run time.
 """
 
+import functools
 import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Literal, NamedTuple, TypedDict, TypeVar, Union, \
@@ -189,8 +190,10 @@ def in_seconds(settings: Mapping[str, object]) -> dict[str, float]:
 DEFAULT_SECONDS = in_seconds({name: spec.default for name, spec in SETTINGS.items()})
 
 
+@functools.cache
 def settings_doc() -> str:
-    """The list of settings for a docstring, with their defaults."""
+    """The list of settings for a docstring, with their defaults (made once:
+    each class that takes the settings shows it)."""
     import textwrap
 
     lines = ["Settings (keyword-only; times in milliseconds, as in Tomcat's ``server.xml``):",
