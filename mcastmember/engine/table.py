@@ -98,10 +98,12 @@ class Membership:
         if phi is not None:
             phi.arm(self._index)
         # One record per slot of the index in use (a member, or a sender we
-        # ignore), found by slot (what the index's expiry returns) and by
-        # identity; a suspect's record stays, out of the index (slot -1).
-        # Each slot's packet, alive and last-heard times stay the index's.
-        self._slots: dict[int, _MemberSlot | _IgnoredSlot] = {}
+        # ignore), found by slot (what the index's expiry returns: a list, as
+        # the index hands out the lowest free slot first) and by identity
+        # (in the order they were added); a suspect's record stays, out of
+        # the index (slot -1). Each slot's packet, alive and last-heard
+        # times stay the index's.
+        self._slots: list[_MemberSlot | _IgnoredSlot | None] = []
         self._members: dict[bytes, _MemberSlot] = {}      # members and suspects
         self._ignored: dict[bytes, _IgnoredSlot] = {}     # our own, other domains'
         self._counts = Counter(dict.fromkeys(TABLE_COUNTERS, 0))   # every key from the start
@@ -143,13 +145,13 @@ class Membership:
         index = self._index
         events: list[MemberEvent] = []
         try:
-            for ignored in [r for r in self._slots.values() if isinstance(r, _IgnoredSlot)
-                            and index.kind(r.slot) == L.KIND_FILTERED]:
+            for ignored in [r for r in self._ignored.values()
+                            if index.kind(r.slot) == L.KIND_FILTERED]:
                 index.remove(ignored.slot)
                 self._forget_ignored(ignored)
             if self._domain is not None:
-                for record in [r for r in self._slots.values() if isinstance(r, _MemberSlot)
-                               and r.member.domain != self._domain]:
+                for record in [r for r in self._members.values()
+                               if r.slot >= 0 and r.member.domain != self._domain]:
                     events.append(self._drop(record, FILTERED))
         except RuntimeError:
             # pump started on another thread between our check and now: each
@@ -327,7 +329,14 @@ class Membership:
 
     def _in_index(self) -> list[_MemberSlot]:
         """The members' records, suspects left out, in the order they were added."""
-        return [r for r in self._slots.values() if isinstance(r, _MemberSlot)]
+        return [r for r in self._members.values() if r.slot >= 0]
+
+    def _place(self, record: _MemberSlot | _IgnoredSlot) -> None:
+        """File ``record`` under its slot."""
+        slots, slot = self._slots, record.slot
+        if slot >= len(slots):
+            slots.extend([None] * (slot + 1 - len(slots)))
+        slots[slot] = record
 
     def _remember_sequence(self, slot: int, identity: bytes) -> None:
         """A member leaves the index: the replay guard keeps its last sequence."""
@@ -354,7 +363,11 @@ class Membership:
         suspect = None if known is None else known.member
         first_seen = now if suspect is None else suspect.first_seen
         member = member.replace(first_seen=first_seen, last_heard=now)
-        self._slots[slot] = self._members[member.identity] = _MemberSlot(slot, member)
+        record = _MemberSlot(slot, member)
+        self._place(record)
+        if suspect is not None:     # added anew: last in the order, as any member added
+            del self._members[member.identity]
+        self._members[member.identity] = record
         if suspect is not None:
             # Heard again: it never left. Only a change is news.
             self._counts["suspects_heard"] += 1
@@ -367,7 +380,8 @@ class Membership:
     def _drop(self, record: _MemberSlot, reason: Reason) -> MemberEvent:
         self._index.remove(record.slot)     # first: it refuses (RuntimeError) while pump runs
         member = record.as_of(self._index)
-        del self._slots[record.slot], self._members[member.identity]
+        self._slots[record.slot] = None
+        del self._members[member.identity]
         self._remember_sequence(record.slot, member.identity)
         self._counts["removed." + reason] += 1
         return MemberEvent(REMOVED, member, reason)
@@ -387,10 +401,13 @@ class Membership:
         elif len(self._ignored) < self.max_members + 1:
             slot = self._index.add(buf, n, now, kind)
             if slot >= 0:
-                self._slots[slot] = self._ignored[identity] = _IgnoredSlot(slot, identity)
+                ignored = _IgnoredSlot(slot, identity)
+                self._place(ignored)
+                self._ignored[identity] = ignored
 
     def _forget_ignored(self, ignored: _IgnoredSlot) -> None:
-        del self._slots[ignored.slot], self._ignored[ignored.identity]
+        self._slots[ignored.slot] = None
+        del self._ignored[ignored.identity]
 
     # -- expiry --------------------------------------------------------------
     def expire(self, now: float, suspect: bool = False) -> Events:
@@ -412,10 +429,11 @@ class Membership:
         out = list(events)
         for slot in slots:
             record = self._slots[slot]
+            assert record is not None         # the index expires only slots in use
             if isinstance(record, _IgnoredSlot):
                 self._forget_ignored(record)
                 continue
-            del self._slots[slot]
+            self._slots[slot] = None
             member = record.as_of(self._index)
             self._remember_sequence(slot, member.identity)
             if suspect and member.authenticated is not False:
