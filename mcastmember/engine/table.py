@@ -293,7 +293,7 @@ class Membership:
                 return _NO_EVENTS
             return (self._drop(record, SHUTDOWN),)
         if record is None:
-            return self._add(member, buf, n, now, sequence)
+            return self._add(member, identity, known, buf, n, now, sequence)
         previous = record.as_of(self._index)     # before the index forgets it
         self._index.replace(record.slot, buf, n, now)
         if self._auth_mode != L.AUTH_OFF:
@@ -351,9 +351,9 @@ class Membership:
             return "doctor_probes"
         return "malformed." + L.REASONS[verdict]
 
-    def _add(self, member: Member, buf: Buffer, n: int, now: float,
-             sequence: int = 0) -> Events:
-        known = self._members.get(member.identity)     # a suspect (not in the index)
+    def _add(self, member: Member, identity: bytes, known: _MemberSlot | None, buf: Buffer,
+             n: int, now: float, sequence: int = 0) -> Events:
+        """Add ``member`` (``identity``; ``known``: its record as a suspect)."""
         if len(self) >= self.max_members and known is None:
             self._counts["refused"] += 1     # reached when filtering by domain
             return _NO_EVENTS
@@ -364,10 +364,13 @@ class Membership:
         first_seen = now if suspect is None else suspect.first_seen
         member = member.replace(first_seen=first_seen, last_heard=now)
         record = _MemberSlot(slot, member)
-        self._place(record)
+        if slot < len(self._slots):
+            self._slots[slot] = record
+        else:
+            self._place(record)
         if suspect is not None:     # added anew: last in the order, as any member added
-            del self._members[member.identity]
-        self._members[member.identity] = record
+            del self._members[identity]
+        self._members[identity] = record
         if suspect is not None:
             # Heard again: it never left. Only a change is news.
             self._counts["suspects_heard"] += 1
@@ -380,9 +383,10 @@ class Membership:
     def _drop(self, record: _MemberSlot, reason: Reason) -> MemberEvent:
         self._index.remove(record.slot)     # first: it refuses (RuntimeError) while pump runs
         member = record.as_of(self._index)
+        identity = member.identity
         self._slots[record.slot] = None
-        del self._members[member.identity]
-        self._remember_sequence(record.slot, member.identity)
+        del self._members[identity]
+        self._remember_sequence(record.slot, identity)
         self._counts["removed." + reason] += 1
         return MemberEvent(REMOVED, member, reason)
 
@@ -427,21 +431,23 @@ class Membership:
         if not slots:
             return events
         out = list(events)
+        index, records = self._index, self._slots
         for slot in slots:
-            record = self._slots[slot]
-            assert record is not None         # the index expires only slots in use
-            if isinstance(record, _IgnoredSlot):
+            record = records[slot]
+            if not isinstance(record, _MemberSlot):
+                assert record is not None         # the index expires only slots in use
                 self._forget_ignored(record)
                 continue
-            self._slots[slot] = None
-            member = record.as_of(self._index)
-            self._remember_sequence(slot, member.identity)
+            records[slot] = None
+            member = record.member.replace(alive_ms=index.alive(slot), last_heard=index.heard(slot))
+            identity = member.identity
+            self._remember_sequence(slot, identity)
             if suspect and member.authenticated is not False:
                 record.slot, record.member = -1, member    # out of the index, still a member
                 self._counts["suspected"] += 1
                 out.append(MemberEvent(SUSPECT, member))
             else:
-                del self._members[member.identity]
+                del self._members[identity]
                 if suspect:
                     self._counts["unprobed"] += 1
                 self._counts["removed." + EXPIRED] += 1
@@ -451,9 +457,10 @@ class Membership:
     def confirm(self, member: Member, reason: Reason = EXPIRED) -> MemberEvent | None:
         """Remove the suspect ``member`` (its event), or None when it is no
         longer a suspect (heard again, or gone)."""
-        if not self.is_suspect(member.identity):
+        identity = member.identity
+        if not self.is_suspect(identity):
             return None
-        suspect = self._members.pop(member.identity).member
+        suspect = self._members.pop(identity).member
         self._counts["removed." + reason] += 1
         return MemberEvent(REMOVED, suspect, reason)
 
@@ -482,9 +489,9 @@ class Membership:
     def members(self) -> list[Member]:
         """Snapshot of the members, oldest first (largest alive time, as Tomcat
         orders them), each carrying the alive time of its latest heartbeat."""
-        index = self._index
+        alive, heard = self._index.alive, self._index.heard
         snapshot = [r.member if r.slot < 0 else
-                    r.member.replace(alive_ms=index.alive(r.slot), last_heard=index.heard(r.slot))
+                    r.member.replace(alive_ms=alive(r.slot), last_heard=heard(r.slot))
                     for r in self._members.values()]
         snapshot.sort(key=lambda m: (-m.alive_ms, m.identity))
         return snapshot
