@@ -671,8 +671,8 @@ class MembershipEngine:
 
     def stored(self, member: Member) -> Member | None:
         """The member of the table with ``member``'s identity (host, port
-        and unique id; latest alive time), or None: not a suspect, nor one
-        listed by DNS."""
+        and unique id), with its latest alive time; None for a stranger, a
+        suspect or a member listed by DNS."""
         return self.table.get(member)
 
     def members(self) -> list[Member]:
