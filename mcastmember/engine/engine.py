@@ -7,25 +7,27 @@ no threads, sockets, sleeps or clocks: every call that needs the time takes
 ``now`` (monotonic seconds). A driver (``service.py`` with threads,
 ``aio.py`` with asyncio) opens the sockets and loops::
 
+    path = engine.data_path      (every byte goes through it: datapath.py)
     engine.start(now); send what engine.outgoing(now) returns
     loop:
         wait until engine.next_deadline(), or the receive socket is readable
             (only while engine.reading(now))
-        readable: n = engine.table.pump(fd, buf, deadline, budget, unicast) until
-                  -EAGAIN; n >= 0: engine.receive(buf, n, now, table.source() on
+        readable: n = path.pump(fd, buf, deadline, budget, unicast) until
+                  -EAGAIN; n >= 0: engine.receive(buf, n, now, path.source() on
                   the unicast socket, else None); another -errno:
                   engine.on_receive_error(-n, now)
         engine.on_timer(now)            (first: it notices a late wake-up)
-        packet = engine.outgoing(now): packet.send(fd), then
-                  engine.on_send_result(result, now)
+        datagram = engine.outgoing(now): path.send(datagram, fd), then
+                  engine.on_send_result(result, now); path.fan_out(datagram,
+                  fd) on the unicast socket, engine.on_unicast_result(...)
         engine.reopen_due(): reopen those sockets, engine.on_reopened(which)
         engine.events(): deliver them
     goodbye = engine.stop(now): send it, deliver engine.events(), close
 
-The receive path stays the table's: ``table.pump`` recognises known members'
-heartbeats itself (compiled: in C, without the GIL) and only returns for a
-datagram that needs ``receive``. The send path stays the packet's: one
-``packet.send(fd)`` stamps the alive time and sends. The engine is not
+The receive path stays the table's: ``path.pump`` (the table's) recognises
+known members' heartbeats itself (compiled: in C, without the GIL) and only
+returns for a datagram that needs ``receive``. The send path stays the
+packet's: one ``path.send`` stamps the alive time and sends. The engine is not
 thread-safe: a threaded driver holds one lock around it, and only the
 driver's own thread pumps and calls ``on_timer`` (expiry and pump both
 change the table); other threads may call ``set_payload``/``set_domain``
@@ -49,6 +51,7 @@ from .config import encode, keys_and_mode, with_domain, with_payload
 from .member import Member
 from ..discovery.peers import PeerSet, cloud_unique_id
 from ..discovery.resolver import Answer
+from .datapath import DataPath
 from .table import ADDED, REMOVED, SUSPECT, Membership
 
 if TYPE_CHECKING:
@@ -178,6 +181,8 @@ class MembershipEngine:
                                 codec=self._codec, phi=config.phi)
         if config.auth != "off":
             self.table.set_keys(config.auth_mode, config.key_ring)
+        # What the driver moves bytes through (and nothing else of ours).
+        self.data_path = DataPath(self.table, lambda: self.targets)
         # Listen-only (config.listen_only) hears the group and sends nothing:
         # no heartbeat, no goodbye; the heartbeat grid still paces the wake-ups
         # (the pause guard and the report ride on them).
@@ -259,11 +264,11 @@ class MembershipEngine:
         compiled pump reads 32 at a time) must not be replayed after a
         restart. Each call below takes one from that batch, never the socket
         (fd -1, and only while some are pending)."""
-        table = self.table
-        if table.pending():
+        path = self.data_path
+        if path.pending():
             scratch = bytearray(L.RECV_BUFFER_LEN)
-            while table.pending():
-                table.pump(-1, scratch, -math.inf, 1)
+            while path.pending():
+                path.pump(-1, scratch, -math.inf, 1, False)
 
     # -- time --------------------------------------------------------------------
     def next_deadline(self) -> float | None:
@@ -327,8 +332,8 @@ class MembershipEngine:
 
     def outgoing(self, now: float) -> HeartbeatPacket | None:
         """The packet to send at ``now`` (a heartbeat on the grid, or our
-        changed packet at once), or None. Call ``packet.send(fd)`` and pass
-        its result to ``on_send_result``. After a stall it is one late beat,
+        changed packet at once), or None. Send it with ``data_path.send``
+        and pass its result to ``on_send_result``. After a stall it is one late beat,
         then the grid again: never a burst of missed beats. A change does not
         move the grid. Listen-only: always None."""
         if not self._running or not self.config.heartbeats:
@@ -345,7 +350,7 @@ class MembershipEngine:
         return self._packet if self._sends else None
 
     def on_send_result(self, result: int, now: float) -> None:
-        """``result`` of ``packet.send``: bytes sent, or -errno. A failure is
+        """``result`` of ``data_path.send``: bytes sent, or -errno. A failure is
         counted and logged (rate-limited), never queued: a later heartbeat
         replaces a lost one."""
         self._now = now
@@ -357,7 +362,7 @@ class MembershipEngine:
         self._count_failure(SEND)
 
     def on_unicast_result(self, result: int, now: float) -> None:
-        """``result`` of ``packet.send_to(fd, engine.targets)``. A failure for
+        """``result`` of ``data_path.fan_out``. A failure for
         one peer (no route to it, say) is counted and logged, rate-limited;
         it is not the socket's fault, so it never asks for a reopen."""
         self._now = now
@@ -444,8 +449,8 @@ class MembershipEngine:
 
     def receive(self, buf: bytearray, n: int, now: float,
                 source: tuple[bytes, int] | None = None) -> None:
-        """A datagram ``table.pump`` handed back (``n`` bytes in ``buf``).
-        ``source``: ``table.source()`` for a datagram from the unicast
+        """A datagram ``data_path.pump`` handed back (``n`` bytes in ``buf``).
+        ``source``: ``data_path.source()`` for a datagram from the unicast
         socket (None from multicast): one from an address that is not a
         peer is refused unless ``accept_unknown`` (see ``Membership.receive``)."""
         self._failures[UNICAST if source is not None else RECEIVE] = 0
@@ -671,6 +676,12 @@ class MembershipEngine:
                             alive_ms=-1)
             self._listed[address] = member
             self._events.append(MemberEvent(ADDED, member))
+
+    def stored(self, member: Member) -> Member | None:
+        """The member of the table with ``member``'s identity (host, port
+        and unique id), with its latest alive time; None for a stranger, a
+        suspect or a member listed by DNS."""
+        return self.table.get(member)
 
     def members(self) -> list[Member]:
         """The members, oldest first (as Tomcat orders them)."""

@@ -1,6 +1,6 @@
 """AsyncMembership: the asyncio driver of the membership engine, without threads.
 
-The running loop waits for us: a reader callback lets the table's pump read
+The running loop waits for us: a reader callback lets the data path's pump read
 the receive socket, one timer sleeps until the engine's next deadline, and
 after each the engine's step decides what to send and what expired. Every
 decision about time is the engine's (``engine.py``), so this front behaves

@@ -2,7 +2,7 @@
 
 Two daemon threads. The I/O thread waits, with ``poll``, until the engine's
 next deadline or until the receive socket (or a wake-up socket) is readable,
-lets the table's pump read datagrams, and takes the engine's step: what to
+lets the data path's pump read datagrams, and takes the engine's step: what to
 send, what expired. The dispatcher calls listeners, so a slow or failing
 listener never holds up the I/O thread. Every decision about time is the
 engine's (``engine.py``); this module only waits and moves bytes.
