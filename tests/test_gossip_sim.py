@@ -245,3 +245,35 @@ def test_with_a_key_an_outsiders_dead_messages_are_dropped_and_counted():
     sim.run(10.0)
     assert sim.marks == []
     assert all(n.engine.stats()["bad_input.bad_encryption"] == rounds == 19 for n in sim.nodes)
+
+
+def test_suspicions_during_a_join_storm_reach_the_accused_who_refutes():
+    """Two real members; an attacker fills a's table with 250 invented nodes
+    (a join storm, so its gossip reaches b about once in 80 tries) and keeps
+    accusing b at b's current incarnation, signed by invented names a now
+    knows (confirmations that cut the timeout to its minimum). b must hear
+    each accusation in time to refute: a tells the accused directly when it
+    starts suspecting it (one datagram, to a member it already has), so b
+    is never marked failed and stays in a's table."""
+    sim = gossip_cluster(2, seed=11, max_nodes=256)
+    sim.run(2.0)
+    a, b = sim.nodes[0].engine, sim.nodes[1].engine
+    vsn = a.settings.vsn()
+    names = iter(range(10**9))
+
+    def join_storm():
+        return _packet(*(messages.Alive(node=f"fake{k}", incarnation=1, port=7946, vsn=vsn,
+                                        addr=bytes([10, 200, k >> 8 & 255, k & 255]))
+                         for k in [next(names) for _ in range(25)]))
+    _flood(sim, join_storm, 0.1, 3.5, [0])
+    assert len(a.table) == 256
+    liars = iter(range(10**9))
+
+    def accuse():
+        return _packet(*(messages.Suspect(incarnation=b.incarnation, node="n1", from_=f"fake{next(liars) % 250}")
+                         for _ in range(4)))
+    _flood(sim, accuse, 0.1, 40.0, [0])
+    sim.run(60.0)
+    assert _failed(sim, "n1") == []
+    assert a.node("n1").state == NodeState.ALIVE
+    assert b.stats()["refutes"] >= 1

@@ -178,10 +178,10 @@ class EngineCore:
     def _alive_node(self, a: messages.Alive, now: float, bootstrap: bool) -> None:
         raise NotImplementedError
 
-    def _suspect_node(self, sus: messages.Suspect, now: float) -> None:
+    def _suspect_node(self, sus: messages.Suspect, now: float, sender: Addr | None = None) -> None:
         raise NotImplementedError
 
-    def _dead_node(self, d: messages.Dead, now: float) -> None:
+    def _dead_node(self, d: messages.Dead, now: float, sender: Addr | None = None) -> None:
         raise NotImplementedError
 
     # ---------------------------------------------------------------- gossip
