@@ -27,10 +27,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..gossip.serf.node import JoinDone, LeaveDone, Member, QueryReceived, SerfNode, SerfNodeEvent, SerfSettings
+from ..gossip.serf.node import JoinDone, KeyResult, KeyringChanged, LeaveDone, Member, QueryReceived, SerfNode, \
+    SerfNodeEvent, SerfSettings
 from ..gossip.settings import GossipSettings
 from ..gossip.state import Addr
 from ..wire.errors import ConfigurationError
+from .keyring_file import load_keyring, save_keyring
 
 log = logging.getLogger("mcastmember")
 
@@ -49,7 +51,7 @@ Listener = Callable[[SerfNodeEvent], object]
 
 FRONT_COUNTERS = ("datagrams_sent", "datagrams_received", "send_errors", "connections_accepted",
                   "connections_refused", "connections_too_big", "connections_timed_out", "connections_opened",
-                  "connections_failed", "listener_events_dropped", "listener_errors")
+                  "connections_failed", "listener_events_dropped", "listener_errors", "keyring_file_errors")
 
 
 @dataclass(eq=False)
@@ -76,14 +78,18 @@ class SerfService:
     ``limits.max_stream`` bytes (``connections_too_big``) and by
     ``tcp_timeout`` (``connections_timed_out``). Events wait for the
     listeners in a queue of ``event_queue_size`` (past it:
-    ``listener_events_dropped``).
+    ``listener_events_dropped``). ``keyring_file`` (Serf's ``-keyring-file``:
+    a JSON list of base64 keys, the primary first) gives the keys, and is
+    written again each time ``serf keys`` changes the keyring (a failed
+    write is logged and counted ``keyring_file_errors``).
     Use as a context manager, or call :meth:`start` and :meth:`stop`.
     """
 
     def __init__(self, name: str, bind_addr: str = "127.0.0.1", port: int = DEFAULT_PORT, *,
                  tags: Mapping[str, str] | None = None, gossip: Mapping[str, Any] | None = None,
                  serf: SerfSettings | None = None, seed: int | None = None,
-                 max_streams: int = MAX_INCOMING_STREAMS, event_queue_size: int = EVENT_QUEUE_BOUND) -> None:
+                 max_streams: int = MAX_INCOMING_STREAMS, event_queue_size: int = EVENT_QUEUE_BOUND,
+                 keyring_file: str | os.PathLike[str] | None = None) -> None:
         try:
             ip = ipaddress.ip_address(bind_addr)
         except ValueError:
@@ -102,6 +108,12 @@ class SerfService:
         taken = sorted({"name", "advertise_addr", "advertise_port"} & set(overrides))
         if taken:
             raise ConfigurationError(f"gossip setting {taken[0]!r} comes from SerfService's own arguments")
+        if keyring_file is not None:
+            if "keys" in overrides:
+                raise ConfigurationError("give the keys in the keyring file or in the gossip setting "
+                                         "'keys', not both")
+            overrides["keys"] = load_keyring(keyring_file)
+        self.keyring_file = keyring_file
         settings = GossipSettings(name=name, advertise_addr=bind_addr, advertise_port=port, **overrides)
         self.bind_addr = bind_addr
         self.port = port
@@ -114,6 +126,7 @@ class SerfService:
         self._done = threading.Condition(self._lock)
         self._join_done: JoinDone | None = None
         self._leave_done: LeaveDone | None = None
+        self._key_result: KeyResult | None = None
         self._counts: dict[str, int] = dict.fromkeys(FRONT_COUNTERS, 0)
         self._listeners: list[Listener] = []
         self._events: queue.Queue[SerfNodeEvent | None] = queue.Queue(event_queue_size)
@@ -218,6 +231,21 @@ class SerfService:
                 raise TimeoutError(f"leave did not finish within {timeout} s")
             assert self._leave_done is not None
             return self._leave_done
+
+    def key_operation(self, op: str, key: bytes = b"", timeout: float = 15.0) -> KeyResult:
+        """``serf keys``: ``op`` install, use, remove (``key``) or list, asked
+        of every member; returns when all answered or the query's deadline
+        passed (TimeoutError past ``timeout``). One at a time."""
+        if not self._running:
+            raise RuntimeError("start the service before changing keys")
+        with self._lock:
+            self._key_result = None
+            self.node.key_operation(op, key, time.monotonic())
+            self._wake()
+            if not self._done.wait_for(lambda: self._key_result is not None, timeout):
+                raise TimeoutError(f"the key operation did not finish within {timeout} s")
+            assert self._key_result is not None
+            return self._key_result
 
     def user_event(self, name: str, payload: bytes, coalesce: bool = True) -> None:
         """``serf event``: a user event, gossiped to every member."""
@@ -333,6 +361,16 @@ class SerfService:
             elif isinstance(event, LeaveDone):
                 self._leave_done = event
                 self._done.notify_all()
+            elif isinstance(event, KeyResult):
+                self._key_result = event
+                self._done.notify_all()
+            elif isinstance(event, KeyringChanged) and self.keyring_file is not None:
+                try:
+                    save_keyring(self.keyring_file, event.keys)
+                except OSError as exc:
+                    self._counts["keyring_file_errors"] += 1
+                    log.warning("serf front: cannot write the keyring file %s: %s", self.keyring_file,
+                                exc.strerror or exc)
             try:
                 self._events.put_nowait(event)
             except queue.Full:
