@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from ..engine.events import EventsLost, MemberEvent
     from ..fronts.metrics import MetricsServer
     from ..fronts.service import McastService
+    from . import doctor
 
 
 class _Parser(argparse.ArgumentParser):
@@ -450,9 +451,15 @@ def _doctor(args: argparse.Namespace) -> int:
     try:
         if not 0 <= args.wait < float("inf"):
             raise ConfigurationError("--wait must be a positive number of seconds")
-        settings = _settings(args)
-        report = doctor.Doctor(args.group, args.port, settings, wait=args.wait,
-                               pair=args.pair).run()
+        if args.gossip:
+            report = _doctor_gossip(args)
+        else:
+            given = [flag for flag in _GOSSIP_FLAGS if getattr(args, flag[2:].replace("-", "_"))]
+            if given:
+                raise ConfigurationError(f"{given[0]} is a gossip member's: add --gossip")
+            settings = _settings(args)
+            report = doctor.Doctor(args.group, args.port, settings, wait=args.wait,
+                                   pair=args.pair).run()
     except ConfigurationError as error:
         print(f"mcast-demo doctor: error: {_flag_names(str(error))}", file=sys.stderr)
         return 2
@@ -461,6 +468,23 @@ def _doctor(args: argparse.Namespace) -> int:
     else:
         print("\n".join(report.lines(colour_wanted(sys.stdout))))
     return 0 if report.ok else 1
+
+
+_GOSSIP_FLAGS = ("--bind", "--join", "--node", "--tag", "--encrypt", "--keyring-file", "--label")
+
+
+def _doctor_gossip(args: argparse.Namespace) -> doctor.Report:
+    """doctor --gossip: the checks of a gossip member (ConfigurationError)."""
+    from .doctor import gossip
+    from ..wire.errors import ConfigurationError
+
+    if args.group is not None or args.pair:
+        raise ConfigurationError("--gossip checks a gossip member: leave out the heartbeat "
+                                 f"{'group' if args.group is not None else '--pair'}")
+    opts = gossip_cli.options(args)
+    if not opts.seeds:
+        raise ConfigurationError("--gossip checks joining: name the seeds with --join")
+    return gossip.run(opts, args.wait)
 
 
 # -- keygen -------------------------------------------------------------------------
