@@ -204,8 +204,8 @@ def run(args: argparse.Namespace, stop: Stopper, silence: Callable[[], None]) ->
             if done is not None and done.joined == 0:
                 print(f"{prog}: cannot join {'; '.join(done.errors) or 'any seed'}", file=sys.stderr)
                 return 1
-            for error in done.errors if done is not None else ():
-                print(f"{prog}: warning: cannot join {error}", file=sys.stderr)
+            for reason in done.errors if done is not None else ():
+                print(f"{prog}: warning: cannot join {reason}", file=sys.stderr)
         stop.until(args.duration, view.refresh, lambda: view.tick(service))
         if outcome:
             print(f"{prog}: {outcome[0]}", file=sys.stderr)

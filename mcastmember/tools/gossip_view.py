@@ -131,7 +131,7 @@ class GossipLineView(LineView, GossipJsonView):
         self._say("left the cluster")
 
 
-class GossipTableView(TableView, GossipLineView):
+class GossipTableView(TableView, GossipLineView):  # type: ignore[misc]  # (a SerfService, not an McastService)
     """The live table: a row per member, by name; the last changes under it."""
 
     def __init__(self, stream: TextIO) -> None:
