@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from ...gossip import framing, messages
 from ...gossip.crypto import Keyring
-from ...gossip.engine import protocol_mismatch
+from ...gossip.streams import protocol_mismatch
 from ...gossip.errors import GossipWireError
 from ...gossip.layout import MessageType, NodeState
 from ...gossip.label import split_label
