@@ -168,3 +168,16 @@ def test_a_taken_port_and_an_unreachable_seed_exit_1(tmp_path):
     assert done.returncode == 1
     assert done.stderr == (f"mcast-demo gossip: cannot join 127.0.0.2:{closed}: connect: "
                            f"{os.strerror(111)}\n")
+
+
+def test_piped_without_json_it_prints_a_line_per_event(tmp_path):
+    port = free_port("127.0.0.1")
+    done = run(["gossip", "--bind", f"127.0.0.1:{port}", "--node", "a", "--tag", "role=web", "--duration", "0"],
+               tmp_path)
+    assert (done.returncode, done.stderr) == (0, "")
+    lines = [line.split(" ", 1) for line in done.stdout.splitlines()]
+    assert all(len(stamp) == 8 and stamp[2] == stamp[5] == ":" for stamp, _ in lines)
+    said = [text for _, text in lines]
+    assert said[0] == f"gossiping as a on 127.0.0.1:{port} (encryption off, tags role=web)"
+    assert said[1] == f"added: a 127.0.0.1:{port} tags role=web"
+    assert said[-1] == "left the cluster"

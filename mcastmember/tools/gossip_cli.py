@@ -214,6 +214,7 @@ def run(args: argparse.Namespace, stop: Stopper, silence: Callable[[], None]) ->
             service.leave()
         except (TimeoutError, RuntimeError) as error:
             print(f"{prog}: warning: the leave did not finish: {error}", file=sys.stderr)
+        service.stop()          # every event shown first: the dispatcher ends once it has none
         view.stopped(service)
         return 0
     finally:
