@@ -167,7 +167,7 @@ def test_a_taken_port_and_an_unreachable_seed_exit_1(tmp_path):
                tmp_path)
     assert done.returncode == 1
     assert done.stderr == (f"mcast-demo gossip: cannot join 127.0.0.2:{closed}: connect: "
-                           f"{os.strerror(111)}\n")
+                           f"{os.strerror(111)} (mcast-demo doctor --gossip with these flags tells why)\n")
 
 
 def test_piped_without_json_it_prints_a_line_per_event(tmp_path):

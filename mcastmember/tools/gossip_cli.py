@@ -202,7 +202,8 @@ def run(args: argparse.Namespace, stop: Stopper, silence: Callable[[], None]) ->
         if opts.seeds:
             done = _join(service, opts.seeds, stop)
             if done is not None and done.joined == 0:
-                print(f"{prog}: cannot join {'; '.join(done.errors) or 'any seed'}", file=sys.stderr)
+                print(f"{prog}: cannot join {'; '.join(done.errors) or 'any seed'} (mcast-demo doctor "
+                      "--gossip with these flags tells why)", file=sys.stderr)
                 return 1
             for reason in done.errors if done is not None else ():
                 print(f"{prog}: warning: cannot join {reason}", file=sys.stderr)
