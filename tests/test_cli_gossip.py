@@ -182,3 +182,15 @@ def test_piped_without_json_it_prints_a_line_per_event(tmp_path):
     assert sorted(said[:2]) == [f"added: a 127.0.0.1:{port} tags role=web",
                                 f"gossiping as a on 127.0.0.1:{port} (encryption off, tags role=web)"]
     assert said[2:] == [f"removed (left): a 127.0.0.1:{port} tags role=web", "left the cluster"]
+
+
+def test_a_keyring_file_its_group_may_read_is_taken_with_a_warning(tmp_path):
+    path = tmp_path / "k.json"
+    path.write_text(json.dumps([b64(K1), b64(K2)]))
+    path.chmod(0o640)
+    port = free_port("127.0.0.1")
+    done = run(["gossip", "--bind", f"127.0.0.1:{port}", "--keyring-file", "k.json", "--duration", "0", "--json"],
+               tmp_path)
+    assert (done.returncode, done.stderr) == (0, "mcast-demo gossip: warning: keyring file k.json can be read or "
+                                                 "written by its group (mode 640): every user in it can forge "
+                                                 "members; chmod 600 it unless the group is this service's own\n")

@@ -104,8 +104,10 @@ def _address(flag: str, spec: str) -> tuple[str, int]:
             from None
 
 
-def options(args: argparse.Namespace) -> Options:
-    """The flags, checked (ConfigurationError: one sentence naming the flag)."""
+def options(args: argparse.Namespace, read_keyring: bool = True) -> Options:
+    """The flags, checked (ConfigurationError: one sentence naming the flag);
+    the keyring file read unless ``read_keyring`` is false (SerfService
+    reads it itself)."""
     from ..fronts.keyring_file import decode_key, load_keyring
 
     if getattr(args, "duration", None) is not None and not args.duration >= 0:
@@ -142,7 +144,8 @@ def options(args: argparse.Namespace) -> Options:
             raise ConfigurationError(f"--encrypt: the key {error}") from None
     if args.keyring_file is not None:
         opts.keyring_file = args.keyring_file
-        opts.keys = load_keyring(args.keyring_file)
+        if read_keyring:
+            opts.keys = load_keyring(args.keyring_file)
     if args.label is not None:
         opts.label = args.label.encode("utf-8")
     return opts
@@ -170,7 +173,7 @@ def run(args: argparse.Namespace, stop: Stopper, silence: Callable[[], None]) ->
 
     prog = "mcast-demo gossip"
     try:
-        opts = options(args)
+        opts = options(args, read_keyring=False)
         service = SerfService(opts.node, opts.bind, opts.port, tags=opts.tags,
                               gossip=opts.gossip_settings(),
                               keyring_file=opts.keyring_file)
