@@ -194,3 +194,59 @@ def test_a_keyring_file_its_group_may_read_is_taken_with_a_warning(tmp_path):
     assert (done.returncode, done.stderr) == (0, "mcast-demo gossip: warning: keyring file k.json can be read or "
                                                  "written by its group (mode 640): every user in it can forge "
                                                  "members; chmod 600 it unless the group is this service's own\n")
+
+
+def _no_serf():
+    import shutil
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).parent))
+    from netlab import Lan
+    return Lan.available() or (None if shutil.which("serf") else "Serf is not installed (apt-get install serf)")
+
+
+@pytest.mark.skipif(_no_serf() is not None, reason=_no_serf() or "")
+def test_the_docs_walk_through_with_a_real_serf_agent(tmp_path):
+    """docs/gossip.md's steps, on two network namespaces: the demo joins `serf
+    agent`, both list each other, `serf event` reaches the demo, Ctrl-C shows `left`."""
+    from netlab import Lan
+
+    with Lan(hosts=2, prefix="sgc") as lan:
+        go, py = lan.address(0), lan.address(1)
+
+        def serf(*args):
+            done = subprocess.run(["ip", "netns", "exec", lan.hosts[0], "serf", *args], capture_output=True,
+                                  text=True, timeout=10)
+            return done.stdout if done.returncode == 0 else None
+
+        def members():
+            out = serf("members", "-format", "json")
+            return {m["name"]: (m["addr"], m["status"], m["tags"]) for m in json.loads(out)["members"]} if out else {}
+
+        agent = lan.run(0, ["serf", "agent", "-node", "go1", "-bind", f"{go}:7946", "-tag", "role=go"],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        demo = None
+        try:
+            wait_until(lambda: "go1" in members(), timeout=10)
+            demo = lan.run(1, DEMO + ["gossip", "--bind", py, "--join", go, "--node", "py1", "--tag", "role=py",
+                                      "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
+            seen = lines_until(demo, lambda e: e.get("member", {}).get("name") == "go1")
+            assert seen[-1]["member"] == {"name": "go1", "addr": go, "port": 7946, "tags": {"role": "go"},
+                                          "status": "alive"}
+            wait_until(lambda: members().get("py1", (0, ""))[1] == "alive", timeout=10)
+            assert members()["py1"] == (f"{py}:7946", "alive", {"role": "py"})
+            assert serf("event", "deploy", "v42") is not None
+            user = lines_until(demo, lambda e: e["event"] == "user")[-1]
+            assert (user["name"], user["payload"]) == ("deploy", "v42")
+            demo.send_signal(signal.SIGINT)
+            assert demo.wait(20) == 0
+            wait_until(lambda: members()["py1"][1] == "left", timeout=10)
+        finally:
+            for proc in (demo, agent):
+                if proc is not None and proc.poll() is None:
+                    proc.send_signal(signal.SIGINT)
+                    try:
+                        proc.wait(10)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
+                        proc.wait()
