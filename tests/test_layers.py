@@ -30,9 +30,12 @@ RANKS = {
     "api": 7,           # mcastmember itself (the lazy re-exports) and python -m mcastmember
 }
 KERNEL = {"mcastmember._fast", "mcastmember._fast_py", "mcastmember._codec"}
-# The kernel's modules are private by the project's layout (mcastmember/_fast.pyx):
-# importing them is how the layers above reach the kernel.
-PRIVATE_ALLOWED = KERNEL
+# The gossip hot path's matcher, compiled and its pure-Python twin: in the
+# gossip layer (it imports nothing of the package), chosen by gossip/hot.py.
+GOSSIP_KERNEL = {"mcastmember.gossip._hot", "mcastmember.gossip._hot_py"}
+# The kernels' modules are private by the project's layout (mcastmember/_fast.pyx):
+# importing them is how the layers above reach a kernel.
+PRIVATE_ALLOWED = KERNEL | GOSSIP_KERNEL
 
 
 def layer(module: str) -> str:
@@ -47,7 +50,7 @@ def layer(module: str) -> str:
 
 def modules() -> dict[str, Path]:
     found = {}
-    for path in sorted(PACKAGE.rglob("*.py")) + sorted(PACKAGE.glob("*.pyx")):
+    for path in sorted(PACKAGE.rglob("*.py")) + sorted(PACKAGE.rglob("*.pyx")):
         parts = ["mcastmember", *path.relative_to(PACKAGE).with_suffix("").parts]
         if parts[-1] == "__init__":
             parts.pop()
@@ -159,3 +162,11 @@ def test_the_rule_sees_an_upward_import_and_a_private_name():
     assert _private("mcastmember.fronts.tribes_listener", "_family")
     assert not _private("mcastmember._codec", None)
     assert _private("mcastmember._codec", "_internal")
+
+
+def test_the_gossip_matcher_is_in_the_gossip_layer_and_imports_nothing_of_the_package():
+    found = modules()
+    assert {"mcastmember.gossip._hot", "mcastmember.gossip._hot_py"} <= set(found)
+    assert layer("mcastmember.gossip._hot") == "gossip"
+    assert imports("mcastmember.gossip._hot", found["mcastmember.gossip._hot"]) == []
+    assert imports("mcastmember.gossip._hot_py", found["mcastmember.gossip._hot_py"]) == []

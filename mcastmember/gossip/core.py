@@ -10,11 +10,13 @@ and counters. The parts built on it, each a module:
   answering others' streams, merging a remote state;
 - :mod:`.probing` (``Probing``): the SWIM probe cycle with Lifeguard's
   nacks and awareness; answering pings and indirect pings;
+- :mod:`.hotpath` (``HotPath``): the frequent messages without the general
+  msgpack decode (a matcher, :mod:`.hot`);
 - :mod:`.engine` (``GossipEngine``): the public entry points, the timers,
   packet dispatch and the node-state rules (alive, suspect, dead, refute).
 
 Each part is a class that extends the one before (core, streams, probing,
-engine): one object, one state, and each file owns one concern. The node-state
+hotpath, engine): one object, one state, and each file owns one concern. The node-state
 rules are called from every part, so they are declared here and written in
 :mod:`.engine`.
 """
@@ -26,9 +28,10 @@ import random
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Union
 
-from . import crypto, framing, messages
+from . import crypto, framing, hot as hot_path, label as label_mod, messages
 from .awareness import Awareness
 from .broadcasts import BroadcastQueue
 from .events import Event
@@ -121,7 +124,8 @@ class EngineCore:
 
     def __init__(self, settings: GossipSettings, *, meta: bytes = b"", seed: int | None = None,
                  user_state: Callable[[bool], bytes] | None = None,
-                 get_broadcasts: Callable[[int, int, int], list[bytes]] | None = None):
+                 get_broadcasts: Callable[[int, int, int], list[bytes]] | None = None,
+                 hot: ModuleType | None = hot_path.DEFAULT):
         if len(meta) > META_MAX_SIZE:
             raise ValueError(f"node meta is at most {META_MAX_SIZE} bytes, not {len(meta)}")
         self.settings = settings
@@ -140,6 +144,10 @@ class EngineCore:
         #: the payload of our acks (PingDelegate.AckPayload)
         self.ack_payload = b""
         self._meta = meta
+        self._me = _raw_name(settings.name)
+        self._hot = hot if hot is not None and _hot_usable(settings) and self._me is not None else None
+        self._label_header = label_mod.add_label(b"", settings.label)
+        self._ack_template = (b"", hot_path.ack_prefix(b""))
         self._addr = ip_bytes(settings.advertise_addr)
         self._port = settings.advertise_port
         self._seq = 0
@@ -274,3 +282,20 @@ class EngineCore:
         self._counts["bad_input"] += 1
         self._bad_reasons[reason] = self._bad_reasons.get(reason, 0) + 1
 
+
+def _raw_name(name: str) -> bytes | None:
+    """Our name as the wire carries it, if the bytes say exactly this name
+    (as the general decoder reads them back); else None."""
+    try:
+        raw = name.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return None
+    return raw if raw.decode("utf-8", "surrogateescape") == name else None
+
+
+def _hot_usable(settings: GossipSettings) -> bool:
+    """The matcher accepts what the general decoder accepts only when the
+    limits allow any string a packet can hold and a struct's fields."""
+    limits = settings.limits
+    return (limits.max_string >= max(limits.max_packet, limits.max_decompressed) and limits.max_container >= 8
+            and limits.max_nesting >= 1)

@@ -25,10 +25,11 @@ handleIndirectPing, sendMsg, rawSendMsgPacket), streams (handleConn,
 sendLocalState, readRemoteState, mergeRemoteState, verifyProtocol), join and
 leave (memberlist.go Join, Leave, setAlive, UpdateNode).
 
-The engine is one class built in four files, each owning one concern:
+The engine is one class built in five files, each owning one concern:
 :mod:`.core` (the node's state, sending, gossip), :mod:`.streams` (push/pull
-over TCP), :mod:`.probing` (the probe cycle) and this module (the entry
-points, timers, packet dispatch and the node-state rules).
+over TCP), :mod:`.probing` (the probe cycle), :mod:`.hotpath` (the frequent
+messages without the general decode) and this module (the entry points,
+timers, packet dispatch and the node-state rules).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from .core import COUNTERS, UINT32_MASK, LeaveIntent, OutgoingStream
 from .errors import GossipWireError
 from .events import Event, MemberFailed, MemberJoined, MemberLeft, MemberUpdated, NameConflict, UserMessage
 from .layout import META_MAX_SIZE, MessageType, NodeState
-from .probing import Probing
+from .hotpath import HotPath
 from .state import Addr, Node, NodeInfo, ip_text
 from .suspicion import Suspicion, suspicion_timeout
 
@@ -59,7 +60,7 @@ def push_pull_scale(interval: float, n: int) -> float:
     return (math.ceil(math.log2(n) - math.log2(PUSH_PULL_SCALE_THRESHOLD)) + 1.0) * interval
 
 
-class GossipEngine(Probing):
+class GossipEngine(HotPath):
     """One memberlist node, sans-IO. ``meta`` is our node meta (Serf's tags,
     at most 512 bytes); ``seed`` seeds every random choice; ``user_state``
     gives the push/pull user state (Delegate.LocalState, given the join flag);
@@ -228,6 +229,8 @@ class GossipEngine(Probing):
         """One UDP datagram from ``addr`` (ingestPacket, handleCommand)."""
         self._counts["packets_received"] += 1
         s = self.settings
+        if self._hot_packet(data, addr, now):
+            return
         try:
             buf = framing.open_packet(data, s.limits, keys=self.keyring.keys if self.keyring else (),
                                       label=s.label, verify_incoming=s.gossip_verify_incoming)
@@ -243,6 +246,8 @@ class GossipEngine(Probing):
         if part[0] == MessageType.USER:
             self._counts["user_messages_received"] += 1
             self._event(UserMessage(part[1:], addr))
+            return
+        if self._hot_message(part, addr, now):
             return
         try:
             msg = messages.decode(part, self.settings.limits)

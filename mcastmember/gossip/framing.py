@@ -15,13 +15,14 @@ compressed (Go recurses without a bound: here ``Limits.max_nesting`` bounds it).
 
 from __future__ import annotations
 
+import math
 import zlib
 from collections.abc import Sequence
 
 from . import crypto, label as label_mod, lzw, messages
 from .errors import GossipWireError, Truncated
-from .layout import (COMPOUND_LENGTH_SIZE, COMPOUND_MAX_PART, COMPOUND_MAX_PARTS, CRC_HEADER_SIZE,
-                     ENCRYPTION_VERSION_MAX, LZW_ALGO, MessageType)
+from .layout import (COMPOUND_LENGTH_SIZE, COMPOUND_MAX_PART, COMPOUND_MAX_PARTS, COMPRESS_MESSAGE_OVERHEAD,
+                     CRC_HEADER_SIZE, ENCRYPTION_VERSION_MAX, LZW_ALGO, LZW_LIT_WIDTH, MessageType)
 from .limits import Limits
 
 # ----------------------------------------------------------------- compound
@@ -90,6 +91,21 @@ def decompress_body(comp: messages.Compress, max_size: int) -> bytes:
     return lzw.decompress(comp.buf, max_size)
 
 
+def compressed_floor(size: int) -> int:
+    """The fewest bytes :func:`compress_message` can make of ``size`` bytes.
+
+    LZW's k-th code stands for at most k bytes (each new table entry is a
+    sent code's string plus one byte), so ``size`` bytes take at least the
+    smallest k with k(k+1)/2 >= size codes, plus the clear and end codes,
+    each at least LZW_LIT_WIDTH + 1 bits; the compress message adds its type
+    byte, map and keys (12 bytes) and at least a one-byte raw header.
+    """
+    k = (math.isqrt(8 * size + 1) - 1) // 2
+    if k * (k + 1) // 2 < size:
+        k += 1
+    return COMPRESS_MESSAGE_OVERHEAD + (k + 2) * (LZW_LIT_WIDTH + 1) // -8 * -1
+
+
 # -------------------------------------------------------------------- packets
 
 
@@ -101,7 +117,7 @@ def encode_packet(msg: bytes, *, compress: bool = False, crc: bool = False,
     ``crc`` when the peer's protocol max is >= 5; ``keyring`` when encryption
     is on (and GossipVerifyOutgoing); ``label`` for memberlist >= 0.3 peers.
     """
-    if compress:
+    if compress and compressed_floor(len(msg)) < len(msg):   # else it cannot get smaller
         packed = compress_message(msg)
         if len(packed) < len(msg):
             msg = packed

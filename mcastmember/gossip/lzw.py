@@ -1,4 +1,5 @@
-"""Go's ``compress/lzw`` in LSB order with 8-bit literals, both ways (pure Python).
+"""Go's ``compress/lzw`` in LSB order with 8-bit literals, both ways (pure
+Python; reading also compiled, in ``_hot.pyx``).
 
 memberlist compresses with ``lzw.NewWriter(w, lzw.LSB, 8)`` (util.go); the
 behaviour below is Go 1.19's ``compress/lzw`` (reader.go, writer.go), which
@@ -18,8 +19,13 @@ stand for up to 4,094 bytes) stops at the bound, with work proportional to it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from .errors import GossipWireError, Truncated
+from .hot import COMPILED_LZW
 from .layout import LZW_LIT_WIDTH, LZW_MAX_WIDTH
+
+_COMPILED: Callable[[bytes, int], "bytes | tuple[int, ...]"] | None = COMPILED_LZW
 
 _CLEAR = 1 << LZW_LIT_WIDTH
 _EOF = _CLEAR + 1
@@ -92,7 +98,36 @@ def compress(data: bytes) -> bytes:
 
 
 def decompress(data: bytes, max_size: int) -> bytes:
-    """Reverse of :func:`compress` as Go's reader does it; at most ``max_size`` bytes out."""
+    """Reverse of :func:`compress` as Go's reader does it; at most ``max_size``
+    bytes out. The compiled reader (``_hot.pyx``) when it is built and chosen
+    (see :mod:`.hot`), else :func:`decompress_py`: the same bytes and the
+    same errors."""
+    if _COMPILED is not None and type(data) is bytes:
+        result = _COMPILED(data, max_size)
+        if type(result) is bytes:
+            return result
+        assert isinstance(result, tuple)
+        if result[0] == 1:
+            raise Truncated(_CUT_SHORT)
+        if result[0] == 2:
+            raise GossipWireError("bad_lzw", _bad_code(result[1], result[2]))
+        raise GossipWireError("too_large", _too_large(max_size))
+    return decompress_py(data, max_size)
+
+
+def _bad_code(code: int, hi: int) -> str:
+    return f"invalid LZW code {code} (next is {hi})"
+
+
+def _too_large(max_size: int) -> str:
+    return f"LZW data decompresses to more than {max_size} bytes"
+
+
+_CUT_SHORT = "LZW data ends without its end-of-data code"
+
+
+def decompress_py(data: bytes, max_size: int) -> bytes:
+    """:func:`decompress` in pure Python (the compiled reader's twin)."""
     out = bytearray()
     table: list[bytes] = [bytes((i,)) for i in range(_CLEAR)] + [b""] * (_MAX_CODE + 1 - _CLEAR)
     width, hi, overflow, last = LZW_LIT_WIDTH + 1, _EOF, _CLEAR << 1, -1
@@ -101,7 +136,7 @@ def decompress(data: bytes, max_size: int) -> bytes:
     while True:
         while n_bits < width:
             if pos == size:
-                raise Truncated("LZW data ends without its end-of-data code")
+                raise Truncated(_CUT_SHORT)
             bits |= data[pos] << n_bits
             pos += 1
             n_bits += 8
@@ -114,14 +149,14 @@ def decompress(data: bytes, max_size: int) -> bytes:
         if code == _EOF:
             return bytes(out)
         if code > hi:
-            raise GossipWireError("bad_lzw", f"invalid LZW code {code} (next is {hi})")
+            raise GossipWireError("bad_lzw", _bad_code(code, hi))
         if code == hi and last >= 0:
             # The code being defined right now: last's string plus its own head.
             entry = table[last] + table[last][:1]
         else:
             entry = table[code]
         if len(out) + len(entry) > max_size:
-            raise GossipWireError("too_large", f"LZW data decompresses to more than {max_size} bytes")
+            raise GossipWireError("too_large", _too_large(max_size))
         out += entry
         if last >= 0:
             table[hi] = table[last] + entry[:1]

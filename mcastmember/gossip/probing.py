@@ -31,7 +31,7 @@ class Probing(StreamSync):
         if ping.node and ping.node != self.name:
             self._counts["pings_misdirected"] += 1
             return
-        dest = _reply_address(ping.source_addr, ping.source_port, addr)
+        dest = reply_address(ping.source_addr, ping.source_port, addr)
         self._send_msg(dest, messages.encode(messages.Ack(seq_no=ping.seq_no, payload=self.ack_payload)))
 
     def _handle_indirect_ping(self, ind: messages.IndirectPing, addr: Addr, now: float) -> None:
@@ -43,7 +43,7 @@ class Probing(StreamSync):
             return
         port = ind.port if ind.port and self.settings.protocol_version >= 2 else self._port
         seq = self._next_seq()
-        self._acks[seq] = Relay(ind.seq_no, _reply_address(ind.source_addr, ind.source_port, addr), ind.nack,
+        self._acks[seq] = Relay(ind.seq_no, reply_address(ind.source_addr, ind.source_port, addr), ind.nack,
                                  now + self.settings.probe_timeout)
         self._counts["indirect_pings_relayed"] += 1
         ping = messages.Ping(seq_no=seq, node=ind.node, source_addr=self._addr, source_port=self._port,
@@ -51,13 +51,16 @@ class Probing(StreamSync):
         self._send_msg((ip_text(ind.target), port), messages.encode(ping))
 
     def _handle_ack(self, ack: messages.Ack, now: float) -> None:
+        self._ack_received(ack.seq_no, ack.payload, now)
+
+    def _ack_received(self, seq: int, payload: bytes, now: float) -> None:
         self._counts["acks_received"] += 1
-        handler = self._acks.pop(ack.seq_no, None)
+        handler = self._acks.pop(seq, None)
         if isinstance(handler, Relay):
             self._send_msg(handler.addr, messages.encode(messages.Ack(seq_no=handler.seq)))
         elif isinstance(handler, Probe):
             if not handler.indirect and self.settings.ping_events:
-                self._event(PingCompleted(handler.node.info(), now - handler.start, ack.payload))
+                self._event(PingCompleted(handler.node.info(), now - handler.start, payload))
             self._finish_probe(handler, -1, now)
 
 
@@ -175,7 +178,7 @@ class Probing(StreamSync):
             self._probe_tick(now)
 
 
-def _reply_address(addr: bytes, port: int, sender: Addr) -> Addr:
+def reply_address(addr: bytes, port: int, sender: Addr) -> Addr:
     """Where a reply goes: the message's source if it gives one, else the sender."""
     if len(addr) in (4, 16) and port > 0:
         return (ip_text(addr), port)

@@ -9,6 +9,7 @@ GossipToTheDeadTime are reaped.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import random
 from collections.abc import Callable
@@ -20,10 +21,18 @@ Addr = tuple[str, int]
 
 
 def ip_text(raw: bytes) -> str:
-    """A wire address (4 or 16 bytes) as text; anything else as hex."""
+    """A wire address (4 or 16 bytes) as text; anything else as hex. The
+    last 1,024 (given as bytes) are remembered: every ack and probe asks."""
+    return _ip_text_cached(raw) if type(raw) is bytes else _ip_text(raw)
+
+
+def _ip_text(raw: bytes) -> str:
     if len(raw) in (4, 16):
         return str(ipaddress.ip_address(raw))
     return raw.hex()
+
+
+_ip_text_cached = functools.lru_cache(maxsize=1024)(_ip_text)
 
 
 def ip_bytes(text: str) -> bytes:

@@ -1,0 +1,456 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""The gossip hot path's matcher, compiled (the twin of ``_hot_py.py``).
+
+The same function on the same bytes: see ``_hot_py.py`` for the layouts and
+the results. Every read is checked against the message's length first.
+Also Go's LZW reader (``lzw_decompress``), whose pure-Python twin is
+``gossip/lzw.py``'s ``decompress``: compressed packets are what Go sends
+when a compound of broadcasts shrinks.
+"""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
+from libc.string cimport memcmp, memcpy
+
+cdef enum:
+    COMPOUND = 7
+    COMPRESS = 9
+    HAS_CRC = 12
+    HAS_LABEL = 244
+    CRC_HEADER = 5
+    C_PING = 0
+    C_ACK = 2
+    C_SUSPECT = 3
+    C_ALIVE = 4
+    C_DEAD = 5
+    META_MAX = 512
+    VSN_SIZE = 6
+    U16 = 0xFFFF
+
+PING = C_PING
+ACK = C_ACK
+SUSPECT = C_SUSPECT
+ALIVE = C_ALIVE
+DEAD = C_DEAD
+
+cdef bytes K_NODE = b"\xa4Node"
+cdef bytes K_SEQ = b"\xa5SeqNo"
+cdef bytes K_SRC_ADDR = b"\xaaSourceAddr"
+cdef bytes K_SRC_NODE = b"\xaaSourceNode"
+cdef bytes K_SRC_PORT = b"\xaaSourcePort"
+cdef bytes K_PAYLOAD = b"\xa7Payload"
+cdef bytes K_FROM = b"\xa4From"
+cdef bytes K_INC = b"\xabIncarnation"
+cdef bytes K_ADDR = b"\xa4Addr"
+cdef bytes K_META = b"\xa4Meta"
+cdef bytes K_PORT = b"\xa4Port"
+cdef bytes K_VSN = b"\xa3Vsn"
+
+
+cdef unsigned int CRC_TABLE[256]
+
+
+cdef void _crc_table():
+    """CRC-32 (IEEE, reflected 0xEDB88320), as zlib.crc32 and Go's crc32.ChecksumIEEE."""
+    cdef unsigned int c, n, k
+    for n in range(256):
+        c = n
+        for k in range(8):
+            c = (0xEDB88320U ^ (c >> 1)) if c & 1 else (c >> 1)
+        CRC_TABLE[n] = c
+
+
+_crc_table()
+
+
+cdef unsigned int crc32(const unsigned char *p, Py_ssize_t n) noexcept nogil:
+    cdef unsigned int c = 0xFFFFFFFFU
+    cdef Py_ssize_t i
+    for i in range(n):
+        c = CRC_TABLE[(c ^ p[i]) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFFU
+
+
+def unwrap(bytes buf not None, bytes label_header not None, Py_ssize_t max_packet, Py_ssize_t max_messages):
+    """The messages of a plain packet, or ``None``: see ``_hot_py.unwrap``."""
+    cdef const unsigned char *p = <const unsigned char *>buf
+    cdef Py_ssize_t end = len(buf)
+    cdef Py_ssize_t pos = len(label_header)
+    cdef Py_ssize_t count, lengths, part, size, stop, index
+    cdef unsigned int want
+    if end > max_packet or pos > end or memcmp(p, <const char *>label_header, pos) != 0:
+        return None
+    if pos == 0 and end and p[0] == HAS_LABEL:
+        return None
+    if pos < end and p[pos] == HAS_CRC:
+        if end - pos < CRC_HEADER:
+            return None
+        want = ((<unsigned int>p[pos + 1] << 24) | (<unsigned int>p[pos + 2] << 16)
+                | (<unsigned int>p[pos + 3] << 8) | p[pos + 4])
+        if crc32(p + pos + CRC_HEADER, end - pos - CRC_HEADER) != want:
+            return None
+        pos += CRC_HEADER
+    if pos >= end or p[pos] == COMPRESS:
+        return None
+    if p[pos] != COMPOUND:
+        return [p[pos:end]] if max_messages >= 1 else None
+    if pos + 1 >= end:
+        return None
+    count = p[pos + 1]
+    lengths = pos + 2
+    part = lengths + 2 * count
+    if count > max_messages or part > end:
+        return None
+    out = []
+    for index in range(count):
+        size = (<Py_ssize_t>p[lengths + 2 * index] << 8) | p[lengths + 2 * index + 1]
+        stop = part + size
+        if size == 0 or stop > end or p[part] == COMPOUND or p[part] == COMPRESS:
+            return None
+        out.append(p[part:stop])
+        part = stop
+    return out if part == end else None
+
+
+cdef struct Reader:
+    const unsigned char *p
+    Py_ssize_t end
+    Py_ssize_t pos      # -1 once a read failed
+
+
+cdef inline unsigned long long read_uint(Reader *r):
+    """A msgpack unsigned integer of at most 32 bits."""
+    cdef Py_ssize_t pos = r.pos
+    cdef unsigned char b
+    if pos < 0 or pos >= r.end:
+        r.pos = -1
+        return 0
+    b = r.p[pos]
+    if b < 0x80:
+        r.pos = pos + 1
+        return b
+    if b == 0xCC and pos + 2 <= r.end:
+        r.pos = pos + 2
+        return r.p[pos + 1]
+    if b == 0xCD and pos + 3 <= r.end:
+        r.pos = pos + 3
+        return (<unsigned long long>r.p[pos + 1] << 8) | r.p[pos + 2]
+    if b == 0xCE and pos + 5 <= r.end:
+        r.pos = pos + 5
+        return ((<unsigned long long>r.p[pos + 1] << 24) | (<unsigned long long>r.p[pos + 2] << 16)
+                | (<unsigned long long>r.p[pos + 3] << 8) | r.p[pos + 4])
+    r.pos = -1
+    return 0
+
+
+cdef inline Py_ssize_t read_raw(Reader *r, bint nil_ok):
+    """A msgpack raw (fixraw, raw16, raw32), or nil if ``nil_ok``: the start
+    of its bytes (its end is the new position); -1 on failure."""
+    cdef Py_ssize_t pos = r.pos
+    cdef Py_ssize_t start
+    cdef unsigned long long size
+    cdef unsigned char b
+    if pos < 0 or pos >= r.end:
+        r.pos = -1
+        return -1
+    b = r.p[pos]
+    if 0xA0 <= b <= 0xBF:
+        start = pos + 1
+        size = b - 0xA0
+    elif b == 0xDA and pos + 3 <= r.end:
+        start = pos + 3
+        size = (<unsigned long long>r.p[pos + 1] << 8) | r.p[pos + 2]
+    elif b == 0xDB and pos + 5 <= r.end:
+        start = pos + 5
+        size = ((<unsigned long long>r.p[pos + 1] << 24) | (<unsigned long long>r.p[pos + 2] << 16)
+                | (<unsigned long long>r.p[pos + 3] << 8) | r.p[pos + 4])
+    elif b == 0xC0 and nil_ok:
+        r.pos = pos + 1
+        return pos + 1
+    else:
+        r.pos = -1
+        return -1
+    if size > <unsigned long long>(r.end - start):
+        r.pos = -1
+        return -1
+    r.pos = start + <Py_ssize_t>size
+    return start
+
+
+cdef inline bint key(Reader *r, bytes k):
+    """The key ``k`` next: step over it."""
+    cdef Py_ssize_t n = len(k)
+    if r.pos < 0 or n > r.end - r.pos or memcmp(r.p + r.pos, <const char *>k, n) != 0:
+        return False
+    r.pos += n
+    return True
+
+
+cdef inline bytes span(Reader *r, Py_ssize_t start, Py_ssize_t stop):
+    return r.p[start:stop]
+
+
+def match(bytes buf not None, bytes me not None):
+    """One message (type byte + body) in one of the hot layouts, or ``None``."""
+    cdef Reader r
+    r.p = <const unsigned char *>buf
+    r.end = len(buf)
+    r.pos = 2
+    if r.end < 2:
+        return None
+    cdef unsigned char kind = r.p[0]
+    cdef unsigned char count = r.p[1]
+    if kind == C_PING:
+        return _ping(&r, count, me)
+    if kind == C_ACK:
+        return _ack(&r, count)
+    if kind == C_ALIVE:
+        return _alive(&r, count)
+    if kind == C_SUSPECT or kind == C_DEAD:
+        return _accusation(&r, count, kind)
+    return None
+
+
+cdef object _ping(Reader *r, unsigned char count, bytes me):
+    cdef Py_ssize_t node, node_end, addr_start = 0, addr_end = 0
+    cdef unsigned long long seq, port = 0
+    cdef int left
+    if count < 0x82 or count > 0x85 or not key(r, K_NODE):
+        return None
+    node = read_raw(r, False)
+    node_end = r.pos
+    if node < 0 or not key(r, K_SEQ):
+        return None
+    seq = read_uint(r)
+    if r.pos < 0:
+        return None
+    left = count - 0x82
+    if left and key(r, K_SRC_ADDR):
+        addr_start = read_raw(r, True)
+        addr_end = r.pos
+        if addr_start < 0:
+            return None
+        left -= 1
+    if left and key(r, K_SRC_NODE):
+        if read_raw(r, False) < 0:
+            return None
+        left -= 1
+    if left and key(r, K_SRC_PORT):
+        port = read_uint(r)
+        if r.pos < 0 or port > U16:
+            return None
+        left -= 1
+    if left or r.pos != r.end:
+        return None
+    cdef bint to_me = node == node_end or (
+        node_end - node == len(me) and memcmp(r.p + node, <const char *>me, node_end - node) == 0)
+    return (C_PING, seq, to_me, span(r, addr_start, addr_end), port)
+
+
+cdef object _ack(Reader *r, unsigned char count):
+    cdef Py_ssize_t payload, payload_end
+    cdef unsigned long long seq
+    if count != 0x82 or not key(r, K_PAYLOAD):
+        return None
+    payload = read_raw(r, True)
+    payload_end = r.pos
+    if payload < 0 or not key(r, K_SEQ):
+        return None
+    seq = read_uint(r)
+    if r.pos != r.end:
+        return None
+    return (C_ACK, seq, span(r, payload, payload_end))
+
+
+cdef object _alive(Reader *r, unsigned char count):
+    cdef Py_ssize_t addr, addr_end, meta, meta_end, node, node_end, vsn
+    cdef unsigned long long inc, port
+    if count != 0x86 or not key(r, K_ADDR):
+        return None
+    addr = read_raw(r, True)
+    addr_end = r.pos
+    if addr < 0 or not key(r, K_INC):
+        return None
+    inc = read_uint(r)
+    if r.pos < 0 or not key(r, K_META):
+        return None
+    meta = read_raw(r, True)
+    meta_end = r.pos
+    if meta < 0 or meta_end - meta > META_MAX or not key(r, K_NODE):
+        return None
+    node = read_raw(r, False)
+    node_end = r.pos
+    if node < 0 or not key(r, K_PORT):
+        return None
+    port = read_uint(r)
+    if r.pos < 0 or port > U16 or not key(r, K_VSN):
+        return None
+    vsn = read_raw(r, True)
+    if vsn < 0 or r.pos != r.end or 0 < r.end - vsn < VSN_SIZE:
+        return None
+    return (C_ALIVE, inc, span(r, node, node_end), span(r, addr, addr_end), port, span(r, meta, meta_end),
+            span(r, vsn, r.end))
+
+
+cdef object _accusation(Reader *r, unsigned char count, unsigned char kind):
+    cdef Py_ssize_t sender, sender_end, node
+    cdef unsigned long long inc
+    if count != 0x83 or not key(r, K_FROM):
+        return None
+    sender = read_raw(r, False)
+    sender_end = r.pos
+    if sender < 0 or not key(r, K_INC):
+        return None
+    inc = read_uint(r)
+    if r.pos < 0 or not key(r, K_NODE):
+        return None
+    node = read_raw(r, False)
+    if node < 0 or r.pos != r.end:
+        return None
+    return (kind, inc, span(r, node, r.end), span(r, sender, sender_end))
+
+
+def ack(bytes prefix not None, long long seq):
+    """An ack message: ``prefix`` and ``seq`` as go-msgpack writes a uint."""
+    cdef unsigned char tail[5]
+    cdef Py_ssize_t n, size = len(prefix)
+    if seq < 0 or seq > 0xFFFFFFFF:
+        raise ValueError(f"a sequence number is a uint32, not {seq}")
+    if seq < 0x80:
+        tail[0] = <unsigned char>seq
+        n = 1
+    elif seq <= 0xFF:
+        tail[0] = 0xCC
+        tail[1] = <unsigned char>seq
+        n = 2
+    elif seq <= U16:
+        tail[0] = 0xCD
+        tail[1] = <unsigned char>(seq >> 8)
+        tail[2] = <unsigned char>seq
+        n = 3
+    else:
+        tail[0] = 0xCE
+        tail[1] = <unsigned char>(seq >> 24)
+        tail[2] = <unsigned char>(seq >> 16)
+        tail[3] = <unsigned char>(seq >> 8)
+        tail[4] = <unsigned char>seq
+        n = 5
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, size + n)
+    cdef char *dst = PyBytes_AS_STRING(out)
+    memcpy(dst, <const char *>prefix, size)
+    memcpy(dst + size, tail, n)
+    return out
+
+
+# ----------------------------------------------------------------- LZW, compiled
+
+cdef enum:
+    LZW_CLEAR = 256
+    LZW_EOF = 257
+    LZW_MAX_CODE = 4095
+    LZW_MAX_WIDTH = 12
+
+
+cdef struct LzwTable:
+    # code -> its string: the code before it, its last byte, its first byte, its length
+    int prefix[LZW_MAX_CODE + 1]
+    unsigned char suffix[LZW_MAX_CODE + 1]
+    unsigned char first[LZW_MAX_CODE + 1]
+    int length[LZW_MAX_CODE + 1]
+
+
+# One table for every call: the function holds the GIL throughout and calls
+# no Python code while it reads, so no two calls share it at once.
+cdef LzwTable LZW_TABLE
+
+
+def lzw_decompress(bytes data not None, Py_ssize_t max_size):
+    """Go's compress/lzw reader (LSB, 8-bit literals), step for step as
+    ``lzw.decompress`` does it, at most ``max_size`` bytes out. Returns the
+    bytes, or on failure a tuple for the caller to raise from: (1,) the data
+    ends without its end code; (2, code, next) an invalid code; (3,) more
+    than ``max_size`` bytes."""
+    cdef const unsigned char *src = <const unsigned char *>data
+    cdef Py_ssize_t size = len(data), pos = 0, out_len = 0, cap = 256, need, k, entry_len
+    cdef unsigned long long bits = 0
+    cdef int n_bits = 0, width = 9, hi = LZW_EOF, overflow = 512, last = -1, code, c
+    cdef LzwTable *table = &LZW_TABLE
+    cdef unsigned char *out = <unsigned char *>PyMem_Malloc(cap)
+    cdef unsigned char *grown
+    cdef unsigned char head
+    if out == NULL:
+        raise MemoryError()
+    cdef int *prefix = table.prefix
+    cdef unsigned char *suffix = table.suffix
+    cdef unsigned char *first = table.first
+    cdef int *length = table.length
+    for c in range(LZW_MAX_CODE + 1):
+        prefix[c] = -1
+        suffix[c] = <unsigned char>c if c < LZW_CLEAR else 0
+        first[c] = suffix[c]
+        length[c] = 1 if c < LZW_CLEAR else 0
+    try:
+        while True:
+            while n_bits < width:
+                if pos == size:
+                    return (1,)
+                bits |= (<unsigned long long>src[pos]) << n_bits
+                pos += 1
+                n_bits += 8
+            code = <int>(bits & ((1ULL << width) - 1))
+            bits >>= width
+            n_bits -= width
+            if code == LZW_CLEAR:
+                width = 9
+                hi = LZW_EOF
+                overflow = 512
+                last = -1
+                continue
+            if code == LZW_EOF:
+                return PyBytes_FromStringAndSize(<char *>out, out_len)
+            if code > hi:
+                return (2, code, hi)
+            if code == hi and last >= 0:
+                entry_len = length[last] + 1        # last's string plus its own head
+                head = first[last]
+            else:
+                entry_len = length[code]
+                head = first[code]
+            if out_len + entry_len > max_size:
+                return (3,)
+            need = out_len + entry_len
+            if need > cap:
+                while cap < need:
+                    cap *= 2
+                grown = <unsigned char *>PyMem_Realloc(out, cap)
+                if grown == NULL:
+                    raise MemoryError()
+                out = grown
+            if code == hi and last >= 0:
+                out[need - 1] = head
+                c = last
+                k = need - 2
+            else:
+                c = code
+                k = need - 1
+            while k >= out_len and c >= 0:      # a string's bytes, last first
+                out[k] = suffix[c]
+                c = prefix[c]
+                k -= 1
+            out_len = need
+            if last >= 0:
+                prefix[hi] = last
+                suffix[hi] = head
+                first[hi] = first[last]
+                length[hi] = length[last] + 1
+            last = code
+            hi += 1
+            if hi >= overflow:
+                if width == LZW_MAX_WIDTH:
+                    last = -1                  # table full: Go defines no more codes until a clear
+                    hi -= 1
+                else:
+                    width += 1
+                    overflow <<= 1
+    finally:
+        PyMem_Free(out)

@@ -1,0 +1,274 @@
+"""The gossip hot path's matcher, pure Python (the twin of ``_hot.pyx``).
+
+memberlist's hot messages (ping, ack, alive, suspect, dead) are msgpack maps
+whose layout go-msgpack makes deterministic: the Go field names sorted, each
+of a fixed type, the ``omitempty`` ones left out when zero. :func:`match`
+recognises exactly those layouts at the byte level and hands back the fields
+as plain values, without a general msgpack decode or message objects. Any
+other layout (unknown or missing fields, other value types, a nil string,
+a uint64, trailing bytes, a value out of its Go type's range, a meta over
+512 bytes, a short Vsn) gives ``None``: the engine then takes the general
+path, which decodes it or refuses it as it always did. The compiled twin
+``_hot.pyx`` returns the same on every input (tests/test_gossip_hot.py).
+
+Results, strings as their raw bytes:
+
+- ``(PING, seq, addressed_to_me, source_addr, source_port)``;
+  ``addressed_to_me``: Node is empty or ``me``;
+- ``(ACK, seq, payload)``;
+- ``(ALIVE, incarnation, node, addr, port, meta, vsn)``;
+- ``(SUSPECT | DEAD, incarnation, node, from)``.
+
+Read from the Go vectors (tests/gossip_vectors), never copied.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+PING = 0
+ACK = 2
+SUSPECT = 3
+ALIVE = 4
+DEAD = 5
+
+COMPOUND = 7
+COMPRESS = 9
+HAS_CRC = 12
+HAS_LABEL = 244
+CRC_HEADER = 5
+
+META_MAX = 512
+VSN_SIZE = 6
+U16 = 0xFFFF
+U32 = 0xFFFFFFFF
+
+# Each key as go-msgpack writes it: a fixraw header and the Go name.
+K_NODE = b"\xa4Node"
+K_SEQ = b"\xa5SeqNo"
+K_SRC_ADDR = b"\xaaSourceAddr"
+K_SRC_NODE = b"\xaaSourceNode"
+K_SRC_PORT = b"\xaaSourcePort"
+K_PAYLOAD = b"\xa7Payload"
+K_FROM = b"\xa4From"
+K_INC = b"\xabIncarnation"
+K_ADDR = b"\xa4Addr"
+K_META = b"\xa4Meta"
+K_PORT = b"\xa4Port"
+K_VSN = b"\xa3Vsn"
+
+#: a failed read: the position is below every real one
+BAD = -1
+
+
+def unwrap(buf: bytes, label_header: bytes, max_packet: int, max_messages: int) -> list[bytes] | None:
+    """The messages of a plain packet as ingestPacket and handleCommand
+    unwrap it: behind ``label_header`` (the expected label's header, or
+    empty for none), an optional hasCrc header whose CRC matches, then one
+    message or a compound of complete, non-empty messages that are neither
+    compounds nor compressed; ``None`` for anything else (an encrypted,
+    compressed or damaged packet, a wrong label, nesting, more than
+    ``max_messages`` messages, bytes after a compound's parts)."""
+    end = len(buf)
+    if end > max_packet or not buf.startswith(label_header):
+        return None
+    pos = len(label_header)
+    if pos == 0 and end and buf[0] == HAS_LABEL:
+        return None
+    if pos < end and buf[pos] == HAS_CRC:
+        if end - pos < CRC_HEADER or zlib.crc32(buf[pos + CRC_HEADER:]) != int.from_bytes(
+                buf[pos + 1:pos + CRC_HEADER], "big"):
+            return None
+        pos += CRC_HEADER
+    if pos >= end or buf[pos] == COMPRESS:
+        return None
+    if buf[pos] != COMPOUND:
+        return [buf[pos:]] if max_messages >= 1 else None
+    if pos + 1 >= end:
+        return None
+    count = buf[pos + 1]
+    lengths = pos + 2
+    part = lengths + 2 * count
+    if count > max_messages or part > end:
+        return None
+    out = []
+    for index in range(count):
+        size = (buf[lengths + 2 * index] << 8) | buf[lengths + 2 * index + 1]
+        stop = part + size
+        if size == 0 or stop > end or buf[part] == COMPOUND or buf[part] == COMPRESS:
+            return None
+        out.append(buf[part:stop])
+        part = stop
+    return out if part == end else None
+
+
+def _uint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
+    """A msgpack unsigned integer of at most 32 bits at ``pos``: (value, next)."""
+    if pos >= end:
+        return 0, BAD
+    b = buf[pos]
+    if b < 0x80:
+        return b, pos + 1
+    if b == 0xCC:
+        size = 1
+    elif b == 0xCD:
+        size = 2
+    elif b == 0xCE:
+        size = 4
+    else:
+        return 0, BAD
+    stop = pos + 1 + size
+    if stop > end:
+        return 0, BAD
+    return int.from_bytes(buf[pos + 1:stop], "big"), stop
+
+
+def _raw(buf: bytes, pos: int, end: int, nil_ok: bool) -> tuple[int, int]:
+    """A msgpack raw (fixraw, raw16, raw32) at ``pos``, or nil if ``nil_ok``:
+    (start of its bytes, next); nil gives an empty span."""
+    if pos >= end:
+        return 0, BAD
+    b = buf[pos]
+    if 0xA0 <= b <= 0xBF:
+        start, size = pos + 1, b - 0xA0
+    elif b == 0xDA:
+        if pos + 3 > end:
+            return 0, BAD
+        start, size = pos + 3, (buf[pos + 1] << 8) | buf[pos + 2]
+    elif b == 0xDB:
+        if pos + 5 > end:
+            return 0, BAD
+        start, size = pos + 5, int.from_bytes(buf[pos + 1:pos + 5], "big")
+    elif b == 0xC0 and nil_ok:
+        return pos + 1, pos + 1
+    else:
+        return 0, BAD
+    if start + size > end:
+        return 0, BAD
+    return start, start + size
+
+
+def _key(buf: bytes, pos: int, key: bytes) -> bool:
+    return buf.startswith(key, pos)
+
+
+def match(buf: bytes, me: bytes) -> tuple[object, ...] | None:
+    """One message (type byte + body) in one of the hot layouts, or ``None``."""
+    end = len(buf)
+    if end < 2:
+        return None
+    kind = buf[0]
+    count = buf[1]
+    if kind == PING:
+        return _ping(buf, end, count, me)
+    if kind == ACK:
+        return _ack(buf, end, count)
+    if kind == ALIVE:
+        return _alive(buf, end, count)
+    if kind == SUSPECT or kind == DEAD:
+        return _accusation(buf, end, count, kind)
+    return None
+
+
+def _ping(buf: bytes, end: int, count: int, me: bytes) -> tuple[object, ...] | None:
+    if not 0x82 <= count <= 0x85 or not _key(buf, 2, K_NODE):
+        return None
+    node, pos = _raw(buf, 2 + len(K_NODE), end, False)
+    if pos == BAD or not _key(buf, pos, K_SEQ):
+        return None
+    node_end = pos
+    seq, pos = _uint(buf, pos + len(K_SEQ), end)
+    if pos == BAD or seq > U32:
+        return None
+    left = count - 0x82
+    addr_start = addr_end = port = 0
+    if left and _key(buf, pos, K_SRC_ADDR):
+        addr_start, pos = _raw(buf, pos + len(K_SRC_ADDR), end, True)
+        if pos == BAD:
+            return None
+        addr_end = pos
+        left -= 1
+    if left and _key(buf, pos, K_SRC_NODE):
+        _start, pos = _raw(buf, pos + len(K_SRC_NODE), end, False)
+        if pos == BAD:
+            return None
+        left -= 1
+    if left and _key(buf, pos, K_SRC_PORT):
+        port, pos = _uint(buf, pos + len(K_SRC_PORT), end)
+        if pos == BAD or port > U16:
+            return None
+        left -= 1
+    if left or pos != end:
+        return None
+    to_me = node == node_end or buf[node:node_end] == me
+    return (PING, seq, to_me, buf[addr_start:addr_end], port)
+
+
+def _ack(buf: bytes, end: int, count: int) -> tuple[object, ...] | None:
+    if count != 0x82 or not _key(buf, 2, K_PAYLOAD):
+        return None
+    payload, pos = _raw(buf, 2 + len(K_PAYLOAD), end, True)
+    if pos == BAD or not _key(buf, pos, K_SEQ):
+        return None
+    payload_end = pos
+    seq, pos = _uint(buf, pos + len(K_SEQ), end)
+    if pos != end or seq > U32:
+        return None
+    return (ACK, seq, buf[payload:payload_end])
+
+
+def _alive(buf: bytes, end: int, count: int) -> tuple[object, ...] | None:
+    if count != 0x86 or not _key(buf, 2, K_ADDR):
+        return None
+    addr, pos = _raw(buf, 2 + len(K_ADDR), end, True)
+    if pos == BAD or not _key(buf, pos, K_INC):
+        return None
+    addr_end = pos
+    inc, pos = _uint(buf, pos + len(K_INC), end)
+    if pos == BAD or inc > U32 or not _key(buf, pos, K_META):
+        return None
+    meta, pos = _raw(buf, pos + len(K_META), end, True)
+    if pos == BAD or pos - meta > META_MAX or not _key(buf, pos, K_NODE):
+        return None
+    meta_end = pos
+    node, pos = _raw(buf, pos + len(K_NODE), end, False)
+    if pos == BAD or not _key(buf, pos, K_PORT):
+        return None
+    node_end = pos
+    port, pos = _uint(buf, pos + len(K_PORT), end)
+    if pos == BAD or port > U16 or not _key(buf, pos, K_VSN):
+        return None
+    vsn, pos = _raw(buf, pos + len(K_VSN), end, True)
+    if pos != end or 0 < pos - vsn < VSN_SIZE:
+        return None
+    return (ALIVE, inc, buf[node:node_end], buf[addr:addr_end], port, buf[meta:meta_end], buf[vsn:pos])
+
+
+def _accusation(buf: bytes, end: int, count: int, kind: int) -> tuple[object, ...] | None:
+    if count != 0x83 or not _key(buf, 2, K_FROM):
+        return None
+    sender, pos = _raw(buf, 2 + len(K_FROM), end, False)
+    if pos == BAD or not _key(buf, pos, K_INC):
+        return None
+    sender_end = pos
+    inc, pos = _uint(buf, pos + len(K_INC), end)
+    if pos == BAD or inc > U32 or not _key(buf, pos, K_NODE):
+        return None
+    node, pos = _raw(buf, pos + len(K_NODE), end, False)
+    if pos != end:
+        return None
+    return (kind, inc, buf[node:pos], buf[sender:sender_end])
+
+
+def ack(prefix: bytes, seq: int) -> bytes:
+    """An ack message: ``prefix`` (type, map header, the Payload field, the
+    SeqNo key) and ``seq`` as go-msgpack writes a uint."""
+    if not 0 <= seq <= U32:
+        raise ValueError(f"a sequence number is a uint32, not {seq}")
+    if seq < 0x80:
+        return prefix + bytes((seq,))
+    if seq <= 0xFF:
+        return prefix + bytes((0xCC, seq))
+    if seq <= U16:
+        return prefix + b"\xcd" + seq.to_bytes(2, "big")
+    return prefix + b"\xce" + seq.to_bytes(4, "big")

@@ -1,0 +1,108 @@
+"""The gossip engine's hot path: the messages a member receives most, handled
+without the general msgpack decode (see :mod:`.hot` for the matcher).
+
+A plain packet is split by the matcher's ``unwrap``; ping, ack, alive,
+suspect and dead in Go's layout are taken apart by ``match``. A ping to us
+is answered with an ack from a template; an ack goes to its probe; an
+alive, suspect or dead that the node-state rules would ignore stops here,
+and one they would act on goes to the same rules as before. Everything
+else goes back to the general path, which decodes or refuses it as ever.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import hot as hot_path, messages
+from .layout import MessageType
+from .probing import Probing, reply_address
+from .state import Addr
+
+
+class HotPath(Probing):
+    """The hot path of :class:`~mcastmember.gossip.engine.GossipEngine`
+    (only where ``self._hot``, the chosen matcher, is set)."""
+
+    def _handle_message(self, part: bytes, addr: Addr, now: float) -> None:
+        raise NotImplementedError     # written in engine.py
+
+    def _hot_packet(self, data: bytes, addr: Addr, now: float) -> bool:
+        """A plain packet's messages, each to :meth:`_handle_message`; False
+        (nothing done) for what the general framing must open."""
+        hot = self._hot
+        if hot is None or self.keyring is not None or type(data) is not bytes:   # (the matchers read bytes)
+            return False
+        limits = self.settings.limits
+        found = hot.unwrap(data, self._label_header, limits.max_packet, limits.max_messages)
+        if found is None:
+            return False
+        for part in found:
+            self._handle_message(part, addr, now)
+        return True
+
+    def _hot_message(self, part: bytes, addr: Addr, now: float) -> bool:
+        """What :meth:`_handle_message` does with a message the matcher
+        takes apart (see :mod:`.hot`): True if done, False to decode it in
+        full (one it does not take, or an alive that changes something: the
+        general rules say how)."""
+        hot = self._hot
+        if hot is None or type(part) is not bytes:     # (the matchers read bytes)
+            return False
+        found = hot.match(part, self._me)
+        if found is None:
+            return False
+        kind = found[0]
+        if kind == MessageType.PING:
+            self._hot_ping(found[1], found[2], found[3], found[4], addr)
+            return True
+        if kind == MessageType.ACK:
+            self._ack_received(found[1], found[2], now)
+            return True
+        if kind == MessageType.ALIVE:
+            return self._alive_unchanged(found)
+        # suspect or dead: the early returns of _suspect_node and _dead_node
+        # without a message object, else the rule itself
+        inc, node = found[1], found[2].decode("utf-8", "surrogateescape")
+        state = self.table.get(node)
+        if state is None or inc < state.incarnation:
+            return True
+        from_ = found[3].decode("utf-8", "surrogateescape")
+        if kind == MessageType.SUSPECT:
+            self._suspect_node(messages.Suspect(incarnation=inc, node=node, from_=from_), now)
+        else:
+            self._dead_node(messages.Dead(incarnation=inc, node=node, from_=from_), now)
+        return True
+
+    def _alive_unchanged(self, found: tuple[Any, ...]) -> bool:
+        """An alive the rules of :meth:`_alive_node` (bootstrap off) ignore
+        without a trace: ours while we leave, or a known node's at its
+        address and at most its incarnation. Anything else: False."""
+        _kind, inc, raw_name, addr, port, _meta, vsn = found
+        name = raw_name.decode("utf-8", "surrogateescape")
+        if self._leave is not None and name == self.name:
+            return True
+        if len(vsn) >= 3 and (vsn[0] == 0 or vsn[1] == 0 or vsn[0] > vsn[1]):
+            return False
+        if self.settings.protocol_version < 2 or port == 0:
+            port = self._port
+        state = self.table.get(name)
+        return (state is not None and name != self.name and state.addr == addr and state.port == port
+                and inc <= state.incarnation and len(addr) in (4, 16))
+
+    def _hot_ping(self, seq: int, to_me: bool, source_addr: bytes, source_port: int, addr: Addr) -> None:
+        """:meth:`_handle_ping` on the matcher's fields, the ack from its template."""
+        if not to_me:
+            self._counts["pings_misdirected"] += 1
+            return
+        self._send_msg(reply_address(source_addr, source_port, addr), self._ack_bytes(seq))
+
+    def _ack_bytes(self, seq: int) -> bytes:
+        """Our ack of ``seq``: the pre-encoded template (remade when
+        :attr:`ack_payload` changes) and the sequence number."""
+        payload, prefix = self._ack_template
+        if payload != self.ack_payload:
+            payload, prefix = self.ack_payload, hot_path.ack_prefix(self.ack_payload)
+            self._ack_template = (payload, prefix)
+        assert self._hot is not None
+        ack: bytes = self._hot.ack(prefix, seq)
+        return ack

@@ -1,0 +1,384 @@
+"""The gossip hot path (mcastmember.gossip.hot): the byte-level matcher, its
+compiled and pure-Python twins, and the engine with it against the engine
+without it (the general msgpack path): the same state, the same bytes sent,
+the same events and counters, on Go's vectors and on fuzzed packets. The volume fuzz is tests/fuzz_gossip_hot.py."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from mcastmember.gossip import _hot_py, framing, hot, lzw, messages
+from mcastmember.gossip.crypto import Keyring
+from mcastmember.gossip.engine import GossipEngine
+from mcastmember.gossip.errors import GossipWireError
+from mcastmember.gossip.label import add_label
+from mcastmember.gossip.limits import Limits
+from mcastmember.gossip.settings import GossipSettings
+
+# Every test here runs both matchers itself (the twins), so CI's pure-Python
+# pass need not repeat them.
+pytestmark = pytest.mark.both_codecs
+
+VECTORS = json.loads((pathlib.Path(__file__).parent / "gossip_vectors" / "vectors.json").read_text())
+TWINS = [pytest.param(module, id=name) for name, module in hot.IMPLEMENTATIONS.items() if module is not None]
+COMPILED = hot.IMPLEMENTATIONS["compiled"]
+ME = "py-1"
+NAMES = [ME, "serf-1", "serf-2", "serf-3", "new-1", "", "nœud"]
+VSN = bytes((1, 5, 2, 2, 5, 4))
+ADDRS = [bytes((127, 0, 0, 2)), bytes((127, 0, 0, 3)), bytes((127, 0, 0, 4)), bytes(16), b"\x01\x02\x03", b""]
+SENDER = ("127.0.0.9", 7946)
+
+
+def _wires():
+    return [bytes.fromhex(v["wire"]) for v in VECTORS["messages"] + VECTORS["frames"]]
+
+
+def _fields(msg):
+    """What the matcher gives for a decoded message, from the general decoder."""
+    raw = messages._go_bytes
+    if isinstance(msg, messages.Ping):
+        return (0, msg.seq_no, not msg.node or msg.node == ME, msg.source_addr, msg.source_port)
+    if isinstance(msg, messages.Ack):
+        return (2, msg.seq_no, msg.payload)
+    if isinstance(msg, messages.Alive):
+        return (4, msg.incarnation, raw(msg.node), msg.addr, msg.port, msg.meta, msg.vsn)
+    if isinstance(msg, (messages.Suspect, messages.Dead)):
+        return (msg.TYPE, msg.incarnation, raw(msg.node), raw(msg.from_))
+    return None
+
+
+def _general(buf):
+    try:
+        return _fields(messages.decode(buf, Limits()))
+    except GossipWireError:
+        return "refused"
+
+
+# ------------------------------------------------------------------ the matcher
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_the_matcher_gives_the_general_decoders_fields_on_gos_vectors(twin):
+    matched = 0
+    for v in VECTORS["messages"]:
+        wire = bytes.fromhex(v["wire"])
+        found = twin.match(wire, ME.encode())
+        general = _general(wire)
+        if v["type"] in ("ping", "ack", "alive", "suspect", "dead"):
+            assert found == general, v["name"]
+            matched += 1
+        else:
+            assert found is None, v["name"]
+    assert matched == 10
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_unwrap_gives_the_general_framings_messages_or_declines(twin):
+    for wire in _wires():
+        found = twin.unwrap(wire, b"", 65535, 1024)
+        if found is not None:
+            assert found == framing.split_messages(framing.open_packet(wire, Limits()), Limits())[0]
+    ping = bytes.fromhex(VECTORS["messages"][1]["wire"])
+    assert twin.unwrap(framing.add_crc(ping), b"", 65535, 1024) == [ping]
+    bad_crc = bytearray(framing.add_crc(ping))
+    bad_crc[2] ^= 1
+    assert twin.unwrap(bytes(bad_crc), b"", 65535, 1024) is None          # the general path counts it
+    assert twin.unwrap(add_label(ping, b"dc1"), b"", 65535, 1024) is None
+    assert twin.unwrap(add_label(ping, b"dc1"), add_label(b"", b"dc1"), 65535, 1024) == [ping]
+    assert twin.unwrap(add_label(ping, b"dc2"), add_label(b"", b"dc1"), 65535, 1024) is None
+    assert twin.unwrap(framing.make_compound([ping, ping]), b"", 65535, 1) is None   # over max_messages
+    assert twin.unwrap(framing.make_compound([ping]) + b"x", b"", 65535, 1024) is None
+    assert twin.unwrap(framing.compress_message(ping), b"", 65535, 1024) is None
+
+
+def _go_message(kind, seq, name, addr, port, payload, inc, sender, meta, vsn):
+    if kind == "ping":
+        return messages.encode(messages.Ping(seq_no=seq, node=name, source_addr=addr, source_port=port,
+                                             source_node=sender))
+    if kind == "ack":
+        return messages.encode(messages.Ack(seq_no=seq, payload=payload))
+    if kind == "alive":
+        return messages.encode(messages.Alive(incarnation=inc, node=name, addr=addr, port=port, meta=meta, vsn=vsn))
+    cls = messages.Suspect if kind == "suspect" else messages.Dead
+    return messages.encode(cls(incarnation=inc, node=name, from_=sender))
+
+
+u32 = st.one_of(st.integers(0, 300), st.integers(0, 0xFFFFFFFF))
+u16 = st.one_of(st.integers(0, 300), st.integers(0, 0xFFFF))
+names = st.one_of(st.sampled_from(NAMES), st.text(max_size=40))
+go_messages = st.builds(
+    _go_message, st.sampled_from(["ping", "ack", "alive", "suspect", "dead"]), u32, names,
+    st.one_of(st.sampled_from(ADDRS), st.binary(max_size=20)), u16, st.binary(max_size=70), u32, names,
+    st.binary(max_size=600), st.one_of(st.just(VSN), st.binary(max_size=8)))
+
+
+def _mutations(data):
+    return st.one_of(
+        st.just(data),
+        st.tuples(st.integers(0, len(data) - 1), st.integers(0, 255)).map(
+            lambda t: data[:t[0]] + bytes((t[1],)) + data[t[0] + 1:]),
+        st.integers(0, len(data)).map(lambda n: data[:n]),
+        st.binary(max_size=4).map(lambda b: data + b),
+        st.tuples(st.integers(0, len(data)), st.binary(min_size=1, max_size=3)).map(
+            lambda t: data[:t[0]] + t[1] + data[t[0]:]))
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(go_messages.flatmap(_mutations))
+def test_the_matcher_takes_only_what_the_general_decoder_reads_the_same(data):
+    found = _hot_py.match(data, ME.encode())
+    if COMPILED is not None:
+        assert COMPILED.match(data, ME.encode()) == found
+    if found is not None:
+        assert _general(data) == found
+
+
+@settings(max_examples=300, deadline=None)
+@given(go_messages)
+def test_the_matcher_takes_every_hot_message_go_writes_within_go_bounds(data):
+    general = _general(data)
+    if general == "refused" or general is None:
+        return
+    assert _hot_py.match(data, ME.encode()) == general
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.binary(max_size=64), st.binary(max_size=4), st.integers(0, 3))
+def test_the_twins_agree_on_any_bytes(data, label, max_messages):
+    header = add_label(b"", label)
+    assert _hot_py.match(data, ME.encode()) == (COMPILED.match(data, ME.encode()) if COMPILED else
+                                                 _hot_py.match(data, ME.encode()))
+    for packet in (data, framing.add_crc(data), header + data):
+        want = _hot_py.unwrap(packet, header, 65535, max_messages)
+        if COMPILED is not None:
+            assert COMPILED.unwrap(packet, header, 65535, max_messages) == want
+
+
+@pytest.mark.parametrize("twin", TWINS)
+@settings(max_examples=300, deadline=None)
+@given(seq=u32, payload=st.binary(max_size=300))
+def test_the_ack_template_writes_what_the_encoder_writes(twin, seq, payload):
+    assert twin.ack(hot.ack_prefix(payload), seq) == messages.encode(messages.Ack(seq_no=seq, payload=payload))
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_the_ack_template_refuses_what_is_no_uint32(twin):
+    for seq in (-1, 1 << 32):
+        with pytest.raises((ValueError, OverflowError)):
+            twin.ack(b"", seq)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.binary(max_size=200), st.integers(0, 200).map(lambda n: b"\0" * n)))
+def test_compression_is_skipped_only_where_it_cannot_shrink(data):
+    assert len(framing.compress_message(data)) >= framing.compressed_floor(len(data))
+
+
+# ------------------------------------------------------------------ the engine
+
+
+def _pair(twin, **overrides):
+    out = []
+    for impl in (None, twin):
+        e = GossipEngine(GossipSettings(name=ME, advertise_addr="127.0.0.1", **overrides), seed=7, hot=impl)
+        e.start(0.0)
+        out.append(e)
+    return out
+
+
+def _state(e, now):
+    nodes = [(n.name, n.addr, n.port, n.meta, n.incarnation, n.state, n.state_change, n.vsn) for n in e.table.nodes]
+    return (e.datagrams_to_send(now), e.streams_to_open(now), e.events(), e.stats(), nodes,
+            sorted(e._suspicions), sorted(e._acks), e.broadcasts.size, e.incarnation, e.health_score)
+
+
+def _step(engines, now, data=None, addr=SENDER, tick=False):
+    states = []
+    for e in engines:
+        if tick:
+            e.handle_timer(now)
+        else:
+            e.receive_packet(data, addr, now)
+        states.append(_state(e, now))
+    assert states[0] == states[1]
+    return states[0]
+
+
+def _known(engines, now):
+    for i, name in enumerate(NAMES[1:4]):
+        alive = messages.encode(messages.Alive(incarnation=5, node=name, addr=ADDRS[i], port=7946, meta=b"m",
+                                               vsn=VSN))
+        _step(engines, now, alive)
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_the_engine_with_the_hot_path_does_what_it_does_without_on_gos_vectors(twin):
+    engines = _pair(twin)
+    _known(engines, 0.0)
+    for wire in _wires():
+        _step(engines, 0.1, wire)
+    assert engines[1].stats()["packets_received"] == len(_wires()) + 3
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_a_ping_is_answered_with_the_same_ack_and_a_pending_probe_ends_the_same(twin):
+    engines = _pair(twin, ping_events=True)
+    _known(engines, 0.0)
+    engines[0].ack_payload = engines[1].ack_payload = b"coordinate"
+    ping = messages.encode(messages.Ping(seq_no=300, node=ME, source_addr=ADDRS[0], source_port=7000))
+    sent = _step(engines, 0.1, framing.add_crc(ping))[0]
+    assert [m for data, _addr in sent for m in framing.split_messages(data, Limits())[0]][0] == \
+        messages.encode(messages.Ack(seq_no=300, payload=b"coordinate"))
+    assert sent[0][1] == ("127.0.0.2", 7000)
+    pings = _step(engines, 1.0, tick=True)[0]          # a probe: one ping out
+    probe = messages.decode(framing.split_messages(pings[0][0], Limits())[0][0], Limits())
+    events = _step(engines, 1.1, framing.add_crc(messages.encode(messages.Ack(seq_no=probe.seq_no,
+                                                                              payload=b"rtt"))))[2]
+    assert [type(ev).__name__ for ev in events] == ["PingCompleted"]
+
+
+def _wrap(parts, crc, label):
+    body = parts[0] if len(parts) == 1 else framing.make_compound(parts)
+    return add_label(framing.add_crc(body) if crc else body, label)
+
+
+@st.composite
+def packets(draw):
+    kind = draw(st.sampled_from(["ping", "ack", "alive", "suspect", "dead"]))
+    name = draw(st.sampled_from(NAMES))
+    inc = draw(st.sampled_from([0, 1, 4, 5, 6, 0xFFFFFFFF]))
+    addr = draw(st.sampled_from(ADDRS))
+    port = draw(st.sampled_from([7946, 0, 7000]))
+    vsn = draw(st.sampled_from([VSN, b"", bytes((0, 5, 2, 0, 0, 0)), bytes((5, 1, 2, 0, 0, 0)), VSN + b"x"]))
+    meta = draw(st.sampled_from([b"m", b"", b"other"]))
+    seq = draw(st.sampled_from([0, 1, 2, 3, 200, 0xFFFFFFFF]))
+    return _go_message(kind, seq, name, addr, port, draw(st.binary(max_size=4)), inc,
+                       draw(st.sampled_from(NAMES)), meta, vsn)
+
+
+@pytest.mark.parametrize("twin", TWINS)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                   HealthCheck.function_scoped_fixture])
+@given(script=st.lists(st.tuples(st.lists(packets(), min_size=1, max_size=4), st.booleans(), st.booleans(),
+                                 st.sampled_from([None, 0, 5]), st.booleans()), max_size=12),
+       labelled=st.booleans())
+def test_the_engine_with_the_hot_path_does_what_it_does_without_on_fuzzed_packets(twin, script, labelled):
+    label = b"dc1" if labelled else b""
+    engines = _pair(twin, label=label)
+    _known(engines, 0.0) if not labelled else None
+    now = 0.0
+    for parts, crc, wrong_label, cut, tick in script:
+        now += 0.3
+        if tick:
+            _step(engines, now, tick=True)
+        data = _wrap(parts, crc, b"dc2" if wrong_label else label)
+        if cut is not None:
+            data = data[:len(data) - cut]
+        _step(engines, now, data)
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_an_encrypted_engine_opens_packets_the_general_way_and_still_matches(twin):
+    key = bytes(16)
+    engines = _pair(twin, keys=(key,))
+    ping = messages.encode(messages.Ping(seq_no=9, node=ME))
+    packet = framing.encode_packet(ping, keyring=Keyring((key,)), nonce=bytes(12))
+    states = []
+    for e in engines:
+        e.receive_packet(packet, SENDER, 0.1)
+        sent, *rest = _state(e, 0.1)
+        # the nonce is random: compare what the datagrams hold
+        states.append(([framing.open_packet(data, Limits(), keys=(key,)) for data, _addr in sent], rest))
+    assert states[0] == states[1]
+    assert framing.split_messages(states[1][0][0], Limits())[0][0] == messages.encode(messages.Ack(seq_no=9))
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_a_packet_in_a_bytearray_or_memoryview_is_read_the_general_way(twin):
+    engines = _pair(twin)
+    ping = framing.add_crc(messages.encode(messages.Ping(seq_no=9, node=ME)))
+    for data in (bytearray(ping), memoryview(ping)):
+        sent = _step(engines, 0.1, data)[0]
+        assert framing.split_messages(sent[0][0], Limits())[0][0] == messages.encode(messages.Ack(seq_no=9))
+
+
+def test_the_engine_takes_the_hot_path_by_default_unless_the_limits_forbid():
+    assert GossipEngine(GossipSettings(name=ME))._hot is hot.DEFAULT
+    tight = GossipSettings(name=ME, limits=Limits(max_string=100))
+    assert GossipEngine(tight)._hot is None
+    assert GossipEngine(GossipSettings(name=ME), hot=None)._hot is None
+    # a name whose bytes the general decoder would read back as another name
+    assert GossipEngine(GossipSettings(name="\udcc3\udca9"))._hot is None
+    assert GossipEngine(GossipSettings(name="n\udcff"))._hot is hot.DEFAULT
+
+
+CORPUS = sorted((pathlib.Path(__file__).parent / "corpus" / "gossip_hot").glob("*.hex"))
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=[p.stem for p in CORPUS])
+@pytest.mark.parametrize("twin", TWINS)
+def test_fuzz_corpus_entry_does_the_same_with_and_without_the_hot_path(twin, path):
+    data = bytes.fromhex(path.read_text().strip())
+    engines = _pair(twin)
+    _known(engines, 0.0)
+    _step(engines, 0.1, data)
+
+
+def test_the_stub_names_what_both_twins_have():
+    import ast
+    stub = pathlib.Path(hot.__file__).with_name("_hot.pyi")
+    tree = ast.parse(stub.read_text())
+    names = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    names |= {n.target.id for n in tree.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
+    # the LZW reader's twin is lzw.decompress_py, not in _hot_py
+    assert names == {"PING", "ACK", "SUSPECT", "ALIVE", "DEAD", "unwrap", "match", "ack", "lzw_decompress"}
+    assert all(hasattr(_hot_py, name) for name in names - {"lzw_decompress"})
+    for twin in (m for m in hot.IMPLEMENTATIONS.values() if m is not None):
+        assert all(hasattr(twin, name) for name in names) or twin is _hot_py
+        assert [twin.PING, twin.ACK, twin.SUSPECT, twin.ALIVE, twin.DEAD] == [0, 2, 3, 4, 5]
+
+
+# ----------------------------------------------------------------- LZW, compiled
+
+
+def _lzw(fn, data, max_size):
+    try:
+        return fn(data, max_size)
+    except GossipWireError as exc:
+        return (type(exc).__name__, exc.reason, str(exc))
+
+
+def _compiled_lzw(data, max_size):
+    """lzw.decompress with the compiled reader chosen (whatever the environment chose)."""
+    saved, lzw._COMPILED = lzw._COMPILED, COMPILED.lzw_decompress
+    try:
+        return lzw.decompress(data, max_size)
+    finally:
+        lzw._COMPILED = saved
+
+
+needs_compiled = pytest.mark.skipif(COMPILED is None, reason="the compiled matcher is not built")
+
+
+@needs_compiled
+def test_the_compiled_lzw_reader_reads_gos_vectors():
+    for v in VECTORS["lzw"]:
+        assert COMPILED.lzw_decompress(bytes.fromhex(v["lzw"]), 1 << 24) == bytes.fromhex(v["plain"]), v["name"]
+
+
+@needs_compiled
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(st.binary(max_size=300), st.integers(0, 9000).map(lambda n: b"ab" * n),
+                 st.integers(0, 20000).map(bytes)).flatmap(lambda plain: st.tuples(
+                     st.just(plain), _mutations(lzw.compress(plain)) | st.binary(max_size=40),
+                     st.sampled_from([1 << 24, len(plain), max(len(plain) - 1, 0), 50]))))
+def test_the_compiled_lzw_reader_gives_the_pure_readers_bytes_and_errors(case):
+    plain, data, max_size = case
+    want = _lzw(lzw.decompress_py, data, max_size)
+    assert _lzw(_compiled_lzw, data, max_size) == want
+    if data == lzw.compress(plain) and max_size >= len(plain):
+        assert want == plain
