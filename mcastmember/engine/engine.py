@@ -45,6 +45,7 @@ from .. import _codec
 from ..wire import layout as L
 from .ratelimit import RateLimitedLog
 from .events import MemberEvent, Reason
+from .config import encode, keys_and_mode, with_domain, with_payload
 from .member import Member
 from ..discovery.peers import PeerSet, cloud_unique_id
 from ..discovery.resolver import Answer
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
 
     from .._fast import HeartbeatPacket, Targets
     from .config import AuthMode, Keys, ServiceConfig
+    from ..wire.auth import KeyRing
     from ..discovery.peers import Lookup
 
     # A socket the engine may ask the driver to reopen (SEND, RECEIVE, UNICAST).
@@ -163,10 +165,15 @@ class MembershipEngine:
     """
 
     def __init__(self, config: ServiceConfig, *, codec: ModuleType | None = None) -> None:
-        self.config = config
+        self.config = config    # read only: what changes (below) is the engine's
         self._codec: ModuleType = codec or _codec.impl
+        # Our member as we advertise it now (payload, domain, the member port
+        # a TCP listener got) and the keys we sign and check with.
+        self._local = config.local_member()
+        self._ring: KeyRing | None = config.key_ring
+        self._auth: AuthMode = config.auth
         self.table = Membership(drop_time=config.drop_time_s,
-                                max_members=config.max_members, local=config.local_member(),
+                                max_members=config.max_members, local=self._local,
                                 domain=config.domain if config.filter_domain else None,
                                 codec=self._codec, phi=config.phi)
         if config.auth != "off":
@@ -364,23 +371,23 @@ class MembershipEngine:
     def set_payload(self, payload: bytes | str) -> None:
         """Advertise new payload bytes (str: UTF-8); ``outgoing`` returns the
         new packet at once, the grid unchanged."""
-        self.config.set_payload(payload)
+        self._local = with_payload(self._local, payload)
         self._changed()
 
     def set_domain(self, domain: bytes | str) -> None:
         """Advertise a new domain; sent at once as ``set_payload``. Under
         ``filter_domain`` the table filters on it from now on, the fast path
         included: members of the old domain are removed ("filtered")."""
-        cfg = self.config
-        cfg.set_domain(domain)
-        self.table.set_local(cfg.local_member())
-        self._events.extend(self.table.set_domain(cfg.domain if cfg.filter_domain else None))
+        self._local = with_domain(self._local, domain)
+        self.table.set_local(self._local)
+        self._events.extend(self.table.set_domain(self._local.domain
+                                                  if self.config.filter_domain else None))
         self._changed()
 
     def set_member_port(self, port: int) -> None:
         """The member port we advertise (a TCP listener picked it)."""
-        self.config.member_port = port
-        self.table.set_local(self.config.local_member())
+        self._local = self._local.replace(port=port)
+        self.table.set_local(self._local)
         self._changed()
 
     def _changed(self) -> None:
@@ -394,16 +401,17 @@ class MembershipEngine:
         self._packet = self._make_packet(b"")
 
     def _make_packet(self, command: bytes) -> HeartbeatPacket:
-        packet = self.config.heartbeat_packet(self._origin_ns, command, self._codec)
+        packet = self.config.heartbeat_packet(self._local.replace(command=command),
+                                              self._origin_ns, self._codec)
         self._sign(packet)
         return packet
 
     def _sign(self, packet: HeartbeatPacket) -> None:
         """Sign ``packet`` with the ring's signing key (unsigned when off), its
         sequences above every one we sent before."""
-        ring = self.config.key_ring
+        ring = self._ring
         after = self._packet.sequence if self._packet is not None else 0
-        if self.config.auth == "off":
+        if self._auth == "off":
             packet.set_key(0)
         else:
             assert ring is not None     # auth is on: there is a key ring
@@ -414,8 +422,8 @@ class MembershipEngine:
         the next heartbeat is signed with the new signing key; members stay
         (rotate by adding the new key everywhere, then signing with it, then
         removing the old one)."""
-        self.config.set_keys(keys, auth)
-        self.table.set_keys(self.config.auth_mode, self.config.key_ring)
+        self._ring, self._auth = keys_and_mode(keys, auth)
+        self.table.set_keys(L.AUTH_MODES[self._auth], self._ring)
         if self._packet is not None:
             self._sign(self._packet)
 
@@ -659,7 +667,7 @@ class MembershipEngine:
             self._counts["removed." + UNLISTED] += 1
             self._events.append(MemberEvent(REMOVED, member, UNLISTED))
         for address in sorted(listed - self._listed.keys()):
-            member = Member(address, self.config.member_port, cloud_unique_id(address),
+            member = Member(address, self._local.port, cloud_unique_id(address),
                             alive_ms=-1)
             self._listed[address] = member
             self._events.append(MemberEvent(ADDED, member))
@@ -710,10 +718,25 @@ class MembershipEngine:
     @property
     def local_member(self) -> Member:
         """Our own member as we advertise it (with the alive time last sent)."""
-        member = self.config.local_member()
+        member = self._local
         if self._packet is not None:
             member = member.with_alive(self._packet.alive_ms)
         return member
+
+    @property
+    def auth(self) -> AuthMode:
+        """The authentication mode now: the ``auth`` setting until ``set_keys``."""
+        return self._auth
+
+    @property
+    def key_ring(self) -> KeyRing | None:
+        """The keys we sign and check with now (None: none)."""
+        return self._ring
+
+    def encode(self, command: bytes = b"") -> bytes:
+        """Our packet as we advertise it now, alive time 0 (the TCP
+        listener's replies carry it)."""
+        return encode(self._local.replace(command=command))
 
     def stats(self) -> Stats:
         """The table's counters and ours: the same keys whatever the driver."""
@@ -749,7 +772,7 @@ class MembershipEngine:
         failures = self.table.auth_failures()
         total = sum(failures.values())
         if total > self._auth_reported:
-            fate = ("dropped" if self.config.auth == "enforce"
+            fate = ("dropped" if self._auth == "enforce"
                     else "admitted as unauthenticated (permissive)")
             hint = ("; skew: a sender's clock is off from ours by more than the replay "
                     "window (check NTP)" if failures.get("skew") else "")

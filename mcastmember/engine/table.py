@@ -17,6 +17,7 @@ from .. import _codec
 from ..wire import auth
 from .events import EventKind, MemberEvent, Reason
 from .member import Member, find_by_address, find_by_unique_id
+from .settings import DEFAULT_SECONDS, default
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -76,7 +77,8 @@ class Membership:
     (microseconds, default the system's) judges a first packet's sequence.
     """
 
-    def __init__(self, *, drop_time: float = 3.0, max_members: int = 1024,
+    def __init__(self, *, drop_time: float = DEFAULT_SECONDS["drop_time"],
+                 max_members: int = default("max_members"),
                  local: Member | Buffer | None = None, domain: Buffer | None = None,
                  codec: ModuleType | None = None, phi: PhiAccrual | None = None,
                  wall_clock: Callable[[], int] | None = None) -> None:

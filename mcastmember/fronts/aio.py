@@ -394,7 +394,7 @@ class AsyncMembership(MembershipFront):
     async def _start_probe_server(self) -> None:
         cfg = self.config
         from .tribes_listener_aio import AsyncTribesListener
-        listener = AsyncTribesListener(cfg.listen_address, cfg.member_port, cfg.encode,
+        listener = AsyncTribesListener(cfg.listen_address, cfg.member_port, self._engine.encode,
                                       self._may_reply_to, self._member_hosts)
         await listener.start()
         self._probe_server = listener

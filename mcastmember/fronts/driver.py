@@ -177,6 +177,11 @@ class MembershipFront:
             if events:      # members of the old domain removed under filter_domain
                 self._publish(events)   # under the lock, in order with the driver's
 
+    @property
+    def auth(self) -> AuthMode:
+        """The authentication mode now: the ``auth`` setting until ``set_keys``."""
+        return self._engine.auth
+
     def set_keys(self, keys: Keys, auth: AuthMode | None = None) -> None:
         """Authenticate with other keys (or mode) from now on, without a
         restart: ``keys`` and ``auth`` as in ServiceConfig (None: no keys).
