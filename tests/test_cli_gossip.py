@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("msgpack")
 
 from mcastmember.fronts.gossip_service import SerfService  # noqa: E402
-from mcastmember.gossip.serf.node import MemberEvent  # noqa: E402
+from mcastmember.gossip.serf.node import KeyResult, MemberEvent  # noqa: E402
 from support import wait_until  # noqa: E402
 from test_cli import DEMO, run  # noqa: E402
 from test_gossip_front import free_port, view  # noqa: E402
@@ -108,9 +108,13 @@ def test_the_keyring_file_follows_key_rotation_and_stays_private(tmp_path):
     try:
         lines_until(demo, lambda e: e["event"] == "added")
         with SerfService("b", "127.0.0.2", pb, gossip={"keys": (K1,)}, seed=2) as b:
+            results = []
+            b.add_listener(lambda e: isinstance(e, KeyResult) and results.append(e))
             assert b.join([("127.0.0.1", pa)]).joined == 1
             for op, key, expected in (("install", K2, [K1, K2]), ("use", K2, [K2, K1]), ("remove", K1, [K2])):
-                result = b.key_operation(op, key)
+                b.key_operation(op, key)
+                wait_until(lambda: len(results) == 1)
+                result = results.pop()
                 assert (op, result.ok, result.num_resp) == (op, True, 2)
                 wait_until(lambda: json.loads(keyring.read_text()) == [b64(k) for k in expected])
                 assert oct(keyring.stat().st_mode & 0o777) == oct(0o600)

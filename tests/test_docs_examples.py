@@ -38,6 +38,8 @@ from mcastmember import McastService
 from mcastmember.tools import cli, gossip_cli
 from mcastmember.wire.errors import ConfigurationError
 
+import support
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```(\S*)\s*$")
@@ -97,6 +99,15 @@ for _front in (_Threads, _Async):
         _loopback_only(self)
         return _start(self)
     _front.start = _start
+
+# A gossip member bound to loopback sends nowhere else.
+from mcastmember.fronts.gossip_driver import GossipFront as _Gossip
+
+def _bind(self, _bind=_Gossip._bind):
+    if not _ip.ip_address(self.bind_addr).is_loopback:
+        raise SystemExit(f"docs test: refused to start a gossip member not on loopback: {self.bind_addr}")
+    return _bind(self)
+_Gossip._bind = _bind
 """
 
 
@@ -120,6 +131,7 @@ def test_python_examples_run_as_written(page, group_port, tmp_path):
     for site, here in SITE.items():
         script = script.replace(site, here)
     script = script.replace("45564", str(group_port)).replace("9464", str(free_tcp_port()))
+    script = script.replace("7946", str(support.free_gossip_port()))      # gossip, on 127.0.0.x
     env = dict(os.environ, DOCS_GROUP_PORT=str(group_port), POD_IP="127.0.0.1")
     run = subprocess.run([sys.executable, "-c", GUARD + script], capture_output=True, text=True,
                          cwd=tmp_path, env=env, timeout=60)
@@ -251,7 +263,7 @@ def test_the_gossip_json_examples_have_the_keys_gossip_prints():
     import dataclasses
 
     from mcastmember.gossip.serf.layout import MemberStatus
-    from mcastmember.gossip.serf.node import Member, MemberEvent, UserEventReceived
+    from mcastmember.gossip.serf.node import GossipMember as Member, MemberEvent, UserEventReceived
     from mcastmember.tools.gossip_view import event_json
 
     member = Member("go1", "127.0.0.1", 7946, {"role": "go"}, MemberStatus.ALIVE)

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Protocol
 
+    from ..fronts.gossip_driver import GossipOptions
     from ..fronts.gossip_service import SerfService
     from ..gossip.serf.node import JoinDone, SerfNodeEvent
 
@@ -86,9 +87,9 @@ class Options:
         self.keyring_file: str | None = None
         self.label = b""
 
-    def gossip_settings(self) -> dict[str, object]:
+    def gossip_settings(self) -> GossipOptions:
         """SerfService's ``gossip`` overrides (the keyring file aside)."""
-        settings: dict[str, object] = {"label": self.label}
+        settings: GossipOptions = {"label": self.label}
         if self.keys and self.keyring_file is None:
             settings["keys"] = self.keys
         return settings

@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 from ..engine.events import iso_time
 from ..gossip.events import NameConflict
-from ..gossip.serf.node import ConflictResolved, KeyringChanged, Member, MemberEvent, UserEventReceived
+from ..gossip.serf.node import ConflictResolved, GossipMember, KeyringChanged, MemberEvent, UserEventReceived
 from .view import JsonView, LineView, TableView, host_port
 
 if TYPE_CHECKING:
     import os
+    from collections.abc import Mapping
     from typing import TextIO
 
     from ..fronts.gossip_service import SerfService
@@ -34,7 +35,7 @@ KINDS = {"joined": ("added", None), "updated": ("updated", None), "left": ("remo
 STATUS_KIND = {"alive": "added", "leaving": "updated", "left": "removed", "failed": "removed"}
 
 
-def member_json(member: Member) -> dict[str, Any]:
+def member_json(member: GossipMember) -> dict[str, Any]:
     return {"name": member.name, "addr": member.addr, "port": member.port, "tags": dict(member.tags),
             "status": member.status.name.lower()}
 
@@ -64,7 +65,7 @@ def event_json(event: SerfNodeEvent, now: float | None = None) -> dict[str, Any]
     return None
 
 
-def show_tags(tags: dict[str, str]) -> str:
+def show_tags(tags: Mapping[str, str]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(tags.items())) or "-"
 
 
