@@ -91,6 +91,7 @@ class GossipOptions(TypedDict, total=False):
     probe_timeout: float
     probe_interval: float
     disable_tcp_pings: bool
+    nacks: bool
     awareness_max_multiplier: int
     gossip_nodes: int
     gossip_interval: float

@@ -339,6 +339,13 @@ class GossipEngine(HotPath):
             return
         timer = self._suspicions.get(sus.node)
         if timer is not None:
+            # Unlike memberlist, only a member we know confirms: a forger
+            # inventing a name per message would otherwise cut every
+            # suspicion to its minimum at once.
+            confirmer = self.table.get(sus.from_)
+            if confirmer is None or confirmer.dead_or_left():
+                self._counts["confirmations_refused"] += 1
+                return
             if timer[0].confirm(sus.from_, now):
                 self._broadcast(sus.node, messages.encode(sus))
             return
