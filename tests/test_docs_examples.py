@@ -35,7 +35,7 @@ import pytest
 
 from mcastmember import McastService
 
-from mcastmember.tools import cli
+from mcastmember.tools import cli, gossip_cli
 from mcastmember.wire.errors import ConfigurationError
 
 import support
@@ -172,7 +172,10 @@ def problem(argv):
     try:
         with contextlib.redirect_stderr(stderr):
             args = cli._build_parser().parse_args(argv)
-        if args.command in ("join", "watch", "doctor"):
+        if args.command == "gossip" or getattr(args, "gossip", False):
+            args.encrypt = args.keyring_file = None      # the docs' keys are placeholders ($KEY)
+            gossip_cli.options(args)
+        elif args.command in ("join", "watch", "doctor"):
             cli._settings(args)
     except SystemExit:
         return stderr.getvalue().strip()
@@ -189,7 +192,8 @@ def test_shell_examples_are_commands_mcast_demo_takes():
     # the extraction finds what it is meant to (the README's tour, cli.md's none)
     assert ["join", "228.0.0.4", "--interface", "127.0.0.1", "--ttl", "0"] in checked["README.md"]
     assert ["keygen", "--id", "1"] in checked["docs/security.md"]
-    assert len(checked["docs/doctor.md"]) == 2
+    assert len(checked["docs/doctor.md"]) == 5
+    assert ["gossip", "--bind", "127.0.0.2", "--join", "127.0.0.1", "--node", "py1"] in checked["README.md"]
 
 
 def test_a_bad_command_in_the_docs_would_be_caught():
@@ -243,9 +247,32 @@ def test_the_json_example_has_the_keys_join_prints(group_port):
     assert list(examples) == ["docs/cli.md"]        # the one output example checked here
     printed = join_json_lines(group_port)
     assert printed and printed[0]["event"] == "added"
-    for shown in examples["docs/cli.md"]:
+    joins = [shown for shown in examples["docs/cli.md"] if "unique_id" in shown.get("member", {})]
+    assert len(joins) == 1
+    for shown in joins:
         actual = next(line for line in printed if line["event"] == shown["event"])
         assert list(shown) == list(actual)
         assert list(shown["member"]) == list(actual["member"])
         for value in (shown["previous"], actual["previous"]):
             assert value is None or list(value) == list(actual["member"])
+
+
+def test_the_gossip_json_examples_have_the_keys_gossip_prints():
+    """cli.md's `mcast-demo gossip --json` lines, against what its view makes of the events."""
+    pytest.importorskip("msgpack")
+    import dataclasses
+
+    from mcastmember.gossip.serf.layout import MemberStatus
+    from mcastmember.gossip.serf.node import GossipMember as Member, MemberEvent, UserEventReceived
+    from mcastmember.tools.gossip_view import event_json
+
+    member = Member("go1", "127.0.0.1", 7946, {"role": "go"}, MemberStatus.ALIVE)
+    made = {"added": event_json(MemberEvent("joined", member)),
+            "removed": event_json(MemberEvent("left", dataclasses.replace(member, status=MemberStatus.LEFT))),
+            "user": event_json(UserEventReceived("deploy", b"v42", 1, True))}
+    shown = [e for e in json_examples()["docs/cli.md"] if "unique_id" not in e.get("member", {})]
+    assert [e["event"] for e in shown] == ["added", "user", "removed"]
+    for example in shown:
+        actual = made[example["event"]]
+        assert list(example) == list(actual)
+        assert {k: v for k, v in example.items() if k != "time"} == {k: v for k, v in actual.items() if k != "time"}

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import socket
 import time
 import weakref
@@ -57,9 +58,10 @@ class AsyncSerfService(GossipFront):
     def __init__(self, name: str, bind_addr: str = "127.0.0.1", port: int = DEFAULT_PORT, *,
                  tags: Mapping[str, str] | None = None, gossip: GossipOptions | None = None,
                  serf: SerfSettings | SerfOptions | None = None, seed: int | None = None,
-                 max_streams: int = MAX_INCOMING_STREAMS, event_queue_size: int = DEFAULT_EVENT_QUEUE) -> None:
+                 max_streams: int = MAX_INCOMING_STREAMS, event_queue_size: int = DEFAULT_EVENT_QUEUE,
+                 keyring_file: str | os.PathLike[str] | None = None) -> None:
         super().__init__(name, bind_addr, port, tags=tags, gossip=gossip, serf=serf, seed=seed,
-                         max_streams=max_streams, event_queue_size=event_queue_size,
+                         max_streams=max_streams, event_queue_size=event_queue_size, keyring_file=keyring_file,
                          lock=contextlib.nullcontext())
         self._loop: asyncio.AbstractEventLoop | None = None
         self._watched: dict[socket.socket, int] = {}

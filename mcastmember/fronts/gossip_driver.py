@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 try:
-    from ..gossip.serf.node import (GossipMember, MemberEvent, QueryReceived, SerfNode,
+    from ..gossip.serf.node import (GossipMember, KeyringChanged, MemberEvent, QueryReceived, SerfNode,
                                     SerfNodeEvent, SerfSettings)
 except ImportError as error:
     _missing = (error.name or "").partition(".")[0]
@@ -47,6 +47,7 @@ from ..gossip.serf.layout import MemberStatus
 from ..gossip.settings import GossipSettings
 from ..gossip.state import Addr
 from ..wire.errors import ConfigurationError
+from .keyring_file import load_keyring, save_keyring
 
 log = logging.getLogger("mcastmember")
 
@@ -63,7 +64,8 @@ WRITE = selectors.EVENT_WRITE
 FRONT_COUNTERS = ("datagrams_sent", "datagrams_received", "send_errors", "connections_accepted",
                   "connections_refused", "connections_too_big", "connections_timed_out", "connections_opened",
                   "connections_failed", "listener_events_dropped", "stream_events_dropped", "listener_errors",
-                  "bytes_sent.udp", "bytes_received.udp", "bytes_sent.tcp", "bytes_received.tcp")
+                  "bytes_sent.udp", "bytes_received.udp", "bytes_sent.tcp", "bytes_received.tcp",
+                  "keyring_file_errors")
 
 #: what listeners are called with (the return value is ignored)
 Listener = Callable[[SerfNodeEvent], object]
@@ -276,7 +278,15 @@ class GossipFront:
 
     def __init__(self, name: str, bind_addr: str, port: int, *, tags: Mapping[str, str] | None,
                  gossip: GossipOptions | None, serf: SerfSettings | SerfOptions | None, seed: int | None,
-                 max_streams: int, event_queue_size: int, lock: AbstractContextManager[Any]) -> None:
+                 max_streams: int, event_queue_size: int, lock: AbstractContextManager[Any],
+                 keyring_file: str | os.PathLike[str] | None = None) -> None:
+        if keyring_file is not None:
+            if gossip and "keys" in gossip:
+                raise ConfigurationError("give the keys in the keyring file or in the gossip setting 'keys', "
+                                         "not both")
+            gossip = {**(gossip or {}), "keys": load_keyring(keyring_file)}
+        #: Serf's -keyring-file: the keys at start, written again when ``serf keys`` changes them
+        self.keyring_file = keyring_file
         cfg = front_settings(type(self).__name__, name, bind_addr, port, gossip, serf, max_streams,
                              event_queue_size)
         self.bind_addr = bind_addr
@@ -466,7 +476,19 @@ class GossipFront:
             self._open(stream.id, stream.addr, stream.data, stream.deadline)
         events = self.node.events()
         if events:
+            if self.keyring_file is not None:
+                for event in events:
+                    if isinstance(event, KeyringChanged):
+                        self._save_keyring(event.keys)
             self._deliver(events)
+
+    def _save_keyring(self, keys: tuple[bytes, ...]) -> None:
+        assert self.keyring_file is not None
+        try:
+            save_keyring(self.keyring_file, keys)
+        except OSError as exc:
+            self._counts["keyring_file_errors"] += 1
+            log.warning("serf front: cannot write the keyring file %s: %s", self.keyring_file, exc.strerror or exc)
 
     def _read_datagrams(self) -> None:
         assert self._udp is not None

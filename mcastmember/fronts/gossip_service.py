@@ -14,6 +14,7 @@ member's state is) is the node's; this module only waits. Needs the
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import selectors
 import socket
@@ -56,17 +57,22 @@ class SerfService(GossipFront):
     ``limits.max_stream`` bytes (``connections_too_big``) and by
     ``tcp_timeout`` (``connections_timed_out``). Events wait for the
     listeners in a queue of ``event_queue_size`` (past it:
-    ``listener_events_dropped``).
+    ``listener_events_dropped``). ``keyring_file`` (Serf's ``-keyring-file``:
+    a JSON list of base64 keys, the primary first) gives the keys, and is
+    written again whenever ``serf keys`` changes them (a failed write is
+    logged and counted ``keyring_file_errors``).
     Use as a context manager, or call :meth:`start` and :meth:`stop`.
     """
 
     def __init__(self, name: str, bind_addr: str = "127.0.0.1", port: int = DEFAULT_PORT, *,
                  tags: Mapping[str, str] | None = None, gossip: GossipOptions | None = None,
                  serf: SerfSettings | SerfOptions | None = None, seed: int | None = None,
-                 max_streams: int = MAX_INCOMING_STREAMS, event_queue_size: int = EVENT_QUEUE_BOUND) -> None:
+                 max_streams: int = MAX_INCOMING_STREAMS, event_queue_size: int = EVENT_QUEUE_BOUND,
+                 keyring_file: str | os.PathLike[str] | None = None) -> None:
         lock = threading.RLock()
         super().__init__(name, bind_addr, port, tags=tags, gossip=gossip, serf=serf, seed=seed,
-                         max_streams=max_streams, event_queue_size=event_queue_size, lock=lock)
+                         max_streams=max_streams, event_queue_size=event_queue_size, keyring_file=keyring_file,
+                         lock=lock)
         self._done = threading.Condition(lock)
         self._join_done: JoinDone | None = None
         self._leave_done: LeaveDone | None = None

@@ -325,6 +325,8 @@ GOSSIP_COUNTERS: tuple[Spec, ...] = (
     ("relays_forwarded", "Query answers relayed for others.", (), _one("relays_forwarded")),
     ("responses_received", "Acks and answers to our queries.", (), _one("responses_received")),
     ("keyring_changes", "Keyring changes made by key queries.", (), _one("keyring_changes")),
+    ("keyring_file_errors", "Keyring file rewrites that failed (the keyring changed, the file did not).", (),
+     _one("keyring_file_errors")),
     ("reconnects", "Tries to reach a failed member again, by outcome.", ("outcome",),
      _by({"reconnects_ok": "ok", "reconnects_failed": "failed"})),
     ("send_errors", "Datagrams the kernel refused to send.", (), _one("send_errors")),

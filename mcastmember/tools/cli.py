@@ -5,6 +5,8 @@ joining it, or decode packets.
     mcast-demo join [GROUP] --peers HOST[:PORT],... --dns NAME --no-multicast ...
     mcast-demo watch GROUP [--interface ADDR] [--json] ...
     mcast-demo doctor [GROUP] [join's settings] [--pair] [--wait SECONDS] [--json]
+    mcast-demo gossip [--bind ADDR[:PORT]] [--join ADDR[:PORT],...] [--node NAME] ...
+    mcast-demo doctor --gossip [gossip's settings] [--wait SECONDS] [--json]
     mcast-demo decode HEX|FILE|- [--json]
     mcast-demo keygen [--id N]
 
@@ -25,6 +27,7 @@ import socket
 import sys
 import time
 
+from . import gossip_cli
 from .view import choose, colour_wanted, host_port, member_address, show_bytes
 
 # typing.TYPE_CHECKING without importing typing (decode and keygen never
@@ -42,6 +45,7 @@ if TYPE_CHECKING:
     from ..engine.events import EventsLost, MemberEvent
     from ..fronts.metrics import MetricsServer
     from ..fronts.service import McastService
+    from . import doctor
 
 
 class _Parser(argparse.ArgumentParser):
@@ -124,11 +128,23 @@ def _build_parser() -> _Parser:
                              "one hex packet per line, blank lines and # comments skipped")
     decode.add_argument("--json", action="store_true", help="print the fields as JSON")
 
+    gossip = commands.add_parser(
+        "gossip", help="be a member of a Serf (memberlist) cluster and show it",
+        description="Join a Serf cluster (HashiCorp's memberlist gossip) as a member, show "
+                    "its membership until Ctrl-C, SIGTERM or --duration, then leave. Flags as "
+                    f"Serf's agent spells them ({_see('gossip')}).")
+    gossip.prog = "mcast-demo gossip"
+    gossip_cli.add_arguments(gossip)
+    doctor.add_argument("--gossip", action="store_true",
+                        help="check why a gossip member does not join its seeds (--join), with "
+                             "gossip's settings below")
+    gossip_cli.add_arguments(doctor, doctor=True)
+
     keygen = commands.add_parser("keygen", help="print a new random key as a key file line")
     keygen.prog = "mcast-demo keygen"
     keygen.add_argument("--id", type=int, default=1, help="the key id, 1-255 (1)")
     parser.commands = {"join": join, "doctor": doctor, "watch": watch, "decode": decode,
-                       "keygen": keygen}
+                       "keygen": keygen, "gossip": gossip}
     return parser
 
 
@@ -267,6 +283,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         with _LibraryOutput(f"mcast-demo {args.command}"):
             if args.command == "doctor":
                 return _doctor(args)
+            if args.command == "gossip":
+                with _Stop() as stop:
+                    return gossip_cli.run(args, stop, _silence_stdout)
             return _run(args)
     except BrokenPipeError:
         _silence_stdout()
@@ -447,9 +466,15 @@ def _doctor(args: argparse.Namespace) -> int:
     try:
         if not 0 <= args.wait < float("inf"):
             raise ConfigurationError("--wait must be a positive number of seconds")
-        settings = _settings(args)
-        report = doctor.Doctor(args.group, args.port, settings, wait=args.wait,
-                               pair=args.pair).run()
+        if args.gossip:
+            report = _doctor_gossip(args)
+        else:
+            given = [flag for flag in _GOSSIP_FLAGS if getattr(args, flag[2:].replace("-", "_"))]
+            if given:
+                raise ConfigurationError(f"{given[0]} is a gossip member's: add --gossip")
+            settings = _settings(args)
+            report = doctor.Doctor(args.group, args.port, settings, wait=args.wait,
+                                   pair=args.pair).run()
     except ConfigurationError as error:
         print(f"mcast-demo doctor: error: {_flag_names(str(error))}", file=sys.stderr)
         return 2
@@ -458,6 +483,23 @@ def _doctor(args: argparse.Namespace) -> int:
     else:
         print("\n".join(report.lines(colour_wanted(sys.stdout))))
     return 0 if report.ok else 1
+
+
+_GOSSIP_FLAGS = ("--bind", "--join", "--node", "--tag", "--encrypt", "--keyring-file", "--label")
+
+
+def _doctor_gossip(args: argparse.Namespace) -> doctor.Report:
+    """doctor --gossip: the checks of a gossip member (ConfigurationError)."""
+    from .doctor import gossip
+    from ..wire.errors import ConfigurationError
+
+    if args.group is not None or args.pair:
+        raise ConfigurationError("--gossip checks a gossip member: leave out the heartbeat "
+                                 f"{'group' if args.group is not None else '--pair'}")
+    opts = gossip_cli.options(args)
+    if not opts.seeds:
+        raise ConfigurationError("--gossip checks joining: name the seeds with --join")
+    return gossip.run(opts, args.wait)
 
 
 # -- keygen -------------------------------------------------------------------------
@@ -644,14 +686,7 @@ def _run(args: argparse.Namespace) -> int:
                       file=sys.stderr)
                 return 1
             view.started(service, metrics)
-            deadline = None if args.duration is None else time.monotonic() + args.duration
-            while True:
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    break
-                if stop.wait(view.refresh if remaining is None else min(remaining, view.refresh)):
-                    break
-                view.tick(service)
+            stop.until(args.duration, view.refresh, lambda: view.tick(service))
             service.stop()
             view.stopped(service)
         finally:
@@ -708,6 +743,18 @@ class _Stop:
             self._w.send(b"\0")
         except OSError:
             pass        # full: a wake-up is pending already
+
+    def until(self, duration: float | None, refresh: float, tick: Callable[[], object]) -> None:
+        """Call ``tick`` every ``refresh`` seconds until asked to stop, or
+        ``duration`` seconds passed (None: no end)."""
+        deadline = None if duration is None else time.monotonic() + duration
+        while True:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return
+            if self.wait(refresh if remaining is None else min(remaining, refresh)):
+                return
+            tick()
 
     def wait(self, timeout: float | None) -> bool:
         """Wait up to ``timeout`` seconds; True once asked to stop."""
