@@ -300,7 +300,7 @@ GOSSIP_COUNTERS: tuple[Spec, ...] = (
      "table, streams, push/pulls, members in Serf's table.", ("what",),
      _by({"acks_refused": "acks", "alive_refused": "alive", "nodes_refused": "nodes",
           "streams_refused": "streams", "push_pulls_refused": "push_pulls",
-          "serf_members_refused": "serf_members"})),
+          "serf_members_refused": "serf_members", "confirmations_refused": "confirmations"})),
     ("probes", "Probes of a member (one per probe interval).", (), _one("probes")),
     ("probes_failed", "Probes neither acked directly nor indirectly.", (), _one("probes_failed")),
     ("probes_degraded", "Probes whose timeout health scaled.", (), _one("probes_degraded")),
