@@ -297,7 +297,8 @@ GOSSIP_COUNTERS: tuple[Spec, ...] = (
                       "events_dropped": "events", "serf_events_dropped": "serf_events",
                       "listener_events_dropped": "listeners", "stream_events_dropped": "streams"})),
     ("refused", "What was refused at a bound, by what: acks waited for, alive messages, nodes in the "
-     "table, streams, push/pulls, members in Serf's table.", ("what",),
+     "table, streams, push/pulls, members in Serf's table; and suspicions' confirmations from "
+     "unknown nodes.", ("what",),
      _by({"acks_refused": "acks", "alive_refused": "alive", "nodes_refused": "nodes",
           "streams_refused": "streams", "push_pulls_refused": "push_pulls",
           "serf_members_refused": "serf_members", "confirmations_refused": "confirmations"})),
