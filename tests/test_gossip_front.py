@@ -13,16 +13,7 @@ pytest.importorskip("msgpack")
 from mcastmember.fronts.gossip_service import FRONT_COUNTERS, SerfService  # noqa: E402
 from mcastmember.gossip.serf.node import MemberEvent, UserEventReceived  # noqa: E402
 from mcastmember.wire.errors import ConfigurationError  # noqa: E402
-from support import silent_port, wait_until  # noqa: E402
-
-
-def free_port(host):
-    """A port free for TCP and UDP on ``host`` now (racy, but only on loopback)."""
-    with socket.socket() as tcp, socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
-        tcp.bind((host, 0))
-        port = tcp.getsockname()[1]
-        udp.bind((host, port))
-        return port
+from support import free_gossip_port as free_port, silent_port, wait_until  # noqa: E402
 
 
 def view(svc):
@@ -107,3 +98,19 @@ def test_bad_settings_are_one_clear_sentence(args, kwargs, message):
     with pytest.raises(ConfigurationError) as caught:
         SerfService(*args, **kwargs)
     assert str(caught.value) == message
+
+
+def test_wait_for_and_a_replayed_listener_as_the_heartbeat_front_has_them():
+    pa, pb = free_port("127.0.0.1"), free_port("127.0.0.2")
+    with SerfService("a", "127.0.0.1", pa, seed=1) as a, SerfService("b", "127.0.0.2", pb, seed=2) as b:
+        b.join([("127.0.0.1", pa)])
+        assert [m.name for m in a.wait_for(lambda ms: len(ms) == 2, 5)] == ["a", "b"]
+        heard = []
+        a.add_listener(heard.append, replay=True)
+        wait_until(lambda: len(heard) >= 2)
+        assert [(e.kind, e.member.name) for e in heard[:2]] == [("joined", "a"), ("joined", "b")]
+        with pytest.raises(TimeoutError, match="predicate not true within 0.1 s"):
+            a.wait_for(lambda ms: len(ms) == 3, 0.1)
+        assert a.stats()["subscribers"] == 1
+    with pytest.raises(RuntimeError, match="SerfService is not running"):
+        a.wait_for(lambda ms: False)
