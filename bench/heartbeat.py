@@ -47,6 +47,7 @@ from mcastmember import _codec, _fast_py  # noqa: E402
 from mcastmember.wire import layout as L
 from mcastmember.wire import auth
 from mcastmember.engine.table import Membership  # noqa: E402
+from mcastmember.engine.engine import MembershipEngine  # noqa: E402
 
 try:
     from mcastmember import _fast
@@ -667,8 +668,8 @@ def gil_impact(seconds=3.0, members=10000, rate=20000, rounds=3):
                     codec = _fast if name == "compiled" else _fast_py
                     service = McastService(GROUP, port, interface="127.0.0.1", ttl=0,
                                            member_port=3999, max_members=members + 10)
-                    service.table = Membership(drop_time=3.0, max_members=members + 10,
-                                               local=service.config.local_member(), codec=codec)
+                    # Before start(): the engine with this codec (the front's uses the default).
+                    service._engine = MembershipEngine(service.config, codec=codec)
                     service.start()
                 if name != "none":
                     sender = subprocess.Popen(

@@ -2,7 +2,9 @@
 Apache Tomcat Tribes.
 
 Names are loaded on first use (PEP 562), so ``import mcastmember`` costs
-almost nothing and never imports construct::
+almost nothing and never imports construct, nor the gossip fronts'
+msgpack and cryptography (``SerfService``, ``AsyncSerfService``: the
+``gossip`` extra)::
 
     from mcastmember import McastService
     with McastService(interface="127.0.0.1", ttl=0, member_port=4001) as service:
@@ -32,6 +34,9 @@ if TYPE_CHECKING:
     from .fronts.service import McastService as McastService
     from .engine.stats import Stats as Stats
     from .engine.table import Membership as Membership
+    from .fronts.gossip_service import SerfService as SerfService
+    from .fronts.gossip_aio import AsyncSerfService as AsyncSerfService
+    from .fronts.gossip_driver import GossipMember as GossipMember
 
 __version__ = "0.1.0"
 
@@ -52,12 +57,16 @@ _EXPORTS = {
     "encode": "engine.packet",
     "implementation": "engine.packet",
     "Stats": "engine.stats",
+    # gossip (the ``gossip`` extra: without it, a one-sentence ModuleNotFoundError)
+    "SerfService": "fronts.gossip_service",
+    "AsyncSerfService": "fronts.gossip_aio",
+    "GossipMember": "fronts.gossip_driver",
 }
 
 # Spelled out, for the checkers and IDEs (a test keeps it sorted(_EXPORTS)).
-__all__ = ["AsyncMembership", "ConfigurationError", "EventKind", "EventsLost", "MalformedPacket",
-           "McastService", "Member", "MemberEvent", "Membership", "Reason", "ServiceConfig",
-           "Stats", "decode", "domain_from_text", "encode", "implementation"]
+__all__ = ["AsyncMembership", "AsyncSerfService", "ConfigurationError", "EventKind", "EventsLost",
+           "GossipMember", "MalformedPacket", "McastService", "Member", "MemberEvent", "Membership", "Reason",
+           "SerfService", "ServiceConfig", "Stats", "decode", "domain_from_text", "encode", "implementation"]
 
 
 def __getattr__(name: str) -> object:

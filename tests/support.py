@@ -154,3 +154,13 @@ def free_tcp_port():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def free_gossip_port(host="127.0.0.1"):
+    """A port free for both TCP and UDP on ``host`` now (racy, but only on
+    loopback): what a gossip member binds."""
+    with socket.socket() as tcp, socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+        tcp.bind((host, 0))
+        port = tcp.getsockname()[1]
+        udp.bind((host, port))
+        return port

@@ -107,8 +107,8 @@ def test_no_threads_are_started(run, group_port):
         async with membership(group_port, 0, tomcat=True) as m:
             await asyncio.sleep(0.2)
             assert threading.active_count() == before
-            assert m.config.member_port != 0      # the kernel's choice is advertised
-            _, writer = await asyncio.open_connection("127.0.0.1", m.config.member_port)
+            assert m.local_member.port != 0      # the kernel's choice is advertised
+            _, writer = await asyncio.open_connection("127.0.0.1", m.local_member.port)
             writer.write(b"probe" * 1000)
             await writer.drain()
             writer.close()

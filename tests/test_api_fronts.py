@@ -79,7 +79,7 @@ def test_a_replaying_listener_gets_the_members_then_every_change_with_no_gap(gro
             if i % 2:
                 members.pop(0).stop()
         wait_until(lambda: sorted(m.port for m in observer.members())
-                   == sorted(m.config.member_port for m in members))
+                   == sorted(m.local_member.port for m in members))
         expected = {(m.port, m.unique_id) for m in observer.members()}
         for events in listeners:
             wait_until(lambda: replayed_members(events.events) == expected)

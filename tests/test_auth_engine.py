@@ -48,7 +48,7 @@ def test_set_keys_signs_with_the_new_key_at_once_and_off_sends_plain(make):
     engine.set_keys([NEW, OLD])
     assert auth.check(sent(packet), auth.KeyRing([NEW]))[:2] == (auth.AUTH_OK, 2)
     engine.set_keys(None)
-    assert engine.config.auth == "off"
+    assert engine.auth == "off"
     assert auth.check(sent(packet), auth.KeyRing([NEW]))[0] == auth.NO_TRAILER
 
 

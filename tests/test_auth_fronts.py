@@ -183,6 +183,7 @@ def test_set_keys_refuses_bad_keys_and_keeps_the_old(group_port):
     service = McastService(GROUP, group_port, keys=[OLD], **LOOPBACK)
     with pytest.raises(ConfigurationError):
         service.set_keys([(1, b"short")])
-    assert service.config.key_ring.keys == {1: OLD[1]} and service.config.auth == "enforce"
+    assert service.auth == "enforce" and service._engine.key_ring.keys == {1: OLD[1]}
+    assert service.config.auth == "enforce"     # the settings given, never changed
     service.set_keys(None)
-    assert service.config.auth == "off"
+    assert (service.auth, service.config.auth) == ("off", "enforce")

@@ -29,7 +29,7 @@ def tomcat(classpath, group_port):
 def test_tomcat_lists_a_keyed_member_that_does_not_list_tomcat(tomcat, group_port):
     service = python_service(group_port, keys=RING, payload=b"keyed")
     with service:
-        _, theirs = tomcat.wait_event("ADDED", service.config.member_port)
+        _, theirs = tomcat.wait_event("ADDED", service.local_member.port)
         assert theirs.payload == b"keyed"
         assert theirs.unique_id == service.local_member.unique_id
         deadline = time.monotonic() + 5
@@ -38,7 +38,7 @@ def test_tomcat_lists_a_keyed_member_that_does_not_list_tomcat(tomcat, group_por
             time.sleep(0.05)
         assert service.members() == []          # enforce: Tomcat's heartbeats are dropped
         assert service.stats()["members"] == 0
-    _, gone = tomcat.wait_event("GONE", service.config.member_port, timeout=5)
+    _, gone = tomcat.wait_event("GONE", service.local_member.port, timeout=5)
     assert gone.command == b"BABY-ALEX"          # our signed shutdown is Tomcat's shutdown
 
 
@@ -48,6 +48,6 @@ def test_permissive_lists_tomcat_as_unauthenticated(tomcat, group_port):
     with service:
         _, added = events.wait("added", tomcat.member_port)
         assert added.member.authenticated is False and added.member.payload == b"alpha"
-        tomcat.wait_event("ADDED", service.config.member_port)
+        tomcat.wait_event("ADDED", service.local_member.port)
         assert [(m.port, m.authenticated) for m in service.members()] == \
             [(tomcat.member_port, False)]

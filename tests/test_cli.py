@@ -277,13 +277,14 @@ def test_bare_command_prints_the_usage_with_each_command_and_exits_2(tmp_path):
     lines = result.stderr.splitlines()
     assert lines[0] == "usage: mcast-demo [-h] [-V] COMMAND ..."
     start = lines.index("commands:")
-    assert lines[start:start + 7] == [
+    assert lines[start:start + 8] == [
         "commands:",
         "  COMMAND",
         "    join         heartbeat as a member and show the membership",
         "    doctor       check why members don't see each other, and what to change",
         "    watch        show a group's membership without joining it (nothing sent)",
         "    decode       show the fields of packets given in hex",
+        "    gossip       be a member of a Serf (memberlist) cluster and show it",
         "    keygen       print a new random key as a key file line"]
     assert lines[-1] == "'mcast-demo COMMAND --help' shows a command's arguments."
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from mcastmember import ConfigurationError
+from mcastmember import ConfigurationError, McastService
 from mcastmember.engine.config import ServiceConfig
 
 from support import GROUP, LOOPBACK
@@ -44,12 +44,13 @@ def test_bytes_settings_take_any_bytes_like_value():
     cfg = config(unique_id=bytearray(uid), payload=memoryview(b"p"), domain=bytearray(b"d"))
     assert (cfg.unique_id, cfg.payload, cfg.domain) == (uid, b"p", b"d")
     assert config(payload="é", domain="{1,-1}").payload == "é".encode()
-    cfg.set_payload(b"q")
+    service = McastService(GROUP, 45564, **LOCAL, unique_id=uid, domain=b"d")
+    service.set_payload(b"q")
     with pytest.raises(ConfigurationError, match="payload must be bytes"):
-        cfg.set_payload(4)
+        service.set_payload(4)
     with pytest.raises(ConfigurationError, match="domain must be bytes"):
-        cfg.set_domain(None)
-    assert (cfg.payload, cfg.domain) == (b"q", b"d")
+        service.set_domain(None)
+    assert (service.local_member.payload, service.local_member.domain) == (b"q", b"d")
 
 
 def test_integral_floats_are_whole_numbers():

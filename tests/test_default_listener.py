@@ -32,7 +32,7 @@ def _busy_port():
 
 def test_a_default_member_answers_on_its_member_port(running_front):
     node = running_front(0)                 # 0: the kernel's choice, advertised
-    port = node.front.config.member_port
+    port = node.front.local_member.port
     assert port != 0
     with socket.create_connection(("127.0.0.1", port), timeout=5):
         pass

@@ -175,7 +175,7 @@ def test_an_srv_target_that_fails_costs_not_the_others():
 
 def test_failures_keep_the_last_good_answer():
     own = (bytes([10, 0, 0, 1]), 45564)
-    peers = PeerSet(port=45564, own=own, interval=5.0, dns="members.test")
+    peers = PeerSet(port=45564, own=own, interval=5.0, dns="members.test", max_peers=1024)
     [lookup] = peers.due(0.0)
     assert peers.due(0.1) == []                            # one query at a time
     assert peers.next_deadline() is None                   # in flight: nothing to wait for

@@ -35,8 +35,10 @@ import pytest
 
 from mcastmember import McastService
 
-from mcastmember.tools import cli
+from mcastmember.tools import cli, gossip_cli
 from mcastmember.wire.errors import ConfigurationError
+
+import support
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -97,6 +99,15 @@ for _front in (_Threads, _Async):
         _loopback_only(self)
         return _start(self)
     _front.start = _start
+
+# A gossip member bound to loopback sends nowhere else.
+from mcastmember.fronts.gossip_driver import GossipFront as _Gossip
+
+def _bind(self, _bind=_Gossip._bind):
+    if not _ip.ip_address(self.bind_addr).is_loopback:
+        raise SystemExit(f"docs test: refused to start a gossip member not on loopback: {self.bind_addr}")
+    return _bind(self)
+_Gossip._bind = _bind
 """
 
 
@@ -120,6 +131,7 @@ def test_python_examples_run_as_written(page, group_port, tmp_path):
     for site, here in SITE.items():
         script = script.replace(site, here)
     script = script.replace("45564", str(group_port)).replace("9464", str(free_tcp_port()))
+    script = script.replace("7946", str(support.free_gossip_port()))      # gossip, on 127.0.0.x
     env = dict(os.environ, DOCS_GROUP_PORT=str(group_port), POD_IP="127.0.0.1")
     run = subprocess.run([sys.executable, "-c", GUARD + script], capture_output=True, text=True,
                          cwd=tmp_path, env=env, timeout=60)
@@ -160,7 +172,10 @@ def problem(argv):
     try:
         with contextlib.redirect_stderr(stderr):
             args = cli._build_parser().parse_args(argv)
-        if args.command in ("join", "watch", "doctor"):
+        if args.command == "gossip" or getattr(args, "gossip", False):
+            args.encrypt = args.keyring_file = None      # the docs' keys are placeholders ($KEY)
+            gossip_cli.options(args)
+        elif args.command in ("join", "watch", "doctor"):
             cli._settings(args)
     except SystemExit:
         return stderr.getvalue().strip()
@@ -177,7 +192,8 @@ def test_shell_examples_are_commands_mcast_demo_takes():
     # the extraction finds what it is meant to (the README's tour, cli.md's none)
     assert ["join", "228.0.0.4", "--interface", "127.0.0.1", "--ttl", "0"] in checked["README.md"]
     assert ["keygen", "--id", "1"] in checked["docs/security.md"]
-    assert len(checked["docs/doctor.md"]) == 2
+    assert len(checked["docs/doctor.md"]) == 5
+    assert ["gossip", "--bind", "127.0.0.2", "--join", "127.0.0.1", "--node", "py1"] in checked["README.md"]
 
 
 def test_a_bad_command_in_the_docs_would_be_caught():
@@ -231,9 +247,32 @@ def test_the_json_example_has_the_keys_join_prints(group_port):
     assert list(examples) == ["docs/cli.md"]        # the one output example checked here
     printed = join_json_lines(group_port)
     assert printed and printed[0]["event"] == "added"
-    for shown in examples["docs/cli.md"]:
+    joins = [shown for shown in examples["docs/cli.md"] if "unique_id" in shown.get("member", {})]
+    assert len(joins) == 1
+    for shown in joins:
         actual = next(line for line in printed if line["event"] == shown["event"])
         assert list(shown) == list(actual)
         assert list(shown["member"]) == list(actual["member"])
         for value in (shown["previous"], actual["previous"]):
             assert value is None or list(value) == list(actual["member"])
+
+
+def test_the_gossip_json_examples_have_the_keys_gossip_prints():
+    """cli.md's `mcast-demo gossip --json` lines, against what its view makes of the events."""
+    pytest.importorskip("msgpack")
+    import dataclasses
+
+    from mcastmember.gossip.serf.layout import MemberStatus
+    from mcastmember.gossip.serf.node import GossipMember as Member, MemberEvent, UserEventReceived
+    from mcastmember.tools.gossip_view import event_json
+
+    member = Member("go1", "127.0.0.1", 7946, {"role": "go"}, MemberStatus.ALIVE)
+    made = {"added": event_json(MemberEvent("joined", member)),
+            "removed": event_json(MemberEvent("left", dataclasses.replace(member, status=MemberStatus.LEFT))),
+            "user": event_json(UserEventReceived("deploy", b"v42", 1, True))}
+    shown = [e for e in json_examples()["docs/cli.md"] if "unique_id" not in e.get("member", {})]
+    assert [e["event"] for e in shown] == ["added", "user", "removed"]
+    for example in shown:
+        actual = made[example["event"]]
+        assert list(example) == list(actual)
+        assert {k: v for k, v in example.items() if k != "time"} == {k: v for k, v in actual.items() if k != "time"}

@@ -201,6 +201,50 @@ def test_at_full_health_nacks_come_too_late_as_in_memberlist():
     assert net["a"].stats()["nacks_received"] == 3
 
 
+def test_without_nacks_indirect_pings_ask_for_none_and_relays_send_none():
+    """nacks=False (plain SWIM, memberlist always asks peers of protocol >= 4):
+    the indirect pings carry Nack false, so the relays never answer a nack,
+    and a failed probe costs the prober 1 (no nacks were expected)."""
+    net = Net()
+    net.cluster(["a", "b", "c", "d", "e"], settle=3.0, nacks=False)
+    net.silence("e")
+    net.run(60.0, stop=lambda: net["a"].stats()["probes_failed"] == 1)
+    assert net["a"].health_score == 1
+    net.run(net.now + 1.0)                  # past when the nacks would come
+    sent = [m for _t, src, _d, data in net.sent if src == net.names["a"] for m in _parts(data)]
+    asked = [m for m in sent if isinstance(m, messages.IndirectPing)]
+    assert len(asked) == 3 and all(m.nack is False for m in asked)
+    assert not any(isinstance(m, messages.Nack) for _t, _s, _d, data in net.sent for m in _parts(data))
+    assert net["a"].stats()["nacks_received"] == 0
+
+
+def test_suspicion_confirmations_count_only_from_known_members():
+    """Lifeguard shrinks a suspicion's timeout with each independent
+    confirmation. A forger that signs each suspect with a new made-up name
+    would drive every timeout to its minimum at once; only a member we know
+    (and think alive or suspect) confirms. 5 nodes: k = 2, minimum 4 s,
+    maximum 24 s; a's own failed probe of e is one real confirmation
+    (11.4 s). memberlist counts any name."""
+    a = GossipEngine(GossipSettings(name="a", advertise_addr="127.0.0.1"), seed=1)
+    a.start(0.0)
+    vsn = a.settings.vsn()
+    src = ("127.0.0.9", 7946)
+    for i, name in enumerate("bcde", 2):
+        alive = messages.Alive(incarnation=1, node=name, addr=bytes([127, 0, 0, i]), port=7946, vsn=vsn)
+        a.receive_packet(framing.encode_packet(messages.encode(alive)), src, 0.0)
+    for ghost in ("ghost1", "ghost2", "ghost3"):
+        suspect = messages.Suspect(incarnation=1, node="e", from_=ghost)
+        a.receive_packet(framing.encode_packet(messages.encode(suspect)), src, 0.1)
+    now = 0.1
+    while now < 5.1:
+        a.handle_timer(now)
+        a.datagrams_to_send(now)
+        a.streams_to_open(now)
+        now = min(a.next_deadline(), 5.1)
+    assert a.node("e").state == NodeState.SUSPECT
+    assert a.stats()["confirmations_refused"] == 2
+
+
 def test_awareness_scales_the_probe_interval():
     net = Net()
     a = net.add("a")
@@ -307,14 +351,31 @@ def test_get_broadcasts_hook_replaces_the_user_queue_and_gets_what_is_left():
     a = GossipEngine(GossipSettings(name="a", advertise_addr="127.0.0.1"), seed=1, get_broadcasts=hook)
     a.start(0.0)
     a.broadcast_user(b"ignored")                  # the hook replaces user_broadcasts
-    a.send_user(("127.0.0.2", 7946), b"direct", 0.0)
+    ping = messages.Ping(seq_no=7, node="a", source_addr=bytes([127, 0, 0, 2]), source_port=7946, source_node="b")
+    a.receive_packet(messages.encode(ping), ("127.0.0.2", 7946), 0.0)
     ((packet, _addr),) = a.datagrams_to_send(0.0)
+    ack = messages.encode(messages.Ack(seq_no=7))
     alive = messages.encode(messages.Alive(incarnation=1, node="a", addr=bytes([127, 0, 0, 1]), port=7946,
                                            vsn=a.settings.vsn()))
-    # udp 1400 - "direct" and its type byte (7) - compound header 2; the alive took its size + 2
-    assert asked == [(3, 1400 - 7 - 2 - (len(alive) + 2), 253)]
-    assert _parts(packet)[0] == b"direct" and _parts(packet)[2:] == [b"serf-1", b"serf-2"]
+    # udp 1400 - the ack - compound header 2; the alive took its size + 2
+    assert asked == [(3, 1400 - len(ack) - 2 - (len(alive) + 2), 253)]
+    assert _parts(packet)[0] == messages.Ack(seq_no=7) and _parts(packet)[2:] == [b"serf-1", b"serf-2"]
     assert len(a.user_broadcasts) == 1
+
+
+def test_send_user_sends_the_message_alone():
+    """SendToAddress (Serf's query acks, responses and relays) is
+    rawSendMsgPacket: nothing piggybacked, so the answers to a query do not
+    spend the transmissions its rebroadcast needs on the node that asked."""
+    asked = []
+    a = GossipEngine(GossipSettings(name="a", advertise_addr="127.0.0.1"), seed=1,
+                     get_broadcasts=lambda *args: asked.append(args) or [b"serf-1"])
+    a.start(0.0)
+    queued = len(a.broadcasts)
+    assert queued == 1                              # our alive
+    a.send_user(("127.0.0.2", 7946), b"direct", 0.0)
+    ((packet, addr),) = a.datagrams_to_send(0.0)
+    assert (_parts(packet), addr, asked, len(a.broadcasts)) == ([b"direct"], ("127.0.0.2", 7946), [], queued)
 
 
 # ---------------------------------------------------------------- bounds

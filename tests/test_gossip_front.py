@@ -2,6 +2,7 @@
 Serf members on real sockets, the bounds on streams others open to us, and
 its errors for bad settings. The real Serf agent is in test_gossip_serf_agent."""
 
+import asyncio
 import errno
 import os
 import socket
@@ -12,6 +13,7 @@ import pytest
 
 pytest.importorskip("msgpack")
 
+from mcastmember.fronts.gossip_aio import AsyncSerfService  # noqa: E402
 from mcastmember.fronts.gossip_service import FRONT_COUNTERS, SerfService  # noqa: E402
 from mcastmember.gossip import framing, messages  # noqa: E402
 from mcastmember.gossip.errors import Truncated  # noqa: E402
@@ -19,16 +21,7 @@ from mcastmember.gossip.layout import MessageType, NodeState  # noqa: E402
 from mcastmember.gossip.limits import Limits  # noqa: E402
 from mcastmember.gossip.serf.node import MemberEvent, UserEventReceived  # noqa: E402
 from mcastmember.wire.errors import ConfigurationError  # noqa: E402
-from support import silent_port, wait_until  # noqa: E402
-
-
-def free_port(host):
-    """A port free for TCP and UDP on ``host`` now (racy, but only on loopback)."""
-    with socket.socket() as tcp, socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
-        tcp.bind((host, 0))
-        port = tcp.getsockname()[1]
-        udp.bind((host, port))
-        return port
+from support import free_gossip_port as free_port, silent_port, wait_until  # noqa: E402
 
 
 def view(svc):
@@ -115,6 +108,22 @@ def test_bad_settings_are_one_clear_sentence(args, kwargs, message):
     assert str(caught.value) == message
 
 
+def test_wait_for_and_a_replayed_listener_as_the_heartbeat_front_has_them():
+    pa, pb = free_port("127.0.0.1"), free_port("127.0.0.2")
+    with SerfService("a", "127.0.0.1", pa, seed=1) as a, SerfService("b", "127.0.0.2", pb, seed=2) as b:
+        b.join([("127.0.0.1", pa)])
+        assert [m.name for m in a.wait_for(lambda ms: len(ms) == 2, 5)] == ["a", "b"]
+        heard = []
+        a.add_listener(heard.append, replay=True)
+        wait_until(lambda: len(heard) >= 2)
+        assert [(e.kind, e.member.name) for e in heard[:2]] == [("joined", "a"), ("joined", "b")]
+        with pytest.raises(TimeoutError, match="predicate not true within 0.1 s"):
+            a.wait_for(lambda ms: len(ms) == 3, 0.1)
+        assert a.stats()["subscribers"] == 1
+    with pytest.raises(RuntimeError, match="SerfService is not running"):
+        a.wait_for(lambda ms: False)
+
+
 def _trickled_push_pull(nodes):
     """A plain (uncompressed) push/pull of ``nodes`` dead strangers: decoded
     in full, merged into nothing (memberlist ignores the death of a node it
@@ -139,7 +148,27 @@ def _read_all(sock):
     return out
 
 
-def test_a_big_push_pull_read_in_many_pieces_is_decoded_a_bounded_number_of_times():
+def _on_front(front, port, work):
+    """``work(svc, join)`` beside a started front ("threads" or "asyncio",
+    whose loop runs meanwhile: ``join`` blocks this thread, not the loop);
+    returns the front, stopped."""
+    options = {"gossip": {"enable_compression": False}}
+    if front == "threads":
+        with SerfService("a", "127.0.0.1", port, **options) as svc:
+            work(svc, svc.join)
+        return svc
+
+    async def main():
+        async with AsyncSerfService("a", "127.0.0.1", port, **options) as svc:
+            loop = asyncio.get_running_loop()
+            await asyncio.to_thread(work, svc, lambda seeds: asyncio.run_coroutine_threadsafe(
+                svc.join(seeds), loop).result(30))
+        return svc
+    return asyncio.run(asyncio.wait_for(main(), 30))
+
+
+@pytest.mark.parametrize("front", ["threads", "asyncio"])
+def test_a_big_push_pull_read_in_many_pieces_is_decoded_a_bounded_number_of_times(front):
     """The front hands the node the stream read so far; a 230 KB push/pull
     arriving in 2 KB pieces is not decoded again after every piece (that is
     quadratic: 56 attempts, 5 MB in all, before this was fixed), only when
@@ -147,53 +176,59 @@ def test_a_big_push_pull_read_in_many_pieces_is_decoded_a_bounded_number_of_time
     its size in all. The reply is our own state, as memberlist's."""
     data = _trickled_push_pull(3000)
     port = free_port("127.0.0.1")
-    with SerfService("a", "127.0.0.1", port, gossip={"enable_compression": False}) as a:
-        handed = []
+    handed, replies = [], []
+
+    def work(a, join):
         real = a.node.receive_stream
         a.node.receive_stream = lambda buf, addr, now: handed.append(len(buf)) or real(buf, addr, now)
         with socket.create_connection(("127.0.0.1", port)) as peer:
             _trickle(peer, data)
-            reply = _read_all(peer)
-        (kind, state), used = framing.decode_stream(reply, Limits())
-        assert (kind, [n.name for n in state.nodes], used) == (MessageType.PUSH_PULL, ["a"], len(reply))
-        assert handed[-1] == len(data)
-        assert sum(handed) <= 3 * len(data), (len(handed), sum(handed), len(data))
-        assert [m.name for m in a.members()] == ["a"]
-        assert (a.stats()["streams_received"], a.stats()["streams_bad"]) == (1, 0)
+            replies.append(_read_all(peer))
+
+    a = _on_front(front, port, work)
+    (kind, state), used = framing.decode_stream(replies[0], Limits())
+    assert (kind, [n.name for n in state.nodes], used) == (MessageType.PUSH_PULL, ["a"], len(replies[0]))
+    assert handed[-1] == len(data)
+    assert sum(handed) <= 3 * len(data), (len(handed), sum(handed), len(data))
+    assert [m.name for m in a.members()] == ["a"]
+    assert (a.stats()["streams_received"], a.stats()["streams_bad"]) == (1, 0)
 
 
-def test_a_big_push_pull_reply_read_in_many_pieces_is_decoded_a_bounded_number_of_times():
+@pytest.mark.parametrize("front", ["threads", "asyncio"])
+def test_a_big_push_pull_reply_read_in_many_pieces_is_decoded_a_bounded_number_of_times(front):
     """The same for the reply to our own push/pull (a join): a peer that
     answers with 230 KB in 2 KB pieces and then waits."""
     data = _trickled_push_pull(3000)
-    with SerfService("a", "127.0.0.1", free_port("127.0.0.1"), gossip={"enable_compression": False}) as a, \
-            socket.create_server(("127.0.0.2", 0)) as server:
-        handed = []
+    handed, done = [], []
+
+    def peer(server):
+        conn, _ = server.accept()
+        with conn:
+            got = b""
+            while True:                   # our push/pull first, whole
+                got += conn.recv(65536)
+                try:
+                    framing.decode_stream(got, Limits())
+                    break
+                except Truncated:
+                    continue
+            _trickle(conn, data)
+            conn.recv(1)                  # until the service closes
+
+    def work(a, join):
         real = a.node.stream_response
         a.node.stream_response = lambda sid, buf, now: handed.append(len(buf)) or real(sid, buf, now)
+        with socket.create_server(("127.0.0.2", 0)) as server:
+            thread = threading.Thread(target=peer, args=(server,), daemon=True)
+            thread.start()
+            done.append(join([server.getsockname()]))
+            thread.join(10)
 
-        def peer():
-            conn, _ = server.accept()
-            with conn:
-                got = b""
-                while True:                   # our push/pull first, whole
-                    got += conn.recv(65536)
-                    try:
-                        framing.decode_stream(got, Limits())
-                        break
-                    except Truncated:
-                        continue
-                _trickle(conn, data)
-                conn.recv(1)                  # until the service closes
-
-        thread = threading.Thread(target=peer, daemon=True)
-        thread.start()
-        done = a.join([server.getsockname()])
-        thread.join(10)
-        assert (done.joined, done.errors) == (1, ())
-        assert handed[-1] == len(data)
-        assert sum(handed) <= 3 * len(data), (len(handed), sum(handed), len(data))
-        assert [m.name for m in a.members()] == ["a"]
+    a = _on_front(front, free_port("127.0.0.1"), work)
+    assert (done[0].joined, done[0].errors) == (1, ())
+    assert handed[-1] == len(data)
+    assert sum(handed) <= 3 * len(data), (len(handed), sum(handed), len(data))
+    assert [m.name for m in a.members()] == ["a"]
 
 
 def test_a_listener_may_stop_the_service():

@@ -109,6 +109,15 @@ def test_silent_node_shows_failed_everywhere():
         assert member_events(net, name, "d") == ["joined", "failed"]
 
 
+def test_stats_count_the_members_by_status():
+    net = cluster(["a", "b", "c", "d"])
+    net["c"].leave(net.now)
+    net.silence("d")
+    net.run(net.now + 30.0)
+    stats = net["a"].stats()
+    assert [stats[f"members.{s}"] for s in ("alive", "leaving", "left", "failed")] == [2, 0, 1, 1]
+
+
 def test_user_event_reaches_everyone_once():
     names = ["a", "b", "c", "d", "e"]
     net = cluster(names)

@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 import mcastmember
 
 
@@ -36,6 +38,30 @@ def test_import_and_the_fronts_do_not_load_the_gossip_engine():
                   "mcastmember.AsyncMembership; "
                   "print(sorted(m for m in sys.modules if m.startswith('mcastmember.gossip')))")
     assert out == "[]"
+
+
+def test_import_does_not_load_the_gossip_extra_nor_the_gossip_fronts():
+    """SerfService, AsyncSerfService and GossipMember are names of the
+    package, loaded (with msgpack and cryptography) only on first use."""
+    out = _python("import sys, mcastmember; mcastmember.McastService; mcastmember.AsyncMembership; "
+                  "print(sorted(m for m in sys.modules if m.partition('.')[0] in ('msgpack', 'cryptography') "
+                  "or m.startswith('mcastmember.fronts.gossip')))")
+    assert out == "[]"
+    out = _python("import sys, mcastmember; from mcastmember import AsyncSerfService, GossipMember, SerfService; "
+                  "print(AsyncSerfService.__module__, SerfService.__module__, GossipMember.__name__, "
+                  "'msgpack' in sys.modules)")
+    assert out == "mcastmember.fronts.gossip_aio mcastmember.fronts.gossip_service GossipMember True"
+
+
+@pytest.mark.parametrize("missing", ["msgpack", "cryptography"])
+@pytest.mark.parametrize("name", ["SerfService", "AsyncSerfService", "GossipMember"])
+def test_without_the_gossip_extra_a_gossip_name_says_what_to_install(missing, name):
+    out = _python(f"import sys; sys.modules[{missing!r}] = None\n"
+                  "import mcastmember\n"
+                  f"try:\n    mcastmember.{name}\n"
+                  "except ModuleNotFoundError as error:\n    print(type(error).__name__, error.name, error)")
+    assert out == (f"ModuleNotFoundError {missing} the gossip fronts need the gossip extra (msgpack and "
+                   "cryptography): pip install 'mcastmember[gossip]'")
 
 
 def test_no_extensions_forces_pure_python():

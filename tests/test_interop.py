@@ -68,7 +68,7 @@ def run_member(front, group_port, **settings):
     on a thread of its own; yields its member port and a stats() call."""
     if front == "threads":
         with McastService(GROUP, group_port, **settings) as service:
-            yield RunningMember(service.config.member_port, service.stats)
+            yield RunningMember(service.local_member.port, service.stats)
         return
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
@@ -82,7 +82,7 @@ def run_member(front, group_port, **settings):
     member = AsyncMembership(GROUP, group_port, **settings)
     on_loop(member.start())
     try:
-        yield RunningMember(member.config.member_port, lambda: on_loop(member.stats))
+        yield RunningMember(member.local_member.port, lambda: on_loop(member.stats))
     finally:
         on_loop(member.stop())
         loop.call_soon_threadsafe(loop.stop)
@@ -114,7 +114,7 @@ def test_each_side_sees_the_other_with_all_fields(tomcat, group_port):
         assert ours.member.unique_id == tomcat.unique_id
         assert ours.member.domain == b"dom1"
         assert ours.member.payload == b"alpha"
-        _, theirs = tomcat.wait_event("ADDED", service.config.member_port)
+        _, theirs = tomcat.wait_event("ADDED", service.local_member.port)
         assert theirs.host == "127.0.0.1"
         assert theirs.unique_id == service.local_member.unique_id
         assert theirs.domain == b"pydom"
@@ -125,9 +125,9 @@ def test_each_side_sees_the_other_with_all_fields(tomcat, group_port):
 def test_our_graceful_stop_is_a_shutdown_for_tomcat(tomcat, group_port):
     service = python_service(group_port)
     with service:
-        tomcat.wait_event("ADDED", service.config.member_port)
+        tomcat.wait_event("ADDED", service.local_member.port)
     stopped = time.monotonic()
-    seen, gone = tomcat.wait_event("GONE", service.config.member_port, timeout=5)
+    seen, gone = tomcat.wait_event("GONE", service.local_member.port, timeout=5)
     assert seen - stopped < 1.0
     assert gone.command == b"BABY-ALEX"
 
@@ -179,11 +179,11 @@ def test_killed_python_node_is_dropped_by_tomcat(tomcat, group_port, tmp_path):
 
 def test_payload_change_reaches_tomcats_member_record(tomcat, group_port):
     with python_service(group_port, payload=b"one") as service:
-        tomcat.wait_event("ADDED", service.config.member_port)
+        tomcat.wait_event("ADDED", service.local_member.port)
         service.set_payload(b"two")
         deadline = time.monotonic() + 5
         while True:
-            ours = [m for m in tomcat.members() if m.port == service.config.member_port]
+            ours = [m for m in tomcat.members() if m.port == service.local_member.port]
             if ours and ours[0].payload == b"two":
                 break
             assert time.monotonic() < deadline, ours
@@ -211,8 +211,8 @@ def test_tomcat_channel_frames_are_ignored_quietly(tomcat, group_port, caplog):
 def test_probe_listener_takes_tomcats_probes_and_any_bytes(tomcat, group_port):
     with python_service(group_port) as service:
         Events(service).wait("added", tomcat.member_port)
-        tomcat.wait_event("ADDED", service.config.member_port)
-        with socket.create_connection(("127.0.0.1", service.config.member_port)) as junk:
+        tomcat.wait_event("ADDED", service.local_member.port)
+        with socket.create_connection(("127.0.0.1", service.local_member.port)) as junk:
             junk.sendall(bytes(range(256)) * 400)
         time.sleep(0.2)
         stats = service.stats()
@@ -220,7 +220,7 @@ def test_probe_listener_takes_tomcats_probes_and_any_bytes(tomcat, group_port):
             assert stats["probe_connections"] >= 2   # Tomcat's detector and our junk
         assert stats["members"] == 1
     with pytest.raises(OSError):    # closed on stop
-        socket.create_connection(("127.0.0.1", service.config.member_port), timeout=1)
+        socket.create_connection(("127.0.0.1", service.local_member.port), timeout=1)
 
 
 def test_demo_tomcat_flag_in_json_mode(tomcat, group_port, tmp_path):
@@ -248,8 +248,8 @@ def test_without_the_listener_tomcats_stack_never_reports_us(classpath, group_po
         with python_service(group_port, tomcat=False, tcp_listener=False) as service:
             time.sleep(DROP_TIME / 1000 + 0.5)
             heard = [m.port for m in node.members()]
-            assert service.config.member_port in heard       # the heartbeats arrive...
-            assert not [m for _, m in node.events if m.port == service.config.member_port]
+            assert service.local_member.port in heard       # the heartbeats arrive...
+            assert not [m for _, m in node.events if m.port == service.local_member.port]
     finally:
         node.kill()
 
@@ -311,14 +311,14 @@ def test_tomcat_sorts_a_listed_member_after_every_tomcat(stack, classpath, group
     for sessions: with tomcat=True we advertise a negative alive time, so
     even a Tomcat that started after us comes first."""
     with python_service(group_port) as service:
-        stack.wait_event("ADDED", service.config.member_port)
+        stack.wait_event("ADDED", service.local_member.port)
         younger = TribesNode(classpath, "stack", GROUP, group_port, free_tcp_port(), **TIMING)
         try:
             stack.wait_event("ADDED", younger.member_port)
             assert service.local_member.alive_ms < 0
             for _ in range(4):
                 assert [m.port for m in stack.members()] == [younger.member_port,
-                                                             service.config.member_port]
+                                                             service.local_member.port]
                 time.sleep(FREQUENCY / 1000)
         finally:
             younger.kill()

@@ -170,3 +170,59 @@ def test_the_gossip_matcher_is_in_the_gossip_layer_and_imports_nothing_of_the_pa
     assert layer("mcastmember.gossip._hot") == "gossip"
     assert imports("mcastmember.gossip._hot", found["mcastmember.gossip._hot"]) == []
     assert imports("mcastmember.gossip._hot_py", found["mcastmember.gossip._hot_py"]) == []
+
+
+# The data path (issue 25): a front moves bytes through the engine's DataPath
+# and nothing else. The table and the heartbeat packet stay the engine's: no
+# front names them (not even as a type), reads ``.table`` or ``.targets``, or
+# calls the kernel's data-path methods on anything but the data path.
+ENGINE_INSIDES = {"Membership", "HeartbeatPacket", "MemberIndex", "Targets"}
+ENGINE_ATTRIBUTES = {"table", "targets"}
+DATA_PATH_CALLS = {"pump", "pending", "source", "send_to", "stamp", "stamp_now", "set_key"}
+
+
+def _data_path_reaches(tree: ast.AST) -> list[str]:
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in ENGINE_INSIDES:
+            found.append(f"{node.lineno}: {node.id}")
+        elif isinstance(node, ast.alias) and node.name.rpartition(".")[2] in ENGINE_INSIDES:
+            found.append(f"imports {node.name}")
+        elif isinstance(node, ast.Attribute) and node.attr in ENGINE_ATTRIBUTES:
+            found.append(f"{node.lineno}: .{node.attr}")
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr in DATA_PATH_CALLS | {"send"}
+              and not _is_socket_or_data_path(node.func.value, node.func.attr)):
+            found.append(f"{node.lineno}: {ast.unparse(node.func)}()")
+    return sorted(found)
+
+
+def _is_socket_or_data_path(receiver: ast.expr, method: str) -> bool:
+    """The data path (``data_path``/``path``), or for ``send`` a socket: the
+    fronts' sockets are attributes named ``sock`` or ``_wake_w``."""
+    text = ast.unparse(receiver)
+    if re.search(r"(^|\.|_)(data_)?path$", text):
+        return True
+    return method == "send" and re.search(r"(sock|_wake_w)$", text) is not None
+
+
+def test_no_front_reaches_past_the_data_path():
+    reaches = {}
+    for module, path in modules().items():
+        if layer(module) == "fronts":
+            found = _data_path_reaches(ast.parse(path.read_text()))
+            if found:
+                reaches[module] = found
+    assert reaches == {}
+
+
+def test_the_data_path_rule_sees_a_table_a_packet_and_a_pump():
+    code = ("from ..engine.table import Membership\n"
+            "def drain(engine, fd, buf, packet, sock, data_path):\n"
+            "    engine.table.get(1)\n"
+            "    n = table.pump(fd, buf, 0.0)\n"
+            "    packet.send(fd)\n"
+            "    data_path.pump(fd, buf, 0.0)\n"
+            "    sock.send(buf)\n")
+    assert _data_path_reaches(ast.parse(code)) == [
+        "3: .table", "4: table.pump()", "5: packet.send()", "imports Membership"]

@@ -447,7 +447,8 @@ def test_no_reader_callback_outlives_stop(group_port, run_loop):
         await member.start()
         await asyncio.sleep(0.2)
         loop = asyncio.get_running_loop()
-        table, real_pump = member.table, member.table.pump
+        path = member._engine.data_path
+        real_pump = path.pump
         stopped, after_stop = loop.create_future(), []
 
         def stop_now():                  # the synchronous part of stop(): all of it here
@@ -464,7 +465,7 @@ def test_no_reader_callback_outlives_stop(group_port, run_loop):
                 pump.armed = loop.call_soon(stop_now)   # between two reader callbacks
             return real_pump(*args)
 
-        table.pump = pump
+        path.pump = pump
         fake_members(group_port, 200, junk_first=1)
         await asyncio.wait_for(stopped, 3)
         await asyncio.sleep(0.2)

@@ -50,7 +50,8 @@ def test_static_host_names_go_to_the_system_resolver():
 def test_the_peer_set_is_the_union_of_its_sources_without_us():
     from mcastmember.discovery.peers import PeerSet
     peers = PeerSet(["10.0.0.5", "10.0.0.6:5000", "node-1"], port=45564,
-                    own=(bytes([10, 0, 0, 9]), 45564), interval=5.0, dns="members.test")
+                    own=(bytes([10, 0, 0, 9]), 45564), interval=5.0, dns="members.test",
+                    max_peers=1024)
     assert [(lookup.name, lookup.system) for lookup in peers.lookups] == [
         ("node-1", True), ("members.test", False)]
     node, dns = peers.due(0.0)

@@ -191,3 +191,22 @@ def test_regular_sweeps_expire_on_time(table, codec):
         events = table.expire(now)
     assert 3.0 < now <= 3.05 + 1e-9
     assert "pauses" not in table.stats()
+
+
+def test_a_domain_change_removes_members_in_the_order_they_were_added(codec):
+    """The table's records keep the order members came in: a suspect heard
+    again counts as added anew, and suspects themselves stay (only
+    ``confirm``, a heartbeat or a goodbye ends them)."""
+    table = Membership(drop_time=3.0, max_members=8, codec=codec)
+    for uid, now in ((1, 0.0), (2, 0.1), (3, 2.0), (4, 2.1)):
+        feed(table, hb(codec, uid=uid, domain=b"a"), now)
+    suspects = table.expire(3.15, suspect=True)             # 1 and 2 go silent
+    assert [e.member.unique_id for e in suspects] == [_uid(1), _uid(2)]
+    feed(table, hb(codec, uid=1, domain=b"a"), 3.2)          # 1 heard again: after 3 and 4
+    events = table.set_domain(b"b")
+    assert [(e.kind, e.reason, e.member.unique_id) for e in events] == [
+        ("removed", "filtered", _uid(3)), ("removed", "filtered", _uid(4)),
+        ("removed", "filtered", _uid(1))]
+    assert [m.unique_id for m in table.members()] == [_uid(2)] and table.is_suspect(_member(2).identity)
+    assert table.get(_member(2)) is None and table.last_heard(_member(2)) is None
+    assert table.stats()["members"] == len(table) == 1

@@ -310,7 +310,7 @@ def test_async_membership_stops_while_tomcat_holds_a_connection(group_port):
     async def main():
         member = AsyncMembership(GROUP, group_port, **LOOPBACK, member_port=0, tomcat=True)
         await member.start()
-        _, writer = await asyncio.open_connection("127.0.0.1", member.config.member_port)
+        _, writer = await asyncio.open_connection("127.0.0.1", member.local_member.port)
         writer.write(message(2, b"hello"))
         await asyncio.wait_for(member.stop(), 10)
         writer.close()
@@ -409,7 +409,7 @@ def test_replies_go_to_members_only(kind, group_port, monkeypatch):
         member.start()
         try:
             front.events.wait_for(lambda e: e.kind == "added")
-            port = front.front.config.member_port
+            port = front.front.local_member.port
             stranger = heartbeat(port=target.getsockname()[1], uid=b"s" * 16)
             with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
                 sock.sendall(message(8, JAVA_RPC_REQUEST, sender=stranger) + message(2, b"sync"))
@@ -537,7 +537,7 @@ def test_a_front_lets_a_members_host_in_past_a_crowd(kind, group_port, monkeypat
     member.start()
     try:
         front.events.wait_for(lambda e: e.kind == "added")
-        port = front.front.config.member_port
+        port = front.front.local_member.port
         crowd = [socket.create_connection(("127.0.0.1", port), timeout=5,
                                           source_address=(f"127.0.0.{n}", 0)) for n in (2, 3)]
         wait_until(lambda: front.stats()["probe_connections"] == 2)

@@ -39,3 +39,19 @@ def test_asyncio_stats_are_typed_and_a_plain_dict() -> None:
     async def main() -> Stats:
         return AsyncMembership("228.0.0.4", 45564, interface=LOOPBACK, ttl=0).stats()
     check(asyncio.run(main()))
+
+
+def test_the_gossip_fronts_are_typed_for_a_user() -> None:
+    """Settings as typed dicts, members as GossipMember, stats as ints."""
+    from mcastmember import AsyncSerfService, GossipMember, SerfService
+
+    threaded = SerfService("a", LOOPBACK, 7946, gossip={"probe_interval": 0.5, "keys": [bytes(16)]},
+                           serf={"reap_interval": 5.0})
+    probes: int = threaded.stats()["probes"] + 1
+
+    async def main() -> list[GossipMember]:
+        return AsyncSerfService("b", LOOPBACK, 7946, tags={"role": "web"}).members()
+
+    members = asyncio.run(main())         # not started: nobody yet
+    tags: list[dict[str, str]] = [dict(m.tags) for m in members]
+    assert (probes, [m.name for m in members], tags) == (1, [], [])

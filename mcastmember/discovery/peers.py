@@ -186,7 +186,7 @@ class PeerSet:
     when the bound is first hit."""
 
     def __init__(self, specs: Iterable[str] = (), *, port: int, own: Peer, interval: float,
-                 dns: str | None = None, srv: bool = False, max_peers: int = 1024) -> None:
+                 dns: str | None = None, srv: bool = False, max_peers: int) -> None:
         self.own = own
         self.max_peers = max_peers
         self.refused = 0

@@ -1,49 +1,47 @@
-"""Settings shared by the threaded service, the asyncio front and the CLI:
-checked once, with Tomcat's defaults, and turned into our own member."""
+"""Settings shared by the threaded service, the asyncio front and the CLI,
+in two steps: ``CheckedSettings`` checks them (with Tomcat's defaults, from
+``settings.py``, their one declaration) and does no I/O; its ``resolve()``
+(or ``ServiceConfig(...)``, both steps at once) finds what depends on this
+host: the cards, the address we advertise, the key file, our member and its
+packet. The doctor checks first, and resolves after its own checks of the
+host."""
 
 from __future__ import annotations
 
-import inspect
 import ipaddress
 import logging
 import os
-from typing import TYPE_CHECKING, Literal, Sequence, TypedDict, Union, cast
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Union, cast
 
 from ..wire import layout as L
 from .. import _codec
 from ..wire import auth
 from ..transport import net
-from ..wire.errors import ConfigurationError
+from ..wire.errors import ConfigurationError, UnknownSetting
 from .member import Member, domain_from_text
-from .units import seconds
+from .settings import DEFAULT_GROUP, DEFAULT_GROUP_IPV6, DEFAULT_PORT, SETTINGS, AuthMode, Card, \
+    Detector, Interfaces, Keys, Settings, in_seconds, takes_settings, with_defaults
 from ..discovery.peers import PeerSet, cloud_unique_id, is_address, packed, parse_peer
 
 if TYPE_CHECKING:
     from types import ModuleType
-    from typing import TypeVar
 
-    from typing_extensions import Buffer
+    from typing_extensions import Buffer, Unpack
 
     from .._fast import HeartbeatPacket
     from .detector import PhiAccrual
     from ..transport.interfaces import Choice, Interface
 
-    _Front = TypeVar("_Front")
+# Re-exported: where the fronts, the CLI and the doctor have always found them.
+__all__ = ["DEFAULT_GROUP", "DEFAULT_GROUP_IPV6", "DEFAULT_PORT", "AuthMode", "CheckedSettings",
+           "Detector", "Interfaces", "Keys", "ServiceConfig", "Settings", "check_auth",
+           "choose_interface", "encode", "keys_and_mode", "load_keys", "takes_settings",
+           "with_domain", "with_payload"]
 
 log = logging.getLogger("mcastmember")
 
-DEFAULT_GROUP = "228.0.0.4"          # Tomcat's
-DEFAULT_GROUP_IPV6 = "ff05::4"       # site-local, the same number (Tomcat has none)
-DEFAULT_PORT = 45564
-DEFAULT_FREQUENCY_MS = 500
-DEFAULT_DROP_TIME_MS = 3000
-DEFAULT_MEMBER_PORT = 4000
-DEFAULT_MAX_MEMBERS = 1024
-DEFAULT_DNS_INTERVAL_MS = 5000      # Tomcat's cloud membership polls as often
 MIN_DNS_INTERVAL_MS = 100
-# How long a suspect's probe may take (a TCP connect on a LAN answers in well
-# under a millisecond; a crashed member's host answers with a reset at once).
-DEFAULT_VERIFY_TIMEOUT_MS = 300
 
 
 def _bytes_like(value: Buffer, name: str) -> bytes:
@@ -93,184 +91,59 @@ def _whole(value: object, name: str, low: int, high: int | None = None) -> int:
     return value
 
 
-Card = Union[str, int]
-# The other settings with a type of their own, as Settings has them.
-Interfaces = Union[Card, list[Card], tuple[Card, ...], None]
-Keys = Union[auth.KeyRing, str, os.PathLike[str], Sequence[tuple[int, bytes]], None]
-AuthMode = Literal["off", "permissive", "enforce"]
-Detector = Literal["fixed", "phi"]
-
-
-class Settings(TypedDict, total=False):
-    """The settings of ``ServiceConfig`` (and of both fronts) with their
-    types, for type checkers and IDEs (``**settings: Unpack[Settings]``).
-    Names and defaults are ServiceConfig's signature; a test keeps the two
-    the same."""
-
-    interface: Interfaces
-    ttl: int | None
-    loopback: bool
-    frequency: int
-    drop_time: int
-    host: str | bytes | None
-    member_port: int
-    secure_port: int
-    udp_port: int
-    domain: bytes | str
-    payload: bytes | str
-    max_members: int
-    filter_domain: bool
-    unique_id: bytes | None
-    alive_cap_ms: int | None
-    tcp_listener: bool | None
-    tomcat: bool
-    multicast: bool
-    peers: str | Sequence[str]
-    dns: str | None
-    dns_srv: bool
-    dns_interval: int
-    dns_servers: str | Sequence[str] | None
-    dns_members: bool
-    accept_unknown: bool
-    verify: bool
-    verify_timeout: int
-    detector: Detector
-    phi_threshold: float | None
-    phi_min_std: int | None
-    phi_pause: int | None
-    keys: Keys
-    auth: AuthMode | None
-    listen_only: bool
-
-
-def takes_settings(front: type[_Front]) -> type[_Front]:
-    """Class decorator of a front whose ``__init__`` passes ``**settings`` to
-    ServiceConfig: ``help()`` and ``inspect.signature`` then show every
-    setting with its default, and the docstring lists them (one
-    definition: ServiceConfig's)."""
-    own = inspect.signature(front.__init__)
-    settings = [p for p in inspect.signature(ServiceConfig.__init__).parameters.values()
-                if p.kind is inspect.Parameter.KEYWORD_ONLY]
-    params = [p for p in own.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
-    # setattr: __signature__ is no attribute of a function's type, for the checkers.
-    setattr(front.__init__, "__signature__", own.replace(parameters=params + settings))
-    doc = ServiceConfig.__doc__
-    if doc is not None:     # python -OO strips docstrings
-        front.__doc__ = (front.__doc__ or "").rstrip() + "\n\n    " + doc[doc.index("Settings"):]
-    return front
-
-
-class ServiceConfig:
+@takes_settings
+class CheckedSettings:
     """Every setting of a membership service, checked (ConfigurationError,
-    one sentence, for a bad one). Times are in milliseconds, as in Tomcat's
-    ``server.xml``; Tomcat's defaults throughout.
-
-    Settings (keyword-only):
-
-    - ``interface``: the card to send and receive on: a name ("eth0"), an
-      index, an IPv4 or IPv6 address, or a list of them (heartbeats on each).
-      None: the kernel's choice (a multicast route), never all cards.
-    - ``ttl``: multicast TTL / hop limit (None: the OS default, 1).
-    - ``loopback``: hear members on this host (IP_MULTICAST_LOOP).
-    - ``frequency``: heartbeat period (500).
-    - ``drop_time``: silence after which a member is removed (3000; longer
-      than ``frequency``).
-    - ``host``: the address we advertise (text, or 4/16 raw bytes; default:
-      the interface's).
-    - ``member_port``, ``secure_port``, ``udp_port``: advertised ports
-      (4000, -1, -1; -1 is unused).
-    - ``domain``, ``payload``: advertised bytes (text: Tomcat's domain form,
-      ``{216,123,12,3}`` or ISO-8859-1; a payload str is UTF-8).
-    - ``unique_id``: 16 bytes of identity (default: random).
-    - ``max_members``: table bound (1024): strangers past it are refused.
-    - ``filter_domain``: keep only members of our domain.
-    - ``alive_cap_ms``: the alive time we advertise wraps round past it
-      (Tomcat copies a member's payload only when its alive time changed);
-      None: uncapped, or two heartbeats with the TCP listener.
-    - ``tcp_listener``: serve Tribes' TCP channel on the member port,
-      answering every message at once, and advertise a negative alive time
-      so that every Tomcat sorts us after its own nodes (see tribes_listener.py).
-      On by default (off with ``listen_only``): a Tomcat whose channel has
-      no TcpFailureDetector lists every member it hears and may ask it for
-      sessions. By default a busy member port leaves it off, with a
-      warning; True makes that an error.
-    - ``tomcat``: join a Tomcat cluster as a listed member: the TCP
-      listener, required.
-    - ``multicast``: heartbeats on the group (True); False: unicast only.
-    - ``peers``: unicast peers, "10.0.0.5", "10.0.0.5:45564",
-      "[fd00::5]:45564" or host names (a str: comma-separated).
-    - ``dns``: a name whose A/AAAA records are peers (``dns_srv``: SRV
-      records, port from each), asked of ``dns_servers`` (default: the
-      system's) every ``dns_interval`` (5000, at least 100).
-    - ``dns_members``: the DNS answer's addresses are the members, nothing
-      sent by UDP (Tomcat's cloud membership; needs ``dns``, no multicast).
-    - ``accept_unknown``: let a unicast sender that is not a peer join.
-    - ``verify``: a second opinion before an expiry: a member past its drop
-      time becomes a suspect and is probed (TCP connects to its member port,
-      up to six within ``verify_timeout``, 300); it stays while its port answers.
-      Turns the TCP listener on, so that peers can probe us too.
-    - ``detector``: "fixed" (drop time) or "phi" (phi-accrual on each
-      member's arrival intervals: ``phi_threshold`` 8, ``phi_min_std`` 100,
-      ``phi_pause`` two periods).
-    - ``keys``: authenticated heartbeats (see auth.py): an ``auth.KeyRing``,
-      ``(key id, 32-byte secret)`` pairs (the first signs) or a key file's
-      path. ``auth``: "off", "permissive" or "enforce" (the default with
-      keys).
-
-    - ``listen_only``: hear the group without joining it (``mcast-demo
-      watch``): no heartbeat, no goodbye, no TCP listener, no socket to send
-      from. Needs multicast, and neither ``tomcat``, ``verify`` nor
-      ``tcp_listener`` (each sends).
+    one sentence, for a bad one), with no I/O: no socket opened, no file
+    read, no card looked up. ``resolve()`` then finds what depends on this
+    host (the cards, the source address, the key file, our member and its
+    packet): the :class:`ServiceConfig` a service runs with. Times are in
+    milliseconds, as in Tomcat's ``server.xml``; Tomcat's defaults throughout.
 
     Bytes settings take bytes-like values, never an int; switches take True
     or False only; times and counts take whole numbers (500.0 included).
     """
 
-    def __init__(self, address: str | None = DEFAULT_GROUP, port: int = DEFAULT_PORT, *,
-                 interface: Interfaces = None, ttl: int | None = None,
-                 loopback: bool = True, frequency: int = DEFAULT_FREQUENCY_MS,
-                 drop_time: int = DEFAULT_DROP_TIME_MS,
-                 host: str | bytes | None = None, member_port: int = DEFAULT_MEMBER_PORT,
-                 secure_port: int = -1, udp_port: int = -1,
-                 domain: bytes | str = b"", payload: bytes | str = b"",
-                 max_members: int = DEFAULT_MAX_MEMBERS,
-                 filter_domain: bool = False, unique_id: bytes | None = None,
-                 alive_cap_ms: int | None = None, tcp_listener: bool | None = None,
-                 tomcat: bool = False, multicast: bool = True, peers: str | Sequence[str] = (),
-                 dns: str | None = None, dns_srv: bool = False,
-                 dns_interval: int = DEFAULT_DNS_INTERVAL_MS,
-                 dns_servers: str | Sequence[str] | None = None, dns_members: bool = False,
-                 accept_unknown: bool = False, verify: bool = False,
-                 verify_timeout: int = DEFAULT_VERIFY_TIMEOUT_MS,
-                 detector: Detector = "fixed", phi_threshold: float | None = None,
-                 phi_min_std: int | None = None, phi_pause: int | None = None,
-                 keys: Keys = None, auth: AuthMode | None = None,
-                 listen_only: bool = False) -> None:
-        self.multicast = _flag(multicast, "multicast")
-        self.listen_only = _flag(listen_only, "listen_only")
+    def __init__(self, address: str | None = DEFAULT_GROUP, port: int = DEFAULT_PORT,
+                 **settings: Unpack[Settings]) -> None:
+        unknown = [name for name in settings if name not in SETTINGS]
+        if unknown:
+            raise UnknownSetting(f"{type(self).__name__}() got an unexpected keyword "
+                                 f"argument {unknown[0]!r}")
+        given = with_defaults(settings)
+        self.multicast = _flag(given["multicast"], "multicast")
+        self.listen_only = _flag(given["listen_only"], "listen_only")
         if self.multicast and address is None:
-            raise ConfigurationError("no multicast group: give the group (e.g. '228.0.0.4'), "
-                                     "or multicast=False with peers= or dns=")
+            raise ConfigurationError(f"no multicast group: give the group (e.g. "
+                                     f"'{DEFAULT_GROUP}'), or multicast=False with peers= "
+                                     f"or dns=")
         self.address: str | None = net.check_group(address) if self.multicast else None
         self.port = net.check_port(port)
-        self._choose_interfaces(interface)
+        self.interface_specs = _interface_specs(given["interface"])
+        if self.multicast and not self.interface_specs \
+                and net.link_scoped(cast(str, self.address)):
+            raise ConfigurationError(f"the IPv6 group {self.address} exists on one link only: "
+                                     f"name the card, e.g. interface=\"eth0\"")
+        ttl = given["ttl"]
         self.ttl = None if ttl is None else _whole(ttl, "ttl", 0, 255)
-        self.loopback = _flag(loopback, "loopback")
-        self.frequency = _whole(frequency, "frequency", 1)
-        self.drop_time = _whole(drop_time, "drop_time", 1)
+        self.loopback = _flag(given["loopback"], "loopback")
+        self.frequency = _whole(given["frequency"], "frequency", 1)
+        self.drop_time = _whole(given["drop_time"], "drop_time", 1)
         if self.drop_time <= self.frequency:
             raise ConfigurationError(
                 f"drop_time ({self.drop_time} ms) must be longer than frequency "
                 f"({self.frequency} ms), or every member would be dropped between heartbeats")
-        self.member_port = net.check_port(member_port, "member_port", allow_zero=True)
-        self.secure_port = net.check_port(secure_port, "secure_port", allow_unused=True)
-        self.udp_port = net.check_port(udp_port, "udp_port", allow_unused=True)
-        self.max_members = _whole(max_members, "max_members", 1, 1 << 20)
-        self.filter_domain = _flag(filter_domain, "filter_domain")
-        self.tomcat = _flag(tomcat, "tomcat")
-        self.verify = _flag(verify, "verify")
-        self.verify_timeout = _whole(verify_timeout, "verify_timeout", 1, 60_000)
-        self._detector(detector, phi_threshold, phi_min_std, phi_pause)
+        self.member_port = net.check_port(given["member_port"], "member_port", allow_zero=True)
+        self.secure_port = net.check_port(given["secure_port"], "secure_port",
+                                          allow_unused=True)
+        self.udp_port = net.check_port(given["udp_port"], "udp_port", allow_unused=True)
+        self.max_members = _whole(given["max_members"], "max_members", 1, 1 << 20)
+        self.filter_domain = _flag(given["filter_domain"], "filter_domain")
+        self.tomcat = _flag(given["tomcat"], "tomcat")
+        self.verify = _flag(given["verify"], "verify")
+        self.verify_timeout = _whole(given["verify_timeout"], "verify_timeout", 1, 60_000)
+        self._detector(given["detector"], given["phi_threshold"], given["phi_min_std"],
+                       given["phi_pause"])
         # On by default (README, "Joining a Tomcat cluster"): a Tomcat whose
         # channel has no TcpFailureDetector lists every member it hears and
         # asks one for its sessions, so a member must answer. Under verify our
@@ -278,43 +151,53 @@ class ServiceConfig:
         # Only a member that sends nothing (listen_only) has none. Asked for
         # (tomcat, verify, tcp_listener=True), a busy port stops the start;
         # by default the member runs on without it (listener_failed).
+        tcp_listener = given["tcp_listener"]
         self.listener_asked = self.tomcat or self.verify or tcp_listener is True
         self.tcp_listener = (self.listener_asked or not self.listen_only if tcp_listener is None
                              else _flag(tcp_listener, "tcp_listener"))
         # Listed by Tomcat, we must sort after every Tomcat node (see above).
         self.alive_below_zero = self.tcp_listener
+        alive_cap_ms = given["alive_cap_ms"]
         if alive_cap_ms is None and self.alive_below_zero:
             alive_cap_ms = 2 * self.frequency
         if alive_cap_ms is not None:
             alive_cap_ms = _whole(alive_cap_ms, "alive_cap_ms", 2 * self.frequency)
-        self.alive_cap_ms = alive_cap_ms
-        self.domain = _as_domain(domain)
-        self.payload = _as_payload(payload)
-        self._discovery(peers, dns, dns_srv, dns_interval, dns_servers, dns_members,
-                        accept_unknown)
+        self.alive_cap_ms: int | None = alive_cap_ms
+        self.domain = _as_domain(given["domain"])
+        self.payload = _as_payload(given["payload"])
+        self._discovery(given["peers"], given["dns"], given["dns_srv"], given["dns_interval"],
+                        given["dns_servers"], given["dns_members"], given["accept_unknown"])
         if self.listen_only:
             self._check_listen_only()
-        if host is None:
-            if self.interface is None and not self.multicast:
-                raise ConfigurationError(
-                    "without multicast, set interface= (or host=): the address to bind "
-                    "unicast heartbeats to and advertise, such as the pod's IP")
-            # Multicast here (else interface is set): the group is set.
-            host = self.interface or net.default_source_address(cast(str, self.address),
-                                                                self.port)
-        self.host = net.host_bytes(host)
-        if unique_id is None and self.dns_members:
-            # Tomcat's cloud membership names every member by the MD5 of its
-            # address as Java writes it: so must we, for both sides to agree on us.
-            unique_id = cloud_unique_id(packed(self.unicast_address))
-        unique_id = (_random_unique_id() if unique_id is None
-                     else _bytes_like(unique_id, "unique_id"))
-        if len(unique_id) != L.UNIQUE_ID_LEN:
-            raise ConfigurationError(f"unique_id must be {L.UNIQUE_ID_LEN} bytes")
-        self.unique_id = unique_id
-        self.key_ring, self.auth = _as_auth(keys, auth)
-        self.local_member()   # refuse settings that cannot be encoded, now
-        self.encode()
+        host = given["host"]
+        if host is None and not self.interface_specs and not self.multicast:
+            raise ConfigurationError(
+                "without multicast, set interface= (or host=): the address to bind "
+                "unicast heartbeats to and advertise, such as the pod's IP")
+        self.host_given = None if host is None else net.host_bytes(host)
+        unique_id = given["unique_id"]
+        if unique_id is not None:
+            unique_id = _bytes_like(unique_id, "unique_id")
+            if len(unique_id) != L.UNIQUE_ID_LEN:
+                raise ConfigurationError(f"unique_id must be {L.UNIQUE_ID_LEN} bytes")
+        self.unique_id_given: bytes | None = unique_id
+        keys, mode = check_auth(given["keys"], given["auth"])
+        self.keys: _KeysGiven = keys      # a key file is read by resolve()
+        self.auth: AuthMode = mode
+        # The one conversion of the times to seconds (the engine's unit).
+        self.seconds = in_seconds({name: getattr(self, name) for name in SETTINGS
+                                   if hasattr(self, name)})
+        self.phi: PhiAccrual | None = None
+        if self.phi_threshold is not None:      # detector="phi"
+            from .detector import PhiAccrual
+            self.phi = PhiAccrual(self.phi_threshold, self.seconds["phi_min_std"],
+                                  self.seconds["phi_pause"], first_mean=self.frequency_s)
+
+    def resolve(self) -> ServiceConfig:
+        """These settings on this host (the I/O: the cards, the source
+        address, the key file, our member and its packet); ConfigurationError
+        for what this host cannot do."""
+        return ServiceConfig._resolved(self)
 
     def listener_failed(self, error: OSError) -> str:
         """The TCP listener could not start (``error``, from its bind):
@@ -337,33 +220,6 @@ class ServiceConfig:
             raise ConfigurationError("listen_only hears a multicast group only: no peers or "
                                      "dns (unicast peers send only to the members they list)")
 
-    def _choose_interfaces(self, interface: Interfaces) -> None:
-        """``interface``: a card's name, index or address, or a list of them.
-        ``links`` is what the sockets use (address and index of each card);
-        ``interface`` the first card's address, where we bind and what we
-        advertise by default."""
-        specs = list(interface) if isinstance(interface, (list, tuple)) else (
-            [] if interface is None else [interface])
-        if isinstance(interface, (list, tuple)) and not specs:
-            raise ConfigurationError("interface must name at least one card (or be None)")
-        family = net.family_of(cast(str, self.address)) if self.multicast else None  # set then
-        choices = [choose_interface(spec, family) for spec in specs]
-        names = [choice.interface.name for choice in choices]
-        if len(set(names)) < len(names):
-            raise ConfigurationError(f"interface lists a card twice: {', '.join(names)}")
-        for choice in choices:
-            if self.multicast and not (choice.interface.multicast or choice.interface.loopback):
-                raise ConfigurationError(f"interface {choice.interface.name} cannot carry "
-                                         f"multicast ({choice.interface.describe()})")
-            if choice.reason and "given" not in choice.reason:
-                log.info("interface %s: %s", choice.interface.name, choice.reason)
-        self.links = [net.Link(str(c.address).split("%")[0], c.interface.index) for c in choices]
-        self.interface: str | None = self.links[0].address if self.links else None
-        self.interface_names = names
-        if self.multicast and not self.links and net.link_scoped(cast(str, self.address)):
-            raise ConfigurationError(f"the IPv6 group {self.address} exists on one link only: "
-                                     f"name the card, e.g. interface=\"eth0\"")
-
     def _detector(self, detector: Detector, threshold: float | None, min_std: int | None,
                   pause: int | None) -> None:
         if detector not in ("fixed", "phi"):
@@ -376,7 +232,9 @@ class ServiceConfig:
             if given:
                 raise ConfigurationError(f"{' and '.join(given)} need"
                                          f"{'s' if len(given) == 1 else ''} detector='phi'")
-            self.phi: PhiAccrual | None = None
+            self.phi_threshold: float | None = None
+            self.phi_min_std: int | None = None
+            self.phi_pause: int | None = None
             return
         from . import detector as phi
         if threshold is None:
@@ -385,13 +243,12 @@ class ServiceConfig:
                 or not 0 < threshold <= 16:
             raise ConfigurationError(f"phi_threshold must be a number in (0, 16], "
                                      f"not {threshold!r}")
-        min_std = _whole(phi.DEFAULT_MIN_STD_MS if min_std is None else min_std,
-                         "phi_min_std", 1)
+        self.phi_threshold = float(threshold)
+        self.phi_min_std = _whole(phi.DEFAULT_MIN_STD_MS if min_std is None else min_std,
+                                  "phi_min_std", 1)
         # An acceptable pause of two heartbeats: patient with a lost one or
         # two, and still quicker than the fixed drop time on a clean network.
-        pause = _whole(2 * self.frequency if pause is None else pause, "phi_pause", 0)
-        self.phi = phi.PhiAccrual(threshold, seconds(min_std), seconds(pause),
-                                  first_mean=self.frequency_s)
+        self.phi_pause = _whole(2 * self.frequency if pause is None else pause, "phi_pause", 0)
 
     def _discovery(self, peers: str | Sequence[str], dns: str | None, dns_srv: bool,
                    dns_interval: int, dns_servers: str | Sequence[str] | None,
@@ -443,30 +300,18 @@ class ServiceConfig:
         """Whether we send and hear heartbeats (not with dns_members)."""
         return not self.dns_members
 
-    @property
-    def unicast_address(self) -> str:
-        """The address unicast heartbeats are sent from and heard on (and, with
-        dns_members, our address in DNS): where the TCP listener binds too."""
-        return self.listen_address
-
-    def peer_set(self) -> PeerSet:
-        """Where unicast heartbeats go (peers.PeerSet), ourselves left out."""
-        return PeerSet(self.peers, port=self.port, own=(packed(self.unicast_address), self.port),
-                       interval=seconds(self.dns_interval), dns=self.dns, srv=self.dns_srv,
-                       max_peers=self.max_members)
-
     # The times the engine works with, in seconds (the settings are ms).
     @property
     def frequency_s(self) -> float:
-        return seconds(self.frequency)
+        return self.seconds["frequency"]
 
     @property
     def drop_time_s(self) -> float:
-        return seconds(self.drop_time)
+        return self.seconds["drop_time"]
 
     @property
     def verify_timeout_s(self) -> float:
-        return seconds(self.verify_timeout)
+        return self.seconds["verify_timeout"]
 
     def describe(self) -> str:
         """What we join, in words: the group, the peers, or both."""
@@ -483,29 +328,94 @@ class ServiceConfig:
         """``auth`` as the number the table and the index take (layout.AUTH_*)."""
         return L.AUTH_MODES[self.auth]
 
-    def set_keys(self, keys: Keys, auth: AuthMode | None = None) -> None:
-        """Other keys (None: none) and mode, checked as at construction."""
-        self.key_ring, self.auth = _as_auth(keys, auth)
+
+@takes_settings
+class ServiceConfig(CheckedSettings):
+    """Every setting of a membership service, checked (``CheckedSettings``),
+    and resolved on this host: the cards, the address we advertise (the
+    source address the kernel would send the group's traffic from, unless
+    given), the keys of a key file, our member and its packet. Never changed
+    once made: the engine keeps what changes (payload, domain, the member
+    port a listener got, the keys)."""
+
+    def __init__(self, address: str | None = DEFAULT_GROUP, port: int = DEFAULT_PORT,
+                 **settings: Unpack[Settings]) -> None:
+        super().__init__(address, port, **settings)
+        self._resolve()
+
+    @classmethod
+    def _resolved(cls, checked: CheckedSettings) -> ServiceConfig:
+        config = cls.__new__(cls)
+        vars(config).update(vars(checked))
+        config._resolve()
+        return config
+
+    def _resolve(self) -> None:
+        self._choose_interfaces()
+        host = self.host_given
+        if host is None:
+            # Multicast here (else the check wants an interface): the group is set.
+            host = net.host_bytes(self.interface or net.default_source_address(
+                cast(str, self.address), self.port))
+        self.host = host
+        unique_id = self.unique_id_given
+        if unique_id is None and self.dns_members:
+            # Tomcat's cloud membership names every member by the MD5 of its
+            # address as Java writes it: so must we, for both sides to agree on us.
+            unique_id = cloud_unique_id(packed(self.unicast_address))
+        self.unique_id = _random_unique_id() if unique_id is None else unique_id
+        self.key_ring = load_keys(self.keys)
+        self.encode()   # refuse settings that cannot be encoded, now
+
+    def _choose_interfaces(self) -> None:
+        """The cards ``interface`` names: ``links`` is what the sockets use
+        (address and index of each card); ``interface`` the first card's
+        address, where we bind and what we advertise by default."""
+        family = net.family_of(cast(str, self.address)) if self.multicast else None  # set then
+        choices = [choose_interface(spec, family) for spec in self.interface_specs]
+        names = [choice.interface.name for choice in choices]
+        if len(set(names)) < len(names):
+            raise ConfigurationError(f"interface lists a card twice: {', '.join(names)}")
+        for choice in choices:
+            if self.multicast and not (choice.interface.multicast or choice.interface.loopback):
+                raise ConfigurationError(f"interface {choice.interface.name} cannot carry "
+                                         f"multicast ({choice.interface.describe()})")
+            if choice.reason and "given" not in choice.reason:
+                log.info("interface %s: %s", choice.interface.name, choice.reason)
+        self.links = [net.Link(str(c.address).split("%")[0], c.interface.index) for c in choices]
+        self.interface: str | None = self.links[0].address if self.links else None
+        self.interface_names = names
+
+    @property
+    def unicast_address(self) -> str:
+        """The address unicast heartbeats are sent from and heard on (and, with
+        dns_members, our address in DNS): where the TCP listener binds too."""
+        return self.listen_address
+
+    def peer_set(self) -> PeerSet:
+        """Where unicast heartbeats go (peers.PeerSet), ourselves left out."""
+        return PeerSet(self.peers, port=self.port, own=(packed(self.unicast_address), self.port),
+                       interval=self.seconds["dns_interval"], dns=self.dns, srv=self.dns_srv,
+                       max_peers=self.max_members)
 
     def local_member(self, command: bytes = b"") -> Member:
+        """Our member as the settings have it."""
         return Member(self.host, self.member_port, self.unique_id, secure_port=self.secure_port,
                       udp_port=self.udp_port, domain=self.domain, payload=self.payload,
                       command=command)
 
     def encode(self, command: bytes = b"") -> bytes:
         """Our packet, alive time 0 (the sender stamps it)."""
-        try:
-            return _codec.encode(*self.local_member(command).fields())
-        except ValueError as error:
-            raise ConfigurationError(str(error)) from None
+        return encode(self.local_member(command))
 
-    def heartbeat_packet(self, origin_ns: int, command: bytes = b"",
+    def heartbeat_packet(self, member: Member, origin_ns: int,
                          codec: ModuleType | None = None) -> HeartbeatPacket:
-        """Our packet, ready to be stamped and sent (``origin_ns``: when we
-        started), in ``codec``'s implementation (default: the one loaded)."""
+        """``member``'s packet (ours, as the engine has it now), ready to be
+        stamped and sent (``origin_ns``: when we started), in ``codec``'s
+        implementation (default: the one loaded)."""
         cap = -1 if self.alive_cap_ms is None else self.alive_cap_ms
         packet: HeartbeatPacket = (codec or _codec.impl).HeartbeatPacket(
-            self.encode(command), origin_ns, cap, self.alive_below_zero)
+            encode(member), origin_ns, cap, self.alive_below_zero)
         return packet
 
     @property
@@ -522,23 +432,39 @@ class ServiceConfig:
             return f"{link.address}%{link.index}"
         return self.interface
 
-    def set_payload(self, payload: bytes | str) -> None:
-        payload = _as_payload(payload)
-        old, self.payload = self.payload, payload
-        try:
-            self.encode()
-        except ConfigurationError:
-            self.payload = old
-            raise
 
-    def set_domain(self, domain: bytes | str) -> None:
-        domain = _as_domain(domain)
-        old, self.domain = self.domain, domain
-        try:
-            self.encode()
-        except ConfigurationError:
-            self.domain = old
-            raise
+def encode(member: Member) -> bytes:
+    """``member``'s packet, alive time 0; ConfigurationError when it cannot
+    be encoded (a payload too long)."""
+    try:
+        return _codec.encode(*member.fields())
+    except ValueError as error:
+        raise ConfigurationError(str(error)) from None
+
+
+def with_payload(member: Member, payload: bytes | str) -> Member:
+    """``member`` advertising ``payload`` (str: UTF-8), checked as at
+    construction (ConfigurationError; ``member`` is unchanged)."""
+    changed = member.replace(payload=_as_payload(payload))
+    encode(changed)
+    return changed
+
+
+def with_domain(member: Member, domain: bytes | str) -> Member:
+    """``member`` in ``domain`` (bytes, or Tomcat's text form), checked as
+    ``with_payload``."""
+    changed = member.replace(domain=_as_domain(domain))
+    encode(changed)
+    return changed
+
+
+def _interface_specs(interface: Interfaces) -> list[Card]:
+    """``interface``: a card's name, index or address, or a list of them."""
+    specs = list(interface) if isinstance(interface, (list, tuple)) else (
+        [] if interface is None else [interface])
+    if isinstance(interface, (list, tuple)) and not specs:
+        raise ConfigurationError("interface must name at least one card (or be None)")
+    return specs
 
 
 def choose_interface(spec: Card, family: int | None,
@@ -556,29 +482,46 @@ def choose_interface(spec: Card, family: int | None,
         return interfaces.choose(spec, 6, cards)
 
 
-def _as_auth(keys: Keys, mode: AuthMode | None) -> tuple[auth.KeyRing | None, AuthMode]:
-    """(KeyRing or None, mode name) from the ``keys`` and ``auth`` settings."""
-    if keys is None:
-        ring = None
-    elif isinstance(keys, auth.KeyRing):
-        ring = keys
-    elif isinstance(keys, (str, bytes, os.PathLike)):
-        ring = auth.KeyRing.from_file(keys)
+# What ``keys`` may be before it is loaded: a ring, pairs made a ring, or a
+# key file's path (read by ``load_keys``).
+_KeysGiven = Union[auth.KeyRing, str, os.PathLike[str], None]
+
+
+def check_auth(keys: Keys, mode: AuthMode | None) -> tuple[_KeysGiven, AuthMode]:
+    """The ``keys`` and ``auth`` settings checked, without reading a key
+    file: (a KeyRing, a key file's path or None; the mode's name)."""
+    given: _KeysGiven
+    if keys is None or isinstance(keys, (auth.KeyRing, str, bytes, os.PathLike)):
+        given = keys
     else:
         try:
-            ring = auth.KeyRing(keys)
+            given = auth.KeyRing(keys)
         except ConfigurationError:
             raise
         except (TypeError, ValueError):
             raise ConfigurationError("keys must be a KeyRing, a key file's path or "
                                      "(key id, secret) pairs") from None
     if mode is None:
-        mode = "off" if ring is None else "enforce"
+        mode = "off" if given is None else "enforce"
     if mode not in L.AUTH_MODES:
         raise ConfigurationError(f"auth must be 'off', 'permissive' or 'enforce', not {mode!r}")
-    if mode != "off" and ring is None:
+    if mode != "off" and given is None:
         raise ConfigurationError(f"auth={mode!r} needs keys")
-    return ring, mode
+    return given, mode
+
+
+def load_keys(keys: _KeysGiven) -> auth.KeyRing | None:
+    """The KeyRing of checked ``keys``: a key file's is read now."""
+    if keys is None or isinstance(keys, auth.KeyRing):
+        return keys
+    return auth.KeyRing.from_file(keys)
+
+
+def keys_and_mode(keys: Keys, mode: AuthMode | None) -> tuple[auth.KeyRing | None, AuthMode]:
+    """(KeyRing or None, mode name) from the ``keys`` and ``auth`` settings,
+    a key file read (ConfigurationError for bad ones)."""
+    given, mode = check_auth(keys, mode)
+    return load_keys(given), mode
 
 
 def _random_unique_id() -> bytes:

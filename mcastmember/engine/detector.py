@@ -66,11 +66,12 @@ def threshold_y(threshold: float) -> float:
 class PhiAccrual:
     """The detector's settings, seconds: ``pause`` is an acceptable pause
     added to every member's mean (Akka's acceptable-heartbeat-pause),
-    ``first_mean`` the interval a new member is assumed to keep."""
+    ``first_mean`` the interval a new member is assumed to keep (the
+    ``frequency`` setting: no default here, the settings have it)."""
 
     def __init__(self, threshold: float = DEFAULT_THRESHOLD,
-                 min_std: float = seconds(DEFAULT_MIN_STD_MS), pause: float = 0.0,
-                 first_mean: float = 0.5, window: int = DEFAULT_WINDOW) -> None:
+                 min_std: float = seconds(DEFAULT_MIN_STD_MS), pause: float = 0.0, *,
+                 first_mean: float, window: int = DEFAULT_WINDOW) -> None:
         self.threshold = float(threshold)
         self.y = threshold_y(self.threshold)
         self.min_std, self.pause = float(min_std), float(pause)

@@ -7,25 +7,27 @@ no threads, sockets, sleeps or clocks: every call that needs the time takes
 ``now`` (monotonic seconds). A driver (``service.py`` with threads,
 ``aio.py`` with asyncio) opens the sockets and loops::
 
+    path = engine.data_path      (every byte goes through it: datapath.py)
     engine.start(now); send what engine.outgoing(now) returns
     loop:
         wait until engine.next_deadline(), or the receive socket is readable
             (only while engine.reading(now))
-        readable: n = engine.table.pump(fd, buf, deadline, budget, unicast) until
-                  -EAGAIN; n >= 0: engine.receive(buf, n, now, table.source() on
+        readable: n = path.pump(fd, buf, deadline, budget, unicast) until
+                  -EAGAIN; n >= 0: engine.receive(buf, n, now, path.source() on
                   the unicast socket, else None); another -errno:
                   engine.on_receive_error(-n, now)
         engine.on_timer(now)            (first: it notices a late wake-up)
-        packet = engine.outgoing(now): packet.send(fd), then
-                  engine.on_send_result(result, now)
+        datagram = engine.outgoing(now): path.send(datagram, fd), then
+                  engine.on_send_result(result, now); path.fan_out(datagram,
+                  fd) on the unicast socket, engine.on_unicast_result(...)
         engine.reopen_due(): reopen those sockets, engine.on_reopened(which)
         engine.events(): deliver them
     goodbye = engine.stop(now): send it, deliver engine.events(), close
 
-The receive path stays the table's: ``table.pump`` recognises known members'
-heartbeats itself (compiled: in C, without the GIL) and only returns for a
-datagram that needs ``receive``. The send path stays the packet's: one
-``packet.send(fd)`` stamps the alive time and sends. The engine is not
+The receive path stays the table's: ``path.pump`` (the table's) recognises
+known members' heartbeats itself (compiled: in C, without the GIL) and only
+returns for a datagram that needs ``receive``. The send path stays the
+packet's: one ``path.send`` stamps the alive time and sends. The engine is not
 thread-safe: a threaded driver holds one lock around it, and only the
 driver's own thread pumps and calls ``on_timer`` (expiry and pump both
 change the table); other threads may call ``set_payload``/``set_domain``
@@ -45,9 +47,11 @@ from .. import _codec
 from ..wire import layout as L
 from .ratelimit import RateLimitedLog
 from .events import MemberEvent, Reason
+from .config import encode, keys_and_mode, with_domain, with_payload
 from .member import Member
 from ..discovery.peers import PeerSet, cloud_unique_id
 from ..discovery.resolver import Answer
+from .datapath import DataPath
 from .table import ADDED, REMOVED, SUSPECT, Membership
 
 if TYPE_CHECKING:
@@ -60,6 +64,7 @@ if TYPE_CHECKING:
 
     from .._fast import HeartbeatPacket, Targets
     from .config import AuthMode, Keys, ServiceConfig
+    from ..wire.auth import KeyRing
     from ..discovery.peers import Lookup
 
     # A socket the engine may ask the driver to reopen (SEND, RECEIVE, UNICAST).
@@ -163,14 +168,21 @@ class MembershipEngine:
     """
 
     def __init__(self, config: ServiceConfig, *, codec: ModuleType | None = None) -> None:
-        self.config = config
+        self.config = config    # read only: what changes (below) is the engine's
         self._codec: ModuleType = codec or _codec.impl
+        # Our member as we advertise it now (payload, domain, the member port
+        # a TCP listener got) and the keys we sign and check with.
+        self._local = config.local_member()
+        self._ring: KeyRing | None = config.key_ring
+        self._auth: AuthMode = config.auth
         self.table = Membership(drop_time=config.drop_time_s,
-                                max_members=config.max_members, local=config.local_member(),
+                                max_members=config.max_members, local=self._local,
                                 domain=config.domain if config.filter_domain else None,
                                 codec=self._codec, phi=config.phi)
         if config.auth != "off":
             self.table.set_keys(config.auth_mode, config.key_ring)
+        # What the driver moves bytes through (and nothing else of ours).
+        self.data_path = DataPath(self.table, lambda: self.targets)
         # Listen-only (config.listen_only) hears the group and sends nothing:
         # no heartbeat, no goodbye; the heartbeat grid still paces the wake-ups
         # (the pause guard and the report ride on them).
@@ -252,11 +264,11 @@ class MembershipEngine:
         compiled pump reads 32 at a time) must not be replayed after a
         restart. Each call below takes one from that batch, never the socket
         (fd -1, and only while some are pending)."""
-        table = self.table
-        if table.pending():
+        path = self.data_path
+        if path.pending():
             scratch = bytearray(L.RECV_BUFFER_LEN)
-            while table.pending():
-                table.pump(-1, scratch, -math.inf, 1)
+            while path.pending():
+                path.pump(-1, scratch, -math.inf, 1, False)
 
     # -- time --------------------------------------------------------------------
     def next_deadline(self) -> float | None:
@@ -320,8 +332,8 @@ class MembershipEngine:
 
     def outgoing(self, now: float) -> HeartbeatPacket | None:
         """The packet to send at ``now`` (a heartbeat on the grid, or our
-        changed packet at once), or None. Call ``packet.send(fd)`` and pass
-        its result to ``on_send_result``. After a stall it is one late beat,
+        changed packet at once), or None. Send it with ``data_path.send``
+        and pass its result to ``on_send_result``. After a stall it is one late beat,
         then the grid again: never a burst of missed beats. A change does not
         move the grid. Listen-only: always None."""
         if not self._running or not self.config.heartbeats:
@@ -338,7 +350,7 @@ class MembershipEngine:
         return self._packet if self._sends else None
 
     def on_send_result(self, result: int, now: float) -> None:
-        """``result`` of ``packet.send``: bytes sent, or -errno. A failure is
+        """``result`` of ``data_path.send``: bytes sent, or -errno. A failure is
         counted and logged (rate-limited), never queued: a later heartbeat
         replaces a lost one."""
         self._now = now
@@ -350,7 +362,7 @@ class MembershipEngine:
         self._count_failure(SEND)
 
     def on_unicast_result(self, result: int, now: float) -> None:
-        """``result`` of ``packet.send_to(fd, engine.targets)``. A failure for
+        """``result`` of ``data_path.fan_out``. A failure for
         one peer (no route to it, say) is counted and logged, rate-limited;
         it is not the socket's fault, so it never asks for a reopen."""
         self._now = now
@@ -364,23 +376,23 @@ class MembershipEngine:
     def set_payload(self, payload: bytes | str) -> None:
         """Advertise new payload bytes (str: UTF-8); ``outgoing`` returns the
         new packet at once, the grid unchanged."""
-        self.config.set_payload(payload)
+        self._local = with_payload(self._local, payload)
         self._changed()
 
     def set_domain(self, domain: bytes | str) -> None:
         """Advertise a new domain; sent at once as ``set_payload``. Under
         ``filter_domain`` the table filters on it from now on, the fast path
         included: members of the old domain are removed ("filtered")."""
-        cfg = self.config
-        cfg.set_domain(domain)
-        self.table.set_local(cfg.local_member())
-        self._events.extend(self.table.set_domain(cfg.domain if cfg.filter_domain else None))
+        self._local = with_domain(self._local, domain)
+        self.table.set_local(self._local)
+        self._events.extend(self.table.set_domain(self._local.domain
+                                                  if self.config.filter_domain else None))
         self._changed()
 
     def set_member_port(self, port: int) -> None:
         """The member port we advertise (a TCP listener picked it)."""
-        self.config.member_port = port
-        self.table.set_local(self.config.local_member())
+        self._local = self._local.replace(port=port)
+        self.table.set_local(self._local)
         self._changed()
 
     def _changed(self) -> None:
@@ -394,16 +406,17 @@ class MembershipEngine:
         self._packet = self._make_packet(b"")
 
     def _make_packet(self, command: bytes) -> HeartbeatPacket:
-        packet = self.config.heartbeat_packet(self._origin_ns, command, self._codec)
+        packet = self.config.heartbeat_packet(self._local.replace(command=command),
+                                              self._origin_ns, self._codec)
         self._sign(packet)
         return packet
 
     def _sign(self, packet: HeartbeatPacket) -> None:
         """Sign ``packet`` with the ring's signing key (unsigned when off), its
         sequences above every one we sent before."""
-        ring = self.config.key_ring
+        ring = self._ring
         after = self._packet.sequence if self._packet is not None else 0
-        if self.config.auth == "off":
+        if self._auth == "off":
             packet.set_key(0)
         else:
             assert ring is not None     # auth is on: there is a key ring
@@ -414,8 +427,8 @@ class MembershipEngine:
         the next heartbeat is signed with the new signing key; members stay
         (rotate by adding the new key everywhere, then signing with it, then
         removing the old one)."""
-        self.config.set_keys(keys, auth)
-        self.table.set_keys(self.config.auth_mode, self.config.key_ring)
+        self._ring, self._auth = keys_and_mode(keys, auth)
+        self.table.set_keys(L.AUTH_MODES[self._auth], self._ring)
         if self._packet is not None:
             self._sign(self._packet)
 
@@ -436,8 +449,8 @@ class MembershipEngine:
 
     def receive(self, buf: bytearray, n: int, now: float,
                 source: tuple[bytes, int] | None = None) -> None:
-        """A datagram ``table.pump`` handed back (``n`` bytes in ``buf``).
-        ``source``: ``table.source()`` for a datagram from the unicast
+        """A datagram ``data_path.pump`` handed back (``n`` bytes in ``buf``).
+        ``source``: ``data_path.source()`` for a datagram from the unicast
         socket (None from multicast): one from an address that is not a
         peer is refused unless ``accept_unknown`` (see ``Membership.receive``)."""
         self._failures[UNICAST if source is not None else RECEIVE] = 0
@@ -659,10 +672,16 @@ class MembershipEngine:
             self._counts["removed." + UNLISTED] += 1
             self._events.append(MemberEvent(REMOVED, member, UNLISTED))
         for address in sorted(listed - self._listed.keys()):
-            member = Member(address, self.config.member_port, cloud_unique_id(address),
+            member = Member(address, self._local.port, cloud_unique_id(address),
                             alive_ms=-1)
             self._listed[address] = member
             self._events.append(MemberEvent(ADDED, member))
+
+    def stored(self, member: Member) -> Member | None:
+        """The member of the table with ``member``'s identity (host, port
+        and unique id), with its latest alive time; None for a stranger, a
+        suspect or a member listed by DNS."""
+        return self.table.get(member)
 
     def members(self) -> list[Member]:
         """The members, oldest first (as Tomcat orders them)."""
@@ -710,10 +729,25 @@ class MembershipEngine:
     @property
     def local_member(self) -> Member:
         """Our own member as we advertise it (with the alive time last sent)."""
-        member = self.config.local_member()
+        member = self._local
         if self._packet is not None:
             member = member.with_alive(self._packet.alive_ms)
         return member
+
+    @property
+    def auth(self) -> AuthMode:
+        """The authentication mode now: the ``auth`` setting until ``set_keys``."""
+        return self._auth
+
+    @property
+    def key_ring(self) -> KeyRing | None:
+        """The keys we sign and check with now (None: none)."""
+        return self._ring
+
+    def encode(self, command: bytes = b"") -> bytes:
+        """Our packet as we advertise it now, alive time 0 (the TCP
+        listener's replies carry it)."""
+        return encode(self._local.replace(command=command))
 
     def stats(self) -> Stats:
         """The table's counters and ours: the same keys whatever the driver."""
@@ -749,7 +783,7 @@ class MembershipEngine:
         failures = self.table.auth_failures()
         total = sum(failures.values())
         if total > self._auth_reported:
-            fate = ("dropped" if self.config.auth == "enforce"
+            fate = ("dropped" if self._auth == "enforce"
                     else "admitted as unauthenticated (permissive)")
             hint = ("; skew: a sender's clock is off from ours by more than the replay "
                     "window (check NTP)" if failures.get("skew") else "")

@@ -17,6 +17,7 @@ from .. import _codec
 from ..wire import auth
 from .events import EventKind, MemberEvent, Reason
 from .member import Member, find_by_address, find_by_unique_id
+from .settings import DEFAULT_SECONDS, default
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -76,7 +77,8 @@ class Membership:
     (microseconds, default the system's) judges a first packet's sequence.
     """
 
-    def __init__(self, *, drop_time: float = 3.0, max_members: int = 1024,
+    def __init__(self, *, drop_time: float = DEFAULT_SECONDS["drop_time"],
+                 max_members: int = default("max_members"),
                  local: Member | Buffer | None = None, domain: Buffer | None = None,
                  codec: ModuleType | None = None, phi: PhiAccrual | None = None,
                  wall_clock: Callable[[], int] | None = None) -> None:
@@ -97,15 +99,16 @@ class Membership:
         self._phi = phi
         if phi is not None:
             phi.arm(self._index)
-        self._members: dict[int, Member] = {}     # slot -> Member (as last parsed)
-        self._slot_of: dict[bytes, int] = {}     # identity -> slot, for members
-        # identity -> slot, for local and other-domain senders
-        self._ignored: dict[bytes, int] = {}
-        self._ignored_slots: dict[int, bytes] = {}   # slot -> identity
+        # One record per slot of the index in use (a member, or a sender we
+        # ignore), found by slot (what the index's expiry returns: a list, as
+        # the index hands out the lowest free slot first) and by identity
+        # (in the order they were added); a suspect's record stays, out of
+        # the index (slot -1). Each slot's packet, alive and last-heard
+        # times stay the index's.
+        self._slots: list[_MemberSlot | _IgnoredSlot | None] = []
+        self._members: dict[bytes, _MemberSlot] = {}      # members and suspects
+        self._ignored: dict[bytes, _IgnoredSlot] = {}     # our own, other domains'
         self._counts = Counter(dict.fromkeys(TABLE_COUNTERS, 0))   # every key from the start
-        # Suspects (identity -> Member): past their drop time, out of the
-        # index, still members until ``confirm`` (or a heartbeat, a goodbye).
-        self._suspects: dict[bytes, Member] = {}
         self._reclassify = False   # set_domain() waiting for pump to return
         self._auth_mode = L.AUTH_OFF
         self._ring: auth.KeyRing | None = None
@@ -144,13 +147,14 @@ class Membership:
         index = self._index
         events: list[MemberEvent] = []
         try:
-            for slot in [s for s in self._ignored_slots if index.kind(s) == L.KIND_FILTERED]:
-                index.remove(slot)
-                self._forget_ignored(slot)
+            for ignored in [r for r in self._ignored.values()
+                            if index.kind(r.slot) == L.KIND_FILTERED]:
+                index.remove(ignored.slot)
+                self._forget_ignored(ignored)
             if self._domain is not None:
-                for slot in [slot for slot, member in self._members.items()
-                             if member.domain != self._domain]:
-                    events.append(self._drop(slot, FILTERED))
+                for record in [r for r in self._members.values()
+                               if r.slot >= 0 and r.member.domain != self._domain]:
+                    events.append(self._drop(record, FILTERED))
         except RuntimeError:
             # pump started on another thread between our check and now: each
             # step above is whole or not begun, the rest follows next time.
@@ -171,8 +175,8 @@ class Membership:
         if mode != L.AUTH_OFF and self._guard is None:
             self._guard = auth.ReplayGuard(REPLAY_WINDOW_S * 1e6, 4 * self.max_members)
         if mode == L.AUTH_OFF:
-            for slot, member in self._members.items():
-                self._members[slot] = member.with_authenticated(None)
+            for record in self._in_index():
+                record.member = record.member.with_authenticated(None)
         self._keys_pending = True
         self._apply_keys()
 
@@ -182,8 +186,8 @@ class Membership:
         try:
             self._index.set_keys(self._auth_mode, self._ring.keys if self._ring else None)
             if self._auth_mode == L.AUTH_OFF:
-                for slot in self._members:
-                    self._index.set_auth(slot, None, 0)
+                for record in self._in_index():
+                    self._index.set_auth(record.slot, None, 0)
         except RuntimeError:     # pump started on another thread: next time
             return
         self._keys_pending = False
@@ -240,14 +244,13 @@ class Membership:
             self._counts[self._drop_counter(verdict)] += 1
             return _NO_EVENTS
         identity = codec.identity(buf, n)
+        known = self._members.get(identity)       # a member, or a suspect
         if unlisted is not None:
-            present = self._present(identity, self._slot_of.get(identity))
-            if present is None or present.host != unlisted:
+            if known is None or known.member.host != unlisted:
                 self._counts["refused_unlisted"] += 1
                 return _NO_EVENTS
         if (len(self) >= self.max_members and self._domain is None
-                and identity not in self._slot_of and identity != self._local
-                and identity not in self._suspects):
+                and known is None and identity != self._local):
             # Full, and a stranger: refuse before building anything, so that a
             # flood of forged members costs as little as possible.
             self._counts["refused"] += 1
@@ -260,17 +263,16 @@ class Membership:
             self._counts["slow_path"] -= 1     # ours, not received: counted as local only
             self._ignore(identity, buf, n, now, L.KIND_LOCAL, member.is_shutdown)
             return _NO_EVENTS
-        slot = self._slot_of.get(identity)
+        record = known if known is not None and known.slot >= 0 else None   # in the index
         sequence = 0
         if self._auth_mode != L.AUTH_OFF:
             # Before anything the packet says is believed (a domain move
             # or a shutdown removes a member).
-            judged = self._authenticate(buf, datagram, identity, slot)
+            judged = self._authenticate(buf, datagram, identity, record)
             if judged is None:
                 return _NO_EVENTS
             authenticated, sequence = judged
-            present = self._present(identity, slot)
-            if not authenticated and present is not None and present.authenticated:
+            if not authenticated and known is not None and known.member.authenticated:
                 # Permissive admits unkeyed strangers, never an unkeyed
                 # packet in a keyed member's name: no change, no refresh,
                 # no goodbye, no domain move.
@@ -280,26 +282,26 @@ class Membership:
         if self._domain is not None and member.domain != self._domain:
             self._counts["filtered"] += 1
             self._ignore(identity, buf, n, now, L.KIND_FILTERED, member.is_shutdown)
-            if slot is not None:     # a member moved to another domain
-                return (self._drop(slot, FILTERED),)
+            if record is not None:     # a member moved to another domain
+                return (self._drop(record, FILTERED),)
             return _NO_EVENTS
         if member.is_shutdown:
-            if slot is None:
-                suspect = self._suspects.pop(identity, None)
-                if suspect is not None:        # a suspect said goodbye after all
+            if record is None:
+                if known is not None:        # a suspect said goodbye after all
+                    del self._members[identity]
                     self._counts["removed." + SHUTDOWN] += 1
-                    return (MemberEvent(REMOVED, suspect, SHUTDOWN),)
+                    return (MemberEvent(REMOVED, known.member, SHUTDOWN),)
                 self._counts["shutdown_unknown"] += 1
                 return _NO_EVENTS
-            return (self._drop(slot, SHUTDOWN),)
-        if slot is None:
-            return self._add(member, buf, n, now, sequence)
-        previous = self._as_of(slot, self._members[slot])     # before the index forgets it
-        self._index.replace(slot, buf, n, now)
+            return (self._drop(record, SHUTDOWN),)
+        if record is None:
+            return self._add(member, identity, known, buf, n, now, sequence)
+        previous = record.as_of(self._index)     # before the index forgets it
+        self._index.replace(record.slot, buf, n, now)
         if self._auth_mode != L.AUTH_OFF:
-            self._index.set_auth(slot, member.authenticated, sequence)
+            self._index.set_auth(record.slot, member.authenticated, sequence)
         member = member.replace(first_seen=previous.first_seen, last_heard=now)
-        self._members[slot] = member
+        record.member = member
         if previous.same_state(member):
             self._counts["refreshed_slow"] += 1
             return _NO_EVENTS
@@ -307,7 +309,7 @@ class Membership:
         return (MemberEvent(UPDATED, member, previous=previous),)
 
     def _authenticate(self, buf: Buffer, n: int, identity: bytes,
-                      slot: int | None) -> tuple[bool, int] | None:
+                      record: _MemberSlot | None) -> tuple[bool, int] | None:
         """(True, its sequence) for an authentic and fresh datagram, (False,
         0) for one admitted unauthenticated (permissive), None when dropped."""
         ring = self._ring
@@ -317,8 +319,8 @@ class Membership:
             guard = self._guard
             assert guard is not None          # made by set_keys, before any judging
             wall = self._wall_clock()
-            if slot is not None:     # what the fast path accepted since
-                guard.advance(identity, self._index.sequence(slot), wall)
+            if record is not None:     # what the fast path accepted since
+                guard.advance(identity, self._index.sequence(record.slot), wall)
             verdict = guard.judge(identity, sequence, wall)
         if verdict == L.AUTH_OK:
             return True, sequence
@@ -327,9 +329,16 @@ class Membership:
             return None
         return False, 0
 
-    def _present(self, identity: bytes, slot: int | None) -> Member | None:
-        """The member (in ``slot``) or suspect ``identity``, or None."""
-        return self._members[slot] if slot is not None else self._suspects.get(identity)
+    def _in_index(self) -> list[_MemberSlot]:
+        """The members' records, suspects left out, in the order they were added."""
+        return [r for r in self._members.values() if r.slot >= 0]
+
+    def _place(self, record: _MemberSlot | _IgnoredSlot) -> None:
+        """File ``record`` under its slot."""
+        slots, slot = self._slots, record.slot
+        if slot >= len(slots):
+            slots.extend([None] * (slot + 1 - len(slots)))
+        slots[slot] = record
 
     def _remember_sequence(self, slot: int, identity: bytes) -> None:
         """A member leaves the index: the replay guard keeps its last sequence."""
@@ -344,19 +353,26 @@ class Membership:
             return "doctor_probes"
         return "malformed." + L.REASONS[verdict]
 
-    def _add(self, member: Member, buf: Buffer, n: int, now: float,
-             sequence: int = 0) -> Events:
-        if len(self) >= self.max_members and member.identity not in self._suspects:
+    def _add(self, member: Member, identity: bytes, known: _MemberSlot | None, buf: Buffer,
+             n: int, now: float, sequence: int = 0) -> Events:
+        """Add ``member`` (``identity``; ``known``: its record as a suspect)."""
+        if len(self) >= self.max_members and known is None:
             self._counts["refused"] += 1     # reached when filtering by domain
             return _NO_EVENTS
         slot = self._index.add(buf, n, now, L.KIND_MEMBER)
         if self._auth_mode != L.AUTH_OFF:
             self._index.set_auth(slot, member.authenticated, sequence)
-        suspect = self._suspects.pop(member.identity, None)
+        suspect = None if known is None else known.member
         first_seen = now if suspect is None else suspect.first_seen
         member = member.replace(first_seen=first_seen, last_heard=now)
-        self._members[slot] = member
-        self._slot_of[member.identity] = slot
+        record = _MemberSlot(slot, member)
+        if slot < len(self._slots):
+            self._slots[slot] = record
+        else:
+            self._place(record)
+        if suspect is not None:     # added anew: last in the order, as any member added
+            del self._members[identity]
+        self._members[identity] = record
         if suspect is not None:
             # Heard again: it never left. Only a change is news.
             self._counts["suspects_heard"] += 1
@@ -366,11 +382,13 @@ class Membership:
         self._counts["added"] += 1
         return (MemberEvent(ADDED, member),)
 
-    def _drop(self, slot: int, reason: Reason) -> MemberEvent:
-        self._index.remove(slot)     # first: it refuses (RuntimeError) while pump runs
-        member = self._as_of(slot, self._members.pop(slot))
-        del self._slot_of[member.identity]
-        self._remember_sequence(slot, member.identity)
+    def _drop(self, record: _MemberSlot, reason: Reason) -> MemberEvent:
+        self._index.remove(record.slot)     # first: it refuses (RuntimeError) while pump runs
+        member = record.as_of(self._index)
+        identity = member.identity
+        self._slots[record.slot] = None
+        del self._members[identity]
+        self._remember_sequence(record.slot, identity)
         self._counts["removed." + reason] += 1
         return MemberEvent(REMOVED, member, reason)
 
@@ -378,23 +396,24 @@ class Membership:
                 leaving: bool) -> None:
         """Remember a sender we ignore so its next heartbeats are recognised
         without parsing; forget it when it leaves."""
-        slot = self._ignored.get(identity)
+        ignored = self._ignored.get(identity)
         if leaving:
-            if slot is not None:
-                self._forget_ignored(slot)
-                self._index.remove(slot)
+            if ignored is not None:
+                self._forget_ignored(ignored)
+                self._index.remove(ignored.slot)
             return
-        if slot is not None:
-            self._index.replace(slot, buf, n, now)
+        if ignored is not None:
+            self._index.replace(ignored.slot, buf, n, now)
         elif len(self._ignored) < self.max_members + 1:
             slot = self._index.add(buf, n, now, kind)
             if slot >= 0:
-                self._ignored[identity] = slot
-                self._ignored_slots[slot] = identity
+                ignored = _IgnoredSlot(slot, identity)
+                self._place(ignored)
+                self._ignored[identity] = ignored
 
-    def _forget_ignored(self, slot: int) -> None:
-        identity = self._ignored_slots.pop(slot)
-        del self._ignored[identity]
+    def _forget_ignored(self, ignored: _IgnoredSlot) -> None:
+        self._slots[ignored.slot] = None
+        del self._ignored[ignored.identity]
 
     # -- expiry --------------------------------------------------------------
     def expire(self, now: float, suspect: bool = False) -> Events:
@@ -414,19 +433,23 @@ class Membership:
         if not slots:
             return events
         out = list(events)
+        index, records = self._index, self._slots
         for slot in slots:
-            member = self._members.pop(slot, None)
-            if member is None:
-                self._forget_ignored(slot)
+            record = records[slot]
+            if not isinstance(record, _MemberSlot):
+                assert record is not None         # the index expires only slots in use
+                self._forget_ignored(record)
                 continue
-            del self._slot_of[member.identity]
-            self._remember_sequence(slot, member.identity)
-            member = self._as_of(slot, member)
+            records[slot] = None
+            member = record.member.replace(alive_ms=index.alive(slot), last_heard=index.heard(slot))
+            identity = member.identity
+            self._remember_sequence(slot, identity)
             if suspect and member.authenticated is not False:
-                self._suspects[member.identity] = member
+                record.slot, record.member = -1, member    # out of the index, still a member
                 self._counts["suspected"] += 1
                 out.append(MemberEvent(SUSPECT, member))
             else:
+                del self._members[identity]
                 if suspect:
                     self._counts["unprobed"] += 1
                 self._counts["removed." + EXPIRED] += 1
@@ -436,14 +459,16 @@ class Membership:
     def confirm(self, member: Member, reason: Reason = EXPIRED) -> MemberEvent | None:
         """Remove the suspect ``member`` (its event), or None when it is no
         longer a suspect (heard again, or gone)."""
-        suspect = self._suspects.pop(member.identity, None)
-        if suspect is None:
+        identity = member.identity
+        if not self.is_suspect(identity):
             return None
+        suspect = self._members.pop(identity).member
         self._counts["removed." + reason] += 1
         return MemberEvent(REMOVED, suspect, reason)
 
     def is_suspect(self, identity: bytes) -> bool:
-        return identity in self._suspects
+        record = self._members.get(identity)
+        return record is not None and record.slot < 0
 
     def next_expiry(self) -> float | None:
         """The earliest ``now`` at which ``expire`` could remove something, or None."""
@@ -458,25 +483,23 @@ class Membership:
         before is replayed after a restart."""
         self._index.clear()
         self._reclassify = False
+        self._slots.clear()
         self._members.clear()
-        self._slot_of.clear()
-        self._suspects.clear()
         self._ignored.clear()
-        self._ignored_slots.clear()
 
     # -- reading -------------------------------------------------------------
     def members(self) -> list[Member]:
         """Snapshot of the members, oldest first (largest alive time, as Tomcat
         orders them), each carrying the alive time of its latest heartbeat."""
-        index = self._index
-        snapshot = [m.replace(alive_ms=index.alive(slot), last_heard=index.heard(slot))
-                    for slot, m in self._members.items()]
-        snapshot += self._suspects.values()
+        alive, heard = self._index.alive, self._index.heard
+        snapshot = [r.member if r.slot < 0 else
+                    r.member.replace(alive_ms=alive(r.slot), last_heard=heard(r.slot))
+                    for r in self._members.values()]
         snapshot.sort(key=lambda m: (-m.alive_ms, m.identity))
         return snapshot
 
     def __len__(self) -> int:
-        return len(self._members) + len(self._suspects)
+        return len(self._members)
 
     def auth_failures(self) -> dict[str, int]:
         """{reason: count} of datagrams whose trailer failed (no_trailer,
@@ -491,21 +514,14 @@ class Membership:
         # a member's fields raises AttributeError, as before. (mypy sees the
         # class attribute as the getter itself, pyright fget as maybe None.)
         identity = Member.identity.fget(member)  # type: ignore[attr-defined]
-        return identity in self._slot_of or identity in self._suspects
+        return identity in self._members
 
     def get(self, member: Member) -> Member | None:
         """The stored member with this identity (latest alive time), or None."""
-        slot = self._slot_of.get(member.identity)
-        if slot is None:
+        record = self._members.get(member.identity)
+        if record is None or record.slot < 0:
             return None
-        return self._as_of(slot, self._members[slot])
-
-    def _as_of(self, slot: int, member: Member) -> Member:
-        """``member`` (stored in ``slot``) with its latest alive time and
-        when it was last heard: what snapshots and events carry. A freed
-        slot keeps both until it is reused."""
-        index = self._index
-        return member.replace(alive_ms=index.alive(slot), last_heard=index.heard(slot))
+        return record.as_of(self._index)
 
     def by_unique_id(self, unique_id: Buffer) -> Member | None:
         """The member with this 16-byte unique id, or None."""
@@ -520,8 +536,8 @@ class Membership:
         return iter(self.members())
 
     def last_heard(self, member: Member) -> float | None:
-        slot = self._slot_of.get(member.identity)
-        return None if slot is None else self._index.heard(slot)
+        record = self._members.get(member.identity)
+        return None if record is None or record.slot < 0 else self._index.heard(record.slot)
 
     def stats(self) -> dict[str, int]:
         """Counters: received, heartbeats recognised on the fast path, and the
@@ -543,5 +559,37 @@ class Membership:
         fast = hits.get(L.KIND_MEMBER, 0) + hits.get(L.KIND_FILTERED, 0)
         counts["fast_path"] = fast
         counts["received"] = fast + counts.get("slow_path", 0) + dropped_in_pump
-        counts["members"] = len(self._members) + len(self._suspects)
+        counts["members"] = len(self._members)
         return dict(counts)
+
+
+class _MemberSlot:
+    """A member as the table's Python side keeps it: its ``slot`` in the
+    index (-1: a suspect, out of the index) and the ``member`` as last
+    parsed. Its packet, alive time and last-heard time are the index's (C
+    arrays, untouched by the fast path's Python); ``as_of`` joins them."""
+
+    __slots__ = ("slot", "member")
+
+    def __init__(self, slot: int, member: Member) -> None:
+        self.slot, self.member = slot, member
+
+    def as_of(self, index: MemberIndex) -> Member:
+        """The member with its latest alive time and when it was last heard:
+        what snapshots and events carry (a suspect: as when it became one).
+        A freed slot keeps both until it is reused."""
+        slot = self.slot
+        if slot < 0:
+            return self.member
+        return self.member.replace(alive_ms=index.alive(slot), last_heard=index.heard(slot))
+
+
+class _IgnoredSlot:
+    """A sender whose heartbeats the index recognises to drop them (our own
+    packets heard back, another domain's members): its ``slot`` and
+    ``identity``."""
+
+    __slots__ = ("slot", "identity")
+
+    def __init__(self, slot: int, identity: bytes) -> None:
+        self.slot, self.identity = slot, identity

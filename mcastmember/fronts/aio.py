@@ -1,6 +1,6 @@
 """AsyncMembership: the asyncio driver of the membership engine, without threads.
 
-The running loop waits for us: a reader callback lets the table's pump read
+The running loop waits for us: a reader callback lets the data path's pump read
 the receive socket, one timer sleeps until the engine's next deadline, and
 after each the engine's step decides what to send and what expired. Every
 decision about time is the engine's (``engine.py``), so this front behaves
@@ -20,7 +20,7 @@ import functools
 import logging
 import socket
 import weakref
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar, cast
 
 from .driver import MembershipFront
 from ..engine.config import DEFAULT_GROUP, DEFAULT_PORT, takes_settings
@@ -52,39 +52,100 @@ DEFAULT_EVENT_QUEUE = 1024
 
 __all__ = ["AsyncMembership", "EventStream", "EventsLost"]
 
+E = TypeVar("E")
 
-class EventStream:
-    """One subscriber's bounded view of membership changes, as an async
-    iterator. It starts with the members present when it was created, as
-    "added" events, and then carries every change, with no gap between."""
 
-    def __init__(self, owner: AsyncMembership, initial: Iterable[Member], size: int,
-                 max_bytes: int) -> None:
+class _Buffer(Protocol[E]):
+    """What bounds an event stream (engine.events.EventBuffer, or the gossip front's)."""
+
+    @property
+    def dropped(self) -> int: ...
+
+    def offer(self, event: E) -> None: ...
+
+    def take(self) -> E | EventsLost | None: ...
+
+
+class _Owner(Protocol[E]):
+    def _unsubscribe(self, stream: EventStream[E]) -> None: ...
+
+
+class Waiters(Generic[E]):
+    """Those waiting in an asyncio front's ``wait_for`` until a predicate of
+    the members (an ``E``) holds. Used by both asyncio fronts."""
+
+    def __init__(self) -> None:
+        self._entries: list[tuple[Callable[[E], object], asyncio.Future[E]]] = []
+
+    def __bool__(self) -> bool:
+        return bool(self._entries)
+
+    async def wait(self, loop: asyncio.AbstractEventLoop, predicate: Callable[[E], object],
+                   timeout: float | None) -> E:
+        future = loop.create_future()
+        entry = (predicate, future)
+        self._entries.append(entry)
+        try:
+            return await asyncio.wait_for(future, timeout)
+        except asyncio.TimeoutError:     # the builtin TimeoutError on 3.10 too
+            raise TimeoutError(f"predicate not true within {timeout} s") from None
+        finally:
+            if entry in self._entries:
+                self._entries.remove(entry)
+
+    def check(self, members: E) -> None:
+        """Wake those whose predicate holds for ``members`` now."""
+        for predicate, future in list(self._entries):
+            if future.done():
+                continue
+            try:
+                if predicate(members):
+                    future.set_result(members)
+            except Exception as error:   # a broken predicate fails its own waiter only
+                future.set_exception(error)
+
+    def fail(self, text: str) -> None:
+        """Everyone waiting gets a RuntimeError(``text``)."""
+        for _predicate, future in self._entries:
+            if not future.done():
+                future.set_exception(RuntimeError(text))
+        self._entries = []
+
+
+class EventStream(Generic[E]):
+    """One subscriber's bounded view of a front's events, as an async
+    iterator. It starts with the ``initial`` events (the members present
+    when it was created) and then carries every event ``offer``ed, with no
+    gap between, until ``end()``. ``buffer`` bounds it (past it: an
+    EventsLost where the gap is). Used by both asyncio fronts."""
+
+    def __init__(self, owner: _Owner[E], buffer: _Buffer[E], initial: Iterable[E]) -> None:
         self._owner = owner
-        self._buffer: EventBuffer[MemberEvent] = EventBuffer(size, max_bytes)
+        self._buffer = buffer
         self._ready = asyncio.Event()      # set when there is something to read, or the end
         self._closed = False
-        for member in initial:    # more members than room: an EventsLost, as later
-            self._offer(MemberEvent(ADDED, member))
+        for event in initial:    # more than room: an EventsLost, as later
+            self.offer(event)
 
     @property
     def dropped(self) -> int:
         return self._buffer.dropped
 
-    def _offer(self, event: MemberEvent) -> None:
-        """Called by the membership on the loop: never blocks, never raises."""
+    def offer(self, event: E) -> None:
+        """Called by the front on the loop: never blocks, never raises."""
         if not self._closed:
             self._buffer.offer(event)
             self._ready.set()
 
-    def _close(self) -> None:
+    def end(self) -> None:
+        """No more events: the reader gets what waits, then the end."""
         self._closed = True
         self._ready.set()
 
     def __aiter__(self) -> Self:
         return self
 
-    async def __anext__(self) -> MemberEvent | EventsLost:
+    async def __anext__(self) -> E | EventsLost:
         while True:
             event = self._buffer.take()
             if event is not None:
@@ -95,9 +156,9 @@ class EventStream:
             await self._ready.wait()
 
     def close(self) -> None:
-        """Stop receiving events (also done when the membership stops)."""
+        """Stop receiving events (also done when the front stops)."""
         self._owner._unsubscribe(self)
-        self._close()
+        self.end()
 
     async def aclose(self) -> None:
         self.close()
@@ -126,8 +187,8 @@ class AsyncMembership(MembershipFront):
         self._loop: asyncio.AbstractEventLoop | None = None
         # Weakly held: a stream the application dropped (a ``break`` out of
         # ``async for``) unsubscribes itself when it is collected.
-        self._streams: weakref.WeakSet[EventStream] = weakref.WeakSet()
-        self._waiters: list[tuple[Predicate, asyncio.Future[list[Member]]]] = []
+        self._streams: weakref.WeakSet[EventStream[MemberEvent]] = weakref.WeakSet()
+        self._waiters: Waiters[list[Member]] = Waiters()
         self._listeners: list[AsyncListener] = []
         self._timer: asyncio.TimerHandle | None
         self._again: asyncio.Handle | None
@@ -175,12 +236,9 @@ class AsyncMembership(MembershipFront):
         self._timer = self._again = self._timer_at = None
         self._stop_engine()          # "removed"/"stopped" for everyone left, to every stream
         for stream in list(self._streams):
-            stream._close()
+            stream.end()
         self._streams = weakref.WeakSet()
-        for predicate, future in self._waiters:
-            if not future.done():
-                future.set_exception(RuntimeError("AsyncMembership stopped"))
-        self._waiters = []
+        self._waiters.fail("AsyncMembership stopped")
         self._close_sockets()
         probes, self._probe_tasks = self._probe_tasks, set()
         if self._inert:
@@ -200,7 +258,7 @@ class AsyncMembership(MembershipFront):
 
     # -- what the application sees ----------------------------------------------
     def events(self, queue_size: int | None = None,
-               queue_bytes: int | None = None) -> EventStream:
+               queue_bytes: int | None = None) -> EventStream[MemberEvent]:
         """An event stream (async iterator; ``async with`` closes it) of
         MemberEvent: first the current members as "added", then every change.
         Ends when the membership stops. ``queue_size`` and ``queue_bytes``
@@ -211,11 +269,12 @@ class AsyncMembership(MembershipFront):
             self._queue_size if queue_size is None else queue_size,
             self._queue_bytes if queue_bytes is None else queue_bytes,
             ("queue_size", "queue_bytes"))
-        stream = EventStream(self, self._engine.members(), size, max_bytes)
+        stream: EventStream[MemberEvent] = EventStream(
+            self, EventBuffer(size, max_bytes), [MemberEvent(ADDED, m) for m in self._engine.members()])
         if self.running:
             self._streams.add(stream)
         else:
-            stream._close()
+            stream.end()
         return stream
 
     def add_listener(self, callback: AsyncListener, replay: bool = False) -> None:
@@ -230,7 +289,7 @@ class AsyncMembership(MembershipFront):
     def remove_listener(self, callback: AsyncListener) -> None:
         self._listeners = [c for c in self._listeners if c != callback]
 
-    def _unsubscribe(self, stream: EventStream) -> None:
+    def _unsubscribe(self, stream: EventStream[MemberEvent]) -> None:
         self._streams.discard(stream)
 
     async def wait_for(self, predicate: Predicate, timeout: float | None = None) -> list[Member]:
@@ -242,16 +301,7 @@ class AsyncMembership(MembershipFront):
         if not self.running:
             raise RuntimeError("AsyncMembership is not running")
         assert self._loop is not None       # set by start()
-        future = self._loop.create_future()
-        entry = (predicate, future)
-        self._waiters.append(entry)
-        try:
-            return await asyncio.wait_for(future, timeout)
-        except asyncio.TimeoutError:     # the builtin TimeoutError on 3.10 too
-            raise TimeoutError(f"predicate not true within {timeout} s") from None
-        finally:
-            if entry in self._waiters:
-                self._waiters.remove(entry)
+        return await self._waiters.wait(self._loop, predicate, timeout)
 
     def _front_counts(self) -> dict[str, int]:
         return {"events_dropped": sum(s.dropped for s in self._streams),
@@ -321,17 +371,9 @@ class AsyncMembership(MembershipFront):
                 self._call(callback, event)
         for stream in list(self._streams):
             for event in events:
-                stream._offer(event)
+                stream.offer(event)
         if self._waiters:
-            members = self._engine.members()
-            for predicate, future in list(self._waiters):
-                if future.done():
-                    continue
-                try:
-                    if predicate(members):
-                        future.set_result(members)
-                except Exception as error:   # a broken predicate fails its own waiter only
-                    future.set_exception(error)
+            self._waiters.check(self._engine.members())
 
     # -- DNS and host-name lookups ---------------------------------------------------------
     def _start_lookups(self, lookups: list[Lookup]) -> None:
@@ -394,7 +436,7 @@ class AsyncMembership(MembershipFront):
     async def _start_probe_server(self) -> None:
         cfg = self.config
         from .tribes_listener_aio import AsyncTribesListener
-        listener = AsyncTribesListener(cfg.listen_address, cfg.member_port, cfg.encode,
+        listener = AsyncTribesListener(cfg.listen_address, cfg.member_port, self._engine.encode,
                                       self._may_reply_to, self._member_hosts)
         await listener.start()
         self._probe_server = listener

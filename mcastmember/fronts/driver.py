@@ -27,14 +27,13 @@ if TYPE_CHECKING:
 
     import dns.resolver
 
-    from .._fast import HeartbeatPacket
     from ..engine.config import AuthMode, Keys
+    from ..engine.datapath import Outgoing
     from ..engine.engine import ProbeAttempt, SocketRole
     from ..engine.events import EventsLost, MemberEvent
     from ..engine.member import Member
     from ..discovery.peers import Lookup
     from ..engine.stats import Stats
-    from ..engine.table import Membership
 
 # Datagrams one pump call may handle before it returns, and pump calls per
 # wake-up: a busy group cannot hold the engine (and its lock) for long.
@@ -109,15 +108,6 @@ class MembershipFront:
         return self._engine.running
 
     @property
-    def table(self) -> Membership:
-        """The membership table the engine keeps (``Membership``)."""
-        return self._engine.table
-
-    @table.setter
-    def table(self, table: Membership) -> None:    # before start(): another table (a benchmark's codec)
-        self._engine.table = table
-
-    @property
     def local_member(self) -> Member:
         """Our own member as we advertise it (with the alive time last sent)."""
         with self._table_lock:
@@ -142,7 +132,7 @@ class MembershipFront:
         sender: only a member of our table (by identity: host, port and
         unique id), and an authenticated one when keys are set."""
         with self._table_lock:
-            stored = self._engine.table.get(member)
+            stored = self._engine.stored(member)
         return stored is not None and stored.authenticated is not False
 
     def _member_hosts(self) -> set[str]:
@@ -176,6 +166,11 @@ class MembershipFront:
             events = self._engine.events()
             if events:      # members of the old domain removed under filter_domain
                 self._publish(events)   # under the lock, in order with the driver's
+
+    @property
+    def auth(self) -> AuthMode:
+        """The authentication mode now: the ``auth`` setting until ``set_keys``."""
+        return self._engine.auth
 
     def set_keys(self, keys: Keys, auth: AuthMode | None = None) -> None:
         """Authenticate with other keys (or mode) from now on, without a
@@ -305,18 +300,19 @@ class MembershipFront:
         """Read what the receive socket ``fd`` (default: multicast's) holds,
         until the engine's ``deadline`` at the latest. Known members' heartbeats stay inside pump (compiled:
         in C, the GIL released, and outside ``_table_lock``, as only the
-        driver's own thread ever pumps or expires); it returns for a datagram
+        driver's own thread ever pumps or expires; through the engine's data
+        path, see engine/datapath.py); it returns for a datagram
         the engine must see, or with -EAGAIN when the socket is empty (or its
         receive timeout passed), the deadline reached or the budget spent.
         True when more may wait in pump's batch."""
         engine, buf, lock = self._engine, self._buf, self._table_lock
         fd = self._recv_fd if fd is None else fd
         unicast = fd == self._uni_fd
-        table, clock = engine.table, self.clock
+        path, clock = engine.data_path, self.clock
         for _ in range(PUMP_CALLS):
-            n = table.pump(fd, buf, deadline, budget, unicast)
+            n = path.pump(fd, buf, deadline, budget, unicast)
             if n >= 0:
-                source = table.source() if unicast else None
+                source = path.source() if unicast else None
                 with lock:
                     engine.receive(buf, n, clock(), source)
             elif n in _AGAIN:
@@ -325,7 +321,7 @@ class MembershipFront:
                 with lock:
                     engine.on_receive_error(-n, clock(), UNICAST if unicast else RECEIVE)
                 return False
-        return bool(table.pending())
+        return bool(path.pending())
 
     def _step(self, now: float) -> None:
         """After every wake-up: what is due, what to send, what to reopen,
@@ -346,18 +342,18 @@ class MembershipFront:
             self._publish(events)
 
     def _send_due(self, now: float) -> None:
-        packet = self._engine.outgoing(now)
-        if packet is not None:
-            self._send(packet, now)
+        datagram = self._engine.outgoing(now)
+        if datagram is not None:
+            self._send(datagram, now)
 
-    def _send(self, packet: HeartbeatPacket, now: float) -> None:
+    def _send(self, datagram: Outgoing, now: float) -> None:
         """One heartbeat (or goodbye) to the group and to every unicast peer."""
         engine = self._engine
+        path = engine.data_path
         for fd in self._send_fds:           # one per card
-            engine.on_send_result(packet.send(fd), now)
+            engine.on_send_result(path.send(datagram, fd), now)
         for fd in self._uni_fds:
-            assert engine.targets is not None       # a unicast socket: the engine has peers
-            engine.on_unicast_result(packet.send_to(fd, engine.targets), now)
+            engine.on_unicast_result(path.fan_out(datagram, fd), now)
 
     def _send_if_running(self) -> None:
         """A change is sent at once, by the caller's thread; the table is

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, TypeVar, cast
 
 try:
     from prometheus_client import CollectorRegistry, make_wsgi_app
@@ -43,13 +43,16 @@ from .metrics_http import MetricsHTTPServer, ServerCollector
 from ..engine.events import Reason
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Callable, Iterable, Mapping
 
     from prometheus_client.metrics_core import Metric
     from typing_extensions import Self
 
     from .driver import MembershipFront
+    from .gossip_driver import GossipFront
     from ..engine.stats import Stats
+
+T = TypeVar("T")
 
 # How long a scrape waits for the asyncio front's loop to read its stats.
 LOOP_TIMEOUT_S = 5.0
@@ -87,13 +90,7 @@ class MembershipCollector(Collector):
     def _stats(self) -> Stats:
         from .aio import AsyncMembership
         front = self._front
-        loop = front._loop if isinstance(front, AsyncMembership) else None
-        if loop is None or not loop.is_running() or _running_loop() is loop:
-            return front.stats()
-
-        async def read() -> Stats:
-            return front.stats()
-        return asyncio.run_coroutine_threadsafe(read(), loop).result(LOOP_TIMEOUT_S)
+        return read_stats(front.stats, front._loop if isinstance(front, AsyncMembership) else None)
 
     def _families(self, stats: Mapping[str, int]) -> list[Metric]:
         group, ns = self._group, self._ns
@@ -232,6 +229,153 @@ COUNTERS: tuple[tuple[str, str, str | None, tuple[tuple[str, str], ...]], ...] =
 )
 
 
+def read_stats(stats: Callable[[], T], loop: asyncio.AbstractEventLoop | None) -> T:
+    """``stats()``, called on ``loop`` when an asyncio front runs there and
+    we are on another thread (a scrape), else here."""
+    if loop is None or not loop.is_running() or _running_loop() is loop:
+        return stats()
+
+    async def read() -> T:
+        return stats()
+    return asyncio.run_coroutine_threadsafe(read(), loop).result(LOOP_TIMEOUT_S)
+
+
+# -- gossip (SerfService, AsyncSerfService) -------------------------------------
+
+# Every reason the gossip wire and engine count bad input by (stats()
+# "bad_input.<reason>"): each has its series from the first scrape; a
+# reason not listed here still gets one when counted. A test keeps the list
+# in step with the code.
+BAD_INPUT_REASONS = ("bad_address", "bad_compression", "bad_crc", "bad_encryption", "bad_field", "bad_label",
+                     "bad_lzw", "bad_message", "bad_msgpack", "bad_type", "bad_version", "no_key", "too_deep",
+                     "too_large", "too_many", "trailing_bytes", "truncated")
+
+Spec = tuple[str, str, tuple[str, ...], tuple[tuple[str, tuple[str, ...]], ...]]
+
+
+def _one(key: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    return ((key, ()),)
+
+
+def _by(values: Mapping[str, str]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """{stats key: label value} as a spec's samples."""
+    return tuple((key, (value,)) for key, value in values.items())
+
+
+# (family name without the namespace and _total, help, label names, ((stats
+# key, label values), ...)). A test checks that every key of a gossip
+# front's stats() is exported once ("bad_input" is the sum of its reasons).
+GOSSIP_GAUGES: tuple[Spec, ...] = (
+    ("members", "Members by Serf status, ourselves included (left and failed ones until reaped).",
+     ("status",), _by({f"members.{s}": s for s in ("alive", "leaving", "left", "failed")})),
+    ("serf_members", "Members in Serf's table, every status.", (), _one("serf_members")),
+    ("nodes", "Nodes in memberlist's table, dead and left ones included.", (), _one("nodes")),
+    ("memberlist_members", "Nodes neither dead nor left in memberlist's table.", (), _one("members")),
+    ("health_score", "Lifeguard's local health score (0 healthy; probes slow down as it grows).", (),
+     _one("health_score")),
+    ("queued", "Broadcasts waiting to be piggybacked, by queue.", ("queue",),
+     _by({"broadcasts_queued": "memberlist", "user_broadcasts_queued": "user", "intents_queued": "intents",
+          "events_queued": "events", "queries_queued": "queries"})),
+    ("connections_open", "TCP connections open now.", (), _one("connections_open")),
+    ("subscribers", "Listeners and event streams now.", (), _one("subscribers")),
+)
+GOSSIP_COUNTERS: tuple[Spec, ...] = (
+    ("bytes", "Bytes on the sockets, by transport and direction.", ("transport", "direction"),
+     tuple((f"bytes_{d}.{t}", (t, d)) for t in ("udp", "tcp") for d in ("received", "sent"))),
+    ("datagrams", "Datagrams on the UDP socket, by direction.", ("direction",),
+     _by({"datagrams_received": "received", "datagrams_sent": "sent"})),
+    ("packets", "Packets the node took in and gave out.", ("direction",),
+     _by({"packets_received": "received", "packets_sent": "sent"})),
+    ("messages_received", "Messages in the packets and streams received (a compound's parts each).", (),
+     _one("messages_received")),
+    ("messages_bad", "Messages that decoded but made no sense.", (), _one("messages_bad")),
+    ("user_messages_received", "User messages (Serf's) received.", (), _one("user_messages_received")),
+    ("dropped", "What was dropped at a bound, by queue: datagrams to send, memberlist's and the user "
+     "broadcasts, Serf's broadcasts, the node's and Serf's events, the listeners' queue, event streams.",
+     ("queue",), _by({"datagrams_dropped": "datagrams", "broadcasts_dropped": "broadcasts",
+                      "user_broadcasts_dropped": "user_broadcasts", "serf_broadcasts_dropped": "serf_broadcasts",
+                      "events_dropped": "events", "serf_events_dropped": "serf_events",
+                      "listener_events_dropped": "listeners", "stream_events_dropped": "streams"})),
+    ("refused", "What was refused at a bound, by what: acks waited for, alive messages, nodes in the "
+     "table, streams, push/pulls, members in Serf's table; and suspicions' confirmations from "
+     "unknown nodes.", ("what",),
+     _by({"acks_refused": "acks", "alive_refused": "alive", "nodes_refused": "nodes",
+          "streams_refused": "streams", "push_pulls_refused": "push_pulls",
+          "serf_members_refused": "serf_members", "confirmations_refused": "confirmations"})),
+    ("probes", "Probes of a member (one per probe interval).", (), _one("probes")),
+    ("probes_failed", "Probes neither acked directly nor indirectly.", (), _one("probes_failed")),
+    ("probes_degraded", "Probes whose timeout health scaled.", (), _one("probes_degraded")),
+    ("pings_misdirected", "Pings meant for another node name.", (), _one("pings_misdirected")),
+    ("indirect_pings", "Indirect pings, asked of others (sent) or done for others (relayed).", ("role",),
+     _by({"indirect_pings_sent": "sent", "indirect_pings_relayed": "relayed"})),
+    ("acks_received", "Acks received.", (), _one("acks_received")),
+    ("nacks_received", "Nacks received (an indirect prober got no answer).", (), _one("nacks_received")),
+    ("suspicions", "Members suspected.", (), _one("suspects")),
+    ("refutations", "Suspicions or deaths about ourselves refuted.", (), _one("refutes")),
+    ("nodes_reaped", "Dead and left nodes removed from memberlist's table.", (), _one("nodes_reaped")),
+    ("name_conflicts", "Nodes claiming a known name from another address.", (), _one("name_conflicts")),
+    ("streams", "Node streams by outcome: ours opened and failed, others' received and bad.", ("outcome",),
+     _by({"streams_opened": "opened", "streams_failed": "failed", "streams_received": "received",
+          "streams_bad": "bad"})),
+    ("push_pulls", "Push/pull state exchanges done.", (), _one("push_pulls")),
+    ("serf_messages", "Serf messages received.", (), _one("serf_messages")),
+    ("serf_messages_bad", "Serf messages that did not decode.", (), _one("serf_messages_bad")),
+    ("rebroadcasts", "Serf messages gossiped on, by kind.", ("kind",),
+     _by({"intents_rebroadcast": "intents", "events_rebroadcast": "events", "queries_rebroadcast": "queries"})),
+    ("queries_answered", "Serf's internal queries answered.", (), _one("queries_answered")),
+    ("relays_forwarded", "Query answers relayed for others.", (), _one("relays_forwarded")),
+    ("responses_received", "Acks and answers to our queries.", (), _one("responses_received")),
+    ("keyring_changes", "Keyring changes made by key queries.", (), _one("keyring_changes")),
+    ("keyring_file_errors", "Keyring file rewrites that failed (the keyring changed, the file did not).", (),
+     _one("keyring_file_errors")),
+    ("reconnects", "Tries to reach a failed member again, by outcome.", ("outcome",),
+     _by({"reconnects_ok": "ok", "reconnects_failed": "failed"})),
+    ("send_errors", "Datagrams the kernel refused to send.", (), _one("send_errors")),
+    ("connections", "TCP connections by outcome: others' accepted or refused (over max_streams), ours "
+     "opened or failed.", ("outcome",),
+     _by({"connections_accepted": "accepted", "connections_refused": "refused",
+          "connections_opened": "opened", "connections_failed": "failed"})),
+    ("connections_closed", "TCP connections closed at a bound: too_big (limits.max_stream), timed_out "
+     "(tcp_timeout).", ("reason",),
+     _by({"connections_too_big": "too_big", "connections_timed_out": "timed_out"})),
+    ("listener_errors", "Listeners that raised.", (), _one("listener_errors")),
+)
+
+
+class GossipCollector(Collector):
+    """The metrics of a gossip front (a SerfService or an AsyncSerfService),
+    read from its ``stats()`` at every scrape (the asyncio front's on its
+    loop). Every series carries the ``node`` label: the node's name unless
+    ``node=`` says otherwise."""
+
+    def __init__(self, front: GossipFront, *, node: str | None = None,
+                 namespace: str = "mcastmember_gossip") -> None:
+        self._front = front
+        self.node = front.node.name if node is None else str(node)
+        self.namespace = namespace
+
+    def describe(self) -> list[Metric]:
+        return self._families({})
+
+    def collect(self) -> list[Metric]:
+        front = self._front
+        return self._families(read_stats(front.stats, getattr(front, "loop", None)))
+
+    def _families(self, stats: Mapping[str, int]) -> list[Metric]:
+        reasons = sorted(set(BAD_INPUT_REASONS) | {k.partition(".")[2] for k in stats if k.startswith("bad_input.")})
+        bad: Spec = ("bad_input", "Packets and streams dropped as bad input, by reason.", ("reason",),
+                     tuple((f"bad_input.{r}", (r,)) for r in reasons))
+        out: list[Metric] = []
+        for kind, specs in ((GaugeMetricFamily, GOSSIP_GAUGES), (CounterMetricFamily, (*GOSSIP_COUNTERS, bad))):
+            for name, doc, labels, samples in specs:
+                family = kind(f"{self.namespace}_{name}", doc, labels=["node", *labels])
+                if stats:
+                    for key, values in samples:
+                        family.add_metric([self.node, *values], get_int(stats, key))
+                out.append(family)
+        return out
+
+
 def _running_loop() -> asyncio.AbstractEventLoop | None:
     try:
         return asyncio.get_running_loop()
@@ -248,13 +392,20 @@ class MetricsServer:
     counts what the bounds refused, also served as
     ``mcastmember_metrics_server_*``."""
 
-    def __init__(self, front: MembershipFront, port: int, address: str = "127.0.0.1", *,
+    def __init__(self, front: MembershipFront | GossipFront, port: int, address: str = "127.0.0.1", *,
                  group: str | None = None) -> None:
+        from .driver import MembershipFront
         registry = CollectorRegistry(auto_describe=True)
-        collector = MembershipCollector(front, group=group)
+        collector: MembershipCollector | GossipCollector
+        if isinstance(front, MembershipFront):
+            collector = MembershipCollector(front, group=group)
+            server_labels = (collector._group, collector._ns, "group")
+        else:
+            collector = GossipCollector(front, node=group)
+            server_labels = (collector.node, collector.namespace, "node")
         registry.register(collector)
         self._httpd = MetricsHTTPServer(address, port, make_wsgi_app(registry))
-        registry.register(ServerCollector(self._httpd, collector._group))
+        registry.register(ServerCollector(self._httpd, *server_labels))
         self.address = address
         self.port = self._httpd.server_port
         self._thread = threading.Thread(target=self._httpd.serve_forever,
@@ -283,8 +434,9 @@ class MetricsServer:
         self.close()
 
 
-def serve(front: MembershipFront, port: int, address: str = "127.0.0.1", *,
+def serve(front: MembershipFront | GossipFront, port: int, address: str = "127.0.0.1", *,
           group: str | None = None) -> MetricsServer:
     """Serve ``front``'s metrics over HTTP (see MetricsServer); returns the
-    running server."""
+    running server. A gossip front's series carry ``node`` (its name, or
+    ``group`` given here) in place of ``group``."""
     return MetricsServer(front, port, address, group=group)

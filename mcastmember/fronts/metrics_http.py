@@ -299,13 +299,15 @@ def _plain(status: str) -> bytes:
 
 class ServerCollector(Collector):
     """The metrics server's own counters, as series of its registry (with
-    the ``group`` label of the front it serves, as every series)."""
+    the label of the front it serves, as every series: ``group``, or
+    ``node`` for a gossip front)."""
 
     def __init__(self, server: MetricsHTTPServer, group: str,
-                 namespace: str = "mcastmember") -> None:
+                 namespace: str = "mcastmember", label: str = "group") -> None:
         self._server = server
         self._group = group
         self._ns = namespace
+        self._label = label
 
     def collect(self) -> list[Metric]:
         stats = self._server.stats()
@@ -313,12 +315,12 @@ class ServerCollector(Collector):
             f"{self._ns}_metrics_server_connections_total", "Connections to this metrics "
             "server, by outcome: served, refused (over a source's share or the cap), evicted "
             "(closed to make room), timed_out, too_large, bad_request.",
-            labels=["group", "outcome"])
+            labels=[self._label, "outcome"])
         for outcome in OUTCOMES:
             connections.add_metric([self._group, outcome], stats[outcome])
         errors = CounterMetricFamily(
             f"{self._ns}_metrics_server_accept_errors_total",
             "accept() failures for want of descriptors or memory (each one waited).",
-            labels=["group"])
+            labels=[self._label])
         errors.add_metric([self._group], stats["accept_errors"])
         return [connections, errors]

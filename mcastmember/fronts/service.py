@@ -2,7 +2,7 @@
 
 Two daemon threads. The I/O thread waits, with ``poll``, until the engine's
 next deadline or until the receive socket (or a wake-up socket) is readable,
-lets the table's pump read datagrams, and takes the engine's step: what to
+lets the data path's pump read datagrams, and takes the engine's step: what to
 send, what expired. The dispatcher calls listeners, so a slow or failing
 listener never holds up the I/O thread. Every decision about time is the
 engine's (``engine.py``); this module only waits and moves bytes.
@@ -65,9 +65,9 @@ _STOPPED, _STARTING, _RUNNING, _STOPPING = "stopped", "starting", "running", "st
 class McastService(MembershipFront):
     """Join a multicast group as a member and keep a live table of the others.
 
-    Takes the settings of :class:`mcastmember.engine.config.ServiceConfig` (Tomcat's
-    defaults: group 228.0.0.4:45564, heartbeat every 500 ms, drop time
-    3000 ms). Use as a context manager, or call ``start()`` and ``stop()``.
+    Takes the settings of :class:`mcastmember.engine.config.ServiceConfig`
+    (Tomcat's defaults, listed below). Use as a context manager, or call
+    ``start()`` and ``stop()``.
     ``event_queue_size`` (65,536) and ``event_queue_bytes`` (16 MiB of
     payload, domain and command bytes) bound the events waiting for
     listeners; past either, listeners get an ``EventsLost`` marker where
@@ -164,8 +164,8 @@ class McastService(MembershipFront):
         if cfg.listen_only:
             log.info("listening to %s (listen-only: nothing sent)", cfg.describe())
         else:
-            log.info("joined %s as %s:%d", cfg.describe(), cfg.local_member().address,
-                     cfg.member_port)
+            local = self._engine.local_member
+            log.info("joined %s as %s:%d", cfg.describe(), local.address, local.port)
 
     def stop(self, timeout: float | None = STOP_TIMEOUT_S) -> None:
         """Send the shutdown packet, stop the threads and close the sockets.
@@ -309,7 +309,7 @@ class McastService(MembershipFront):
     # -- the TCP listener for Tomcat ---------------------------------------------
     def _start_probe_listener(self) -> None:
         cfg = self.config
-        listener = TribesListener(cfg.listen_address, cfg.member_port, cfg.encode,
+        listener = TribesListener(cfg.listen_address, cfg.member_port, self._engine.encode,
                                  self._may_reply_to, self._member_hosts)
         listener.start()
         if cfg.member_port == 0:     # advertise the port the kernel chose

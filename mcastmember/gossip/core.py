@@ -49,8 +49,8 @@ COUNTERS = (
     "packets_received", "bad_input", "messages_received", "messages_bad", "packets_sent",
     "datagrams_dropped", "probes", "probes_failed", "probes_degraded", "pings_misdirected",
     "indirect_pings_sent", "indirect_pings_relayed", "acks_received", "nacks_received",
-    "acks_refused", "suspects", "refutes", "alive_refused", "nodes_refused", "nodes_reaped",
-    "name_conflicts", "broadcasts_dropped", "user_broadcasts_dropped", "streams_opened",
+    "acks_refused", "suspects", "confirmations_refused", "refutes", "alive_refused", "nodes_refused",
+    "nodes_reaped", "name_conflicts", "broadcasts_dropped", "user_broadcasts_dropped", "streams_opened",
     "streams_failed", "streams_refused", "streams_received", "streams_bad", "push_pulls",
     "push_pulls_refused", "events_dropped", "user_messages_received")
 
@@ -178,10 +178,10 @@ class EngineCore:
     def _alive_node(self, a: messages.Alive, now: float, bootstrap: bool) -> None:
         raise NotImplementedError
 
-    def _suspect_node(self, sus: messages.Suspect, now: float) -> None:
+    def _suspect_node(self, sus: messages.Suspect, now: float, sender: Addr | None = None) -> None:
         raise NotImplementedError
 
-    def _dead_node(self, d: messages.Dead, now: float) -> None:
+    def _dead_node(self, d: messages.Dead, now: float, sender: Addr | None = None) -> None:
         raise NotImplementedError
 
     # ---------------------------------------------------------------- gossip

@@ -141,9 +141,10 @@ class GossipEngine(HotPath):
         self._counts["user_broadcasts_dropped"] += self.user_broadcasts.dropped - before
 
     def send_user(self, addr: Addr, payload: bytes, now: float) -> None:
-        """A user message to one address by UDP (SendToAddress), with
-        broadcasts piggybacked."""
-        self._send_msg(addr, bytes((MessageType.USER,)) + payload)
+        """A user message to one address by UDP (SendToAddress: rawSendMsgPacket,
+        nothing piggybacked, so answers to a query never spend the
+        transmissions its rebroadcast needs on the node that asked)."""
+        self._send_raw(addr, bytes((MessageType.USER,)) + payload, None)
 
     # ----------------------------------------------------------- the outside
 
@@ -264,13 +265,13 @@ class GossipEngine(HotPath):
         elif isinstance(msg, messages.Nack):
             self._handle_nack(msg)
         elif isinstance(msg, messages.Suspect):
-            self._suspect_node(msg, now)
+            self._suspect_node(msg, now, sender=addr)
         elif isinstance(msg, messages.Alive):
             if self.settings.protocol_version < 2 or msg.port == 0:
                 msg.port = self._port
             self._alive_node(msg, now, bootstrap=False)
         elif isinstance(msg, messages.Dead):
-            self._dead_node(msg, now)
+            self._dead_node(msg, now, sender=addr)
         else:
             self._counts["messages_bad"] += 1
             self._bad("bad_type")
@@ -333,21 +334,34 @@ class GossipEngine(HotPath):
         elif old_meta != state.meta:
             self._event(MemberUpdated(state.info()))
 
-    def _suspect_node(self, sus: messages.Suspect, now: float) -> None:
+    def _suspect_node(self, sus: messages.Suspect, now: float, sender: Addr | None = None) -> None:
         state = self.table.get(sus.node)
         if state is None or sus.incarnation < state.incarnation:
             return
         timer = self._suspicions.get(sus.node)
         if timer is not None:
+            # Unlike memberlist, only a member we know confirms: a forger
+            # inventing a name per message would otherwise cut every
+            # suspicion to its minimum at once.
+            confirmer = self.table.get(sus.from_)
+            if confirmer is None or confirmer.dead_or_left():
+                self._counts["confirmations_refused"] += 1
+                return
             if timer[0].confirm(sus.from_, now):
                 self._broadcast(sus.node, messages.encode(sus))
             return
         if state.state != NodeState.ALIVE:
             return
         if state.name == self.name:
-            self._refute(state, sus.incarnation)
+            self._refute(state, sus.incarnation, sender)
             return
-        self._broadcast(sus.node, messages.encode(sus))
+        accusation = messages.encode(sus)
+        self._broadcast(sus.node, accusation)
+        # Also straight to the accused (beyond memberlist): our gossip picks
+        # k random nodes, and a table an attacker filled with invented ones
+        # may never pick it before the timeout, so a live node would die
+        # unheard. One datagram, to a member we already have, per suspicion.
+        self._send_msg(state.address, accusation)
         self._counts["suspects"] += 1
         state.incarnation = sus.incarnation
         state.state = NodeState.SUSPECT
@@ -369,7 +383,7 @@ class GossipEngine(HotPath):
         if state is not None and state.state == NodeState.SUSPECT and state.state_change == change:
             self._dead_node(messages.Dead(incarnation=state.incarnation, node=name, from_=self.name), now)
 
-    def _dead_node(self, d: messages.Dead, now: float) -> None:
+    def _dead_node(self, d: messages.Dead, now: float, sender: Addr | None = None) -> None:
         state = self.table.get(d.node)
         if state is None or d.incarnation < state.incarnation:
             return
@@ -379,7 +393,7 @@ class GossipEngine(HotPath):
         token = None
         if state.name == self.name:
             if self._leave is None:
-                self._refute(state, d.incarnation)
+                self._refute(state, d.incarnation, sender)
                 return
             token = self._leave.token
         self._broadcast(d.node, messages.encode(d), token)
@@ -389,8 +403,9 @@ class GossipEngine(HotPath):
         info = state.info()
         self._event(MemberLeft(info) if state.state == NodeState.LEFT else MemberFailed(info))
 
-    def _refute(self, me: Node, accused: int) -> None:
-        """Beat the accusation's incarnation and gossip that we are alive."""
+    def _refute(self, me: Node, accused: int, sender: Addr | None = None) -> None:
+        """Beat the accusation's incarnation and gossip that we are alive;
+        also straight back to ``sender``, the member that told us."""
         self._counts["refutes"] += 1
         inc = self._next_incarnation()
         if accused >= inc:
@@ -401,4 +416,11 @@ class GossipEngine(HotPath):
                                vsn=me.vsn)
         # memberlist names this broadcast by our address, not our name.
         self._broadcast(ip_text(me.addr), messages.encode(alive))
+        # Beyond memberlist: the one that accused us may be the only one
+        # that believes it, and our gossip (k random nodes) may miss it until
+        # its timeout. Answered only to a member's address, never to
+        # whatever source a datagram claims.
+        if sender is not None and any(n.address == sender and n.name != me.name and not n.dead_or_left()
+                                      for n in self.table.nodes):
+            self._send_msg(sender, messages.encode(alive))
 

@@ -68,9 +68,9 @@ class HotPath(Probing):
             return True
         from_ = found[3].decode("utf-8", "surrogateescape")
         if kind == MessageType.SUSPECT:
-            self._suspect_node(messages.Suspect(incarnation=inc, node=node, from_=from_), now)
+            self._suspect_node(messages.Suspect(incarnation=inc, node=node, from_=from_), now, sender=addr)
         else:
-            self._dead_node(messages.Dead(incarnation=inc, node=node, from_=from_), now)
+            self._dead_node(messages.Dead(incarnation=inc, node=node, from_=from_), now, sender=addr)
         return True
 
     def _alive_unchanged(self, found: tuple[Any, ...]) -> bool:

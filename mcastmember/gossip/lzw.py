@@ -32,45 +32,40 @@ _EOF = _CLEAR + 1
 _MAX_CODE = (1 << LZW_MAX_WIDTH) - 1
 
 
-class _BitWriter:
-    """Codes packed least-significant bit first."""
-
-    def __init__(self) -> None:
-        self.out = bytearray()
-        self.bits = 0
-        self.n_bits = 0
-
-    def write(self, code: int, width: int) -> None:
-        self.bits |= code << self.n_bits
-        self.n_bits += width
-        while self.n_bits >= 8:
-            self.out.append(self.bits & 0xFF)
-            self.bits >>= 8
-            self.n_bits -= 8
-
-    def finish(self) -> bytes:
-        if self.n_bits:
-            self.out.append(self.bits & 0xFF)
-        return bytes(self.out)
-
-
 def compress(data: bytes) -> bytes:
-    """``data`` as Go's ``lzw.NewWriter(w, lzw.LSB, 8)`` writes it, Close included."""
-    out = _BitWriter()
+    """``data`` as Go's ``lzw.NewWriter(w, lzw.LSB, 8)`` writes it, Close included.
+
+    The bit writer is inlined (locals, no method call per code): every
+    gossip datagram is tried compressed, so this is the engine's hot loop."""
+    out = bytearray()
+    append = out.append
     width, hi, overflow = LZW_LIT_WIDTH + 1, _EOF, _CLEAR << 1
     table: dict[int, int] = {}  # (prefix code << 8 | byte) -> code
-    out.write(_CLEAR, width)
+    get = table.get
+    bits, n_bits = _CLEAR, width
     if not data:
-        out.write(_EOF, width)
-        return out.finish()
+        bits |= _EOF << n_bits
+        n_bits += width
+        while n_bits >= 8:
+            append(bits & 0xFF)
+            bits >>= 8
+            n_bits -= 8
+        if n_bits:
+            append(bits & 0xFF)
+        return bytes(out)
     code = data[0]
     for literal in data[1:]:
         key = code << 8 | literal
-        found = table.get(key)
+        found = get(key)
         if found is not None:
             code = found
             continue
-        out.write(code, width)
+        bits |= code << n_bits
+        n_bits += width
+        while n_bits >= 8:
+            append(bits & 0xFF)
+            bits >>= 8
+            n_bits -= 8
         code = literal
         # incHi: the next implied code; a full table is cleared (clear code sent
         # at the current width) and the pair is not recorded.
@@ -79,22 +74,32 @@ def compress(data: bytes) -> bytes:
             width += 1
             overflow <<= 1
         if hi == _MAX_CODE:
-            out.write(_CLEAR, width)
+            bits |= _CLEAR << n_bits
+            n_bits += width
             width, hi, overflow = LZW_LIT_WIDTH + 1, _EOF, _CLEAR << 1
             table.clear()
             continue
         table[key] = hi
-    out.write(code, width)
+    tail = [(code, width)]
     # Close runs incHi once more: it may widen (or clear) before the EOF code.
     hi += 1
     if hi == overflow:
         width += 1
         overflow <<= 1
     if hi == _MAX_CODE:
-        out.write(_CLEAR, width)
+        tail.append((_CLEAR, width))
         width = LZW_LIT_WIDTH + 1
-    out.write(_EOF, width)
-    return out.finish()
+    tail.append((_EOF, width))
+    for value, size in tail:
+        bits |= value << n_bits
+        n_bits += size
+    while n_bits >= 8:
+        append(bits & 0xFF)
+        bits >>= 8
+        n_bits -= 8
+    if n_bits:
+        append(bits & 0xFF)
+    return bytes(out)
 
 
 def decompress(data: bytes, max_size: int) -> bytes:

@@ -139,7 +139,7 @@ class Probing(StreamSync):
         peers = self.table.k_random(self.settings.indirect_checks, lambda n: n.name in (self.name, target.name)
                                     or n.state != NodeState.ALIVE)
         for peer in peers:
-            nack = peer.pmax >= NACK_MIN_PROTOCOL
+            nack = self.settings.nacks and peer.pmax >= NACK_MIN_PROTOCOL
             probe.expected_nacks += nack
             ind = messages.IndirectPing(seq_no=probe.seq, target=target.addr, port=target.port, node=target.name,
                                         nack=nack, source_addr=self._addr, source_port=self._port,

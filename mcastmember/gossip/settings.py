@@ -33,11 +33,18 @@ class GossipSettings:
     indirect_checks: int = 3
     retransmit_mult: int = 4
     suspicion_mult: int = 4
+    #: Lifeguard's suspicion timeout starts at this many times the minimum and
+    #: shrinks with confirmations; 1: a fixed timeout (plain SWIM)
     suspicion_max_timeout_mult: int = 6
     push_pull_interval: float = 30.0
     probe_timeout: float = 0.5
     probe_interval: float = 1.0
     disable_tcp_pings: bool = False
+    #: ask indirect probers for nacks (Lifeguard; memberlist always does with
+    #: peers of protocol >= 4); False: plain SWIM's indirect pings
+    nacks: bool = True
+    #: Lifeguard's local health awareness: the probe interval is scaled by up
+    #: to this factor; 1 turns it off (plain SWIM)
     awareness_max_multiplier: int = 8
     gossip_nodes: int = 3
     gossip_interval: float = 0.2

@@ -7,6 +7,8 @@ readRemoteState, mergeRemoteState, verifyProtocol; state.go pushPull.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from . import framing, messages
 from .core import EngineCore, OutgoingStream, Probe, StreamRecord
 from .errors import GossipWireError, Truncated
@@ -162,20 +164,25 @@ class StreamSync(EngineCore):
     def _verify_protocol(self, remote: list[messages.PushNodeState]) -> str:
         """verifyProtocol: every node's current versions within what every
         alive node understands; '' if so."""
-        ranges = [(r.vsn[0], r.vsn[1], r.vsn[3], r.vsn[4]) for r in remote
-                  if r.state == NodeState.ALIVE and r.vsn]
-        ranges += [(n.vsn[0], n.vsn[1], n.vsn[3], n.vsn[4]) for n in self.table.nodes
-                   if n.state == NodeState.ALIVE]
-        pmin = max((r[0] for r in ranges), default=0)
-        pmax = min((r[1] for r in ranges), default=255)
-        dmin = max((r[2] for r in ranges), default=0)
-        dmax = min((r[3] for r in ranges), default=255)
-        current = [(r.name, r.vsn[2] if r.vsn else 0, r.vsn[5] if r.vsn else 0) for r in remote]
-        current += [(n.name, n.vsn[2], n.vsn[5]) for n in self.table.nodes]
-        for name, pcur, dcur in current:
-            if not pmin <= pcur <= pmax:
-                return f"node {name!r} protocol version ({pcur}) is incompatible: [{pmin}, {pmax}]"
-            if not dmin <= dcur <= dmax:
-                return f"node {name!r} delegate protocol version ({dcur}) is incompatible: [{dmin}, {dmax}]"
-        return ""
+        ranges = [r.vsn for r in remote if r.state == NodeState.ALIVE and r.vsn]
+        ranges += [n.vsn for n in self.table.nodes if n.state == NodeState.ALIVE]
+        current = [(r.name, r.vsn) for r in remote] + [(n.name, n.vsn) for n in self.table.nodes]
+        return protocol_mismatch(ranges, current)
 
+
+def protocol_mismatch(ranges: Iterable[bytes], current: Iterable[tuple[str, bytes]]) -> str:
+    """memberlist's verifyProtocol on Vsn arrays: the protocol and delegate
+    ranges every node of ``ranges`` understands, and the first (name, vsn)
+    of ``current`` whose versions fall outside them ('' if none does)."""
+    spans = [(v[0], v[1], v[3], v[4]) for v in ranges]
+    pmin = max((r[0] for r in spans), default=0)
+    pmax = min((r[1] for r in spans), default=255)
+    dmin = max((r[2] for r in spans), default=0)
+    dmax = min((r[3] for r in spans), default=255)
+    for name, vsn in current:
+        pcur, dcur = (vsn[2], vsn[5]) if vsn else (0, 0)
+        if not pmin <= pcur <= pmax:
+            return f"node {name!r} protocol version ({pcur}) is incompatible: [{pmin}, {pmax}]"
+        if not dmin <= dcur <= dmax:
+            return f"node {name!r} delegate protocol version ({dcur}) is incompatible: [{dmin}, {dmax}]"
+    return ""

@@ -5,6 +5,8 @@ joining it, or decode packets.
     mcast-demo join [GROUP] --peers HOST[:PORT],... --dns NAME --no-multicast ...
     mcast-demo watch GROUP [--interface ADDR] [--json] ...
     mcast-demo doctor [GROUP] [join's settings] [--pair] [--wait SECONDS] [--json]
+    mcast-demo gossip [--bind ADDR[:PORT]] [--join ADDR[:PORT],...] [--node NAME] ...
+    mcast-demo doctor --gossip [gossip's settings] [--wait SECONDS] [--json]
     mcast-demo decode HEX|FILE|- [--json]
     mcast-demo keygen [--id N]
 
@@ -25,13 +27,14 @@ import socket
 import sys
 import time
 
+from . import gossip_cli
 from .view import choose, colour_wanted, host_port, member_address, show_bytes
 
 # typing.TYPE_CHECKING without importing typing (decode and keygen never
 # load it): both checkers take this name for it.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Callable, Iterable, Sequence
     from types import FrameType
     from typing import Any
     from typing import NoReturn
@@ -42,6 +45,7 @@ if TYPE_CHECKING:
     from ..engine.events import EventsLost, MemberEvent
     from ..fronts.metrics import MetricsServer
     from ..fronts.service import McastService
+    from . import doctor
 
 
 class _Parser(argparse.ArgumentParser):
@@ -108,7 +112,7 @@ def _build_parser() -> _Parser:
     watch.prog = "mcast-demo watch"
     watch.add_argument("group", help="multicast group, e.g. 228.0.0.4 or ff02::4")
     _add_listening(watch)
-    watch.add_argument("--ttl", type=int,
+    watch.add_argument("--ttl", type=int, dest="unused_ttl",
                        help="taken as join takes it, so that join's flags work here too; "
                             "watch sends nothing, so it has no effect")
     _add_table(watch)
@@ -124,11 +128,23 @@ def _build_parser() -> _Parser:
                              "one hex packet per line, blank lines and # comments skipped")
     decode.add_argument("--json", action="store_true", help="print the fields as JSON")
 
+    gossip = commands.add_parser(
+        "gossip", help="be a member of a Serf (memberlist) cluster and show it",
+        description="Join a Serf cluster (HashiCorp's memberlist gossip) as a member, show "
+                    "its membership until Ctrl-C, SIGTERM or --duration, then leave. Flags as "
+                    f"Serf's agent spells them ({_see('gossip')}).")
+    gossip.prog = "mcast-demo gossip"
+    gossip_cli.add_arguments(gossip)
+    doctor.add_argument("--gossip", action="store_true",
+                        help="check why a gossip member does not join its seeds (--join), with "
+                             "gossip's settings below")
+    gossip_cli.add_arguments(doctor, doctor=True)
+
     keygen = commands.add_parser("keygen", help="print a new random key as a key file line")
     keygen.prog = "mcast-demo keygen"
     keygen.add_argument("--id", type=int, default=1, help="the key id, 1-255 (1)")
     parser.commands = {"join": join, "doctor": doctor, "watch": watch, "decode": decode,
-                       "keygen": keygen}
+                       "keygen": keygen, "gossip": gossip}
     return parser
 
 
@@ -138,15 +154,16 @@ def _add_member_settings(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("group", nargs="?",
                       help="multicast group, e.g. 228.0.0.4 or ff02::4 (left out only with --no-multicast)")
     _add_listening(parser)
-    parser.add_argument("--ttl", type=int, help="multicast TTL (default: the OS default, 1)")
+    parser.add_argument("--ttl", type=int, help=f"multicast TTL {_default('ttl')}")
     parser.add_argument("--host", metavar="ADDR",
-                      help="address to advertise (default: the interface address)")
-    parser.add_argument("--member-port", type=int, default=4000, help="advertised member port (4000)")
-    parser.add_argument("--domain", default="",
+                        help=f"address to advertise {_default('host')}")
+    parser.add_argument("--member-port", type=int,
+                        help=f"advertised member port {_default('member_port')}")
+    parser.add_argument("--domain",
                       help="domain: ISO-8859-1 text, or {b1,b2,...} as in Tomcat")
-    parser.add_argument("--payload", default="", help="payload (UTF-8 text)")
-    parser.add_argument("--frequency", type=int, default=500, metavar="MS",
-                      help="heartbeat period in ms (500)")
+    parser.add_argument("--payload", help="payload (UTF-8 text)")
+    parser.add_argument("--frequency", type=int, metavar="MS",
+                        help=f"heartbeat period in ms {_default('frequency')}")
     _add_table(parser)
     unicast = parser.add_argument_group(f"without multicast ({_see('unicast')})")
     unicast.add_argument("--peers", metavar="HOST[:PORT],...", action="append", default=[],
@@ -155,8 +172,8 @@ def _add_member_settings(parser: argparse.ArgumentParser) -> None:
                          help="a name whose A/AAAA records are peers, asked every --dns-interval")
     unicast.add_argument("--dns-srv", action="store_true",
                          help="read SRV records of --dns instead (each peer's port from them)")
-    unicast.add_argument("--dns-interval", type=int, default=5000, metavar="MS",
-                         help="how often to ask DNS again (5000)")
+    unicast.add_argument("--dns-interval", type=int, metavar="MS",
+                         help=f"how often to ask DNS again {_default('dns_interval')}")
     unicast.add_argument("--dns-server", metavar="ADDR[:PORT]", action="append",
                          help="DNS server to ask (default: the system's; repeatable)")
     unicast.add_argument("--dns-members", action="store_true",
@@ -169,7 +186,8 @@ def _add_member_settings(parser: argparse.ArgumentParser) -> None:
                       help="probe a member's port before removing it at its drop time "
                            "(a second opinion on lossy networks; turns the TCP listener on)")
     parser.add_argument("--verify-timeout", type=int, metavar="MS",
-                        help="with --verify: how long a probe may take (300)")
+                        help=f"with --verify: how long a probe may take "
+                             f"{_default('verify_timeout')}")
     _add_detector(parser)
     parser.add_argument("--tomcat", action="store_true",
                       help="join a Tomcat cluster as a listed member: answer Tribes' channel "
@@ -180,6 +198,14 @@ def _add_member_settings(parser: argparse.ArgumentParser) -> None:
     _add_auth(parser)
 
 
+def _default(name: str) -> str:
+    """The library's default of setting ``name``, for a flag's help: the
+    flag itself has none (a flag not given is a setting not given)."""
+    from ..engine.settings import SETTINGS
+
+    return f"({SETTINGS[name].shown()})"
+
+
 def _see(page: str) -> str:
     """Where a help text's reader finds more: the docs are a site built from
     the source (no address online), so the page is named by its file."""
@@ -187,8 +213,11 @@ def _see(page: str) -> str:
 
 
 def _add_listening(command: argparse.ArgumentParser) -> None:
-    command.add_argument("--port", type=int, default=45564,
-                         help="membership port, of the group and of unicast peers (45564)")
+    from ..engine.settings import DEFAULT_PORT
+
+    command.add_argument("--port", type=int, default=DEFAULT_PORT,
+                         help=f"membership port, of the group and of unicast peers "
+                              f"({DEFAULT_PORT})")
     command.add_argument("--interface", metavar="NAME|ADDR[,...]",
                          help="card to send and receive on: a name (eth0), an index or an "
                               "address; several, comma-separated, to heartbeat on each "
@@ -197,10 +226,11 @@ def _add_listening(command: argparse.ArgumentParser) -> None:
 
 
 def _add_table(command: argparse.ArgumentParser) -> None:
-    command.add_argument("--drop-time", type=int, default=3000, metavar="MS",
-                         help="silence in ms after which a member is dropped (3000)")
-    command.add_argument("--max-members", type=int, default=1024,
-                         help="member table bound (1024)")
+    command.add_argument("--drop-time", type=int, metavar="MS",
+                         help=f"silence in ms after which a member is dropped "
+                              f"{_default('drop_time')}")
+    command.add_argument("--max-members", type=int,
+                         help=f"member table bound {_default('max_members')}")
 
 
 def _add_output(command: argparse.ArgumentParser) -> None:
@@ -211,11 +241,12 @@ def _add_output(command: argparse.ArgumentParser) -> None:
 
 
 def _add_detector(command: argparse.ArgumentParser) -> None:
-    command.add_argument("--detector", choices=("fixed", "phi"), default="fixed",
+    command.add_argument("--detector", choices=("fixed", "phi"),
                          help="expire members at the drop time (fixed), or by phi accrual on "
                               "each member's own heartbeat intervals (phi)")
     command.add_argument("--phi-threshold", type=float, metavar="PHI",
-                         help="with --detector phi: the phi past which a member is removed (8)")
+                         help=f"with --detector phi: the phi past which a member is removed "
+                              f"{_default('phi_threshold')}")
 
 
 def _add_auth(command: argparse.ArgumentParser, verb: str = "authenticate") -> None:
@@ -252,6 +283,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         with _LibraryOutput(f"mcast-demo {args.command}"):
             if args.command == "doctor":
                 return _doctor(args)
+            if args.command == "gossip":
+                with _Stop() as stop:
+                    return gossip_cli.run(args, stop, _silence_stdout)
             return _run(args)
     except BrokenPipeError:
         _silence_stdout()
@@ -432,9 +466,15 @@ def _doctor(args: argparse.Namespace) -> int:
     try:
         if not 0 <= args.wait < float("inf"):
             raise ConfigurationError("--wait must be a positive number of seconds")
-        settings = _settings(args)
-        report = doctor.Doctor(args.group, args.port, settings, wait=args.wait,
-                               pair=args.pair).run()
+        if args.gossip:
+            report = _doctor_gossip(args)
+        else:
+            given = [flag for flag in _GOSSIP_FLAGS if getattr(args, flag[2:].replace("-", "_"))]
+            if given:
+                raise ConfigurationError(f"{given[0]} is a gossip member's: add --gossip")
+            settings = _settings(args)
+            report = doctor.Doctor(args.group, args.port, settings, wait=args.wait,
+                                   pair=args.pair).run()
     except ConfigurationError as error:
         print(f"mcast-demo doctor: error: {_flag_names(str(error))}", file=sys.stderr)
         return 2
@@ -443,6 +483,23 @@ def _doctor(args: argparse.Namespace) -> int:
     else:
         print("\n".join(report.lines(colour_wanted(sys.stdout))))
     return 0 if report.ok else 1
+
+
+_GOSSIP_FLAGS = ("--bind", "--join", "--node", "--tag", "--encrypt", "--keyring-file", "--label")
+
+
+def _doctor_gossip(args: argparse.Namespace) -> doctor.Report:
+    """doctor --gossip: the checks of a gossip member (ConfigurationError)."""
+    from .doctor import gossip
+    from ..wire.errors import ConfigurationError
+
+    if args.group is not None or args.pair:
+        raise ConfigurationError("--gossip checks a gossip member: leave out the heartbeat "
+                                 f"{'group' if args.group is not None else '--pair'}")
+    opts = gossip_cli.options(args)
+    if not opts.seeds:
+        raise ConfigurationError("--gossip checks joining: name the seeds with --join")
+    return gossip.run(opts, args.wait)
 
 
 # -- keygen -------------------------------------------------------------------------
@@ -471,49 +528,77 @@ def _settings(args: argparse.Namespace) -> Settings:
         raise ConfigurationError("--metrics-address needs --metrics-port")
     if getattr(args, "metrics_port", None) is not None and not 1 <= args.metrics_port <= 65535:
         raise ConfigurationError(f"--metrics-port {args.metrics_port} is out of range (1-65535)")
-    interface = args.interface
-    if interface is not None and "," in interface:
-        # (a list of no card: the text, which names no card either)
-        interface = [part.strip() for part in interface.split(",") if part.strip()] or interface
-    # Dict displays, not dict(...): the checkers take those for a Settings.
-    settings: Settings = {"interface": interface, "drop_time": args.drop_time,
-                          "max_members": args.max_members, "detector": args.detector,
-                          "phi_threshold": args.phi_threshold, "keys": args.key_file,
-                          "auth": args.auth}
+    if args.command != "watch":
+        multicast = not args.no_multicast
+        if multicast and args.group is None:
+            raise ConfigurationError("give the multicast GROUP, or --no-multicast with "
+                                     "--peers or --dns")
+        if not multicast and args.group is not None:
+            raise ConfigurationError(f"--no-multicast: leave out the group ({args.group})")
+        if args.verify_timeout is not None and not args.verify:
+            raise ConfigurationError("--verify-timeout needs --verify")
+    # Every setting whose flag this command has; one not given is left to
+    # the library's default. Dict displays, not dict(...): the checkers take
+    # those for a Settings.
+    from typing import cast
+
+    settings: Settings = {}
+    given = cast("dict[str, object]", settings)
+    for name, dest in _DESTS.items():
+        if hasattr(args, dest):
+            value = _FROM_FLAG.get(name, _same)(getattr(args, dest))
+            if value is not None:
+                given[name] = value
     if args.command == "watch":
-        settings.update({"listen_only": True})
-        return settings
-    multicast = not args.no_multicast
-    if multicast and args.group is None:
-        raise ConfigurationError("give the multicast GROUP, or --no-multicast with "
-                                 "--peers or --dns")
-    if not multicast and args.group is not None:
-        raise ConfigurationError(f"--no-multicast: leave out the group ({args.group})")
-    if args.verify_timeout is not None and not args.verify:
-        raise ConfigurationError("--verify-timeout needs --verify")
-    peers = [spec for specs in args.peers for spec in specs.split(",") if spec.strip()]
-    settings.update({
-        "ttl": args.ttl, "host": args.host, "member_port": args.member_port,
-        "domain": args.domain, "payload": args.payload, "frequency": args.frequency,
-        "tomcat": args.tomcat, "multicast": multicast, "peers": peers, "dns": args.dns,
-        "dns_srv": args.dns_srv, "dns_interval": args.dns_interval,
-        "dns_servers": args.dns_server, "dns_members": args.dns_members,
-        "accept_unknown": args.accept_unknown, "verify": args.verify})
-    if args.no_tcp_listener:
-        settings["tcp_listener"] = False
-    if args.verify_timeout is not None:
-        settings["verify_timeout"] = args.verify_timeout
+        settings["listen_only"] = True
     return settings
+
+
+def _same(value: object) -> object:
+    return value
+
+
+def _interfaces(text: str | None) -> object:
+    if text is not None and "," in text:
+        # (a list of no card: the text, which names no card either)
+        return [part.strip() for part in text.split(",") if part.strip()] or text
+    return text
+
+
+def _peers(specs: list[str]) -> object:
+    return [spec for text in specs for spec in text.split(",") if spec.strip()] or None
+
+
+# How a flag's value becomes its setting's (None: the setting is not given).
+_FROM_FLAG: dict[str, Callable[[Any], object]] = {"interface": _interfaces, "peers": _peers,
+              "multicast": lambda no: False if no else None,
+              "tcp_listener": lambda no: False if no else None,
+              "dns_srv": lambda on: on or None, "dns_members": lambda on: on or None,
+              "accept_unknown": lambda on: on or None, "verify": lambda on: on or None,
+              "tomcat": lambda on: on or None}
+# The settings join takes no flag for (the library's defaults serve the demo).
+_NOT_FLAGS = frozenset(("loopback", "secure_port", "udp_port", "filter_domain", "unique_id",
+                        "alive_cap_ms", "phi_min_std", "phi_pause", "listen_only"))
+# Each flag's dest (argparse's name for it): the setting's name but for these.
+_OTHER_DEST = {"keys": "key_file", "dns_servers": "dns_server", "multicast": "no_multicast",
+               "tcp_listener": "no_tcp_listener"}
+
+
+def _dests() -> dict[str, str]:
+    from ..engine.settings import SETTINGS
+
+    return {name: _OTHER_DEST.get(name, name) for name in SETTINGS if name not in _NOT_FLAGS}
+
+
+_DESTS = _dests()
 
 
 # The settings _settings() passes from flags, and those flags: each is the
 # setting's name with dashes, but for these.
-_FLAGS = {name: "--" + name.replace("_", "-") for name in (
-    "interface", "port", "ttl", "host", "member_port", "domain", "payload", "frequency",
-    "drop_time", "max_members", "peers", "dns", "dns_srv", "dns_interval", "dns_members",
-    "accept_unknown", "verify", "verify_timeout", "detector", "phi_threshold", "tomcat",
-    "auth")}
-_FLAGS.update(keys="--key-file", dns_servers="--dns-server", multicast="--no-multicast")
+# (tcp_listener is named only as a setting: no message of join's names it.)
+_FLAGS = {name: "--" + dest.replace("_", "-") for name, dest in _DESTS.items()
+          if name != "tcp_listener"}
+_FLAGS["port"] = "--port"
 # A setting as a ConfigurationError names it: ``name=`` (maybe with a value),
 # else the bare name. Longest first, so that dns_srv is not dns.
 _SETTING = (r"(?<![\w-])(%s)\b(=(\"[^\"]*\"|'[^']*'|\w+)?)?"
@@ -601,14 +686,7 @@ def _run(args: argparse.Namespace) -> int:
                       file=sys.stderr)
                 return 1
             view.started(service, metrics)
-            deadline = None if args.duration is None else time.monotonic() + args.duration
-            while True:
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    break
-                if stop.wait(view.refresh if remaining is None else min(remaining, view.refresh)):
-                    break
-                view.tick(service)
+            stop.until(args.duration, view.refresh, lambda: view.tick(service))
             service.stop()
             view.stopped(service)
         finally:
@@ -665,6 +743,18 @@ class _Stop:
             self._w.send(b"\0")
         except OSError:
             pass        # full: a wake-up is pending already
+
+    def until(self, duration: float | None, refresh: float, tick: Callable[[], object]) -> None:
+        """Call ``tick`` every ``refresh`` seconds until asked to stop, or
+        ``duration`` seconds passed (None: no end)."""
+        deadline = None if duration is None else time.monotonic() + duration
+        while True:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return
+            if self.wait(refresh if remaining is None else min(remaining, refresh)):
+                return
+            tick()
 
     def wait(self, timeout: float | None) -> bool:
         """Wait up to ``timeout`` seconds; True once asked to stop."""

@@ -353,12 +353,10 @@ def _order(member: Member) -> tuple[int, bytes, int, bytes]:
 
 
 def _silence(service: McastService, members: list[Member]) -> list[float | None]:
-    """Seconds since each member was last heard (None: not heard by us, as
-    a member listed by DNS, or gone meanwhile)."""
+    """Seconds since each member of the snapshot ``members`` was last heard
+    (None: not heard by us, as a member listed by DNS)."""
     now = service.clock()
-    with service._table_lock:
-        heard = [service.table.last_heard(m) for m in members]
-    return [None if t is None else max(0.0, now - t) for t in heard]
+    return [None if m.last_heard is None else max(0.0, now - m.last_heard) for m in members]
 
 
 def _age(seconds: float) -> str:

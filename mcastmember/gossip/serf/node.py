@@ -31,9 +31,9 @@ from __future__ import annotations
 import base64
 import dataclasses
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Union
+from typing import Any, Union
 
 from ...wire.errors import ConfigurationError
 from ..broadcasts import BroadcastQueue
@@ -104,17 +104,62 @@ class SerfSettings:
 # ------------------------------------------------------------------ events
 
 
+class Tags(Mapping[str, str]):
+    """A member's tags: a read-only mapping, printed and compared as the dict
+    it holds, and hashable."""
+
+    __slots__ = ("_tags",)
+
+    def __init__(self, tags: Mapping[str, str] | None = None) -> None:
+        self._tags = dict(tags or {})
+
+    def __getitem__(self, key: str) -> str:
+        return self._tags[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._tags)
+
+    def __len__(self) -> int:
+        return len(self._tags)
+
+    def __repr__(self) -> str:
+        return repr(self._tags)
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self._tags.items()))
+
+    def __reduce__(self) -> tuple[type[Tags], tuple[dict[str, str]]]:
+        return (Tags, (self._tags,))
+
+
 @dataclass(frozen=True)
-class Member:
-    """A member as Serf lists it (serf.Member): ``status`` is alive, leaving,
-    left or failed; ``vsn`` is memberlist's six version bytes."""
+class GossipMember:
+    """A member as Serf lists it (serf.Member): its unique ``name``, the
+    ``addr`` and ``port`` it advertises, its ``tags`` (read-only), ``status``
+    (alive, leaving, left or failed) and ``vsn``, memberlist's six version
+    bytes. Immutable and hashable; ``to_dict()`` is its JSON form."""
 
     name: str
     addr: str
     port: int
-    tags: dict[str, str]
+    tags: Mapping[str, str]
     status: MemberStatus
     vsn: bytes = b""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.tags, Tags):
+            object.__setattr__(self, "tags", Tags(self.tags))
+
+    @property
+    def address(self) -> str:
+        """The address as text, as the heartbeat ``Member.address``."""
+        return self.addr
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready fields: ``name``, ``addr``, ``port``, ``tags`` (an
+        object) and ``status`` (``alive``, ``leaving``, ``left``, ``failed``)."""
+        return {"name": self.name, "addr": self.addr, "port": self.port, "tags": dict(self.tags),
+                "status": self.status.name.lower()}
 
 
 @dataclass(frozen=True)
@@ -123,7 +168,7 @@ class MemberEvent:
     member-update, member-leave, member-failed, member-reap)."""
 
     kind: str
-    member: Member
+    member: GossipMember
 
 
 @dataclass(frozen=True)
@@ -391,7 +436,7 @@ class SerfNode:
     def tags(self) -> dict[str, str]:
         return dict(self._tags)
 
-    def members(self) -> list[Member]:
+    def members(self) -> list[GossipMember]:
         """Every member Serf knows (Members): alive, leaving, left and failed
         until reaped, ourselves included, by name."""
         out = []
@@ -401,7 +446,7 @@ class SerfNode:
                 out.append(self._member(info, state.status))
         return out
 
-    def member(self, name: str) -> Member | None:
+    def member(self, name: str) -> GossipMember | None:
         state = self.core.members.members.get(name)
         info = self._known.get(name)
         return self._member(info, state.status) if state is not None and info is not None else None
@@ -410,6 +455,9 @@ class SerfNode:
         out = self.engine.stats()
         out.update(self._counts)
         out["serf_members"] = len(self.core.members.members)
+        listed = [m.status for m in self.members()]
+        for status in (MemberStatus.ALIVE, MemberStatus.LEAVING, MemberStatus.LEFT, MemberStatus.FAILED):
+            out[f"members.{status.name.lower()}"] = listed.count(status)
         out["serf_members_refused"] = self.core.members.refused
         out["intents_queued"] = len(self.intents)
         out["events_queued"] = len(self.user_events)
@@ -553,12 +601,12 @@ class SerfNode:
         if kind == "reaped":
             del self._known[event.name]
 
-    def _member(self, info: NodeInfo, status: MemberStatus) -> Member:
+    def _member(self, info: NodeInfo, status: MemberStatus) -> GossipMember:
         try:
             tags = decode_tags(info.meta, self.serf_settings.limits)
         except GossipWireError:
             tags = {}
-        return Member(info.name, info.addr, info.port, tags, status, info.vsn)
+        return GossipMember(info.name, info.addr, info.port, Tags(tags), status, info.vsn)
 
     def _join_finished(self, now: float) -> None:
         self._joining = 0
@@ -680,7 +728,7 @@ class SerfNode:
             return None
         vsn = member.vsn.ljust(6, b"\0")
         return messages.SerfMember(name=member.name, addr=ip_bytes(member.addr), port=member.port,
-                                   tags=member.tags, status=member.status, protocol_min=vsn[0],
+                                   tags=dict(member.tags), status=member.status, protocol_min=vsn[0],
                                    protocol_max=vsn[1], protocol_cur=vsn[2], delegate_min=vsn[3],
                                    delegate_max=vsn[4], delegate_cur=vsn[5])
 

@@ -15,7 +15,10 @@ docs/doctor.md documents them). In order:
 - after listening ``wait`` seconds, sending nothing (``members``): ``heard``,
   ``domain``, ``drop_time``, ``loss``, ``identity``, about the members heard;
 - with ``pair`` (``pairs``): ``pair``, numbered datagrams to and from the
-  peers, by multicast and by unicast, for the same ``wait`` seconds.
+  peers, by multicast and by unicast, for the same ``wait`` seconds;
+- for a gossip member instead (``gossip``, ``mcast-demo doctor --gossip``):
+  ``gossip_bind``, then per seed ``seed_tcp``, ``label``, ``key``,
+  ``protocol``, ``name`` and ``seed_udp``.
 
 A failing local check ends the run: nothing is sent then. The doctor's
 datagrams (``datagrams``) are taken by no member for a heartbeat: Tomcat

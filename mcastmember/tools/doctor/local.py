@@ -6,7 +6,7 @@ from __future__ import annotations
 import ipaddress
 from typing import TYPE_CHECKING
 
-from ...engine.config import DEFAULT_GROUP, DEFAULT_GROUP_IPV6, ServiceConfig
+from ...engine.config import DEFAULT_GROUP, DEFAULT_GROUP_IPV6, CheckedSettings
 from ...transport import net
 from ...transport.interfaces import list_interfaces
 from ...wire.errors import ConfigurationError
@@ -16,6 +16,7 @@ from .report import FAIL, PASS, WARN
 from .sockets import cannot_send, taken
 
 if TYPE_CHECKING:
+    from ...engine.config import ServiceConfig
     from .session import Doctor
 
 
@@ -29,13 +30,19 @@ def checks(doctor: Doctor) -> bool:
         route(doctor)
         if doctor.report.failed():
             return False
-    doctor.config = ServiceConfig(doctor.group, doctor.port, **doctor.settings)
+    doctor.config = settings(doctor)
     if doctor.multicast:
         group_scope(doctor)
     port(doctor)
     if doctor.multicast:
         reverse_path(doctor)
     return doctor.report.ok
+
+
+def settings(doctor: Doctor) -> ServiceConfig:
+    """join's settings, the group given included, resolved on this host
+    (once the checks above passed: the card and the group are usable)."""
+    return CheckedSettings(doctor.group, doctor.port, **doctor.settings).resolve()
 
 
 def group_is_multicast(doctor: Doctor) -> bool:
@@ -130,7 +137,7 @@ def route(doctor: Doctor) -> None:
             + (" (Linux carries no IPv6 multicast on loopback)" if loopback else ""),
             f"name a card that carries IPv{family} multicast with --interface "
             f"({', '.join(others) or 'this host has none'})"
-            + ("; on loopback, test with an IPv4 group such as 228.0.0.4" if loopback
+            + (f"; on loopback, test with an IPv4 group such as {DEFAULT_GROUP}" if loopback
                else ""))
     elif net.link_scoped(group):
         add("route", PASS, f"{group} is link-scoped: it goes on the card given, "
@@ -161,7 +168,7 @@ def group_scope(doctor: Doctor) -> None:
         doctor.report.add("group", WARN, f"{group} is in 232.0.0.0/8, source-specific "
                                          f"multicast: routers and snooping switches do not "
                                          f"forward it to members that join it any-source",
-                          "use 228.0.0.4 (Tomcat's default) or a group in 239.0.0.0/8, the "
+                          f"use {DEFAULT_GROUP} (Tomcat's default) or a group in 239.0.0.0/8, the "
                           "same on every node")
     elif hops == 0 and not loopback:
         doctor.report.add("group", WARN, f"{group} with TTL 0: heartbeats never leave this "
@@ -170,7 +177,8 @@ def group_scope(doctor: Doctor) -> None:
     elif group.version == 6 and (group.packed[1] & 0x0F) == 1 and not loopback:
         doctor.report.add("group", WARN, f"{group} is interface-local (ff01::/16): it never "
                                          f"leaves this host",
-                          "use a link-local group (ff02::4) or a site-local one (ff05::4)")
+                          f"use a link-local group (ff02::4) or a site-local one "
+                          f"({DEFAULT_GROUP_IPV6})")
     elif loopback:
         doctor.report.add("group", PASS, f"{group}, TTL {hops}, on loopback: this host only")
     elif (group.version == 4 and group in ipaddress.IPv4Network("224.0.0.0/24")) or \

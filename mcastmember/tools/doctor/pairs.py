@@ -7,7 +7,7 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING
 
-from ...engine.config import DEFAULT_DROP_TIME_MS, DEFAULT_FREQUENCY_MS, DEFAULT_PORT
+from ...engine.settings import DEFAULT_PORT, default
 from .measure import LOSSY, sequence_loss
 from .report import FAIL, PASS, WARN, domain_flag, ms, pct
 
@@ -124,8 +124,8 @@ def _join_command(doctor: Doctor) -> str:
     command = " ".join(shlex.quote(word) for word in words)
     if config.domain:
         command += " " + domain_flag(config.domain)
-    for flag, value, default in (("--frequency", config.frequency, DEFAULT_FREQUENCY_MS),
-                                 ("--drop-time", config.drop_time, DEFAULT_DROP_TIME_MS)):
-        if value != default:
+    for flag, name, value in (("--frequency", "frequency", config.frequency),
+                              ("--drop-time", "drop_time", config.drop_time)):
+        if value != default(name):
             command += f" {flag} {value}"
     return command

@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     Status: TypeAlias = Literal["pass", "warn", "fail"]
     CheckName: TypeAlias = Literal["interface", "route", "group", "port", "rp_filter", "loop",
                                    "joined", "heard", "domain", "drop_time", "loss",
-                                   "identity", "pair"]
+                                   "identity", "pair", "gossip_bind", "seed_tcp", "label", "key",
+                                   "protocol", "name", "seed_udp"]
 
     class CheckJson(TypedDict):
         """A check in ``--json``."""

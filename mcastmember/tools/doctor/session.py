@@ -13,7 +13,7 @@ import math
 import os
 from typing import TYPE_CHECKING
 
-from ...engine.config import ServiceConfig, choose_interface
+from ...engine.config import CheckedSettings, ServiceConfig, choose_interface
 from ...transport import net
 from ...wire.errors import ConfigurationError
 from . import listen, local, members, pairs
@@ -67,19 +67,19 @@ class Doctor:
             except ValueError:
                 raise ConfigurationError(f"{self.group!r} is not an IPv4 or IPv6 "
                                          f"address") from None
-        # Dict displays, not dict(...): the checkers take those for a Settings.
-        trial: Settings = {**self.settings, "interface": None}
+        # Checked with no I/O: the card, the host and the group are the
+        # local checks' to judge (a group that is no multicast group, or a
+        # link-scoped one without its card, fails a check rather than the
+        # command), so the group here is the default of its family. The
+        # local checks check the settings again with the group given, and
+        # resolve them on this host (local.settings).
         if self.multicast:
             assert self.family is not None
-            group = local.default_group(self.family)
-            if trial.get("host") is None:
-                trial["host"] = "::1" if self.family == 6 else "127.0.0.1"
+            group: str | None = local.default_group(self.family)
         else:
             group = None
             self.family = None
-            if self.settings.get("interface") is not None and trial.get("host") is None:
-                trial["host"] = "127.0.0.1"
-        ServiceConfig(group, self.port, **trial)
+        CheckedSettings(group, self.port, **self.settings)
         if self.pair and not (self.settings.get("peers") or self.settings.get("dns")):
             raise ConfigurationError("--pair probes the peers: name the other hosts with "
                                      "--peers (or --dns), and run the doctor there too")

@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""Gossip at scale, measured in the deterministic network simulator
+(tests/gossipsim.py: the real engines' bytes on a virtual clock).
+
+    python bench/gossip.py [--json FILE] [--sizes 100,1000] [--seconds 60]
+                           [--traffic 20] [--conditions 0:0,0:0.05,0.1:0,0.3:0,0:0:0.05]
+                           [--seed 0] [--heartbeat-sim-max 100]
+
+For each size N and each condition LOSS:PAUSED[:SLOW] (a share of datagrams
+lost on every link; a share of members stalling 2-5 s every 5-15 s; a share
+of members reading their input 2-15 s late, timers on time), for plain SWIM
+and for Lifeguard: N converged members, traffic counted over ``--traffic`` s
+of steady state, then 3 crashes, a join and a leave, followed for
+``--seconds`` s (see ``gossipsim.scenario``). All-to-all unicast heartbeats
+(mcastmember.engine, 500 ms period, 3 s drop time) are simulated up to
+``--heartbeat-sim-max`` members and computed above it from the real
+heartbeat's size (N - 1 datagrams per member per period): ``method`` says
+which. Rows follow issue 27's contract (``source`` "sim"); the JSON is
+written after every row, so a long run can be cut short.
+
+CPU (one core): a quiet row of 1,000 members about a minute; faults cost as
+N^2 (N times the faulty members, each fault gossiped to N): at 100 members
+5-70 s a row, at 1,000 with 30% loss or slow members over an hour a row.
+
+Above what one process holds (every member keeps a table of every other:
+N^2 node records, about 210 bytes each), ``--model-sizes`` gives the figures
+memberlist's formulas and the real message sizes predict (printed, not rows).
+"""
+
+import argparse
+import json
+import pathlib
+import sys
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests"))
+
+from gossipsim import HeartbeatNode, address, scenario  # noqa: E402
+
+from mcastmember.gossip import messages  # noqa: E402
+from mcastmember.gossip.broadcasts import retransmit_limit  # noqa: E402
+from mcastmember.gossip.engine import push_pull_scale  # noqa: E402
+from mcastmember.gossip.framing import encode_stream  # noqa: E402
+from mcastmember.gossip.layout import NodeState  # noqa: E402
+from mcastmember.gossip.settings import GossipSettings  # noqa: E402
+from mcastmember.gossip.state import ip_bytes  # noqa: E402
+from mcastmember.gossip.suspicion import suspicion_timeout  # noqa: E402
+
+COLUMNS = ("protocol", "members", "loss", "paused_fraction", "slow_fraction", "detect_median_s", "detect_p99_s", "detect_max_s",
+           "false_failed_per_member_hour", "join_99_s", "leave_99_s", "datagrams_per_member_s",
+           "datagram_bytes_per_member_s", "bytes_per_member_s")
+
+
+def heartbeat_model(n: int, loss: float, paused: float, slow: float) -> dict:
+    """All-to-all unicast heartbeats computed from the real packet size."""
+    node = HeartbeatNode(0, 2)
+    node.engine.start(0.0)
+    size = len(bytes(node.engine.outgoing(0.0).buffer))
+    period = node.engine.config.frequency_s
+    per_s = (n - 1) / period
+    return {"source": "sim", "method": "analytic", "protocol": "unicast-heartbeat", "members": n, "loss": loss,
+            "paused_fraction": paused, "slow_fraction": slow, "detect_median_s": None, "detect_p99_s": None, "detect_max_s": None,
+            "false_failed_per_member_hour": None, "join_99_s": None, "leave_99_s": None,
+            "datagrams_per_member_s": round(per_s, 3), "datagram_bytes_per_member_s": round(per_s * size, 1),
+            "bytes_per_member_s": round(per_s * size, 1), "heartbeat_bytes": size}
+
+
+def push_pull_bytes(n: int) -> int:
+    """One push/pull message of ``n`` converged members (names n0.., meta
+    empty), as the engine's stream encoding writes it (compressed)."""
+    settings = GossipSettings(name="n0")
+    nodes = [messages.PushNodeState(name=f"n{i}", addr=ip_bytes(address(i)[0]), port=7946, meta=b"",
+                                    incarnation=1, state=NodeState.ALIVE, vsn=settings.vsn()) for i in range(n)]
+    msg = messages.encode_push_pull(messages.PushPull(False, nodes, b""))
+    return len(encode_stream(msg, compress=True))
+
+
+def model(n: int) -> dict:
+    """memberlist's formulas at ``n`` members, with the real sizes."""
+    s = GossipSettings(name="n0")
+    every = push_pull_scale(s.push_pull_interval, n)
+    size = push_pull_bytes(n)
+    low = suspicion_timeout(s.suspicion_mult, n, s.probe_interval)
+    return {"members": n, "suspicion_min_s": low, "suspicion_max_s": s.suspicion_max_timeout_mult * low,
+            "retransmit_limit": retransmit_limit(s.retransmit_mult, n), "push_pull_interval_s": every,
+            "push_pull_message_bytes": size,
+            # each push/pull: our state out, theirs back; we open one per interval and answer as many
+            "stream_bytes_per_member_s": round(2 * size / every, 1)}
+
+
+def markdown(rows: list) -> str:
+    """The rows as the table docs/gossip.md shows."""
+    def cell(value, form="g"):
+        if value is None:
+            return "–"
+        return format(value, ",.0f" if form == ".3g" and value >= 1000 else form)
+    lines = ["| N | protocol | loss | paused | slow | detect median / p99 / max (s) | false failed per member-hour "
+             "| join / leave to 99% (s) | datagrams per member-s | UDP B per member-s | all B per member-s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        detect = " / ".join(cell(r.get(k), ".1f") for k in ("detect_median_s", "detect_p99_s", "detect_max_s"))
+        spread = " / ".join(cell(r.get(k), ".1f") for k in ("join_99_s", "leave_99_s"))
+        proto = r["protocol"] + (" (computed)" if r.get("method") == "analytic" else "")
+        lines.append(f"| {r['members']:,} | {proto} | {r['loss']:.0%} | {r['paused_fraction']:.0%} "
+                     f"| {r.get('slow_fraction', 0):.0%} | {detect} | {cell(r.get('false_failed_per_member_hour'), '.3g')} "
+                     f"| {spread} | {cell(r.get('datagrams_per_member_s'), '.3g')} "
+                     f"| {cell(r.get('datagram_bytes_per_member_s'), ',.0f')} "
+                     f"| {cell(r.get('bytes_per_member_s'), ',.0f')} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json")
+    parser.add_argument("--sizes", default="100,1000")
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--traffic", type=float, default=20.0)
+    parser.add_argument("--conditions", default="0:0,0:0.05,0.1:0,0.3:0,0:0:0.05")
+    parser.add_argument("--protocols", default="swim,lifeguard,unicast-heartbeat")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--heartbeat-sim-max", type=int, default=100)
+    parser.add_argument("--model-sizes", default="100,1000,10000")
+    parser.add_argument("--table", nargs="+", metavar="JSON", help="print these files' rows as a markdown table")
+    args = parser.parse_args()
+    if args.table:
+        print(markdown([row for name in args.table for row in json.loads(pathlib.Path(name).read_text())]))
+        return
+    conditions = [(tuple(float(x) for x in c.split(":")) + (0.0, 0.0))[:3] for c in args.conditions.split(",")]
+    rows = []
+    print(" ".join(f"{c[:14]:>14}" for c in COLUMNS + ("cpu_s",)), flush=True)
+    for n in (int(x) for x in args.sizes.split(",")):
+        for loss, paused, slow in conditions:
+            for protocol in args.protocols.split(","):
+                cpu = time.process_time()
+                if protocol == "unicast-heartbeat" and n > args.heartbeat_sim_max:
+                    row = heartbeat_model(n, loss, paused, slow)
+                else:
+                    row = scenario(n, protocol, loss=loss, paused_fraction=paused, slow_fraction=slow,
+                                   seconds=args.seconds, traffic=args.traffic, seed=args.seed)
+                    row["method"] = "simulated"
+                row["cpu_s"] = round(time.process_time() - cpu, 1)
+                rows.append(row)
+                print(" ".join(f"{str(row.get(c)):>14}" for c in COLUMNS + ("cpu_s",)), flush=True)
+                if args.json:
+                    pathlib.Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+    if args.model_sizes:
+        print("memberlist's formulas with the real message sizes:")
+        for n in (int(x) for x in args.model_sizes.split(",")):
+            print(model(n), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,661 @@
+"""What both gossip fronts share: SerfService (threads) and AsyncSerfService (asyncio).
+
+A :class:`GossipFront` owns the settings (checked here, once, so both fronts
+refuse the same bad input in the same words), one UDP socket and one TCP
+listening socket, the TCP connections, the front's counters, and every step
+that moves bytes between them and the
+:class:`~mcastmember.gossip.serf.node.SerfNode`: datagrams in and out,
+streams others open to us (bounded in count and bytes), streams the node asks
+us to open. What a front adds is how it waits: the threaded one in
+``select`` on its own thread, the asyncio one in the running loop. Every
+decision (what to send, when, what a member's state is) is the node's.
+
+Needs the ``gossip`` extra (msgpack and cryptography); never imported by
+``import mcastmember``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import logging
+import os
+import selectors
+import socket
+import time
+import typing
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any, TypedDict
+
+try:
+    from ..gossip.serf.node import (GossipMember, KeyringChanged, MemberEvent, QueryReceived, SerfNode,
+                                    SerfNodeEvent, SerfSettings)
+except ImportError as error:
+    _missing = (error.name or "").partition(".")[0]
+    if _missing not in ("msgpack", "cryptography"):
+        raise                           # installed, but broken: its own error says more
+    raise ModuleNotFoundError("the gossip fronts need the gossip extra (msgpack and cryptography): "
+                              "pip install 'mcastmember[gossip]'", name=_missing) from None
+from ..engine.events import EventsLost
+from ..gossip.limits import Limits
+from ..gossip.serf import messages
+from ..gossip.serf.codec import SerfLimits
+from ..gossip.serf.layout import MemberStatus
+from ..gossip.settings import GossipSettings
+from ..gossip.state import Addr
+from ..wire.errors import ConfigurationError
+from .keyring_file import load_keyring, save_keyring
+
+log = logging.getLogger("mcastmember")
+
+#: Serf's default bind port
+DEFAULT_PORT = 7946
+#: streams others opened to us that are still being read or answered
+MAX_INCOMING_STREAMS = 32
+#: datagrams read per wake-up before the front turns to the rest
+READ_BATCH = 256
+#: bytes read from one stream per wake-up, at most
+STREAM_READ = 65536
+STREAM_READS_PER_WAKE = 16
+#: a stream that grew but not doubled since the node last saw it is handed
+#: over once its sender has been quiet this long
+STREAM_QUIET_S = 0.02
+READ = selectors.EVENT_READ
+WRITE = selectors.EVENT_WRITE
+
+#: the front's counters (both fronts have each), beside the node's in stats()
+FRONT_COUNTERS = ("datagrams_sent", "datagrams_received", "send_errors", "connections_accepted",
+                  "connections_refused", "connections_too_big", "connections_timed_out", "connections_opened",
+                  "connections_failed", "listener_events_dropped", "stream_events_dropped", "listener_errors",
+                  "bytes_sent.udp", "bytes_received.udp", "bytes_sent.tcp", "bytes_received.tcp",
+                  "keyring_file_errors")
+
+#: what listeners are called with (the return value is ignored)
+Listener = Callable[[SerfNodeEvent], object]
+#: a ``wait_for`` predicate: true for the members waited for
+Predicate = Callable[[list[GossipMember]], object]
+
+
+class GossipOptions(TypedDict, total=False):
+    """The memberlist settings a front's ``gossip=`` may change: the fields of
+    :class:`~mcastmember.gossip.settings.GossipSettings` but the three its
+    own arguments give (``name``, ``advertise_addr``, ``advertise_port``)."""
+
+    protocol_version: int
+    delegate_protocol_min: int
+    delegate_protocol_max: int
+    delegate_protocol_version: int
+    tcp_timeout: float
+    indirect_checks: int
+    retransmit_mult: int
+    suspicion_mult: int
+    suspicion_max_timeout_mult: int
+    push_pull_interval: float
+    probe_timeout: float
+    probe_interval: float
+    disable_tcp_pings: bool
+    nacks: bool
+    awareness_max_multiplier: int
+    gossip_nodes: int
+    gossip_interval: float
+    gossip_to_the_dead_time: float
+    gossip_verify_incoming: bool
+    gossip_verify_outgoing: bool
+    enable_compression: bool
+    udp_buffer_size: int
+    dead_node_reclaim_time: float
+    keys: Iterable[bytes]
+    label: bytes
+    limits: Limits
+    max_nodes: int
+    max_broadcasts: int
+    max_broadcast_bytes: int
+    max_pending_acks: int
+    max_streams: int
+    max_datagrams: int
+    max_events: int
+    ping_events: bool
+
+
+class SerfOptions(TypedDict, total=False):
+    """The Serf settings a front's ``serf=`` may change (the fields of
+    :class:`~mcastmember.gossip.serf.node.SerfSettings`)."""
+
+    protocol_version: int
+    broadcast_timeout: float
+    leave_propagate_delay: float
+    reap_interval: float
+    reconnect_interval: float
+    reconnect_timeout: float
+    tombstone_timeout: float
+    query_timeout_mult: int
+    query_size_limit: int
+    query_response_size_limit: int
+    user_event_size_limit: int
+    limits: SerfLimits
+
+
+# ------------------------------------------------------------------ settings
+
+_OWN = ("name", "advertise_addr", "advertise_port")
+
+
+def _checked(kind: type[Any], values: Mapping[str, Any], what: str, own: tuple[str, ...] = (),
+             front: str = "") -> dict[str, Any]:
+    """``values`` for the dataclass ``kind``, each of the type its field
+    declares, as one sentence when not (ConfigurationError)."""
+    if not isinstance(values, Mapping):
+        raise ConfigurationError(f"{what} settings must be a mapping of names to values, not {values!r}")
+    hints = typing.get_type_hints(kind)
+    out = dict(values)
+    for name in sorted(out):
+        if name not in hints:
+            raise ConfigurationError(f"unknown {what} setting {name!r}")
+        if name in own:
+            raise ConfigurationError(f"{what} setting {name!r} comes from {front}'s own arguments")
+        out[name] = _typed(f"{what} setting {name!r}", hints[name], out[name])
+    return out
+
+
+def _typed(what: str, hint: object, value: Any) -> Any:
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise ConfigurationError(f"{what} must be true or false, not {value!r}")
+    elif hint is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigurationError(f"{what} must be a number, not {value!r}")
+    elif hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigurationError(f"{what} must be a whole number, not {value!r}")
+    elif hint is bytes:
+        if not isinstance(value, bytes):
+            raise ConfigurationError(f"{what} must be bytes, not {value!r}")
+    elif typing.get_origin(hint) is tuple:           # keys: tuple[bytes, ...]
+        if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+            raise ConfigurationError(f"{what} must be a list of bytes, not {value!r}")
+        value = tuple(value)
+        for item in value:
+            _typed(what, bytes, item)
+    elif isinstance(hint, type) and not isinstance(value, hint):     # Limits, SerfLimits
+        raise ConfigurationError(f"{what} must be a {hint.__name__}, not {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class FrontSettings:
+    """Everything a gossip front is made of, checked."""
+
+    gossip: GossipSettings
+    serf: SerfSettings
+    family: socket.AddressFamily
+    max_streams: int
+    event_queue_size: int
+
+
+def front_settings(front: str, name: str, bind_addr: str, port: int, gossip: GossipOptions | None,
+                   serf: SerfSettings | SerfOptions | None, max_streams: int,
+                   event_queue_size: int) -> FrontSettings:
+    """The settings of the front called ``front``, or a ConfigurationError
+    saying in one sentence what is wrong (the same for both fronts)."""
+    try:
+        ip = ipaddress.ip_address(bind_addr)
+    except ValueError:
+        raise ConfigurationError(f"bind address {bind_addr!r} is not an IP address") from None
+    if ip.is_unspecified:
+        raise ConfigurationError(f"bind address must be a specific address (it is advertised), not {bind_addr}")
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+        raise ConfigurationError(f"port {port!r} is not between 1 and 65535")
+    for what, value in (("max_streams", max_streams), ("event_queue_size", event_queue_size)):
+        _typed(what, int, value)
+        if value < 1:
+            raise ConfigurationError(f"{what} must be at least 1")
+    overrides = _checked(GossipSettings, gossip or {}, "gossip", _OWN, front)
+    settings = GossipSettings(name=name, advertise_addr=bind_addr, advertise_port=port, **overrides)
+    if not isinstance(serf, SerfSettings):
+        serf = SerfSettings(**_checked(SerfSettings, serf or {}, "serf"))
+    family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
+    return FrontSettings(settings, serf, family, max_streams, event_queue_size)
+
+
+# ------------------------------------------------------------------ events
+
+class GossipEventBuffer:
+    """The events waiting for one reader of ``events()``, at most ``size``:
+    past it they are dropped and counted (``dropped``), and the reader gets
+    one EventsLost where the gap is once it has caught up."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._items: deque[SerfNodeEvent] = deque()
+        self._lost = 0
+        self.dropped = 0
+
+    def offer(self, event: SerfNodeEvent) -> None:
+        if self._lost or len(self._items) >= self._size:
+            self._lost += 1
+            self.dropped += 1
+        else:
+            self._items.append(event)
+
+    def take(self) -> SerfNodeEvent | EventsLost | None:
+        if self._items:
+            return self._items.popleft()
+        if self._lost:
+            lost, self._lost = self._lost, 0
+            return EventsLost(lost)
+        return None
+
+
+_STATUS_KIND = {MemberStatus.LEFT: "left", MemberStatus.FAILED: "failed"}
+
+
+def current(members: Iterable[GossipMember]) -> list[MemberEvent]:
+    """The members as events: each as the one that put it in its status
+    (``joined``, or ``left`` or ``failed``)."""
+    return [MemberEvent(_STATUS_KIND.get(m.status, "joined"), m) for m in members]
+
+
+# ------------------------------------------------------------------ the front
+
+@dataclass(eq=False)
+class _Conn:
+    sock: socket.socket
+    addr: Addr
+    deadline: float
+    incoming: bool
+    stream_id: int = 0
+    inbuf: bytearray = field(default_factory=bytearray)
+    outbuf: bytearray = field(default_factory=bytearray)
+    connected: bool = True
+    close_after_write: bool = False
+    #: how much of ``inbuf`` the node last saw, and when to show it the rest if no more comes
+    shown: int = 0
+    show_at: float | None = None
+
+    def next_time(self) -> float:
+        return self.deadline if self.show_at is None else min(self.deadline, self.show_at)
+
+
+class GossipFront:
+    """A SerfNode on real sockets, without the waiting (see the module).
+
+    A front calls :meth:`_bind` to start, :meth:`_ready` with what its
+    waiting found readable or writable, :meth:`_tick` after each wake-up,
+    :meth:`_next_wake` for when to wake next, and :meth:`_close_all` to stop;
+    it gives :meth:`_watch`, :meth:`_unwatch`, :meth:`_poke` (wake up soon:
+    the node has something new) and :meth:`_deliver` (the node's events)."""
+
+    def __init__(self, name: str, bind_addr: str, port: int, *, tags: Mapping[str, str] | None,
+                 gossip: GossipOptions | None, serf: SerfSettings | SerfOptions | None, seed: int | None,
+                 max_streams: int, event_queue_size: int, lock: AbstractContextManager[Any],
+                 keyring_file: str | os.PathLike[str] | None = None) -> None:
+        if keyring_file is not None:
+            if gossip and "keys" in gossip:
+                raise ConfigurationError("give the keys in the keyring file or in the gossip setting 'keys', "
+                                         "not both")
+            gossip = {**(gossip or {}), "keys": load_keyring(keyring_file)}
+        #: Serf's -keyring-file: the keys at start, written again when ``serf keys`` changes them
+        self.keyring_file = keyring_file
+        cfg = front_settings(type(self).__name__, name, bind_addr, port, gossip, serf, max_streams,
+                             event_queue_size)
+        self.bind_addr = bind_addr
+        self.port = port
+        self.node = SerfNode(cfg.gossip, tags, cfg.serf, seed=seed)
+        self._family = cfg.family
+        self._max_streams = max_streams
+        self._queue_size = event_queue_size
+        self._max_stream_bytes = cfg.gossip.limits.max_stream
+        self._tcp_timeout = cfg.gossip.tcp_timeout
+        self._lock = lock
+        self._counts: dict[str, int] = dict.fromkeys(FRONT_COUNTERS, 0)
+        self._listeners: list[Listener] = []
+        self._conns: dict[socket.socket, _Conn] = {}
+        self._outgoing: dict[int, _Conn] = {}
+        self._udp: socket.socket | None = None
+        self._tcp: socket.socket | None = None
+        self._running = False
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    # ------------------------------------------------------ what it offers
+
+    def members(self) -> list[GossipMember]:
+        """Every member the node knows (ourselves included; left and failed
+        ones until reaped), by name."""
+        with self._lock:
+            return self.node.members()
+
+    def user_event(self, name: str, payload: bytes, coalesce: bool = True) -> None:
+        """``serf event``: a user event, gossiped to every member (ValueError
+        over Serf's size limits)."""
+        with self._lock:
+            self.node.user_event(name, payload, time.monotonic(), coalesce)
+        self._poke()
+
+    def query(self, name: str, payload: bytes, *, filters: Iterable[bytes] = (), request_ack: bool = False,
+              timeout: float | None = None, relay_factor: int = 0) -> messages.Query:
+        """``serf query``: asked of every member (ourselves included); the
+        answers arrive as QueryAnswer events (the query's ``id``), then one
+        QueryFinished at its timeout (Serf's default when None)."""
+        with self._lock:
+            query = self.node.query(name, payload, time.monotonic(), filters=filters, request_ack=request_ack,
+                                    timeout=timeout, relay_factor=relay_factor)
+        self._poke()
+        return query
+
+    def key_operation(self, op: str, key: bytes = b"") -> messages.Query:
+        """``serf keys -install/-use/-remove/-list`` (``op``: install, use,
+        remove, list; ``key`` the raw key, none for list): asked of every
+        member; one KeyResult event when all answered or at the deadline."""
+        with self._lock:
+            query = self.node.key_operation(op, key, time.monotonic())
+        self._poke()
+        return query
+
+    def respond(self, received: QueryReceived, payload: bytes) -> None:
+        """Answer a query (a ``QueryReceived`` event); ValueError past its
+        deadline or over Serf's response size limit."""
+        with self._lock:
+            self.node.respond(received, payload, time.monotonic())
+        self._poke()
+
+    def set_tags(self, tags: Mapping[str, str]) -> None:
+        """New tags for this member, announced to the others."""
+        with self._lock:
+            self.node.set_tags(tags, time.monotonic())
+        self._poke()
+
+    def remove_listener(self, listener: Listener) -> None:
+        self._listeners = [c for c in self._listeners if c != listener]
+
+    def stats(self) -> dict[str, int]:
+        """The node's counters (its members by status among them:
+        ``members.alive``...) and the front's."""
+        with self._lock:
+            out = self.node.stats()
+            out.update(self._counts)
+            out["connections_open"] = len(self._conns)
+            out["subscribers"] = self._subscribers()
+            return out
+
+    def _subscribers(self) -> int:
+        return len(self._listeners)
+
+    # ------------------------------------------------------ what a front gives
+
+    def _watch(self, sock: socket.socket, mask: int) -> None:
+        raise NotImplementedError
+
+    def _unwatch(self, sock: socket.socket) -> None:
+        raise NotImplementedError
+
+    def _poke(self) -> None:
+        raise NotImplementedError
+
+    def _deliver(self, events: list[SerfNodeEvent]) -> None:
+        raise NotImplementedError
+
+    # ------------------------------------------------------ moving bytes
+
+    def _bind(self) -> None:
+        """Both sockets bound and watched, the node started (OSError if the port is taken)."""
+        if self._running:
+            raise RuntimeError("already started")
+        udp = socket.socket(self._family, socket.SOCK_DGRAM)
+        tcp = socket.socket(self._family, socket.SOCK_STREAM)
+        try:
+            tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            udp.bind((self.bind_addr, self.port))
+            tcp.bind((self.bind_addr, self.port))
+            tcp.listen(self._max_streams)
+        except OSError:
+            udp.close()
+            tcp.close()
+            raise
+        udp.setblocking(False)
+        tcp.setblocking(False)
+        self._udp, self._tcp = udp, tcp
+        self._watch(udp, READ)
+        self._watch(tcp, READ)
+        with self._lock:
+            self.node.start(time.monotonic())
+        self._running = True
+
+    def _close_all(self) -> None:
+        """Every socket closed (no leave: that is the node's)."""
+        self._running = False
+        for conn in list(self._conns.values()):
+            self._unwatch(conn.sock)
+            conn.sock.close()
+        self._conns.clear()
+        self._outgoing.clear()
+        for sock in (self._udp, self._tcp):
+            if sock is not None:
+                self._unwatch(sock)
+                sock.close()
+        self._udp = self._tcp = None
+
+    def _next_wake(self) -> float | None:
+        """The node's next deadline, or a connection's (its timeout, or when
+        to hand over what a quiet sender sent), whichever is first."""
+        times = [c.next_time() for c in self._conns.values()]
+        deadline = self.node.next_deadline()
+        if deadline is not None:
+            times.append(deadline)
+        return min(times, default=None)
+
+    def _ready(self, sock: object, mask: int) -> None:
+        """``sock`` is readable or writable (``mask``)."""
+        if sock is self._udp:
+            self._read_datagrams()
+        elif sock is self._tcp:
+            self._accept()
+        else:
+            assert isinstance(sock, socket.socket)
+            conn = self._conns.get(sock)
+            if conn is not None:
+                self._service(conn, mask)
+
+    def _tick(self) -> None:
+        """After a wake-up: the node's timer if due, streams whose sender went
+        quiet handed over, connections past their deadline closed, what the
+        node has to send sent."""
+        now = time.monotonic()
+        deadline = self.node.next_deadline()
+        if deadline is not None and deadline <= now:
+            self.node.handle_timer(now)
+        for conn in list(self._conns.values()):
+            if conn.show_at is not None and conn.show_at <= now:
+                self._hand_over(conn, now)
+            if conn.deadline <= now and conn.sock in self._conns:
+                self._counts["connections_timed_out"] += 1
+                self._close(conn, "i/o timeout")
+        self._flush(now)
+
+    def _flush(self, now: float) -> None:
+        """Send what the node has to send, open what it asks, hand out its events."""
+        assert self._udp is not None
+        for data, addr in self.node.datagrams_to_send(now):
+            try:
+                self._udp.sendto(data, addr)
+                self._counts["datagrams_sent"] += 1
+                self._counts["bytes_sent.udp"] += len(data)
+            except OSError as exc:
+                self._counts["send_errors"] += 1
+                log.debug("serf front: sending to %s: %s", addr, exc)
+        for stream in self.node.streams_to_open(now):
+            self._open(stream.id, stream.addr, stream.data, stream.deadline)
+        events = self.node.events()
+        if events:
+            if self.keyring_file is not None:
+                for event in events:
+                    if isinstance(event, KeyringChanged):
+                        self._save_keyring(event.keys)
+            self._deliver(events)
+
+    def _save_keyring(self, keys: tuple[bytes, ...]) -> None:
+        assert self.keyring_file is not None
+        try:
+            save_keyring(self.keyring_file, keys)
+        except OSError as exc:
+            self._counts["keyring_file_errors"] += 1
+            log.warning("serf front: cannot write the keyring file %s: %s", self.keyring_file, exc.strerror or exc)
+
+    def _read_datagrams(self) -> None:
+        assert self._udp is not None
+        for _ in range(READ_BATCH):
+            try:
+                data, addr = self._udp.recvfrom(65536)
+            except OSError:         # nothing left (or an ICMP error from an earlier send)
+                return
+            self._counts["datagrams_received"] += 1
+            self._counts["bytes_received.udp"] += len(data)
+            self.node.receive_packet(data, (addr[0], addr[1]), time.monotonic())
+
+    def _accept(self) -> None:
+        assert self._tcp is not None
+        while True:
+            try:
+                sock, addr = self._tcp.accept()
+            except OSError:
+                return
+            incoming = sum(1 for c in self._conns.values() if c.incoming)
+            if incoming >= self._max_streams:
+                self._counts["connections_refused"] += 1
+                sock.close()
+                continue
+            self._counts["connections_accepted"] += 1
+            sock.setblocking(False)
+            conn = _Conn(sock, (addr[0], addr[1]), time.monotonic() + self._tcp_timeout, incoming=True)
+            self._conns[sock] = conn
+            self._watch(sock, READ)
+
+    def _open(self, stream_id: int, addr: Addr, data: bytes, deadline: float) -> None:
+        sock = socket.socket(self._family, socket.SOCK_STREAM)
+        try:
+            sock.setblocking(False)
+            sock.bind((self.bind_addr, 0))    # from the given address, never another
+            sock.connect_ex(addr)
+        except OSError as exc:
+            sock.close()
+            self._counts["connections_failed"] += 1
+            self.node.stream_failed(stream_id, time.monotonic(), str(exc))
+            return
+        self._counts["connections_opened"] += 1
+        conn = _Conn(sock, addr, deadline, incoming=False, stream_id=stream_id, outbuf=bytearray(data),
+                     connected=False)
+        self._conns[sock] = conn
+        self._outgoing[stream_id] = conn
+        self._watch(sock, WRITE)
+
+    def _service(self, conn: _Conn, mask: int) -> None:
+        if not conn.connected and mask & WRITE:
+            error = conn.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if error:
+                self._counts["connections_failed"] += 1
+                self._close(conn, f"connect: {os.strerror(error)}")
+                return
+            conn.connected = True
+        if mask & WRITE and conn.outbuf:
+            try:
+                sent = conn.sock.send(conn.outbuf)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            except OSError as exc:
+                self._close(conn, f"write: {exc}")
+                return
+            self._counts["bytes_sent.tcp"] += sent
+            del conn.outbuf[:sent]
+            if not conn.outbuf:
+                if conn.close_after_write:
+                    self._close(conn, "")
+                    return
+                self._watch(conn.sock, READ)
+        if mask & READ:
+            self._read_stream(conn)
+
+    def _read_stream(self, conn: _Conn) -> None:
+        """Read what the stream has; the node sees it when it has doubled
+        since the node last looked (or at once, the first time), else once
+        the sender has been quiet for STREAM_QUIET_S: decoding what was read
+        after every piece would cost the square of a big push/pull."""
+        closed = False
+        for _ in range(STREAM_READS_PER_WAKE):
+            try:
+                chunk = conn.sock.recv(STREAM_READ)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError as exc:
+                self._close(conn, f"read: {exc}")
+                return
+            if not chunk:
+                closed = True
+                break
+            self._counts["bytes_received.tcp"] += len(chunk)
+            if len(conn.inbuf) + len(chunk) > self._max_stream_bytes:
+                self._counts["connections_too_big"] += 1
+                self._close(conn, "stream too big")
+                return
+            conn.inbuf += chunk
+        now = time.monotonic()
+        if closed or len(conn.inbuf) >= 2 * conn.shown:
+            self._hand_over(conn, now)
+            if closed and conn.sock in self._conns and not conn.close_after_write:
+                self._close(conn, "connection closed before a whole message")
+        elif len(conn.inbuf) > conn.shown:
+            conn.show_at = now + STREAM_QUIET_S
+
+    def _hand_over(self, conn: _Conn, now: float) -> None:
+        """Show the node the stream read so far: a whole message is answered
+        (incoming) or ends the stream (ours); else wait for more."""
+        conn.show_at = None
+        if len(conn.inbuf) == conn.shown:
+            return
+        conn.shown = len(conn.inbuf)
+        if not conn.incoming:
+            if self.node.stream_response(conn.stream_id, bytes(conn.inbuf), now):
+                self._outgoing.pop(conn.stream_id, None)
+                self._close(conn, "")
+            return
+        reply = self.node.receive_stream(bytes(conn.inbuf), conn.addr, now)
+        if reply is None:
+            return
+        if not reply:
+            self._close(conn, "")
+            return
+        conn.outbuf = bytearray(reply)
+        conn.close_after_write = True
+        self._watch(conn.sock, WRITE)
+
+    def _close(self, conn: _Conn, error: str) -> None:
+        """End a connection; an outgoing stream that did not finish fails in the node."""
+        self._conns.pop(conn.sock, None)
+        self._unwatch(conn.sock)
+        conn.sock.close()
+        if not conn.incoming and self._outgoing.pop(conn.stream_id, None) is not None:
+            self.node.stream_failed(conn.stream_id, time.monotonic(), error or "closed")
+
+    # ------------------------------------------------------ listeners
+
+    def _call_listeners(self, listeners: Iterable[Listener], event: SerfNodeEvent) -> None:
+        """Each listener with ``event``; one that raises is counted and logged."""
+        for listener in listeners:
+            try:
+                listener(event)
+            except Exception:
+                with self._lock:
+                    self._counts["listener_errors"] += 1
+                log.exception("serf front: a listener failed")
+
+
+def join_seeds(seeds: Iterable[tuple[str, int]]) -> list[Addr]:
+    return [(host, int(port)) for host, port in seeds]
+
+
+__all__ = ["DEFAULT_PORT", "FRONT_COUNTERS", "GossipEventBuffer", "GossipFront", "GossipMember", "GossipOptions",
+           "Listener", "MAX_INCOMING_STREAMS", "Predicate", "SerfOptions", "current", "front_settings", "join_seeds"]

@@ -1,0 +1,254 @@
+"""``mcast-demo gossip``: be a member of a Serf (memberlist) cluster and show
+its membership; its flags, as Serf's agent spells them, are the doctor's too
+(``mcast-demo doctor --gossip``).
+
+    mcast-demo gossip [--bind ADDR[:PORT]] [--join ADDR[:PORT][,...]] [--node NAME]
+                      [--tag KEY=VALUE]... [--encrypt BASE64KEY | --keyring-file FILE]
+                      [--label TEXT] [--json] [--duration S]
+
+Exit status: 0 after a clean leave (Ctrl-C, SIGTERM, ``--duration``, or a
+closed stdout), 2 for bad arguments, 1 when the network refused (the address
+cannot be bound, no seed could be joined, or the cluster gave our name to
+another node).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import socket
+import sys
+import threading
+
+from ..wire.errors import ConfigurationError
+from .view import host_port
+
+# typing.TYPE_CHECKING without importing typing (as cli.py: decode and keygen
+# never load it): both checkers take this name for it.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Protocol
+
+    from ..fronts.gossip_driver import GossipOptions
+    from ..fronts.gossip_service import SerfService
+    from ..gossip.serf.node import JoinDone, SerfNodeEvent
+
+    class Stopper(Protocol):
+        """What ends the demo (the CLI's SIGINT/SIGTERM/closed-stdout waiter)."""
+
+        def wait(self, timeout: float | None) -> bool: ...
+
+        def set(self) -> None: ...
+
+        def until(self, duration: float | None, refresh: float, tick: Callable[[], object]) -> None: ...
+
+#: Serf's default port, for --bind and each --join without one
+DEFAULT_PORT = 7946
+#: where a node binds without --bind: loopback, never every card of the host
+DEFAULT_BIND = "127.0.0.1"
+
+
+def add_arguments(parser: argparse.ArgumentParser, doctor: bool = False) -> None:
+    """The gossip member's flags (the doctor takes them too, to check them)."""
+    group = parser.add_argument_group("gossip (a Serf cluster's member; see the docs: docs/gossip.md "
+                                      "in the source)") if doctor else parser
+    group.add_argument("--bind", metavar="ADDR[:PORT]",
+                       help=f"address to bind and advertise, and its port (default {DEFAULT_BIND}:"
+                            f"{DEFAULT_PORT}: loopback; give this host's address on the cluster's network)")
+    group.add_argument("--join", metavar="ADDR[:PORT][,...]", action="append", default=[],
+                       help=f"a running member (seed) to join, port {DEFAULT_PORT} by default (repeatable)")
+    group.add_argument("--node", metavar="NAME", help="our node name, unique in the cluster (the host name)")
+    group.add_argument("--tag", metavar="KEY=VALUE", action="append", default=[],
+                       help="a tag (repeatable), as serf members shows it")
+    group.add_argument("--encrypt", metavar="BASE64KEY",
+                       help="the cluster's encryption key (serf keygen makes one)")
+    group.add_argument("--keyring-file", metavar="FILE",
+                       help="the keys from a keyring file (Serf's: a JSON list of base64 keys, the "
+                            "primary first), written again when serf keys changes them")
+    group.add_argument("--label", metavar="TEXT",
+                       help="the cluster's label (memberlist >= 0.3's -label): every packet carries it")
+    if not doctor:
+        parser.add_argument("--duration", type=float, metavar="SECONDS",
+                            help="leave after this many seconds (default: at Ctrl-C or SIGTERM)")
+        parser.add_argument("--json", action="store_true",
+                            help="one JSON object per event per line on stdout, nothing else")
+
+
+class Options:
+    """The member the flags describe (``options()`` checks them)."""
+
+    def __init__(self, node: str) -> None:
+        self.node = node
+        self.bind, self.port = DEFAULT_BIND, DEFAULT_PORT
+        self.seeds: list[tuple[str, int]] = []
+        self.tags: dict[str, str] = {}
+        self.keys: tuple[bytes, ...] = ()
+        self.keyring_file: str | None = None
+        self.label = b""
+
+    def gossip_settings(self) -> GossipOptions:
+        """SerfService's ``gossip`` overrides (the keyring file aside)."""
+        settings: GossipOptions = {"label": self.label}
+        if self.keys and self.keyring_file is None:
+            settings["keys"] = self.keys
+        return settings
+
+
+def _address(flag: str, spec: str) -> tuple[str, int]:
+    from ..discovery.peers import parse_peer
+
+    try:
+        return parse_peer(spec, DEFAULT_PORT)
+    except ConfigurationError as error:
+        raise ConfigurationError(str(error).replace(f"peer {spec.strip()!r}", f"{flag} {spec.strip()}", 1)) \
+            from None
+
+
+def options(args: argparse.Namespace, read_keyring: bool = True) -> Options:
+    """The flags, checked (ConfigurationError: one sentence naming the flag);
+    the keyring file read unless ``read_keyring`` is false (SerfService
+    reads it itself)."""
+    from ..fronts.keyring_file import decode_key, load_keyring
+
+    if getattr(args, "duration", None) is not None and not args.duration >= 0:
+        raise ConfigurationError("--duration must be a positive number of seconds")
+    if args.encrypt is not None and args.keyring_file is not None:
+        raise ConfigurationError("--encrypt and --keyring-file cannot be given together: put the key in "
+                                 "the keyring file")
+    opts = Options(node=args.node or socket.gethostname())
+    if args.bind is not None:
+        opts.bind, opts.port = _address("--bind", args.bind)
+    try:
+        bind = ipaddress.ip_address(opts.bind)
+    except ValueError:
+        raise ConfigurationError(f"--bind {args.bind} is not an IP address") from None
+    if bind.is_unspecified:
+        raise ConfigurationError(f"--bind {args.bind} is not a specific address: give this host's address "
+                                 "on the cluster's network (it is advertised to the others)")
+    for spec in (s for specs in args.join for s in specs.split(",") if s.strip()):
+        host, port = _address("--join", spec)
+        opts.seeds.append((resolve(host, bind.version), port))
+    for host, port in opts.seeds:
+        if bind.is_loopback and not ipaddress.ip_address(host).is_loopback:
+            raise ConfigurationError(f"--bind {opts.bind} is loopback, so {host_port(host, port)} cannot "
+                                     "reach this node: give --bind this host's address on that network")
+    for tag in args.tag:
+        key, equals, value = tag.partition("=")
+        if not equals or not key:
+            raise ConfigurationError(f"--tag {tag}: give KEY=VALUE")
+        opts.tags[key] = value
+    if args.encrypt is not None:
+        try:
+            opts.keys = (decode_key(args.encrypt),)
+        except ValueError as error:
+            raise ConfigurationError(f"--encrypt: the key {error}") from None
+    if args.keyring_file is not None:
+        opts.keyring_file = args.keyring_file
+        if read_keyring:
+            opts.keys = load_keyring(args.keyring_file)
+    if args.label is not None:
+        opts.label = args.label.encode("utf-8")
+    return opts
+
+
+def resolve(host: str, version: int) -> str:
+    """An address for ``host`` (a literal, or a name) in the bind address's family."""
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        pass
+    family = socket.AF_INET6 if version == 6 else socket.AF_INET
+    try:
+        return str(socket.getaddrinfo(host, None, family, socket.SOCK_STREAM)[0][4][0])
+    except (OSError, UnicodeError) as error:
+        raise ConfigurationError(f"--join {host}: cannot resolve it "
+                                 f"({getattr(error, 'strerror', None) or error})") from None
+
+
+def run(args: argparse.Namespace, stop: Stopper, silence: Callable[[], None]) -> int:
+    """mcast-demo gossip: start, join, show, and leave when asked."""
+    from ..fronts.gossip_service import SerfService
+    from ..gossip.serf.node import ConflictResolved
+    from .gossip_view import choose
+
+    prog = "mcast-demo gossip"
+    try:
+        opts = options(args, read_keyring=False)
+        service = SerfService(opts.node, opts.bind, opts.port, tags=opts.tags,
+                              gossip=opts.gossip_settings(),
+                              keyring_file=opts.keyring_file)
+    except ConfigurationError as error:
+        print(f"{prog}: error: {error}", file=sys.stderr)
+        return 2
+    view = choose(args.json, sys.stdout)
+    outcome: list[str] = []
+
+    def on_event(event: SerfNodeEvent) -> None:     # on the dispatcher thread
+        if isinstance(event, ConflictResolved) and not event.majority:
+            outcome.append(f"the cluster gave the name {opts.node!r} to another node: choose another --node")
+            stop.set()
+        try:
+            view.on_event(event)
+        except BrokenPipeError:
+            silence()
+            stop.set()
+
+    service.add_listener(on_event)
+    try:
+        service.start()
+    except OSError as error:
+        print(f"{prog}: cannot bind {host_port(opts.bind, opts.port)}: {error.strerror or error}",
+              file=sys.stderr)
+        return 1
+    try:
+        view.started(service)
+        if opts.seeds:
+            done = _join(service, opts.seeds, stop)
+            if done is not None and done.joined == 0:
+                print(f"{prog}: cannot join {'; '.join(done.errors) or 'any seed'} (mcast-demo doctor "
+                      "--gossip with these flags tells why)", file=sys.stderr)
+                return 1
+            for reason in done.errors if done is not None else ():
+                print(f"{prog}: warning: cannot join {reason}", file=sys.stderr)
+        stop.until(args.duration, view.refresh, lambda: view.tick(service))
+        if outcome:
+            print(f"{prog}: {outcome[0]}", file=sys.stderr)
+            return 1
+        try:
+            service.leave()
+        except (TimeoutError, RuntimeError) as error:
+            print(f"{prog}: warning: the leave did not finish: {error}", file=sys.stderr)
+        service.stop()          # every event shown first: the dispatcher ends once it has none
+        view.stopped(service)
+        return 0
+    finally:
+        service.stop()
+        view.close()
+
+
+def _join(service: SerfService, seeds: list[tuple[str, int]], stop: Stopper) -> JoinDone | None:
+    """Join on another thread, so that a Ctrl-C meanwhile is heard at once;
+    None when asked to stop first."""
+    result: list[JoinDone | BaseException] = []
+
+    def join() -> None:
+        try:
+            result.append(service.join(seeds, timeout=service.node.engine.settings.tcp_timeout + 5))
+        except (TimeoutError, RuntimeError) as error:
+            result.append(error)
+        stop_wake.set()
+
+    stop_wake = threading.Event()
+    threading.Thread(target=join, name="gossip-join", daemon=True).start()
+    while not stop_wake.is_set():
+        if stop.wait(0.05):
+            return None
+    outcome = result[0]
+    if isinstance(outcome, BaseException):
+        from ..gossip.serf.node import JoinDone
+        return JoinDone(0, (str(outcome),))
+    return outcome
+
+
+__all__ = ["DEFAULT_BIND", "DEFAULT_PORT", "Options", "add_arguments", "options", "run"]

@@ -1,0 +1,279 @@
+"""The gossip engine at scale, in the deterministic network simulator
+(tests/gossipsim.py): 1,000 real engines on a virtual clock, with and without
+Lifeguard. Virtual time only; pure Python (the gossip engine has one
+implementation)."""
+
+import pytest
+
+from gossipsim import PLAIN_SWIM, Link, Sim, gossip_cluster
+from mcastmember.gossip import framing, messages
+from mcastmember.gossip.layout import NodeState
+
+N = 1000
+
+
+def _window(sim, start, end):
+    sim.run(start)
+    sim.reset_counters()
+    sim.run(end)
+    return sum(sim.datagrams)
+
+
+def _failed(sim, subject):
+    return sorted(o for _t, o, s, kind in sim.marks if s == subject and kind == "failed")
+
+
+@pytest.mark.parametrize("lifeguard", [True, False], ids=["lifeguard", "swim"])
+def test_a_crash_reaches_all_1000_members_and_the_quiet_traffic_is_one_probe_each(lifeguard):
+    """No delay, no loss: a quiet second is one ping and one ack per member,
+    exactly (the start-up gossip of our own alive is over by 2 s), as at 100
+    members below: flat in N. A crash is then suspected, confirmed and
+    gossiped dead to every other member, each marking it failed once and
+    nobody else; never before memberlist's minimum suspicion timeout,
+    4 x log10(1000) x 1 s = 12 s. (Compression and push/pull off: LZW and
+    merging 1,000-node states are most of the engines' time, and neither
+    changes what is checked here.)"""
+    sim = gossip_cluster(N, seed=7, link=Link(delay=0.0), lifeguard=lifeguard, enable_compression=False,
+                         push_pull_interval=0.0)
+    assert _window(sim, 2.0, 3.0) == 2 * N
+    victim = "n123"
+    sim.crash(sim.by_name[victim])
+    for until in range(15, 60):
+        sim.run(float(until))
+        if len(_failed(sim, victim)) == N - 1:
+            break
+    assert _failed(sim, victim) == sorted(f"n{i}" for i in range(N) if i != 123)
+    assert {s for _t, _o, s, _k in sim.marks} == {victim}
+    first = min(t for t, _o, _s, _k in sim.marks)
+    assert first >= 3.0 + 12.0
+    engines = [node.engine for node in sim.nodes]
+    assert sum(e.stats()["refutes"] for e in engines) == 0
+    nacks = sum(e.stats()["nacks_received"] for e in engines)
+    if lifeguard:
+        assert nacks > 0                    # the relays answered the indirect probes of the dead
+    else:
+        assert nacks == 0 and all(e.health_score == 0 for e in engines)
+
+
+def test_quiet_datagrams_at_100_members_are_one_probe_each_too():
+    small = gossip_cluster(100, seed=7, link=Link(delay=0.0))
+    assert _window(small, 2.0, 3.0) == 2 * 100
+
+
+def test_the_same_seed_gives_the_same_run():
+    """Loss, jitter and pauses draw from the seed: two runs, one history."""
+    def run():
+        sim = gossip_cluster(50, seed=3, link=Link(loss=0.2, delay=0.002, jitter=0.003))
+        sim.at(2.0, sim.pause, 5, 3.0)
+        sim.at(2.0, sim.crash, 9)
+        sim.run(30.0)
+        return sim.marks, sim.datagram_bytes, sim.stream_bytes, [n.engine.stats() for n in sim.nodes]
+    assert run() == run()
+
+
+def test_a_paused_member_hears_what_came_meanwhile_and_refutes():
+    """A 6 s stall at 100 members: the others probe it, suspect it and tell
+    it; on resume it reads its queued datagrams, refutes (a new incarnation)
+    and nobody marks it failed: the suspicion timeout (8 s) outlasts the
+    stall."""
+    sim = gossip_cluster(100, seed=5)
+    sim.run(3.0)
+    sim.pause(42, 6.0)
+    sim.run(30.0)
+    engine = sim.nodes[42].engine
+    assert engine.stats()["refutes"] == 1 and engine.incarnation == 2
+    assert sum(n.engine.stats()["suspects"] for n in sim.nodes) == 99      # each other member, once
+    assert sim.marks == []
+    assert all(n.engine.node("n42").incarnation == engine.incarnation for n in sim.nodes)
+
+
+def test_a_partition_is_healed_by_one_join_across_it():
+    """Two halves of 20 cut apart for 30 s mark each other failed. memberlist
+    alone never probes the dead again; Serf's reconnect joins across, as
+    here: the push/pull tells each side it was thought dead, each refutes,
+    and the gossip brings all 40 back alive everywhere."""
+    sim = gossip_cluster(40, seed=2)
+    sim.run(2.0)
+    sim.partition(set(range(20)))
+    sim.run(32.0)
+    assert all(len(n.engine.members()) == 20 for n in sim.nodes)
+    sim.heal()
+    sim.nodes[30].engine.join([sim.nodes[3].addr], sim.now)
+    sim.touched(30)
+    sim.run(60.0)
+    assert all(len(n.engine.members()) == 40 for n in sim.nodes)
+    assert all(n.engine.incarnation == 2 for n in sim.nodes)
+
+
+def test_plain_swim_is_lifeguards_three_parts_off():
+    assert PLAIN_SWIM == {"awareness_max_multiplier": 1, "suspicion_max_timeout_mult": 1, "nacks": False}
+    assert isinstance(Sim(), Sim)
+
+
+# ------------------------------------------------------------------ abuse
+# An attacker without a member's engine: crafted datagrams and streams from
+# an address no member knows, into a running simulated cluster.
+
+ATTACKER = ("10.255.0.1", 7946)
+
+
+def _packet(*msgs):
+    parts = [messages.encode(m) for m in msgs]
+    return framing.encode_packet(parts[0] if len(parts) == 1 else framing.make_compound(parts))
+
+
+def _flood(sim, make, every, until, targets):
+    """Every ``every`` s until ``until``: ``make()``'s packet to each
+    target; returns how many rounds were sent."""
+    rounds = 0
+    while sim.now + every <= until:
+        sim.run(sim.now + every)
+        data = make()
+        for j in targets:
+            sim.inject(data, ATTACKER, j)
+        rounds += 1
+    return rounds
+
+
+def _bounded(sim):
+    for node in sim.nodes:
+        e, s = node.engine, node.engine.settings
+        assert len(e.table) <= s.max_nodes and len(e.broadcasts) <= s.max_broadcasts
+        assert e.broadcasts.size <= s.max_broadcast_bytes and e.stats()["suspects"] >= 0
+
+
+def test_a_flood_of_suspicions_about_everyone_removes_nobody():
+    """Suspect messages about each of 50 members, at the incarnation they
+    have, each signed with a new made-up name, to every member ten times a
+    second for 5 s: each accused hears of it and refutes once (incarnation
+    2), the rest are stale; the made-up confirmations are refused (they
+    would cut the suspicion timeout to its minimum, and the one member in
+    a thousand the refutation's gossip misses would mark its node failed).
+    Nobody is marked failed, and every queue stays within its bound."""
+    sim = gossip_cluster(50, seed=4)
+    sim.run(2.0)
+    victims = [f"n{i}" for i in range(50)]
+    lies = iter(range(10**9))
+
+    def make():
+        k = next(lies)
+        return _packet(*(messages.Suspect(incarnation=1, node=v, from_=f"liar{k}") for v in victims[:25]),
+                       *(messages.Suspect(incarnation=1, node=v, from_=f"liar{k}") for v in victims[25:]))
+    _flood(sim, make, 0.1, 7.0, range(50))
+    sim.run(50.0)
+    assert sim.marks == []
+    assert sum(n.engine.stats()["confirmations_refused"] for n in sim.nodes) > 50 * 49
+    assert all(n.engine.incarnation == 2 for n in sim.nodes)
+    assert all(len(n.engine.members()) == 50 for n in sim.nodes)
+    assert sum(n.engine.stats()["refutes"] for n in sim.nodes) == 50
+    _bounded(sim)
+
+
+def test_replayed_old_incarnations_change_nothing_and_a_stranger_cannot_take_a_name():
+    """After every member refuted once (incarnation 2), replays of their
+    incarnation-1 dead, suspect and alive messages are stale: nobody is
+    marked failed or moves. An alive at a new incarnation from another
+    address is a name conflict, counted and refused."""
+    sim = gossip_cluster(30, seed=6)
+    sim.run(2.0)
+    for j in range(30):
+        sim.inject(_packet(messages.Suspect(incarnation=1, node=f"n{j}", from_="x")), ATTACKER, j)
+    sim.run(10.0)
+    assert all(n.engine.incarnation == 2 for n in sim.nodes)
+    vsn = sim.nodes[0].engine.settings.vsn()
+
+    def make():
+        return _packet(*(messages.Dead(incarnation=1, node=f"n{v}", from_="x") for v in range(30)),
+                       *(messages.Suspect(incarnation=1, node=f"n{v}", from_="x") for v in range(30)),
+                       messages.Alive(incarnation=9, node="n7", addr=bytes([10, 255, 0, 1]), port=7946, vsn=vsn))
+    _flood(sim, make, 0.2, 20.0, range(30))
+    sim.run(30.0)
+    assert sim.marks == []
+    assert all(n.engine.node("n7").addr == "10.0.0.8" for n in sim.nodes)
+    assert sum(n.engine.stats()["name_conflicts"] for n in sim.nodes) == 30 * 50     # n7 too
+    assert all(n.engine.incarnation == 2 for n in sim.nodes)
+
+
+def test_a_storm_of_joins_and_a_huge_push_pull_stay_within_the_table_bound():
+    """An alive storm with 100 new names a second, then a push/pull of 20,000
+    invented nodes, into 30 members whose tables hold 200: the tables stop
+    at 200 (refusals counted), the queues at their bounds, the invented
+    nodes are probed, found dead and reaped, and no live member is ever
+    marked failed; afterwards the tables are back to the 30 real members."""
+    sim = gossip_cluster(30, seed=8, max_nodes=200, max_broadcasts=512)
+    sim.run(2.0)
+    vsn = sim.nodes[0].engine.settings.vsn()
+    names = iter(range(10**9))
+
+    def fake(k):
+        return dict(incarnation=1, addr=bytes([10, 200 + (k >> 16), k >> 8 & 255, k & 255]), port=7946, vsn=vsn)
+
+    def make():
+        return _packet(*(messages.Alive(node=f"fake{k}", **fake(k)) for k in [next(names) for _ in range(10)]))
+    _flood(sim, make, 0.1, 12.0, [0, 1, 2])
+    huge = messages.PushPull(False, [messages.PushNodeState(name=f"fake{k}", state=NodeState.ALIVE, **fake(k))
+                                     for k in range(20_000, 40_000)], b"")
+    reply = sim.nodes[5].engine.receive_stream(framing.encode_stream(messages.encode_push_pull(huge)), ATTACKER,
+                                              sim.now)
+    assert reply
+    sim.touched(5)
+    _bounded(sim)
+    assert len(sim.nodes[5].engine.table) == 200
+    assert sim.nodes[5].engine.stats()["nodes_refused"] >= 20_000 - 200
+    sim.run(30.0)
+    _bounded(sim)
+    assert max(len(n.engine.table) for n in sim.nodes) == 200
+    sim.run(300.0)
+    _bounded(sim)
+    assert [m for m in sim.marks if m[3] == "failed" and not m[2].startswith("fake")] == []
+    assert all(sorted(m.name for m in n.engine.members()) == sorted(f"n{i}" for i in range(30))
+               for n in sim.nodes)
+    assert all(len(n.engine.table) == 30 for n in sim.nodes)
+
+
+def test_with_a_key_an_outsiders_dead_messages_are_dropped_and_counted():
+    """A dead message at a member's current incarnation marks it failed at
+    once (memberlist's rule: the member refutes when it hears). With
+    encryption on, an outsider without the key gets nothing in: every
+    datagram is refused and counted."""
+    sim = gossip_cluster(30, seed=9, keys=(bytes(range(16)),))
+    sim.run(2.0)
+
+    def make():
+        return _packet(*(messages.Dead(incarnation=1, node=f"n{v}", from_="x") for v in range(30)))
+    rounds = _flood(sim, make, 0.2, 6.0, range(30))
+    sim.run(10.0)
+    assert sim.marks == []
+    assert all(n.engine.stats()["bad_input.bad_encryption"] == rounds == 19 for n in sim.nodes)
+
+
+def test_suspicions_during_a_join_storm_reach_the_accused_who_refutes():
+    """Two real members; an attacker fills a's table with 250 invented nodes
+    (a join storm, so its gossip reaches b about once in 80 tries) and keeps
+    accusing b at b's current incarnation, signed by invented names a now
+    knows (confirmations that cut the timeout to its minimum). b must hear
+    each accusation in time to refute: a tells the accused directly when it
+    starts suspecting it (one datagram, to a member it already has), so b
+    is never marked failed and stays in a's table."""
+    sim = gossip_cluster(2, seed=11, max_nodes=256)
+    sim.run(2.0)
+    a, b = sim.nodes[0].engine, sim.nodes[1].engine
+    vsn = a.settings.vsn()
+    names = iter(range(10**9))
+
+    def join_storm():
+        return _packet(*(messages.Alive(node=f"fake{k}", incarnation=1, port=7946, vsn=vsn,
+                                        addr=bytes([10, 200, k >> 8 & 255, k & 255]))
+                         for k in [next(names) for _ in range(25)]))
+    _flood(sim, join_storm, 0.1, 3.5, [0])
+    assert len(a.table) == 256
+    liars = iter(range(10**9))
+
+    def accuse():
+        return _packet(*(messages.Suspect(incarnation=b.incarnation, node="n1", from_=f"fake{next(liars) % 250}")
+                         for _ in range(4)))
+    _flood(sim, accuse, 0.1, 40.0, [0])
+    sim.run(60.0)
+    assert _failed(sim, "n1") == []
+    assert a.node("n1").state == NodeState.ALIVE
+    assert b.stats()["refutes"] >= 1
