@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from mcastmember.engine.engine import MAX_PROBE_SOCKETS, MAX_PROBES, PROBE_ATTEMPTS, PROBES_PER_SILENCE
+from mcastmember.engine.verify import MAX_PROBE_SOCKETS, MAX_PROBES, PROBE_ATTEMPTS, PROBES_PER_SILENCE
 
 from fronts import Asyncio, FRONTS, Threaded
 from netlab import (JsonProcess, Lan, demo_command, event, loss_rules, nft_available,

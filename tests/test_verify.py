@@ -10,8 +10,9 @@ import pytest
 from mcastmember import _codec
 from mcastmember.engine.config import ServiceConfig
 from mcastmember.wire import auth
-from mcastmember.engine.engine import (LOST_ATTEMPT_S, MAX_PROBE_SOCKETS, MAX_PROBES, PROBE_ATTEMPTS,
-                                PROBE_RATE, PROBES_PER_SILENCE, MembershipEngine)
+from mcastmember.engine.engine import MembershipEngine
+from mcastmember.engine.verify import (LOST_ATTEMPT_S, MAX_PROBE_SOCKETS, MAX_PROBES, PROBE_ATTEMPTS, PROBE_RATE,
+                                       PROBES_PER_SILENCE)
 
 from support import GROUP, LOOPBACK, heartbeat, silent_port, wait_until
 

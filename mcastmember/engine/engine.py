@@ -2,7 +2,8 @@
 
 The engine owns our member and its heartbeat packet, the heartbeat grid, the
 membership table and its expiry, the pause guard, the malformed-datagram
-report, the counters, the decision to reopen a socket, and the events. It has
+report, the counters, the decision to reopen a socket, and the events; the
+second opinion's decisions are verify.py's, which it drives. It has
 no threads, sockets, sleeps or clocks: every call that needs the time takes
 ``now`` (monotonic seconds). A driver (``service.py`` with threads,
 ``aio.py`` with asyncio) opens the sockets and loops::
@@ -40,7 +41,6 @@ import logging
 import math
 import os
 import socket
-from collections import deque
 from typing import TYPE_CHECKING, cast
 
 from .. import _codec
@@ -53,6 +53,7 @@ from ..discovery.peers import PeerSet, cloud_unique_id
 from ..discovery.resolver import Answer
 from .datapath import DataPath
 from .table import ADDED, REMOVED, SUSPECT, Membership
+from .verify import ProbeAttempt, VerifyProbes
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -96,53 +97,6 @@ SAFE_BEATS_PER_DROP = 3
 # plus the drop time, so that waking at it always expires the member (a float
 # exactly at the boundary would not, and the driver would wake again at once).
 EXPIRY_SLACK_S = 0.001
-
-# The second opinion (verify). A probe is several TCP connects ("attempts")
-# within its bound (verify_timeout), a new one every bound / PROBE_ATTEMPTS,
-# each given what is left of the bound. Linux retransmits a lost SYN or
-# SYN-ACK only after 1 s (its initial retransmission timeout), far past a
-# bound of a few hundred ms, so within the bound one connect is one SYN: with
-# a share p of the packets lost each way it fails with 1 - (1 - p)^2 (51% at
-# 30% loss), and a live member is removed on that luck alone. Six attempts
-# all fail with (1 - (1 - p)^2)^6: 1.8% at 30% loss, 18% at 50%. Six keeps
-# the gap between attempts (bound / 6: 50 ms by default) a large multiple
-# of a LAN's round trip (under 1 ms), so on a healthy network the first
-# attempt is answered before the second is due and a probe costs one socket;
-# the last attempt still has that gap to be answered in. More attempts
-# would share the socket bound among fewer suspects for little more.
-PROBE_ATTEMPTS = 6
-# Sockets in flight for probes, at most: attempts handed to the front and not
-# reported yet, those of probes already decided included (a connect holds
-# its socket until the front reports it, whatever the engine decided
-# meanwhile). A probe starts only when all its attempts fit, so a probe under
-# way always makes its next attempt on time, before any new suspect starts;
-# a flood of suspects waits its turn. 48 descriptors are few beside any
-# limit (1024 by default), and let MAX_PROBES suspects whose ports never
-# answer be probed at once.
-MAX_PROBE_SOCKETS = 48
-MAX_PROBES = MAX_PROBE_SOCKETS // PROBE_ATTEMPTS
-# What a silent member may cost us, whoever named its address (without keys,
-# anyone on the network: a forged heartbeat names any host and port). At
-# most PROBES_PER_SILENCE probes per member between two of its heartbeats:
-# a suspect whose port answers is kept a drop time at a time, and the
-# probe that would keep it a PROBES_PER_SILENCE-th time removes it instead
-# ("verify.exhausted"): about that many drop times of silence (30 s at the
-# default 3 s) outlast any garbage-collection pause, and a process that
-# still has not sent a heartbeat is not a member, whatever its kernel
-# answers. At most PROBE_RATE probes start in any one second (a sliding
-# window, not a token bucket, whose burst and refill could start nearly
-# twice that within one second): a flood of suspects waits its turn
-# ("verify.deferred"). A probe makes up to PROBE_ATTEMPTS connects (spread
-# over verify_timeout; one when the port answers), and at most
-# MAX_PROBE_SOCKETS are open at once. A forged member heard again (its
-# heartbeats are what a member is) starts a new silence: its budget of
-# PROBES_PER_SILENCE is per silence, the rate is what bounds the whole.
-PROBES_PER_SILENCE = 10
-PROBE_RATE = 32
-# An attempt the front has not reported this long after its deadline is
-# taken as lost (a front's bug) and its slot freed, so that lost reports
-# cannot stall verify for good. Far longer than any live front takes.
-LOST_ATTEMPT_S = 1.0
 
 # Reasons of the removals ``stop()`` emits for the members still present,
 # and of a dns_members member's whose address left the DNS answer.
@@ -203,9 +157,7 @@ class MembershipEngine:
         self._listed: dict[bytes, Member] = {}          # dns_members: address bytes -> Member
         if self._peers is not None:
             self._new_targets()
-        self._probes: dict[bytes, _Probe] = {}          # verify: identity -> _Probe of a suspect
-        self._attempts: set[ProbeAttempt] = set()       # verify: handed out, not reported yet
-        self._starts: deque[float] = deque(maxlen=PROBE_RATE)   # verify: the last probe starts
+        self._verify = VerifyProbes(self._counts, self._confirm, self._log)     # the second opinion
         self._running = False
         self._packet: HeartbeatPacket | None = None
         self._sent_earlier = 0    # by packets since replaced (each counts its own sends)
@@ -253,8 +205,7 @@ class MembershipEngine:
         self._discard_read_ahead()
         self.table.clear()
         self._listed = {}
-        self._probes = {}
-        self._attempts = set()      # a restart counts afresh: reports from before are ignored
+        self._verify.reset()        # a restart counts afresh: reports from before are ignored
         self._counts["removed." + STOPPED] += len(remaining)
         self._events.extend(MemberEvent(REMOVED, member, STOPPED) for member in remaining)
         return self._make_packet(L.SHUTDOWN_COMMAND) if self._sends else None
@@ -288,8 +239,8 @@ class MembershipEngine:
         expiry = self.table.next_expiry()
         if expiry is not None:
             deadline = min(deadline, max(expiry, self._grace_until) + EXPIRY_SLACK_S)
-        if self._probes or self._attempts:
-            deadline = min(deadline, self._probe_deadline())
+        if self._verify.busy:
+            deadline = min(deadline, self._verify.deadline())
         if self._read_after > self._now:
             deadline = min(deadline, self._read_after)
         # A deadline already past is due now: waking at once is not lateness.
@@ -306,10 +257,10 @@ class MembershipEngine:
             events = self.table.expire(now, suspect=self.config.verify)
             for event in events:
                 if event.kind == SUSPECT:
-                    self._probes[event.member.identity] = _Probe(event.member, now)
+                    self._verify.suspect(event.member, now)
             self._events.extend(events)
-        if self._probes or self._attempts:
-            self._judge_probes(now)
+        if self._verify.busy:
+            self._verify.judge(now, self.table.is_suspect)
         if now >= self._next_report:
             self._next_report = now + MALFORMED_REPORT_S
             self._report_malformed()
@@ -471,137 +422,30 @@ class MembershipEngine:
         self._read_after = now + ERROR_BACKOFF_S
         self._count_failure(which)
 
-    # -- the second opinion (verify) ----------------------------------------------------------
+    # -- the second opinion (verify): decided in verify.py ----------------------------------
     def probes_due(self, now: float) -> list[ProbeAttempt]:
-        """The probe attempts to make now (see PROBE_ATTEMPTS): for each, try
-        a TCP connect to ``attempt.member``'s address and port, close it at
-        once, and report with ``on_probe``; give up when ``attempt.deadline``
-        passes (on the clock that gives the engine its times;
-        ``attempt.timeout`` is the same, counted from ``now``). Report every
-        attempt once, whatever the engine decided meanwhile: until then it
-        counts against MAX_PROBE_SOCKETS."""
-        if not self._probes:
+        """The probe attempts to make now (see verify.PROBE_ATTEMPTS): for
+        each, try a TCP connect to ``attempt.member``'s address and port,
+        close it at once, and report with ``on_probe``; give up when
+        ``attempt.deadline`` passes (on the clock that gives the engine its
+        times; ``attempt.timeout`` is the same, counted from ``now``). Report
+        every attempt once, whatever the engine decided meanwhile: until then
+        it counts against verify.MAX_PROBE_SOCKETS."""
+        if not self._verify.suspects:
             return []
         self._now = now
-        bound = self.config.verify_timeout_s
-        due: list[ProbeAttempt] = []
-        waiting: list[_Probe] = []
-        for probe in self._probes.values():
-            if probe.deadline is None:
-                if now >= probe.at:
-                    waiting.append(probe)
-            elif probe.made < PROBE_ATTEMPTS and probe.at <= now < probe.deadline:
-                due.append(self._attempt(probe, now, bound))
-        if waiting:
-            reserved = self._sockets_reserved()
-            waiting.sort(key=lambda probe: probe.at)        # the longest waiting first
-            for k, probe in enumerate(waiting):
-                if self._next_start() > now:
-                    for late in waiting[k:]:
-                        if not late.deferred:
-                            late.deferred = True
-                            self._counts["verify.deferred"] += 1
-                    break
-                if reserved + PROBE_ATTEMPTS > MAX_PROBE_SOCKETS:
-                    break
-                self._starts.append(now)
-                reserved += PROBE_ATTEMPTS
-                probe.deadline = now + bound
-                due.append(self._attempt(probe, now, bound))
-        return due
-
-    def _attempt(self, probe: _Probe, now: float, bound: float) -> ProbeAttempt:
-        assert probe.deadline is not None       # the probe is under way
-        probe.made += 1
-        # The next attempt's time, on the probe's own grid: a late wake-up
-        # delays one attempt, not the ones after it.
-        probe.at = probe.deadline - bound * (PROBE_ATTEMPTS - probe.made) / PROBE_ATTEMPTS
-        attempt = ProbeAttempt(probe, probe.deadline - now)
-        self._attempts.add(attempt)
-        return attempt
-
-    def _next_start(self) -> float:
-        """When the rate allows the next probe start: at once while fewer
-        than PROBE_RATE started in the last second, else a second after the
-        oldest of the last PROBE_RATE."""
-        if len(self._starts) < PROBE_RATE:
-            return -math.inf
-        return self._starts[0] + 1.0
-
-    def _sockets_reserved(self) -> int:
-        """Attempts in flight, and those the probes under way may still make."""
-        return len(self._attempts) + sum(PROBE_ATTEMPTS - probe.made
-                                         for probe in self._probes.values()
-                                         if probe.deadline is not None)
-
-    def _probe_deadline(self) -> float:
-        """When verify needs the driver next: an attempt or a bound due, a
-        waiting suspect's turn (only while there is room to start it: else
-        the report that frees a slot wakes the driver, which would spin
-        meanwhile), an unreported attempt to give up on."""
-        soonest = math.inf
-        room = self._sockets_reserved() + PROBE_ATTEMPTS <= MAX_PROBE_SOCKETS
-        token = self._next_start()
-        for probe in self._probes.values():
-            if probe.deadline is not None:
-                soonest = min(soonest, probe.deadline,
-                              probe.at if probe.made < PROBE_ATTEMPTS else math.inf)
-            elif room:
-                soonest = min(soonest, max(probe.at, token))
-        for attempt in self._attempts:
-            soonest = min(soonest, attempt.deadline + LOST_ATTEMPT_S)
-        return soonest
+        return self._verify.due(now, self.config.verify_timeout_s)
 
     def on_probe(self, attempt: ProbeAttempt, answered: bool | None, now: float) -> None:
         """``attempt`` (from ``probes_due``) ended: ``answered`` True when the
         port accepted the connection, False when it was refused, None when
-        nothing answered by its deadline. The first acceptance keeps the
-        member for another drop time (then it is probed again, unless
-        heard), but that of its PROBES_PER_SILENCE-th probe since it was
-        last heard removes it ("verify.exhausted"); a refusal (nothing
-        listens there) removes it ("expired") at once, as does the probe's
-        bound passing with no answer
-        (``verify.timed_out``, whichever clock ran out: the last attempt's or
-        the engine's). The report of a probe already decided only frees its
-        socket slot."""
+        nothing answered by its deadline (what each means:
+        ``VerifyProbes.report`` in verify.py)."""
         self._now = now
-        if attempt not in self._attempts:
-            return                      # reported before, from before a stop, or given up as lost
-        self._attempts.discard(attempt)
-        probe = attempt.probe
-        identity = probe.member.identity
-        if self._probes.get(identity) is not probe or probe.deadline is None:
-            return                      # decided already, heard meanwhile, or gone
-        if answered and probe.number >= PROBES_PER_SILENCE:
-            self._counts["verify.exhausted"] += 1
-            self._confirm(identity)
-        elif answered:
-            self._counts["verify.kept"] += 1
-            self._probes[identity] = _Probe(probe.member, now + self._drop, probe.number + 1)
-        elif answered is False:
-            self._counts["verify.failed"] += 1
-            self._confirm(identity)
-        elif probe.made == PROBE_ATTEMPTS and not any(a.probe is probe for a in self._attempts):
-            self._counts["verify.timed_out"] += 1
-            self._confirm(identity)
+        self._verify.report(attempt, answered, now, self._drop)
 
-    def _judge_probes(self, now: float) -> None:
-        for identity, probe in list(self._probes.items()):
-            if not self.table.is_suspect(identity):
-                del self._probes[identity]          # heard again, or said goodbye
-            elif probe.deadline is not None and now >= probe.deadline:
-                self._counts["verify.timed_out"] += 1
-                self._confirm(identity)
-        lost = [a for a in self._attempts if now >= a.deadline + LOST_ATTEMPT_S]
-        if lost:
-            self._attempts.difference_update(lost)
-            self._log.log(logging.WARNING, "probe-lost", "%d probe attempts were never "
-                          "reported by the driver: their sockets are no longer counted",
-                          len(lost))
-
-    def _confirm(self, identity: bytes) -> None:
-        probe = self._probes.pop(identity)
-        event = self.table.confirm(probe.member)
+    def _confirm(self, member: Member) -> None:
+        event = self.table.confirm(member)
         if event is not None:
             self._events.append(event)
 
@@ -791,37 +635,6 @@ class MembershipEngine:
                         total, self.config.describe(),
                         ", ".join(f"{k} {v}" for k, v in sorted(failures.items())), fate, hint)
             self._auth_reported = total
-
-
-class _Probe:
-    """A suspect's second opinion: when it (under way: its next attempt) is
-    due; under way, when its bound ends and how many attempts it made;
-    which probe of the member's silence it is (from 1), whether it had to
-    wait for PROBE_RATE."""
-
-    __slots__ = ("member", "at", "deadline", "made", "number", "deferred")
-
-    def __init__(self, member: Member, at: float, number: int = 1) -> None:
-        self.member, self.at, self.number = member, at, number
-        self.deadline: float | None = None
-        self.made = 0
-        self.deferred = False
-
-
-class ProbeAttempt:
-    """One TCP connect of a suspect's probe, as ``probes_due`` hands it to
-    the driver: connect to ``member``, report with ``on_probe`` by
-    ``deadline`` at the latest (``timeout`` seconds after it was handed out)."""
-
-    __slots__ = ("probe", "member", "timeout", "deadline")
-
-    def __init__(self, probe: _Probe, timeout: float) -> None:
-        assert probe.deadline is not None       # the probe is under way
-        self.probe, self.member = probe, probe.member
-        self.timeout, self.deadline = timeout, probe.deadline
-
-    def __repr__(self) -> str:
-        return f"ProbeAttempt({self.member.address}:{self.member.port}, timeout={self.timeout:.3f})"
 
 
 def _addresses(count: int) -> str:

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from typing_extensions import Self, TypeAlias, Unpack
 
     from ..engine.config import Settings
-    from ..engine.engine import ProbeAttempt
+    from ..engine.verify import ProbeAttempt
     from ..engine.member import Member
     from ..discovery.peers import Lookup
     from .tribes_listener_aio import AsyncTribesListener

@@ -29,7 +29,8 @@ if TYPE_CHECKING:
 
     from ..engine.config import AuthMode, Keys
     from ..engine.datapath import Outgoing
-    from ..engine.engine import ProbeAttempt, SocketRole
+    from ..engine.engine import SocketRole
+    from ..engine.verify import ProbeAttempt
     from ..engine.events import EventsLost, MemberEvent
     from ..engine.member import Member
     from ..discovery.peers import Lookup

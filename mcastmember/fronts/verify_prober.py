@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Literal
 
-    from ..engine.engine import ProbeAttempt
+    from ..engine.verify import ProbeAttempt
 
 log = logging.getLogger("mcastmember")
 
