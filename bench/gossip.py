@@ -5,6 +5,7 @@
     python bench/gossip.py [--json FILE] [--sizes 100,1000] [--seconds 60]
                            [--traffic 20] [--conditions 0:0,0:0.05,0.1:0,0.3:0,0:0:0.05]
                            [--seed 0] [--heartbeat-sim-max 100]
+                           [--real PYTHON,PURE,AGENTS] [--real-seconds 120] [--hot]
 
 For each size N and each condition LOSS:PAUSED[:SLOW] (a share of datagrams
 lost on every link; a share of members stalling 2-5 s every 5-15 s; a share
@@ -25,6 +26,12 @@ N^2 (N times the faulty members, each fault gossiped to N): at 100 members
 Above what one process holds (every member keeps a table of every other:
 N^2 node records, about 210 bytes each), ``--model-sizes`` gives the figures
 memberlist's formulas and the real message sizes predict (printed, not rows).
+
+The same run can add the other tables of issue 27: ``--real 30,15,3`` appends
+the rows of a real mixed cluster (that many Python members, of them pure
+Python, and Serf agents, in network namespaces: bench/gossip_real.py; root,
+``serf`` and ``nft`` needed) with ``source`` "real", and ``--hot`` prints the
+hot messages' CPU and allocation table (bench/gossip_hot.py) at the end.
 """
 
 import argparse
@@ -121,6 +128,10 @@ def main() -> None:
     parser.add_argument("--heartbeat-sim-max", type=int, default=100)
     parser.add_argument("--model-sizes", default="100,1000,10000")
     parser.add_argument("--table", nargs="+", metavar="JSON", help="print these files' rows as a markdown table")
+    parser.add_argument("--real", metavar="PYTHON,PURE,AGENTS",
+                        help="also a real mixed cluster (bench/gossip_real.py), e.g. 30,15,3")
+    parser.add_argument("--real-seconds", type=float, default=120.0)
+    parser.add_argument("--hot", action="store_true", help="also the hot messages' table (bench/gossip_hot.py)")
     args = parser.parse_args()
     if args.table:
         print(markdown([row for name in args.table for row in json.loads(pathlib.Path(name).read_text())]))
@@ -147,6 +158,17 @@ def main() -> None:
         print("memberlist's formulas with the real message sizes:")
         for n in (int(x) for x in args.model_sizes.split(",")):
             print(model(n), flush=True)
+    if args.real:
+        import gossip_real
+        python, pure, agents = (int(x) for x in args.real.split(","))
+        for row in gossip_real.real_rows(python=python, pure=pure, agents=agents, seconds=args.real_seconds):
+            rows.append(row)
+            print(" ".join(f"{str(row.get(c)):>14}" for c in COLUMNS), flush=True)
+        if args.json:
+            pathlib.Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+    if args.hot:
+        import gossip_hot
+        gossip_hot.main(["--quick", "--no-go"])
 
 
 if __name__ == "__main__":
