@@ -26,6 +26,11 @@ PROBE_INTERVAL = 1.0
 #: push/pull every 30 s (scaled only above 32 members): Serf's push/pull state
 #: carries its recent user events, so an event gossip missed arrives then
 PUSH_PULL_INTERVAL = 30.0
+#: the longest a member waits for its own push/pull to bring what gossip
+#: missed: the first comes after a random stagger of up to one interval, then
+#: one interval (state.go pushPullTrigger), so up to two after it started;
+#: the others' push/pulls with it may come sooner, or not at all
+REPAIR_BOUND = 2 * PUSH_PULL_INTERVAL
 SUSPICION_MULT = 4
 SUSPICION_MAX_TIMEOUT_MULT = 6
 
