@@ -100,6 +100,40 @@ def test_graceful_leave_shows_left_everywhere_not_failed():
     assert first_leave is not None and first_dead is not None and first_leave < first_dead
 
 
+def test_memberlist_leave_starts_when_the_intent_is_taken_for_the_last_time():
+    """Serf's Leave waits on the intent's Finished, which memberlist calls as
+    GetBroadcasts takes its last transmission; memberlist's leave then queues
+    the dead message at once, so the gossip round that carried the intent
+    for the last time carries the dead message to its remaining targets."""
+    net = cluster(list("abcde"), settle=5.05)      # the leave falls between two gossip rounds
+    start, t0 = len(net.sent), net.now
+    net["c"].leave(net.now)
+    net.run(net.now + 10.0)
+    names = {addr: name for name, addr in net.names.items()}
+    sent = []       # (seconds after the leave, to, what) of c's datagrams carrying its leave
+    for t, src, dst, data in net.sent[start:]:
+        parts = _user_and_wire(data) if src == net.names["c"] else []
+        what = [type(p).__name__ for p in parts if isinstance(p, (messages.Leave, wire.Dead)) and p.node == "c"]
+        if what:
+            sent.append((round(t - t0, 3), names[dst], what))
+    # N = 5: each sent 4 x ceil(log10(6)) = 4 times; 3 gossip targets a round (every 0.2 s)
+    assert [(t, what) for t, _to, what in sent] == [
+        (0.15, ["Leave"]), (0.15, ["Leave"]), (0.15, ["Leave"]),
+        (0.35, ["Leave"]), (0.35, ["Dead"]), (0.35, ["Dead"]),     # the same round: the dead message next
+        (0.55, ["Dead"]), (0.55, ["Dead"])]
+    assert len({to for t, to, _what in sent if t == 0.35}) == 3
+    assert of(net, "c", LeaveDone) == [LeaveDone(True)]
+    # everyone had the intent before the dead message: left, never failed,
+    # and all of them a gossip round sooner than if the dead message waited
+    # for the next round (0.751)
+    left = {}
+    for name in "abde":
+        assert member_events(net, name, "c") == ["joined", "left"]
+        left[name] = round(next(t for t, e in net.events[name] if isinstance(e, MemberEvent)
+                                and e.member.name == "c" and e.kind == "left") - t0, 3)
+    assert sorted(left.values()) == [0.351, 0.351, 0.551, 0.551]
+
+
 def test_silent_node_shows_failed_everywhere():
     net = cluster(["a", "b", "c", "d"])
     net.silence("d")

@@ -162,6 +162,9 @@ class SerfNode:
         self._join_ok = 0
         self._join_errors: list[str] = []
         self._leaving: _Leaving | None = None
+        #: the time of the call we are in (memberlist's leave may start inside the engine's
+        #: GetBroadcasts, which is given none)
+        self._now = 0.0
         self._next_reap = float("inf")
         self._next_reconnect = float("inf")
         self._reconnecting: list[Addr] = []
@@ -169,6 +172,7 @@ class SerfNode:
     # ----------------------------------------------------------- lifecycle
 
     def start(self, now: float) -> None:
+        self._now = now
         self.engine.start(now)
         self._next_reap = now + self.serf_settings.reap_interval
         self._next_reconnect = now + self.serf_settings.reconnect_interval
@@ -307,20 +311,24 @@ class SerfNode:
     # ---------------------------------------------------- the engine's surface
 
     def receive_packet(self, data: bytes, addr: Addr, now: float) -> None:
+        self._now = now
         self.engine.receive_packet(data, addr, now)
         self._pump(now)
 
     def receive_stream(self, data: bytes, addr: Addr, now: float) -> bytes | None:
+        self._now = now
         reply = self.engine.receive_stream(data, addr, now)
         self._pump(now)
         return reply
 
     def stream_response(self, stream_id: int, data: bytes, now: float) -> bool:
+        self._now = now
         done = self.engine.stream_response(stream_id, data, now)
         self._pump(now)
         return done
 
     def stream_failed(self, stream_id: int, now: float, error: str = "connection failed") -> None:
+        self._now = now
         self.engine.stream_failed(stream_id, now, error)
         self._pump(now)
 
@@ -346,6 +354,7 @@ class SerfNode:
         return None if soonest == float("inf") else soonest
 
     def handle_timer(self, now: float) -> None:
+        self._now = now
         self.engine.handle_timer(now)
         if self._next_reap <= now:
             self._next_reap = now + self.serf_settings.reap_interval
@@ -623,9 +632,7 @@ class SerfNode:
         s = self.serf_settings
         if leaving.phase == "intent":
             if leaving.token in self.intents.finished:
-                self.intents.finished.remove(leaving.token)
-                leaving.phase, leaving.deadline = "memberlist", now + s.broadcast_timeout
-                self.engine.leave(now)
+                self._memberlist_leave(leaving, now)
             elif leaving.deadline <= now:
                 self._end_leave(False, "timeout while waiting for graceful leave")
                 return
@@ -637,6 +644,13 @@ class SerfNode:
                 return
         if leaving.phase == "propagate" and leaving.deadline <= now:
             self._end_leave(True)
+
+    def _memberlist_leave(self, leaving: _Leaving, now: float) -> None:
+        """The intent is done: memberlist's leave, which queues its dead
+        message about us."""
+        self.intents.finished.remove(leaving.token)
+        leaving.phase, leaving.deadline = "memberlist", now + self.serf_settings.broadcast_timeout
+        self.engine.leave(now)
 
     def _end_leave(self, ok: bool, error: str = "") -> None:
         self._leaving = None
@@ -654,6 +668,13 @@ class SerfNode:
             out += queue.get(overhead, left, n, max_items - len(out))
         for queue in (self.queries, self.user_events):
             queue.finished.clear()
+        leaving = self._leaving
+        if leaving is not None and leaving.phase == "intent" and leaving.token in self.intents.finished:
+            # Serf's Leave waits on the intent's notify channel, which the
+            # queue closes as it hands out the last transmission; memberlist's
+            # leave follows at once, so the dead message goes out on our next
+            # packet: the next target of this gossip round, or the next ack.
+            self._memberlist_leave(leaving, self._now)
         return out
 
     def _queue(self, queue: BroadcastQueue, raw: bytes, token: object | None = None) -> None:
