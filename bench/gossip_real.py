@@ -34,7 +34,11 @@ enough). Each time is seen per observer, from the kill (or the leave's start)
 to that observer's mark: ``detect_*`` and ``leave_*`` give, per kind of
 observer, the median and p99 over every observer and victim;
 ``victim_detect_all_s`` and ``victim_leave_all_s``, per kind of victim, how
-long it took until the last member marked each one; ``leaves_marked_failed``
+long it took until the last member marked each one, and
+``victim_leave_from_start_s`` the same for leaves counted from the leave's
+start inside the member (the agent's "requesting graceful leave" log line,
+the Python member's own clock: the time ``serf leave`` takes to start and
+reach its agent left out); ``leaves_marked_failed``
 how many times a member marked a leaver of this kind ``failed`` before
 ``left`` (Serf 0.9.4 does so when the dead message comes before the leave
 intent; push/pull corrects it later).
@@ -71,6 +75,8 @@ UDP_HEADERS, TCP_HEADERS, SYN_HEADERS = 28, 52, 60
 KINDS = ("python-compiled", "python-pure", "serf")
 PURE_ENV = {"MCASTMEMBER_NO_EXTENSIONS": "1", "MSGPACK_PUREPYTHON": "1"}
 AGENT_EVENT = re.compile(r"serf: EventMember(Join|Failed|Leave|Update|Reap): (\S+)")
+#: what an agent logs as ``serf leave`` reaches it, before Serf's Leave starts
+AGENT_LEAVING = "agent: requesting graceful leave"
 AGENT_KINDS = {"Join": "joined", "Failed": "failed", "Leave": "left", "Update": "updated", "Reap": "reaped"}
 
 
@@ -135,6 +141,8 @@ class Proc:
         self.events: list[tuple[float, str, str]] = []
         self.lines: list[dict] = []
         self.log: list[str] = []
+        #: when its graceful leave started inside the member (the agent's log line, the member's own clock)
+        self.leave_started: float | None = None
         self.proc = lan.run(index, argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=env)
         self.pid = self.proc.pid
@@ -149,6 +157,8 @@ class Proc:
                 found = AGENT_EVENT.search(line)
                 if found:
                     self.events.append((now, AGENT_KINDS[found.group(1)], found.group(2)))
+                elif AGENT_LEAVING in line:
+                    self.leave_started = now
                 continue
             try:
                 item = json.loads(line)
@@ -158,6 +168,8 @@ class Proc:
             if item.get("e") == "member":
                 self.events.append((item["t"], item["kind"], item["name"]))
             else:
+                if item.get("e") == "left":
+                    self.leave_started = item["t0"]
                 self.lines.append(item)
 
     def alive_view(self):
@@ -368,6 +380,7 @@ def real_rows(python=30, pure=15, agents=3, seconds=120.0, settle=10.0, kills=Tr
             _say(quiet, f"window of {seconds} s measured; load average {load_before} -> {load_after}")
             marks = []      # (what, victim kind, observer kind, seconds)
             whole = []      # (what, victim name, victim kind, seconds until the last observer)
+            from_start = []     # (victim kind, the same for a leave, from its start inside the member)
             missed = 0
             leaves_failed = []     # (leaver's kind, observer's kind) of each leave first marked failed
             victims = []
@@ -402,6 +415,9 @@ def real_rows(python=30, pure=15, agents=3, seconds=120.0, settle=10.0, kills=Tr
                             f"{max((s for _k, s in times.values()), default=float('nan')):.2f} s "
                             f"(median {statistics.median([s for _k, s in times.values()] or [0]):.2f} s)")
                 wait_until(lambda: not victim.running(), 10)
+                if what == "left" and times and not missing and \
+                        wait_until(lambda: victim.leave_started is not None, 5, 0.05):
+                    from_start.append((kind, max(s for _k, s in times.values()) - (victim.leave_started - since)))
                 victim.stop()
                 if kind == "serf" and victim.index != 0:      # back, so that every round has an agent to lose
                     back = Proc(lan, victim.index, "serf", victim.name,
@@ -445,6 +461,8 @@ def real_rows(python=30, pure=15, agents=3, seconds=120.0, settle=10.0, kills=Tr
             "leave_median_s": round(statistics.median(leave), 3) if leave else None,
             "leave_p99_s": round(percentile(leave, 99), 3) if leave else None,
             "victim_detect_all_s": [round(x, 3) for x in detected], "victim_leave_all_s": [round(x, 3) for x in left],
+            # from the leave's start inside the member: ``serf leave`` takes a while to reach the agent
+            "victim_leave_from_start_s": [round(s, 3) for vk, s in from_start if vk == kind],
             "compiled": sorted(next(iter(compiled[kind]))) if kind in compiled else None,
             "leaves_marked_failed": sum(1 for vk, _ok in leaves_failed if vk == kind),
             "false_failed_per_member_hour": round(sum(m["false_failed"] for m in mine) / hours, 2),
@@ -452,7 +470,7 @@ def real_rows(python=30, pure=15, agents=3, seconds=120.0, settle=10.0, kills=Tr
             "cpus": os.cpu_count(), "marks_missed": missed,
         })
     if details is not None:
-        details.update(members=members, marks=marks, whole=whole, marks_missed=missed,
+        details.update(members=members, marks=marks, whole=whole, from_start=from_start, marks_missed=missed,
                        leaves_marked_failed=leaves_failed)
     return rows
 

@@ -100,38 +100,54 @@ def test_graceful_leave_shows_left_everywhere_not_failed():
     assert first_leave is not None and first_dead is not None and first_leave < first_dead
 
 
-def test_memberlist_leave_starts_when_the_intent_is_taken_for_the_last_time():
-    """Serf's Leave waits on the intent's Finished, which memberlist calls as
-    GetBroadcasts takes its last transmission; memberlist's leave then queues
-    the dead message at once, so the gossip round that carried the intent
-    for the last time carries the dead message to its remaining targets."""
-    net = cluster(list("abcde"), settle=5.05)      # the leave falls between two gossip rounds
+def _leave_on_the_wire(settle, **overrides):
+    """c leaves from a five-node cluster settled ``settle`` s: (seconds after
+    the leave, to, what) of c's datagrams carrying its leave intent or its
+    dead message, and when each other member marked c left."""
+    net = cluster(list("abcde"), settle=settle, **overrides)
     start, t0 = len(net.sent), net.now
     net["c"].leave(net.now)
     net.run(net.now + 10.0)
     names = {addr: name for name, addr in net.names.items()}
-    sent = []       # (seconds after the leave, to, what) of c's datagrams carrying its leave
+    sent = []
     for t, src, dst, data in net.sent[start:]:
         parts = _user_and_wire(data) if src == net.names["c"] else []
-        what = [type(p).__name__ for p in parts if isinstance(p, (messages.Leave, wire.Dead)) and p.node == "c"]
-        if what:
+        what = [type(p).__name__ for p in parts
+                if isinstance(p, wire.Ping) or isinstance(p, (messages.Leave, wire.Dead)) and p.node == "c"]
+        if any(kind != "Ping" for kind in what):
             sent.append((round(t - t0, 3), names[dst], what))
-    # N = 5: each sent 4 x ceil(log10(6)) = 4 times; 3 gossip targets a round (every 0.2 s)
-    assert [(t, what) for t, _to, what in sent] == [
-        (0.15, ["Leave"]), (0.15, ["Leave"]), (0.15, ["Leave"]),
-        (0.35, ["Leave"]), (0.35, ["Dead"]), (0.35, ["Dead"]),     # the same round: the dead message next
-        (0.55, ["Dead"]), (0.55, ["Dead"])]
-    assert len({to for t, to, _what in sent if t == 0.35}) == 3
     assert of(net, "c", LeaveDone) == [LeaveDone(True)]
-    # everyone had the intent before the dead message: left, never failed,
-    # and all of them a gossip round sooner than if the dead message waited
-    # for the next round (0.751)
-    left = {}
+    # every other member had the intent before the dead message: left, never failed
+    left = []
     for name in "abde":
         assert member_events(net, name, "c") == ["joined", "left"]
-        left[name] = round(next(t for t, e in net.events[name] if isinstance(e, MemberEvent)
-                                and e.member.name == "c" and e.kind == "left") - t0, 3)
-    assert sorted(left.values()) == [0.351, 0.351, 0.551, 0.551]
+        left += [round(t - t0, 3) for t, e in net.events[name]
+                 if isinstance(e, MemberEvent) and e.member.name == "c" and e.kind == "left"]
+    return sent, sorted(left)
+
+
+def test_memberlist_leave_starts_once_the_send_that_finished_the_intent_is_out():
+    """Serf's Leave waits on the intent's Finished, which memberlist calls as
+    GetBroadcasts takes the last transmission, and then queues memberlist's
+    dead message: on Serf's agents it goes out on the next packet, seldom on
+    the rest of the gossip round in hand. N = 5: each message goes out 4 x
+    ceil(log10(6)) = 4 times; 3 gossip targets a round, every 0.2 s; the
+    probe's ping every 1 s, on a gossip tick, before the round."""
+    # the last transmission on the round's first target: the rest of the round
+    # has nothing to send, the dead message goes out next round
+    sent, left = _leave_on_the_wire(5.05)
+    assert [(t, what) for t, _to, what in sent] == [
+        (0.15, ["Leave"]), (0.15, ["Leave"]), (0.15, ["Leave"]), (0.35, ["Leave"]),
+        (0.55, ["Dead"]), (0.55, ["Dead"]), (0.55, ["Dead"]), (0.75, ["Dead"])]
+    assert left == [0.551, 0.551, 0.551, 0.751]
+    # the last transmission on our probe's ping: the gossip round of the same
+    # tick (one timer call: 0.25 s adds up exactly to the probe's 1 s) carries
+    # the dead message, not the round after it (then 0.65: everyone at 0.651)
+    sent, left = _leave_on_the_wire(5.6, gossip_interval=0.25)
+    assert [(t, what) for t, _to, what in sent] == [
+        (0.15, ["Leave"]), (0.15, ["Leave"]), (0.15, ["Leave"]), (0.4, ["Ping", "Leave"]),
+        (0.4, ["Dead"]), (0.4, ["Dead"]), (0.4, ["Dead"]), (0.401, ["Dead"])]    # the last on an ack
+    assert left == [0.401, 0.401, 0.401, 0.402]
 
 
 def test_silent_node_shows_failed_everywhere():

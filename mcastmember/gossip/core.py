@@ -125,6 +125,7 @@ class EngineCore:
     def __init__(self, settings: GossipSettings, *, meta: bytes = b"", seed: int | None = None,
                  user_state: Callable[[bool], bytes] | None = None,
                  get_broadcasts: Callable[[int, int, int], list[bytes]] | None = None,
+                 broadcasts_sent: Callable[[], None] | None = None,
                  hot: ModuleType | None = hot_path.DEFAULT):
         if len(meta) > META_MAX_SIZE:
             raise ValueError(f"node meta is at most {META_MAX_SIZE} bytes, not {len(meta)}")
@@ -141,6 +142,7 @@ class EngineCore:
         self.keyring = crypto.Keyring(settings.keys) if settings.keys else None
         self.user_state = user_state
         self.get_broadcasts = get_broadcasts
+        self.broadcasts_sent = broadcasts_sent
         #: the payload of our acks (PingDelegate.AckPayload)
         self.ack_payload = b""
         self._meta = meta
@@ -200,8 +202,9 @@ class EngineCore:
         for node in self.table.k_random(s.gossip_nodes, skip):
             msgs = self._get_broadcasts(COMPOUND_OVERHEAD, avail, COMPOUND_MAX_PARTS)
             if not msgs:
-                return
+                break
             self._send_raw(node.address, msgs[0] if len(msgs) == 1 else framing.make_compound(msgs), node)
+        self._sent()
 
     def _broadcast(self, name: str, msg: bytes, token: object | None = None) -> None:
         before = self.broadcasts.dropped
@@ -244,6 +247,17 @@ class EngineCore:
         avail = self.settings.udp_buffer_size - len(msg) - COMPOUND_HEADER_OVERHEAD - self._wrap_overhead()
         extra = self._get_broadcasts(COMPOUND_OVERHEAD, avail, COMPOUND_MAX_PARTS - 1)
         self._send_raw(addr, framing.make_compound([msg, *extra]) if extra else msg, None)
+        self._sent()
+
+    def _sent(self) -> None:
+        """A gossip round or a message with broadcasts piggybacked is out:
+        tell ``broadcasts_sent``. memberlist calls a broadcast's Finished as
+        GetBroadcasts takes its last transmission, but whoever waits on it
+        runs on another goroutine, and in practice acts after the send in
+        hand: Serf's leave puts memberlist's dead message on the next
+        packet, seldom on the rest of that gossip round (seen on the wire)."""
+        if self.broadcasts_sent is not None:
+            self.broadcasts_sent()
 
     def _send_raw(self, addr: Addr, msg: bytes, node: Node | None) -> None:
         """rawSendMsgPacket: compress if smaller, the CRC header for nodes

@@ -68,6 +68,9 @@ class GossipEngine(HotPath):
     user messages to piggyback instead of :attr:`user_broadcasts`: called with
     the overhead each message costs, the bytes left and the most messages
     that fit, it returns message bodies (the engine adds the type-8 byte).
+    ``broadcasts_sent``, if given, is called after each gossip round and each
+    message sent with broadcasts piggybacked (to act on what the queues
+    finished, as memberlist's notified waiters do once the send is out).
     """
 
 

@@ -143,7 +143,8 @@ class SerfNode:
         self.name = settings.name
         self._tags = dict(tags or {})
         self.engine = GossipEngine(settings, meta=encode_tags(self._tags, serf.protocol_version), seed=seed,
-                                   user_state=self._local_state, get_broadcasts=self._get_broadcasts)
+                                   user_state=self._local_state, get_broadcasts=self._get_broadcasts,
+                                   broadcasts_sent=self._broadcasts_sent)
         members = SerfMembers(self.name, reconnect_timeout=serf.reconnect_timeout,
                               tombstone_timeout=serf.tombstone_timeout, max_members=settings.max_nodes)
         self.core = SerfCore(self.name, members)
@@ -163,7 +164,7 @@ class SerfNode:
         self._join_errors: list[str] = []
         self._leaving: _Leaving | None = None
         #: the time of the call we are in (memberlist's leave may start inside the engine's
-        #: GetBroadcasts, which is given none)
+        #: call, which gives none)
         self._now = 0.0
         self._next_reap = float("inf")
         self._next_reconnect = float("inf")
@@ -668,14 +669,19 @@ class SerfNode:
             out += queue.get(overhead, left, n, max_items - len(out))
         for queue in (self.queries, self.user_events):
             queue.finished.clear()
+        return out
+
+    def _broadcasts_sent(self) -> None:
+        """Serf's Leave waits on the intent's notify channel, which the queue
+        closes as it hands out the last transmission; memberlist's leave
+        follows on that goroutine, in practice once the send in hand is out.
+        So it starts here, after the gossip round or the message that carried
+        the intent for the last time, and its dead message goes out on our
+        next packet (the gossip round of the same tick after our probe's
+        ping, the next ack), not a tick later."""
         leaving = self._leaving
         if leaving is not None and leaving.phase == "intent" and leaving.token in self.intents.finished:
-            # Serf's Leave waits on the intent's notify channel, which the
-            # queue closes as it hands out the last transmission; memberlist's
-            # leave follows at once, so the dead message goes out on our next
-            # packet: the next target of this gossip round, or the next ack.
             self._memberlist_leave(leaving, self._now)
-        return out
 
     def _queue(self, queue: BroadcastQueue, raw: bytes, token: object | None = None) -> None:
         before = queue.dropped
