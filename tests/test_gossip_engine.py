@@ -276,6 +276,33 @@ def test_graceful_leave_propagates_as_left_not_failed():
     assert leaves and set(map(repr, leaves)) == {repr(messages.Dead(incarnation=1, node="c", from_="c"))}
 
 
+def test_broadcasts_sent_is_told_after_each_gossip_round_and_each_piggybacking_send():
+    """The hook a layer above acts on finished broadcasts with (Serf's leave
+    waits on its intent): called once a gossip round's datagrams or a
+    message's datagram are out, never in the middle of a round."""
+    calls = []
+
+    def engine(settings, seed):
+        def sent():
+            calls.append((round(net.now, 3), made.stats()["packets_sent"]))
+        made = GossipEngine(settings, seed=seed, broadcasts_sent=sent if settings.name == "a" else None)
+        return made
+
+    net = Net()
+    net.factory = engine
+    net.cluster(["a", "b", "c"], settle=3.1)
+    calls.clear()
+    before = net["a"].stats()["packets_sent"]
+    net["a"].broadcast_user(b"x" * 40)
+    net.run(4.05)
+    # (time, a's datagrams since the message was queued) at each call: the
+    # gossip rounds every 0.2 s (the message to b and c in the first two,
+    # 4 = 4 x ceil(log10(4)) transmissions; then nothing to send), at 4.0 s
+    # the probe's ping and that tick's round, then a's acks to b's and c's pings
+    assert [(at, sent - before) for at, sent in calls] == [
+        (3.2, 2), (3.4, 4), (3.6, 4), (3.8, 4), (4.0, 5), (4.0, 5), (4.001, 6), (4.001, 7)]
+
+
 def test_left_and_dead_nodes_are_reaped_after_gossip_to_the_dead_time():
     net = Net()
     net.cluster(["a", "b", "c"], settle=3.0, gossip_to_the_dead_time=5.0)
