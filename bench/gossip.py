@@ -6,6 +6,7 @@
                            [--traffic 20] [--conditions 0:0,0:0.05,0.1:0,0.3:0,0:0:0.05]
                            [--seed 0] [--heartbeat-sim-max 100]
                            [--real PYTHON,PURE,AGENTS] [--real-seconds 120] [--hot]
+                           [--by-type]
 
 For each size N and each condition LOSS:PAUSED[:SLOW] (a share of datagrams
 lost on every link; a share of members stalling 2-5 s every 5-15 s; a share
@@ -18,6 +19,12 @@ of steady state, then 3 crashes, a join and a leave, followed for
 heartbeat's size (N - 1 datagrams per member per period): ``method`` says
 which. Rows follow issue 27's contract (``source`` "sim"); the JSON is
 written after every row, so a long run can be cut short.
+
+``--by-type`` also counts what the traffic window sent by message type
+(every datagram and stream message decoded: slower) and the engine counters
+behind it (probes, failed probes, suspicions, refutations, nacks), in each
+row's ``by_type`` and ``causes_per_member_s``; with ``--table`` it prints
+those rows' breakdown instead, one column a row.
 
 CPU (one core): a quiet row of 1,000 members about a minute; faults cost as
 N^2 (N times the faulty members, each fault gossiped to N): at 100 members
@@ -116,6 +123,42 @@ def markdown(rows: list) -> str:
     return "\n".join(lines)
 
 
+#: the breakdown's rows: each message type (as sent inside datagrams), then the totals and causes
+KINDS = ("ping", "indirect_ping", "ack", "nack", "suspect", "alive", "dead", "user")
+GOSSIP_KINDS = ("suspect", "alive", "dead")
+CAUSE_ROWS = (("probes_failed", "failed probes"), ("suspects", "suspicions started (each member's)"),
+              ("refutes", "refutations"), ("nacks_received", "nacks received"),
+              ("probes_degraded", "probes stretched by the health score"))
+
+
+def breakdown(rows: list) -> str:
+    """What the rows' traffic windows sent, by message type, per member per
+    second: messages (bytes), one column a row (those run with --by-type)."""
+    rows = [r for r in rows if r.get("by_type")]
+    def pair(entry):
+        return "–" if not entry else f"{entry[0]:.3g} ({entry[1]:,.0f} B)"
+    def total(table, kinds=None):
+        picked = [v for k, v in table.items() if kinds is None or k in kinds]
+        return pair([sum(v[0] for v in picked), sum(v[1] for v in picked)] if picked else None)
+    head = ["| per member-s |"] + [f" {r['members']:,} {r['protocol']}, {r['loss']:.0%} loss, seed {r['seed']} |"
+                                   for r in rows]
+    lines = ["".join(head), "|---|" + "---|" * len(rows)]
+    for kind in KINDS:
+        if any(kind in r["by_type"]["parts"] for r in rows):
+            lines.append(f"| {kind} messages | " + " | ".join(pair(r["by_type"]["parts"].get(kind)) for r in rows)
+                         + " |")
+    lines.append("| datagrams | " + " | ".join(total(r["by_type"]["datagrams"]) for r in rows) + " |")
+    lines.append("| of them led by a suspect, alive or dead | "
+                 + " | ".join(total(r["by_type"]["datagrams"], GOSSIP_KINDS) for r in rows) + " |")
+    lines.append("| push/pull streams | " + " | ".join(pair(r["by_type"]["streams"].get("push_pull")) for r in rows)
+                 + " |")
+    lines.append("| TCP pings and acks | " + " | ".join(total(r["by_type"]["streams"], ("ping", "ack")) for r in rows)
+                 + " |")
+    for name, text in CAUSE_ROWS:
+        lines.append(f"| {text} | " + " | ".join(f"{r['causes_per_member_s'][name]:.3g}" for r in rows) + " |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json")
@@ -132,9 +175,12 @@ def main() -> None:
                         help="also a real mixed cluster (bench/gossip_real.py), e.g. 30,15,3")
     parser.add_argument("--real-seconds", type=float, default=120.0)
     parser.add_argument("--hot", action="store_true", help="also the hot messages' table (bench/gossip_hot.py)")
+    parser.add_argument("--by-type", action="store_true",
+                        help="count the traffic by message type (slower); with --table, print that breakdown")
     args = parser.parse_args()
     if args.table:
-        print(markdown([row for name in args.table for row in json.loads(pathlib.Path(name).read_text())]))
+        rows = [row for name in args.table for row in json.loads(pathlib.Path(name).read_text())]
+        print(breakdown(rows) if args.by_type else markdown(rows))
         return
     conditions = [(tuple(float(x) for x in c.split(":")) + (0.0, 0.0))[:3] for c in args.conditions.split(",")]
     rows = []
@@ -147,11 +193,14 @@ def main() -> None:
                     row = heartbeat_model(n, loss, paused, slow)
                 else:
                     row = scenario(n, protocol, loss=loss, paused_fraction=paused, slow_fraction=slow,
-                                   seconds=args.seconds, traffic=args.traffic, seed=args.seed)
+                                   seconds=args.seconds, traffic=args.traffic, seed=args.seed,
+                                   by_type=args.by_type)
                     row["method"] = "simulated"
                 row["cpu_s"] = round(time.process_time() - cpu, 1)
                 rows.append(row)
                 print(" ".join(f"{str(row.get(c)):>14}" for c in COLUMNS + ("cpu_s",)), flush=True)
+                if row.get("by_type"):
+                    print(breakdown([row]), flush=True)
                 if args.json:
                     pathlib.Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
     if args.model_sizes:
