@@ -4,7 +4,7 @@
 
     python bench/gossip.py [--json FILE] [--sizes 100,1000] [--seconds 60]
                            [--traffic 20] [--conditions 0:0,0:0.05,0.1:0,0.3:0,0:0:0.05]
-                           [--seed 0] [--heartbeat-sim-max 100]
+                           [--seed 0[,1...]] [--heartbeat-sim-max 100]
                            [--real PYTHON,PURE,AGENTS] [--real-seconds 120] [--hot]
                            [--by-type]
 
@@ -133,29 +133,49 @@ CAUSE_ROWS = (("probes_failed", "failed probes"), ("suspects", "suspicions start
 
 def breakdown(rows: list) -> str:
     """What the rows' traffic windows sent, by message type, per member per
-    second: messages (bytes), one column a row (those run with --by-type)."""
-    rows = [r for r in rows if r.get("by_type")]
+    second: messages (bytes). One column per size, protocol and condition
+    (those run with --by-type), the mean over its seeds, and each seed's
+    count of refutations in the window (each false suspicion refuted once)."""
+    groups: dict = {}
+    for r in rows:
+        if r.get("by_type"):
+            key = (r["members"], r["protocol"], r["loss"], r["paused_fraction"], r.get("slow_fraction", 0))
+            groups.setdefault(key, []).append(r)
+
+    def mean(entries):
+        """The mean [count, bytes] over the seeds (a seed without any: 0)."""
+        runs, entries = len(entries), [e for e in entries if e]
+        return [sum(e[0] for e in entries) / runs, sum(e[1] for e in entries) / runs] if entries else None
+
     def pair(entry):
         return "–" if not entry else f"{entry[0]:.3g} ({entry[1]:,.0f} B)"
-    def total(table, kinds=None):
-        picked = [v for k, v in table.items() if kinds is None or k in kinds]
-        return pair([sum(v[0] for v in picked), sum(v[1] for v in picked)] if picked else None)
-    head = ["| per member-s |"] + [f" {r['members']:,} {r['protocol']}, {r['loss']:.0%} loss, seed {r['seed']} |"
-                                   for r in rows]
-    lines = ["".join(head), "|---|" + "---|" * len(rows)]
-    for kind in KINDS:
-        if any(kind in r["by_type"]["parts"] for r in rows):
-            lines.append(f"| {kind} messages | " + " | ".join(pair(r["by_type"]["parts"].get(kind)) for r in rows)
-                         + " |")
-    lines.append("| datagrams | " + " | ".join(total(r["by_type"]["datagrams"]) for r in rows) + " |")
-    lines.append("| of them led by a suspect, alive or dead | "
-                 + " | ".join(total(r["by_type"]["datagrams"], GOSSIP_KINDS) for r in rows) + " |")
-    lines.append("| push/pull streams | " + " | ".join(pair(r["by_type"]["streams"].get("push_pull")) for r in rows)
-                 + " |")
-    lines.append("| TCP pings and acks | " + " | ".join(total(r["by_type"]["streams"], ("ping", "ack")) for r in rows)
-                 + " |")
-    for name, text in CAUSE_ROWS:
-        lines.append(f"| {text} | " + " | ".join(f"{r['causes_per_member_s'][name]:.3g}" for r in rows) + " |")
+
+    def summed(r, what, kinds=None):
+        picked = [v for k, v in r["by_type"][what].items() if kinds is None or k in kinds]
+        return [sum(v[0] for v in picked), sum(v[1] for v in picked)] if picked else None
+
+    head, cells = "| per member-s |", {}
+    for (n, protocol, loss, paused, slow), group in groups.items():
+        seeds = ", ".join(str(r["seed"]) for r in group)
+        head += f" {n:,} {protocol}, {loss:.0%} loss{f', {paused:.0%} paused' if paused else ''}" \
+                f"{f', {slow:.0%} slow' if slow else ''} (seed {seeds}) |"
+        col = cells[(n, protocol, loss, paused, slow)] = {}
+        for kind in KINDS:
+            col[f"{kind} messages"] = mean([r["by_type"]["parts"].get(kind) for r in group])
+        col["datagrams"] = mean([summed(r, "datagrams") for r in group])
+        col["of them led by a suspect, alive or dead"] = mean([summed(r, "datagrams", GOSSIP_KINDS) for r in group])
+        col["push/pull streams"] = mean([r["by_type"]["streams"].get("push_pull") for r in group])
+        col["TCP pings and acks"] = mean([summed(r, "streams", ("ping", "ack")) for r in group])
+        for name, text in CAUSE_ROWS:
+            col[text] = f"{sum(r['causes_per_member_s'][name] for r in group) / len(group):.3g}"
+        col["refutations in the window"] = ", ".join(
+            f"{r['causes_per_member_s']['refutes'] * n * r['traffic_seconds']:.0f}" for r in group)
+    lines = [head, "|---|" + "---|" * len(cells)]
+    for label in next(iter(cells.values()), {}):
+        values = [col[label] for col in cells.values()]
+        if label.endswith(" messages") and not any(values):
+            continue
+        lines.append(f"| {label} | " + " | ".join(v if isinstance(v, str) else pair(v) for v in values) + " |")
     return "\n".join(lines)
 
 
@@ -167,7 +187,7 @@ def main() -> None:
     parser.add_argument("--traffic", type=float, default=20.0)
     parser.add_argument("--conditions", default="0:0,0:0.05,0.1:0,0.3:0,0:0:0.05")
     parser.add_argument("--protocols", default="swim,lifeguard,unicast-heartbeat")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", default="0", help="a seed, or several (0,1,2): each row run with each")
     parser.add_argument("--heartbeat-sim-max", type=int, default=100)
     parser.add_argument("--model-sizes", default="100,1000,10000")
     parser.add_argument("--table", nargs="+", metavar="JSON", help="print these files' rows as a markdown table")
@@ -187,13 +207,13 @@ def main() -> None:
     print(" ".join(f"{c[:14]:>14}" for c in COLUMNS + ("cpu_s",)), flush=True)
     for n in (int(x) for x in args.sizes.split(",")):
         for loss, paused, slow in conditions:
-            for protocol in args.protocols.split(","):
+            for seed, protocol in ((int(x), p) for x in args.seed.split(",") for p in args.protocols.split(",")):
                 cpu = time.process_time()
                 if protocol == "unicast-heartbeat" and n > args.heartbeat_sim_max:
                     row = heartbeat_model(n, loss, paused, slow)
                 else:
                     row = scenario(n, protocol, loss=loss, paused_fraction=paused, slow_fraction=slow,
-                                   seconds=args.seconds, traffic=args.traffic, seed=args.seed,
+                                   seconds=args.seconds, traffic=args.traffic, seed=seed,
                                    by_type=args.by_type)
                     row["method"] = "simulated"
                 row["cpu_s"] = round(time.process_time() - cpu, 1)
