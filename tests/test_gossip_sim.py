@@ -3,6 +3,10 @@
 Lifeguard. Virtual time only; pure Python (the gossip engine has one
 implementation)."""
 
+import pathlib
+import subprocess
+import sys
+
 import pytest
 
 from gossipsim import PLAIN_SWIM, Link, Sim, gossip_cluster, tallies
@@ -84,6 +88,17 @@ def test_by_type_counts_each_datagram_by_its_messages():
     assert sum(v[1] for v in lossy.by_type["streams"].values()) == sum(lossy.stream_bytes)
     assert parts["alive"][0] > datagrams["alive"][0] and parts["nack"][0] == datagrams["nack"][0]
     assert set(lossy.by_type["streams"]) <= {"push_pull", "ping", "ack"}
+
+
+def test_the_docs_breakdown_is_the_bench_table_of_its_rows():
+    """docs/gossip.md's by-type breakdown is what bench/gossip.py prints
+    from bench/gossip-by-type.json, the rows whose figures the text quotes."""
+    root = pathlib.Path(__file__).resolve().parent.parent
+    out = subprocess.run([sys.executable, str(root / "bench" / "gossip.py"), "--table",
+                          str(root / "bench" / "gossip-by-type.json"), "--by-type"],
+                         capture_output=True, text=True, check=True).stdout
+    assert out.strip() in (root / "docs" / "gossip.md").read_text()
+    assert "| refutations in the window | 21, 14, 15, 22, 15 | 14, 15, 12, 17, 14 |" in out
 
 
 def test_the_same_seed_gives_the_same_run():
