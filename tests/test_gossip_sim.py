@@ -1,7 +1,8 @@
 """The gossip engine at scale, in the deterministic network simulator
 (tests/gossipsim.py): 1,000 real engines on a virtual clock, with and without
 Lifeguard. Virtual time only; pure Python (the gossip engine has one
-implementation)."""
+implementation; its hot path's two, compiled and pure, are held equal by
+test_gossip_hot and the fuzzer), so CI runs these once, in its compiled pass."""
 
 import pathlib
 import subprocess
@@ -12,6 +13,8 @@ import pytest
 from gossipsim import PLAIN_SWIM, Link, Sim, gossip_cluster, tallies
 from mcastmember.gossip import framing, messages
 from mcastmember.gossip.layout import NodeState
+
+pytestmark = pytest.mark.single_pass
 
 N = 1000
 
