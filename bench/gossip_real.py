@@ -461,7 +461,7 @@ def real_rows(python=30, pure=15, agents=3, seconds=120.0, settle=10.0, kills=Tr
             "leave_median_s": round(statistics.median(leave), 3) if leave else None,
             "leave_p99_s": round(percentile(leave, 99), 3) if leave else None,
             "victim_detect_all_s": [round(x, 3) for x in detected], "victim_leave_all_s": [round(x, 3) for x in left],
-            # from the leave's start inside the member: ``serf leave`` takes a while to reach the agent
+            # from the leave's start inside the member (the time ``serf leave`` takes to reach its agent left out)
             "victim_leave_from_start_s": [round(s, 3) for vk, s in from_start if vk == kind],
             "compiled": sorted(next(iter(compiled[kind]))) if kind in compiled else None,
             "leaves_marked_failed": sum(1 for vk, _ok in leaves_failed if vk == kind),
