@@ -84,6 +84,20 @@ def compress_message(msg: bytes) -> bytes:
     return messages.encode(messages.Compress(algo=LZW_ALGO, buf=lzw.compress(msg)))
 
 
+def never_shorter(prefix: bytes, tail: int) -> bool:
+    """Whether no message of ``prefix`` and at most ``tail`` more bytes
+    compresses (:func:`compress_message`) to fewer bytes than itself, so
+    that trying is wasted work.
+
+    LZW reads its input in one pass: the codes of ``prefix + more`` are
+    those of ``prefix`` but the last, then at least one code no narrower
+    than it; so the compressed message never shrinks as bytes are added,
+    while the message itself grows by at most ``tail``.
+    """
+    size = len(prefix) + tail
+    return compressed_floor(size) >= size or len(compress_message(prefix)) >= size
+
+
 def decompress_body(comp: messages.Compress, max_size: int) -> bytes:
     """decompressBuffer: the bytes a compress message holds."""
     if comp.algo != LZW_ALGO:
