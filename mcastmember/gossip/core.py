@@ -35,8 +35,9 @@ from . import crypto, framing, hot as hot_path, label as label_mod, messages
 from .awareness import Awareness
 from .broadcasts import BroadcastQueue
 from .events import Event
-from .layout import (ACK_SEQ_MAX_SIZE, COMPOUND_HEADER_OVERHEAD, COMPOUND_MAX_PARTS, COMPOUND_OVERHEAD, CRC_MIN_PROTOCOL,
-                     ENCRYPT_OVERHEAD, LABEL_HEADER_SIZE, META_MAX_SIZE, USER_MSG_OVERHEAD, MessageType, NodeState)
+from .layout import (ACK_SEQ_MAX_SIZE, COMPOUND_HEADER_OVERHEAD, COMPOUND_MAX_PARTS, COMPOUND_OVERHEAD,
+                     CRC_MIN_PROTOCOL, ENCRYPT_OVERHEAD, LABEL_HEADER_SIZE, META_MAX_SIZE, USER_MSG_OVERHEAD,
+                     MessageType, NodeState)
 from .settings import GossipSettings
 from .state import Addr, Node, NodeTable, ip_bytes
 from .suspicion import Suspicion
