@@ -555,6 +555,8 @@ def scenario(n: int, protocol: str = "lifeguard", *, loss: float = 0.0, paused_f
     for ``seconds``. False "failed" marks (one member marking a healthy one
     failed: neither crashed, left, paused nor slow, as the Lifeguard paper
     counts them) are counted over both windows, the unhealthy ones apart.
+    The leave's spread is over the members that listed the leaver when it
+    left (under loss the new member may not have yet).
     ``by_type`` adds what the traffic window sent by message type and the
     engine counters behind it (``by_type`` and ``causes_per_member_s``).
     Returns the figures (see bench/gossip.py)."""
@@ -598,11 +600,15 @@ def scenario(n: int, protocol: str = "lifeguard", *, loss: float = 0.0, paused_f
         crash_at[sim.nodes[i].name] = start + 1.0 + 2.0 * k
         sim.at(start + 1.0 + 2.0 * k, sim.crash, i)
     joiner = joined_at = left_at = None
+    knew_leaver: set[str] = set()
     if gossip:
         overrides = sim.nodes[0].engine.settings
         joined_at, left_at = start + 2.0, start + 3.0
         joiner = add_gossip(sim, len(sim.nodes), _overrides(overrides)).name
         sim.at(joined_at, _join, sim, sim.by_name[joiner], sim.nodes[order[-1]].addr)
+        # who lists the leaver as it leaves: a member that does not (the new
+        # one, whose join is slowed by loss) can never mark it left
+        sim.at(left_at, _listing, sim, sim.nodes[leaver].name, knew_leaver)
         sim.at(left_at, _leave, sim, leaver)
     sim.run(start + seconds)
     members = len(sim.nodes)
@@ -634,7 +640,7 @@ def scenario(n: int, protocol: str = "lifeguard", *, loss: float = 0.0, paused_f
         "unhealthy_failed_marks": len(failed) - false_marks,
         "join_99_s": _round(_spread(sim, joiner, "joined", joined_at, observers - {joiner}))
         if joiner else None,
-        "leave_99_s": _round(_spread(sim, sim.nodes[leaver].name, "left", left_at, observers))
+        "leave_99_s": _round(_spread(sim, sim.nodes[leaver].name, "left", left_at, observers & knew_leaver))
         if leaver is not None else None,
         "datagrams_per_member_s": round(counted["datagrams"] / per, 3),
         "datagram_bytes_per_member_s": round(counted["dgram"] / per, 1),
@@ -680,6 +686,11 @@ def _join(sim: Sim, i: int, seed_addr) -> None:
     engine.start(sim.now)
     engine.join([seed_addr], sim.now)
     sim.touched(i)
+
+
+def _listing(sim: Sim, name: str, into: set[str]) -> None:
+    """Adds to ``into`` the members whose table holds ``name`` now."""
+    into.update(node.name for node in sim.nodes if node.engine.node(name) is not None)
 
 
 def _leave(sim: Sim, i: int, waited: float = 0.0) -> None:
