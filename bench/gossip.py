@@ -4,8 +4,9 @@
 
     python bench/gossip.py [--json FILE] [--sizes 100,1000] [--seconds 60]
                            [--traffic 20] [--conditions 0:0,0:0.05,0.1:0,0.3:0,0:0:0.05]
-                           [--seed 0] [--heartbeat-sim-max 100]
+                           [--seed 0[,1...]] [--heartbeat-sim-max 100]
                            [--real PYTHON,PURE,AGENTS] [--real-seconds 120] [--hot]
+                           [--by-type]
 
 For each size N and each condition LOSS:PAUSED[:SLOW] (a share of datagrams
 lost on every link; a share of members stalling 2-5 s every 5-15 s; a share
@@ -18,6 +19,12 @@ of steady state, then 3 crashes, a join and a leave, followed for
 heartbeat's size (N - 1 datagrams per member per period): ``method`` says
 which. Rows follow issue 27's contract (``source`` "sim"); the JSON is
 written after every row, so a long run can be cut short.
+
+``--by-type`` also counts what the traffic window sent by message type
+(every datagram and stream message decoded: slower) and the engine counters
+behind it (probes, failed probes, suspicions, refutations, nacks), in each
+row's ``by_type`` and ``causes_per_member_s``; with ``--table`` it prints
+those rows' breakdown instead, one column a row.
 
 CPU (one core): a quiet row of 1,000 members about a minute; faults cost as
 N^2 (N times the faulty members, each fault gossiped to N): at 100 members
@@ -126,6 +133,62 @@ def markdown(rows: list) -> str:
     return "\n".join(lines)
 
 
+#: the breakdown's rows: each message type (as sent inside datagrams), then the totals and causes
+KINDS = ("ping", "indirect_ping", "ack", "nack", "suspect", "alive", "dead", "user")
+GOSSIP_KINDS = ("suspect", "alive", "dead")
+CAUSE_ROWS = (("probes_failed", "failed probes"), ("suspects", "suspicions started (each member's)"),
+              ("refutes", "refutations"), ("nacks_received", "nacks received"),
+              ("probes_degraded", "probes stretched by the health score"))
+
+
+def breakdown(rows: list) -> str:
+    """What the rows' traffic windows sent, by message type, per member per
+    second: messages (bytes). One column per size, protocol and condition
+    (those run with --by-type), the mean over its seeds, and each seed's
+    count of refutations in the window (each false suspicion refuted once)."""
+    groups: dict = {}
+    for r in rows:
+        if r.get("by_type"):
+            key = (r["members"], r["protocol"], r["loss"], r["paused_fraction"], r.get("slow_fraction", 0))
+            groups.setdefault(key, []).append(r)
+
+    def mean(entries):
+        """The mean [count, bytes] over the seeds (a seed without any: 0)."""
+        runs, entries = len(entries), [e for e in entries if e]
+        return [sum(e[0] for e in entries) / runs, sum(e[1] for e in entries) / runs] if entries else None
+
+    def pair(entry):
+        return "–" if not entry else f"{entry[0]:.3g} ({entry[1]:,.0f} B)"
+
+    def summed(r, what, kinds=None):
+        picked = [v for k, v in r["by_type"][what].items() if kinds is None or k in kinds]
+        return [sum(v[0] for v in picked), sum(v[1] for v in picked)] if picked else None
+
+    head, cells = "| per member-s |", {}
+    for (n, protocol, loss, paused, slow), group in groups.items():
+        seeds = ", ".join(str(r["seed"]) for r in group)
+        head += f" {n:,} {protocol}, {loss:.0%} loss{f', {paused:.0%} paused' if paused else ''}" \
+                f"{f', {slow:.0%} slow' if slow else ''} (seed {seeds}) |"
+        col = cells[(n, protocol, loss, paused, slow)] = {}
+        for kind in KINDS:
+            col[f"{kind} messages"] = mean([r["by_type"]["parts"].get(kind) for r in group])
+        col["datagrams"] = mean([summed(r, "datagrams") for r in group])
+        col["of them led by a suspect, alive or dead"] = mean([summed(r, "datagrams", GOSSIP_KINDS) for r in group])
+        col["push/pull streams"] = mean([r["by_type"]["streams"].get("push_pull") for r in group])
+        col["TCP pings and acks"] = mean([summed(r, "streams", ("ping", "ack")) for r in group])
+        for name, text in CAUSE_ROWS:
+            col[text] = f"{sum(r['causes_per_member_s'][name] for r in group) / len(group):.3g}"
+        col["refutations in the window"] = ", ".join(
+            f"{r['causes_per_member_s']['refutes'] * n * r['traffic_seconds']:.0f}" for r in group)
+    lines = [head, "|---|" + "---|" * len(cells)]
+    for label in next(iter(cells.values()), {}):
+        values = [col[label] for col in cells.values()]
+        if label.endswith(" messages") and not any(values):
+            continue
+        lines.append(f"| {label} | " + " | ".join(v if isinstance(v, str) else pair(v) for v in values) + " |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json")
@@ -134,7 +197,7 @@ def main() -> None:
     parser.add_argument("--traffic", type=float, default=20.0)
     parser.add_argument("--conditions", default="0:0,0:0.05,0.1:0,0.3:0,0:0:0.05")
     parser.add_argument("--protocols", default="swim,lifeguard,unicast-heartbeat")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", default="0", help="a seed, or several (0,1,2): each row run with each")
     parser.add_argument("--heartbeat-sim-max", type=int, default=100)
     parser.add_argument("--model-sizes", default="100,1000,10000")
     parser.add_argument("--table", nargs="+", metavar="JSON", help="print these files' rows as a markdown table")
@@ -142,26 +205,32 @@ def main() -> None:
                         help="also a real mixed cluster (bench/gossip_real.py), e.g. 30,15,3")
     parser.add_argument("--real-seconds", type=float, default=120.0)
     parser.add_argument("--hot", action="store_true", help="also the hot messages' table (bench/gossip_hot.py)")
+    parser.add_argument("--by-type", action="store_true",
+                        help="count the traffic by message type (slower); with --table, print that breakdown")
     args = parser.parse_args()
     if args.table:
-        print(markdown([row for name in args.table for row in json.loads(pathlib.Path(name).read_text())]))
+        rows = [row for name in args.table for row in json.loads(pathlib.Path(name).read_text())]
+        print(breakdown(rows) if args.by_type else markdown(rows))
         return
     conditions = [(tuple(float(x) for x in c.split(":")) + (0.0, 0.0))[:3] for c in args.conditions.split(",")]
     rows = []
     print(" ".join(f"{c[:14]:>14}" for c in COLUMNS + ("cpu_s",)), flush=True)
     for n in (int(x) for x in args.sizes.split(",")):
         for loss, paused, slow in conditions:
-            for protocol in args.protocols.split(","):
+            for seed, protocol in ((int(x), p) for x in args.seed.split(",") for p in args.protocols.split(",")):
                 cpu = time.process_time()
                 if protocol == "unicast-heartbeat" and n > args.heartbeat_sim_max:
                     row = heartbeat_model(n, loss, paused, slow)
                 else:
                     row = scenario(n, protocol, loss=loss, paused_fraction=paused, slow_fraction=slow,
-                                   seconds=args.seconds, traffic=args.traffic, seed=args.seed)
+                                   seconds=args.seconds, traffic=args.traffic, seed=seed,
+                                   by_type=args.by_type)
                     row["method"] = "simulated"
                 row["cpu_s"] = round(time.process_time() - cpu, 1)
                 rows.append(row)
                 print(" ".join(f"{str(row.get(c)):>14}" for c in COLUMNS + ("cpu_s",)), flush=True)
+                if row.get("by_type"):
+                    print(breakdown([row]), flush=True)
                 if args.json:
                     pathlib.Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
     if args.model_sizes:

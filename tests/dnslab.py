@@ -58,10 +58,28 @@ class DnsServer:
                 "--bind-interfaces", "--port=53", "--cache-size=0", "--local-ttl=0",
                 "--user=root", "--pid-file=", "--log-facility=-"]
         self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        time.sleep(0.3)
-        if self.proc.poll() is not None:
-            raise RuntimeError(f"dnsmasq did not start: {self.proc.stderr.read().decode()}")
+        self._wait_listening()
         return self
+
+    def _wait_listening(self, timeout=15.0):
+        """Until dnsmasq takes a TCP connection on its port: a loaded machine
+        can take longer to start it than any fixed sleep allows."""
+        from netlab import run_in_netns
+
+        def connects():
+            with contextlib.suppress(OSError), socket.create_connection((self.address, 53), timeout=0.2):
+                return True
+            return False
+
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"dnsmasq did not start: {self.proc.stderr.read().decode()}")
+            if run_in_netns(self.netns, connects):
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"dnsmasq did not listen on {self.address}:53 within {timeout} s")
+            time.sleep(0.05)
 
     def set(self, records=None, srv=None):
         """Replace the records; A/AAAA changes are picked up at once (SIGHUP),

@@ -34,9 +34,11 @@ import math
 import random
 from dataclasses import dataclass
 
+from mcastmember.gossip import framing, label as gossip_label, messages
 from mcastmember.gossip.engine import GossipEngine, push_pull_scale
+from mcastmember.gossip.errors import GossipWireError
 from mcastmember.gossip.events import MemberFailed, MemberJoined, MemberLeft
-from mcastmember.gossip.layout import NodeState
+from mcastmember.gossip.layout import MessageType, NodeState
 from mcastmember.gossip.settings import GossipSettings
 from mcastmember.gossip.state import Node, ip_bytes, ip_text
 
@@ -47,6 +49,9 @@ PORT = 7946
 PLAIN_SWIM = {"awareness_max_multiplier": 1, "suspicion_max_timeout_mult": 1, "nacks": False}
 #: Linux's initial (handshake) and minimum (data) retransmission timeouts
 SYN_RTO, DATA_RTO, TCP_TRIES = 1.0, 0.2, 6
+#: the engine counters a by-type run reports beside the messages (what caused them)
+CAUSES = ("probes", "probes_failed", "probes_degraded", "indirect_pings_sent", "nacks_received", "suspects",
+          "refutes")
 
 _TIMER, _PACKET, _STREAM, _REPLY, _RESUME, _CALL = range(6)
 
@@ -154,6 +159,10 @@ class Sim:
     from member i to member j (only when set: nothing is kept per pair
     otherwise). ``inbox_limit`` is a paused member's socket buffer, in
     datagrams (Linux's default 208 KiB holds a few hundred small ones).
+
+    Set ``by_type = tallies()`` to count what is sent by message
+    type (each datagram and stream message decoded: costly, off by default);
+    ``reset_counters`` zeroes it too.
     """
 
     def __init__(self, seed: int = 0, link: Link = Link(), inbox_limit: int = 256):
@@ -179,6 +188,7 @@ class Sim:
         self.lost = 0                  # datagrams the network dropped (loss, partition, down host)
         self.inbox_dropped = 0         # datagrams a paused member's buffer could not hold
         self.marks: list[tuple[float, str, str, str]] = []   # (time, observer, subject, "failed"/"left"/"joined")
+        self.by_type: dict[str, dict[str, list[int]]] | None = None
 
     # ------------------------------------------------------------ building
     def add(self, node) -> int:
@@ -238,6 +248,8 @@ class Sim:
         self.datagrams, self.datagram_bytes = [0] * n, [0] * n
         self.stream_bytes, self.streams = [0] * n, [0] * n
         self.lost = self.inbox_dropped = 0
+        if self.by_type is not None:
+            self.by_type = tallies()
 
     # ------------------------------------------------------------ running
     def _push(self, when, kind, i, arg) -> None:
@@ -264,6 +276,8 @@ class Sim:
         return None
 
     def _send(self, i: int, data: bytes, dst) -> None:
+        if self.by_type is not None:
+            _tally_datagram(self.by_type, self.nodes[i], data)
         self.datagrams[i] += 1
         self.datagram_bytes[i] += len(data)
         j = self.index.get(dst)
@@ -279,6 +293,8 @@ class Sim:
     def _open(self, i: int, stream) -> None:
         self.streams[i] += 1
         self.stream_bytes[i] += len(stream.data)
+        if self.by_type is not None:
+            _tally_stream(self.by_type, self.nodes[i], stream.data)
         j = self.index.get(stream.addr)
         if j is None or self._cut(i, j):
             return          # the opener's own deadline ends it
@@ -317,6 +333,8 @@ class Sim:
             if reply is None:
                 reply = b""         # incomplete: the server gives up, the opener sees a close
             self.stream_bytes[i] += len(reply)
+            if self.by_type is not None and reply:
+                _tally_stream(self.by_type, node, reply)
             if not self._cut(i, opener):
                 leg = self._tcp_leg(self._link(i, opener), DATA_RTO)
                 if leg is not None:
@@ -367,6 +385,69 @@ class Sim:
     # ------------------------------------------------------------ looking
     def live(self) -> list[int]:
         return [i for i in range(len(self.nodes)) if not self.crashed[i]]
+
+
+# ---------------------------------------------------------------- by type
+
+def tallies() -> dict[str, dict[str, list[int]]]:
+    """Empty counts of what is sent, by message type: ``datagrams`` by the
+    first message in each (what it was sent for: a probe's ping, an ack...,
+    or a gossip packet of broadcasts), ``parts`` every message inside them
+    (compounds and compression unwrapped: the piggybacked broadcasts too),
+    ``streams`` each TCP message (request and reply); each ``[count, bytes]``
+    (datagrams: as sent; parts and streams: the message itself)."""
+    return {"datagrams": {}, "parts": {}, "streams": {}}
+
+
+def _add(table: dict[str, list[int]], kind: str, size: int) -> None:
+    entry = table.setdefault(kind, [0, 0])
+    entry[0] += 1
+    entry[1] += size
+
+
+def _kind(type_byte: int) -> str:
+    try:
+        return MessageType(type_byte).name.lower()
+    except ValueError:
+        return f"type {type_byte}"
+
+
+def _opening(node) -> tuple:
+    """What reads a node's packets: its limits, keys and label."""
+    s = node.engine.settings
+    return s.limits, node.engine.keyring.keys if node.engine.keyring else (), s.label
+
+
+def _tally_datagram(tally: dict, node, data: bytes) -> None:
+    if not isinstance(node, GossipNode):
+        _add(tally["datagrams"], "heartbeat", len(data))
+        return
+    limits, keys, label = _opening(node)
+    try:
+        parts, _cut = framing.split_messages(
+            framing.open_packet(data, limits, keys=keys, label=label, verify_incoming=False), limits)
+    except GossipWireError:
+        _add(tally["datagrams"], "unreadable", len(data))
+        return
+    _add(tally["datagrams"], _kind(parts[0][0]), len(data))
+    for part in parts:
+        _add(tally["parts"], _kind(part[0]), len(part))
+
+
+def _tally_stream(tally: dict, node, data: bytes) -> None:
+    """A stream message's type without decoding it (a push/pull of 1,000
+    members would cost more than the simulation): the label skipped and,
+    if compressed, the body's first byte."""
+    limits = node.engine.settings.limits
+    _label, pos = gossip_label.split_label(data)
+    kind = data[pos] if pos < len(data) else -1
+    if kind == MessageType.COMPRESS:
+        try:
+            comp, _end = messages.Compress.decode_body(data[pos:], limits, 1)
+            kind = framing.decompress_body(comp, limits.max_decompressed)[0]
+        except (GossipWireError, IndexError):
+            kind = -1
+    _add(tally["streams"], "unreadable" if kind < 0 else _kind(kind), len(data))
 
 
 # ---------------------------------------------------------------- clusters
@@ -469,7 +550,7 @@ def scenario(n: int, protocol: str = "lifeguard", *, loss: float = 0.0, paused_f
              slow_fraction: float = 0.0, slow_range: tuple[float, float] = (2.0, 15.0),
              seconds: float = 60.0, traffic: float = 20.0, crashes: int = 3, seed: int = 0,
              warmup: float = 5.0,
-             delay: float = 0.001, jitter: float = 0.002, codec=None) -> dict:
+             delay: float = 0.001, jitter: float = 0.002, codec=None, by_type: bool = False) -> dict:
     """One measured run: ``n`` members (``protocol``: "lifeguard", "swim" or
     "unicast-heartbeat"), every link losing ``loss`` of its datagrams, a
     share ``paused_fraction`` of members stalling again and again from
@@ -483,6 +564,8 @@ def scenario(n: int, protocol: str = "lifeguard", *, loss: float = 0.0, paused_f
     for ``seconds``. False "failed" marks (one member marking a healthy one
     failed: neither crashed, left, paused nor slow, as the Lifeguard paper
     counts them) are counted over both windows, the unhealthy ones apart.
+    ``by_type`` adds what the traffic window sent by message type and the
+    engine counters behind it (``by_type`` and ``causes_per_member_s``).
     Returns the figures (see bench/gossip.py)."""
     link = Link(loss, delay, jitter)
     if protocol == "unicast-heartbeat":
@@ -502,10 +585,22 @@ def scenario(n: int, protocol: str = "lifeguard", *, loss: float = 0.0, paused_f
     for i in slow:
         sim.slow[i] = pick.uniform(*slow_range)
     sim.run(warmup)
+    if by_type:
+        sim.by_type = tallies()
+        before = _causes(sim)
     sim.reset_counters()
     sim.run(warmup + traffic)
     counted = {"datagrams": sum(sim.datagrams), "dgram": sum(sim.datagram_bytes),
                "stream": sum(sim.stream_bytes), "streams": sum(sim.streams)}
+    extra = {}
+    if by_type:
+        per_s = n * traffic
+        extra["by_type"] = {what: {kind: [round(count / per_s, 4), round(size / per_s, 1)]
+                                   for kind, (count, size) in sorted(table.items())}
+                            for what, table in sim.by_type.items()}
+        extra["causes_per_member_s"] = {name: round((count - before[name]) / per_s, 4)
+                                        for name, count in _causes(sim).items()}
+        sim.by_type = None          # the rest of the run is not counted by type
     start = sim.now
     crash_at = {}
     for k, i in enumerate(crashed):
@@ -558,8 +653,20 @@ def scenario(n: int, protocol: str = "lifeguard", *, loss: float = 0.0, paused_f
         # during the crashes, join and leave: suspicions and dead/alive gossip
         "event_datagrams_per_member_s": round((sum(sim.datagrams) - counted["datagrams"]) / n / seconds, 3),
         "lost_datagrams": sim.lost, "inbox_dropped": sim.inbox_dropped, "nodes_simulated": members,
+        **extra,
     }
     return row
+
+
+def _causes(sim: Sim) -> dict[str, int]:
+    """The :data:`CAUSES` counters summed over the gossip members."""
+    total = dict.fromkeys(CAUSES, 0)
+    for node in sim.nodes:
+        if isinstance(node, GossipNode):
+            stats = node.engine.stats()
+            for name in CAUSES:
+                total[name] += stats[name]
+    return total
 
 
 def _round(value: float | None) -> float | None:
@@ -597,5 +704,5 @@ def _leave(sim: Sim, i: int, waited: float = 0.0) -> None:
         sim.at(sim.now + 0.1, _leave, sim, i, waited + 0.1)
 
 
-__all__ = ["Link", "PLAIN_SWIM", "Sim", "GossipNode", "HeartbeatNode", "address", "add_gossip",
-           "gossip_cluster", "heartbeat_cluster", "scenario"]
+__all__ = ["CAUSES", "Link", "PLAIN_SWIM", "Sim", "GossipNode", "HeartbeatNode", "address", "add_gossip",
+           "gossip_cluster", "heartbeat_cluster", "scenario", "tallies"]

@@ -395,10 +395,11 @@ def check_partition_heals(lan, procs, address=None):
     assert_alternating(lan, procs)
 
 
-def count_datagrams(group, port, card, seconds):
+def count_datagrams(group, port, card, seconds, ready=None):
     """Listen to ``group:port`` on ``card`` of this namespace (call it through
     run_in_netns) for ``seconds``: {source address: datagrams}. A plain
-    socket, nothing of mcastmember, to count what really arrives there."""
+    socket, nothing of mcastmember, to count what really arrives there.
+    ``ready`` (a threading.Event), if given, is set once it listens."""
     six = ":" in group
     sock = socket.socket(socket.AF_INET6 if six else socket.AF_INET, socket.SOCK_DGRAM)
     try:
@@ -414,6 +415,8 @@ def count_datagrams(group, port, card, seconds):
                             socket.inet_aton(group) + bytes(4) + struct.pack("@i", index))
         sock.settimeout(0.05)
         sources = {}
+        if ready is not None:
+            ready.set()
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             try:

@@ -19,6 +19,10 @@ pytestmark = pytest.mark.network
 INTERRUPT_AT = '''
 import os, signal, sys
 
+# As in a terminal's foreground process: a shell that starts the tests in the
+# background hands its children SIGINT ignored, and Python keeps it so.
+signal.signal(signal.SIGINT, signal.default_int_handler)
+
 class _InterruptAt:
     def find_spec(self, name, path=None, target=None):
         if name == {name!r}:

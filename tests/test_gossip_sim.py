@@ -1,13 +1,20 @@
 """The gossip engine at scale, in the deterministic network simulator
 (tests/gossipsim.py): 1,000 real engines on a virtual clock, with and without
 Lifeguard. Virtual time only; pure Python (the gossip engine has one
-implementation)."""
+implementation; its hot path's two, compiled and pure, are held equal by
+test_gossip_hot and the fuzzer), so CI runs these once, in its compiled pass."""
+
+import pathlib
+import subprocess
+import sys
 
 import pytest
 
-from gossipsim import PLAIN_SWIM, Link, Sim, gossip_cluster
+from gossipsim import PLAIN_SWIM, Link, Sim, gossip_cluster, tallies
 from mcastmember.gossip import framing, messages
 from mcastmember.gossip.layout import NodeState
+
+pytestmark = pytest.mark.single_pass
 
 N = 1000
 
@@ -58,6 +65,43 @@ def test_a_crash_reaches_all_1000_members_and_the_quiet_traffic_is_one_probe_eac
 def test_quiet_datagrams_at_100_members_are_one_probe_each_too():
     small = gossip_cluster(100, seed=7, link=Link(delay=0.0))
     assert _window(small, 2.0, 3.0) == 2 * 100
+
+
+def test_by_type_counts_each_datagram_by_its_messages():
+    """A quiet second at 100 members is one probe each: 100 pings and 100
+    acks, each alone in its datagram; under loss every datagram and every
+    byte sent is counted once, by its first message, and the broadcasts
+    piggybacked inside are counted as parts."""
+    sim = gossip_cluster(100, seed=7, link=Link(delay=0.0), enable_compression=False, push_pull_interval=0.0)
+    sim.run(2.0)
+    sim.by_type = tallies()
+    _window(sim, 2.0, 3.0)
+    sent = sum(sim.datagram_bytes)
+    assert sim.by_type["datagrams"] == sim.by_type["parts"]
+    assert {k: v[0] for k, v in sim.by_type["datagrams"].items()} == {"ping": 100, "ack": 100}
+    assert sum(v[1] for v in sim.by_type["datagrams"].values()) == sent
+    assert sim.by_type["streams"] == {}
+
+    lossy = gossip_cluster(50, seed=3, link=Link(loss=0.2, delay=0.002, jitter=0.003))
+    lossy.by_type = tallies()
+    _window(lossy, 3.0, 13.0)
+    datagrams, parts = lossy.by_type["datagrams"], lossy.by_type["parts"]
+    assert sum(v[0] for v in datagrams.values()) == sum(lossy.datagrams)
+    assert sum(v[1] for v in datagrams.values()) == sum(lossy.datagram_bytes)
+    assert sum(v[1] for v in lossy.by_type["streams"].values()) == sum(lossy.stream_bytes)
+    assert parts["alive"][0] > datagrams["alive"][0] and parts["nack"][0] == datagrams["nack"][0]
+    assert set(lossy.by_type["streams"]) <= {"push_pull", "ping", "ack"}
+
+
+def test_the_docs_breakdown_is_the_bench_table_of_its_rows():
+    """docs/gossip.md's by-type breakdown is what bench/gossip.py prints
+    from bench/gossip-by-type.json, the rows whose figures the text quotes."""
+    root = pathlib.Path(__file__).resolve().parent.parent
+    out = subprocess.run([sys.executable, str(root / "bench" / "gossip.py"), "--table",
+                          str(root / "bench" / "gossip-by-type.json"), "--by-type"],
+                         capture_output=True, text=True, check=True).stdout
+    assert out.strip() in (root / "docs" / "gossip.md").read_text()
+    assert "| refutations in the window | 21, 14, 15, 22, 15 | 14, 15, 12, 17, 14 |" in out
 
 
 def test_the_same_seed_gives_the_same_run():

@@ -153,7 +153,7 @@ def assert_nothing_lost(cluster):
         assert [item for _, item in proc.lines if item["event"] == "events_lost"] == []
 
 
-def wait_stats(proc, key, at_least, timeout=3.0):
+def wait_stats(proc, key, at_least, timeout=10.0):
     """``proc``'s stats once ``stats[key]`` reached ``at_least``."""
     deadline = time.monotonic() + timeout
     while True:
@@ -210,11 +210,11 @@ def test_multicast_cannot_pass_on_this_lan(lan):
         finally:
             sock.close()
 
-    heard = {}
+    heard, listening = {}, threading.Event()
     listener = threading.Thread(target=lambda: heard.update(
-        run_in_netns(lan.hosts[1], count_datagrams, GROUP, 45564, "eth0", 0.6)))
+        run_in_netns(lan.hosts[1], count_datagrams, GROUP, 45564, "eth0", 1.5, listening)))
     listener.start()
-    time.sleep(0.15)
+    assert listening.wait(15.0)
     run_in_netns(lan.hosts[0], named_card_send)
     listener.join()
     assert heard == {lan.address(0): 1}            # the unicast datagram alone
