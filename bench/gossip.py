@@ -35,8 +35,9 @@ Memory: every member keeps a table of every other, N^2 node records of about
 entry): 12.6 GB at 10,000 members. A quiet 10,000-member row, shortened
 (``--sizes 10000 --conditions 0:0 --traffic 10 --seconds 35``), costs about
 20 minutes of CPU: 2.5 to build the tables, the rest mostly push/pull (33
-exchanges of the whole state a second, each about 0.4 s of CPU). Run one row
-at a time there. ``--model-sizes`` prints the figures memberlist's formulas
+exchanges of the whole state a second, each about 0.4 s of CPU). The rows of
+one run follow each other (a finished simulation is freed before the next is
+built); two such runs at once do not fit in 23 GB. ``--model-sizes`` prints the figures memberlist's formulas
 and the real message sizes predict (not rows).
 
 The same run can add the other tables of issue 27: ``--real 30,15,3`` appends
