@@ -8,7 +8,8 @@ What a member receives most in a steady cluster, each through
 them, with the packets Go's memberlist writes (a CRC header for a protocol-5
 receiver, as rawSendMsgPacket adds one):
 
-- a ping addressed to us, answered with an ack;
+- a ping addressed to us, answered with an ack (empty, and carrying a Serf
+  member's network coordinate, as a SerfNode's acks do);
 - an ack for a pending probe (the probe's bookkeeping included);
 - an alive of a known member at the incarnation we hold (the common no-op:
   each broadcast arrives retransmit-limit times), alone and eight in a
@@ -57,6 +58,7 @@ from mcastmember.gossip import framing, messages  # noqa: E402
 from mcastmember.gossip.core import Probe  # noqa: E402
 from mcastmember.gossip.engine import GossipEngine  # noqa: E402
 from mcastmember.gossip.settings import GossipSettings  # noqa: E402
+from mcastmember.gossip.serf.messages import Coordinate, encode_ack_payload  # noqa: E402
 
 try:
     from mcastmember.gossip import hot, lzw
@@ -68,6 +70,10 @@ PEER = ("127.0.0.2", 7946)
 VSN = bytes((1, 5, 2, 2, 5, 4))      # what Serf 0.9.4 announces
 PEER_INC = 5
 COMPOUND_ALIVES = 8
+#: a Serf member's ack payload: its network coordinate after some probes
+COORDINATE_PAYLOAD = encode_ack_payload(Coordinate(
+    vec=[0.00031, -0.00012, 0.00047, 0.00011, -0.00006, 0.00009, -0.00021, 0.00024], error=0.0796,
+    adjustment=0.00028, height=6.3e-05))
 
 
 def per_call_ns(fn, rounds, repeats=5):
@@ -134,6 +140,9 @@ def engine(kwargs, members=8, suspected=False):
 SUSPECT_REPEAT = messages.encode(messages.Suspect(incarnation=PEER_INC, node="serf-1", from_="serf-2"))
 
 
+PING_COORDINATE = "ping -> ack with a coordinate"
+
+
 def crc(msg):
     return framing.add_crc(msg)
 
@@ -146,7 +155,8 @@ def packets():
     dead = messages.encode(messages.Dead(incarnation=PEER_INC - 1, node="serf-1", from_="serf-2"))
     alives = [messages.encode(peer_alive(f"serf-{i + 1}", (f"127.0.0.{i + 2}", 7946)))
               for i in range(COMPOUND_ALIVES)]
-    return {"ping -> ack": (crc(ping), 1, False), "alive (no-op)": (crc(alive), 1, False),
+    return {"ping -> ack": (crc(ping), 1, False), PING_COORDINATE: (crc(ping), 1, False),
+            "alive (no-op)": (crc(alive), 1, False),
             f"{COMPOUND_ALIVES} alives in a compound (per message)": (crc(framing.make_compound(alives)),
                                                                       COMPOUND_ALIVES, False),
             "suspect (old incarnation)": (crc(suspect), 1, False), "dead (old incarnation)": (crc(dead), 1, False),
@@ -195,6 +205,8 @@ def engine_rows(rounds):
             lzw._COMPILED = hot.COMPILED_LZW if path == "hot (compiled)" else None
         for label, (data, per, suspected) in packets().items():
             e, now = engine(kwargs, suspected=suspected)
+            if label == PING_COORDINATE:
+                e.ack_payload = COORDINATE_PAYLOAD
             sent, changed = check_steady(e, now, data)
             assert sent == (1 if label.startswith("ping") else 0), (label, sent)
             assert set(changed) <= {"packets_received", "messages_received", "packets_sent"}, (label, changed)

@@ -382,3 +382,27 @@ def test_the_compiled_lzw_reader_gives_the_pure_readers_bytes_and_errors(case):
     assert _lzw(_compiled_lzw, data, max_size) == want
     if data == lzw.compress(plain) and max_size >= len(plain):
         assert want == plain
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_an_ack_with_a_payload_is_compressed_exactly_when_that_shortens_it(twin):
+    """A Serf member's acks carry its coordinate (130 bytes, which LZW
+    never shortens once it moved from the origin: the engine skips trying);
+    a payload that compresses goes compressed, as memberlist sends it."""
+    from mcastmember.gossip.serf.coordinates import new_coordinate
+    from mcastmember.gossip.serf.messages import Coordinate, encode_ack_payload
+    moved = Coordinate(vec=[0.00031, -0.00012, 0.00047, 0.00011, -0.00006, 0.00009, -0.00021, 0.00024],
+                       error=0.0796, adjustment=0.00028, height=6.3e-05)
+    for payload, compressed in ((encode_ack_payload(moved), False), (encode_ack_payload(new_coordinate()), True),
+                                (b"\x00" * 300, True), (b"", False)):
+        engines = _pair(twin)
+        for e in engines:
+            e.ack_payload = payload
+        while len(engines[0].broadcasts):      # our own alive, piggybacked until sent enough
+            _step(engines, 0.1, framing.add_crc(messages.encode(messages.Ping(seq_no=1, node=ME))))
+        for seq in (9, 200, 70_000, 0xFFFF_FFFF):
+            ping = framing.add_crc(messages.encode(messages.Ping(seq_no=seq, node=ME)))
+            (sent, _addr), = _step(engines, 0.1, ping)[0]
+            ack = messages.encode(messages.Ack(seq_no=seq, payload=payload))
+            assert sent == framing.encode_packet(ack, compress=True)
+            assert (sent[0] == messages.MessageType.COMPRESS) is compressed

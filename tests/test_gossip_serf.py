@@ -672,3 +672,52 @@ def test_query_tracker_counts_each_node_once_until_the_deadline():
     assert (len(tracker), tracker.evicted) == (2, 1)
     assert [p.ltime for p in tracker.expire(11.5)] == [6, 7]
     assert len(tracker) == 0
+
+
+# ------------------------------------------------------ network coordinates
+
+COORD_VECTORS = json.loads((pathlib.Path(__file__).parent / "gossip_vectors" / "coord_vectors.json").read_text())
+
+
+def _coordinate(go):
+    return m.Coordinate(vec=go["Vec"], error=go["Error"], adjustment=go["Adjustment"], height=go["Height"])
+
+
+def test_coordinate_client_moves_as_serfs_step_by_step():
+    """Serf's ping delegate fed 46 completed probes (coord_gen.go): the
+    latency filter and the adjustment window roll over, bad payloads and
+    insane coordinates or RTTs are refused, a coordinate far away makes ours
+    invalid and it starts again. Ours ends each step on the same bits, and
+    acks with the same bytes."""
+    from mcastmember.gossip.serf.coordinates import CoordinateClient, CoordinateConfig, CoordinateRefused
+    config = COORD_VECTORS["config"]
+    assert dataclasses.astuple(CoordinateConfig()) == (
+        config["Dimensionality"], config["VivaldiErrorMax"], config["VivaldiCE"], config["VivaldiCC"],
+        config["AdjustmentWindowSize"], config["HeightMin"], config["LatencyFilterSize"], config["GravityRho"])
+    client = CoordinateClient()
+    assert m.encode_ack_payload(client.coordinate).hex() == COORD_VECTORS["fresh"]
+    outcomes = []
+    for step in COORD_VECTORS["steps"]:
+        try:
+            other = m.decode_ack_payload(bytes.fromhex(step["payload"]), LIMITS)
+            client.update(step["node"], other, step["rtt_ns"] / 1e9)
+            outcomes.append(True)
+        except (GossipWireError, CoordinateRefused):
+            outcomes.append(False)
+        assert client.coordinate == _coordinate(step["after"])
+        assert m.encode_ack_payload(client.coordinate).hex() == step["ack"]
+        assert client.resets == step["resets"]
+    assert outcomes == [step["accepted"] for step in COORD_VECTORS["steps"]]
+    assert outcomes.count(False) == 9 and client.resets == 5
+    assert len(client) == 4
+    client.forget("serf-far")
+    assert len(client) == 3
+
+
+def test_estimate_rtt_is_what_serf_rtt_prints():
+    from mcastmember.gossip.serf import estimate_rtt
+    for vector in COORD_VECTORS["distances"]:
+        assert estimate_rtt(_coordinate(vector["a"]), _coordinate(vector["b"])) == vector["nanos"] / 1e9
+    from mcastmember.gossip.serf.coordinates import CoordinateRefused, new_coordinate
+    with pytest.raises(CoordinateRefused, match="coordinates of 8 and 2 dimensions cannot be compared"):
+        estimate_rtt(new_coordinate(), m.Coordinate(vec=[0.0, 0.0]))

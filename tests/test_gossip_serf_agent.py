@@ -318,6 +318,23 @@ def test_user_events_both_ways(mixed):
         assert sorted(agent.received.read_bytes().splitlines(True)) == [b"py2 says hi\n", b"v7\n"], agent.name
 
 
+def test_serf_rtt_estimates_round_trips_to_python_members_and_back(mixed):
+    """Our acks carry our network coordinate, so an agent that probed a
+    Python member can estimate the RTT to it (`serf rtt`), and we cache the
+    agents' coordinates from theirs."""
+    go1 = mixed.agents["go1"]
+    py1 = mixed.fronts["py1"][0]
+    # each member probes each other every 6 s or so (one per second, round-robin)
+    out = wait_until(lambda: go1.serf("rtt", "py1", "py2"), WAIT)
+    assert out is not None and out.startswith("Estimated py1 <-> py2 rtt: "), go1.run("rtt", "py1", "py2")
+    assert wait_until(lambda: go1.serf("rtt", "py1"), WAIT)
+    from mcastmember.gossip.serf import estimate_rtt
+    theirs = wait_until(lambda: py1.cached_coordinate("go1"), WAIT)
+    assert theirs is not None and len(theirs.vec) == 8
+    assert 0 < estimate_rtt(py1.coordinate(), theirs) < 1.0
+    assert py1.stats()["coordinate_updates"] > 0
+
+
 def test_serf_keys_rotation_on_a_mixed_cluster_removes_nobody(mixed):
     go1 = mixed.agents["go1"]
     everyone = ["go1", "go2", "go3", "py1", "py2", "pyk"]

@@ -327,3 +327,92 @@ def test_settings_are_checked_and_old_protocols_have_no_queries():
     proto2 = SerfNode(GossipSettings(name="p2"), {"role": "web", "dc": "x"}, SerfSettings(protocol_version=2))
     proto2.start(0.0)
     assert proto2.member("p2").tags == {"role": "web"}      # below protocol 3 only the role travels
+
+
+# ------------------------------------------------------ network coordinates
+
+def _acks(net, src, dst):
+    """The acks ``src`` sent ``dst``, decoded."""
+    out = []
+    for _t, s, d, data in net.sent:
+        if s == net.names[src] and d == net.names[dst]:
+            out += [p for p in _user_and_wire(data) if isinstance(p, wire.Ack)]
+    return out
+
+
+def test_coordinates_follow_the_probes_and_ride_in_every_ack():
+    from mcastmember.gossip.serf import estimate_rtt
+    net = cluster(["a", "b", "c"], settle=30.0)
+    a, b = net["a"], net["b"]
+    # the fake network's RTT is 2 ms: the estimates have found it
+    for name in "bc":
+        assert round(estimate_rtt(a.coordinate(), a.cached_coordinate(name)), 3) == 0.002
+    assert a.cached_coordinate("a") == a.coordinate()
+    assert a.cached_coordinate("nobody") is None
+    # every direct probe answered moved a's coordinate once
+    acks = _acks(net, "b", "a") + _acks(net, "c", "a")
+    stats = a.stats()
+    assert stats["coordinate_updates"] == len(acks) == stats["acks_received"]
+    assert (stats["coordinates_cached"], stats["coordinates_bad"], stats["coordinates_refused"]) == (3, 0, 0)
+    # b's acks carry its coordinate of the moment: the last one, b's current
+    payloads = [ack.payload for ack in _acks(net, "b", "a")]
+    assert len(set(payloads)) > len(payloads) // 2
+    assert messages.decode_ack_payload(payloads[-1], SerfLimits()) == a.cached_coordinate("b")
+    assert b.engine.ack_payload == messages.encode_ack_payload(b.coordinate())
+
+
+def _node_with(serf, payloads=None):
+    """A Net factory: SerfNodes with ``serf`` settings; those named in
+    ``payloads`` ack with that payload (and keep no coordinates)."""
+
+    def factory(settings, seed):
+        if payloads and settings.name in payloads:
+            node = SerfNode(settings, {}, SerfSettings(disable_coordinates=True), seed=seed)
+            node.engine.ack_payload = payloads[settings.name]
+            return node
+        return SerfNode(settings, TAGS.get(settings.name, {}), serf, seed=seed)
+    return factory
+
+
+def test_bad_and_insane_coordinates_are_counted_and_never_cached():
+    from mcastmember.gossip.serf.coordinates import new_coordinate
+    nan = new_coordinate()
+    nan.vec[3] = float("nan")
+    payloads = {"x": b"\x02" + messages.encode_ack_payload(new_coordinate())[1:],      # version 2
+                "y": messages.encode_ack_payload(nan),
+                "z": messages.encode_ack_payload(messages.Coordinate(vec=[0.001, 0.002], error=0.5, height=1e-5)),
+                "w": b""}                                                             # coordinates off
+    net = Net(factory=_node_with(SerfSettings(), payloads))
+    net.cluster(["a", "b", "x", "y", "z", "w"], settle=30.0)
+    a = net["a"]
+    stats = a.stats()
+    assert stats["coordinates_bad"] == len(_acks(net, "x", "a")) > 0
+    assert stats["coordinates_refused"] == len(_acks(net, "y", "a")) + len(_acks(net, "z", "a")) > 0
+    assert stats["coordinate_updates"] == len(_acks(net, "b", "a")) > 0
+    assert stats["coordinates_cached"] == 2
+    assert [a.cached_coordinate(n) for n in "xyzw"] == [None] * 4
+    assert a.cached_coordinate("b") is not None
+
+
+def test_reaped_members_leave_the_coordinate_cache():
+    net = Net(factory=_node_with(SerfSettings(tombstone_timeout=5.0, reap_interval=2.0)))
+    net.cluster(["a", "b", "c"], settle=10.0)
+    a = net["a"]
+    assert a.cached_coordinate("c") is not None and len(a.coordinates) == 2
+    net["c"].leave(net.now)
+    net.run(net.now + 20.0)
+    assert member_events(net, "a", "c") == ["joined", "left", "reaped"]
+    assert a.cached_coordinate("c") is None and len(a.coordinates) == 1
+    assert a.stats()["coordinates_cached"] == 2
+
+
+def test_coordinates_can_be_turned_off():
+    net = Net(factory=_node_with(SerfSettings(disable_coordinates=True)))
+    net.cluster(["a", "b"], settle=10.0)
+    a = net["a"]
+    assert {ack.payload for ack in _acks(net, "b", "a")} == {b""}
+    with pytest.raises(RuntimeError, match="network coordinates are disabled"):
+        a.coordinate()
+    assert a.cached_coordinate("b") is None and a.cached_coordinate("a") is None
+    stats = a.stats()
+    assert (stats["coordinate_updates"], stats["coordinates_cached"], stats["coordinate_resets"]) == (0, 0, 0)

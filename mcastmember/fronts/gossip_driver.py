@@ -136,6 +136,7 @@ class SerfOptions(TypedDict, total=False):
     query_response_size_limit: int
     user_event_size_limit: int
     limits: SerfLimits
+    disable_coordinates: bool
 
 
 # ------------------------------------------------------------------ settings
@@ -329,6 +330,19 @@ class GossipFront:
         ones until reaped), by name."""
         with self._lock:
             return self.node.members()
+
+    def coordinate(self) -> messages.Coordinate:
+        """This member's network coordinate (RuntimeError if the serf
+        setting ``disable_coordinates`` is on); ``estimate_rtt`` of two
+        coordinates is what ``serf rtt`` prints."""
+        with self._lock:
+            return self.node.coordinate()
+
+    def cached_coordinate(self, name: str) -> messages.Coordinate | None:
+        """The network coordinate member ``name`` last acked our probe with
+        (ours for our name); None if none yet, or coordinates are disabled."""
+        with self._lock:
+            return self.node.cached_coordinate(name)
 
     def user_event(self, name: str, payload: bytes, coalesce: bool = True) -> None:
         """``serf event``: a user event, gossiped to every member (ValueError

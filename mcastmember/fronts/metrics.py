@@ -276,6 +276,8 @@ GOSSIP_GAUGES: tuple[Spec, ...] = (
     ("queued", "Broadcasts waiting to be piggybacked, by queue.", ("queue",),
      _by({"broadcasts_queued": "memberlist", "user_broadcasts_queued": "user", "intents_queued": "intents",
           "events_queued": "events", "queries_queued": "queries"})),
+    ("coordinates_cached", "Network coordinates cached: ours and those of members that acked our probes.", (),
+     _one("coordinates_cached")),
     ("connections_open", "TCP connections open now.", (), _one("connections_open")),
     ("subscribers", "Listeners and event streams now.", (), _one("subscribers")),
 )
@@ -330,6 +332,11 @@ GOSSIP_COUNTERS: tuple[Spec, ...] = (
      _one("keyring_file_errors")),
     ("reconnects", "Tries to reach a failed member again, by outcome.", ("outcome",),
      _by({"reconnects_ok": "ok", "reconnects_failed": "failed"})),
+    ("coordinate_updates", "Probes acked with a coordinate that moved ours.", (), _one("coordinate_updates")),
+    ("coordinates_ignored", "Coordinates in acks not taken, by reason: bad (did not decode), refused (not "
+     "finite, other dimensions, or an RTT out of range), unknown_node (not in Serf's table).", ("reason",),
+     _by({"coordinates_bad": "bad", "coordinates_refused": "refused", "coordinates_unknown_node": "unknown_node"})),
+    ("coordinate_resets", "Times our coordinate went invalid and started again.", (), _one("coordinate_resets")),
     ("send_errors", "Datagrams the kernel refused to send.", (), _one("send_errors")),
     ("connections", "TCP connections by outcome: others' accepted or refused (over max_streams), ours "
      "opened or failed.", ("outcome",),

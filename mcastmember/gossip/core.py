@@ -35,8 +35,9 @@ from . import crypto, framing, hot as hot_path, label as label_mod, messages
 from .awareness import Awareness
 from .broadcasts import BroadcastQueue
 from .events import Event
-from .layout import (COMPOUND_HEADER_OVERHEAD, COMPOUND_MAX_PARTS, COMPOUND_OVERHEAD, CRC_MIN_PROTOCOL,
-                     ENCRYPT_OVERHEAD, LABEL_HEADER_SIZE, META_MAX_SIZE, USER_MSG_OVERHEAD, MessageType, NodeState)
+from .layout import (ACK_SEQ_MAX_SIZE, COMPOUND_HEADER_OVERHEAD, COMPOUND_MAX_PARTS, COMPOUND_OVERHEAD,
+                     CRC_MIN_PROTOCOL, ENCRYPT_OVERHEAD, LABEL_HEADER_SIZE, META_MAX_SIZE, USER_MSG_OVERHEAD,
+                     MessageType, NodeState)
 from .settings import GossipSettings
 from .state import Addr, Node, NodeTable, ip_bytes
 from .suspicion import Suspicion
@@ -147,7 +148,10 @@ class EngineCore:
         self._me = _raw_name(settings.name)
         self._hot = hot if hot is not None and _hot_usable(settings) and self._me is not None else None
         self._label_header = label_mod.add_label(b"", settings.label)
-        self._ack_template = (b"", hot_path.ack_prefix(b""))
+        #: our ack's prefix for ack_payload (hot.ack adds the sequence number),
+        #: and whether compressing an ack made from it is never worth trying
+        empty = hot_path.ack_prefix(b"")
+        self._ack_template = (b"", empty, framing.never_shorter(empty, ACK_SEQ_MAX_SIZE))
         self._addr = ip_bytes(settings.advertise_addr)
         self._port = settings.advertise_port
         self._seq = 0
@@ -239,20 +243,24 @@ class EngineCore:
             extra += ENCRYPT_OVERHEAD[s.encryption_version]
         return extra
 
-    def _send_msg(self, addr: Addr, msg: bytes) -> None:
-        """sendMsg: piggyback what broadcasts fit, as a compound."""
+    def _send_msg(self, addr: Addr, msg: bytes, compressible: bool = True) -> None:
+        """sendMsg: piggyback what broadcasts fit, as a compound
+        (``compressible`` False: ``msg`` alone would never compress smaller)."""
         avail = self.settings.udp_buffer_size - len(msg) - COMPOUND_HEADER_OVERHEAD - self._wrap_overhead()
         extra = self._get_broadcasts(COMPOUND_OVERHEAD, avail, COMPOUND_MAX_PARTS - 1)
-        self._send_raw(addr, framing.make_compound([msg, *extra]) if extra else msg, None)
+        if extra:
+            self._send_raw(addr, framing.make_compound([msg, *extra]), None)
+        else:
+            self._send_raw(addr, msg, None, compressible)
 
-    def _send_raw(self, addr: Addr, msg: bytes, node: Node | None) -> None:
+    def _send_raw(self, addr: Addr, msg: bytes, node: Node | None, compressible: bool = True) -> None:
         """rawSendMsgPacket: compress if smaller, the CRC header for nodes
         that speak protocol 5, encryption, the label."""
         s = self.settings
         if node is None:
             node = self.table.get(addr[0])   # as memberlist: found only if named by its IP
         keyring = self.keyring if s.gossip_verify_outgoing else None
-        packet = framing.encode_packet(msg, compress=s.enable_compression,
+        packet = framing.encode_packet(msg, compress=s.enable_compression and compressible,
                                        crc=node is not None and node.pmax >= CRC_MIN_PROTOCOL, keyring=keyring,
                                        encryption_version=s.encryption_version, label=s.label)
         if len(self._datagrams) >= s.max_datagrams:
@@ -263,6 +271,16 @@ class EngineCore:
 
 
     # ---------------------------------------------------------------- small
+
+    def _ack_prefix(self) -> tuple[bytes, bool]:
+        """Our ack's prefix for :attr:`ack_payload` (remade when it changes),
+        and False if no ack made from it can compress smaller."""
+        payload, prefix, plain = self._ack_template
+        if payload is not self.ack_payload and payload != self.ack_payload:
+            payload, prefix = self.ack_payload, hot_path.ack_prefix(self.ack_payload)
+            plain = framing.never_shorter(prefix, ACK_SEQ_MAX_SIZE)
+            self._ack_template = (payload, prefix, plain)
+        return prefix, not plain
 
     def _next_seq(self) -> int:
         self._seq = (self._seq + 1) & UINT32_MASK

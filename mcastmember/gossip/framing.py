@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from . import crypto, label as label_mod, lzw, messages
 from .errors import GossipWireError, Truncated
 from .layout import (COMPOUND_LENGTH_SIZE, COMPOUND_MAX_PART, COMPOUND_MAX_PARTS, COMPRESS_MESSAGE_OVERHEAD,
-                     CRC_HEADER_SIZE, ENCRYPTION_VERSION_MAX, LZW_ALGO, LZW_LIT_WIDTH, MessageType)
+                     CRC_HEADER_SIZE, ENCRYPTION_VERSION_MAX, LZW_ALGO, LZW_LIT_WIDTH, LZW_MAX_WIDTH, MessageType)
 from .limits import Limits
 
 # ----------------------------------------------------------------- compound
@@ -82,6 +82,29 @@ def strip_crc(buf: bytes) -> bytes:
 def compress_message(msg: bytes) -> bytes:
     """compressPayload: a compress message holding ``msg`` LZW-compressed."""
     return messages.encode(messages.Compress(algo=LZW_ALGO, buf=lzw.compress(msg)))
+
+
+#: codes LZW can define before its table is full (12-bit codes less the
+#: literals, clear and end of data)
+_LZW_TABLE_ROOM = (1 << LZW_MAX_WIDTH) - (1 << LZW_LIT_WIDTH) - 2
+
+
+def never_shorter(prefix: bytes, tail: int) -> bool:
+    """Whether no message of ``prefix`` and at most ``tail`` more bytes
+    compresses (:func:`compress_message`) to fewer bytes than itself, so
+    that trying is wasted work.
+
+    LZW reads its input in one pass: the codes of ``prefix + more`` are
+    those of ``prefix`` but the last, then at least one code no narrower
+    than it; so the compressed message never shrinks as bytes are added,
+    while the message itself grows by at most ``tail``. That holds while
+    the code table cannot fill (each byte adds at most one code; a full
+    table is cleared, and codes narrow again): longer messages are tried.
+    """
+    size = len(prefix) + tail
+    if compressed_floor(size) >= size:
+        return True
+    return size < _LZW_TABLE_ROOM and len(compress_message(prefix)) >= size
 
 
 def decompress_body(comp: messages.Compress, max_size: int) -> bytes:

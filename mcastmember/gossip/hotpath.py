@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import hot as hot_path, messages
+from . import messages
 from .layout import MessageType
 from .probing import Probing, reply_address
 from .state import Addr
@@ -94,15 +94,7 @@ class HotPath(Probing):
         if not to_me:
             self._counts["pings_misdirected"] += 1
             return
-        self._send_msg(reply_address(source_addr, source_port, addr), self._ack_bytes(seq))
-
-    def _ack_bytes(self, seq: int) -> bytes:
-        """Our ack of ``seq``: the pre-encoded template (remade when
-        :attr:`ack_payload` changes) and the sequence number."""
-        payload, prefix = self._ack_template
-        if payload != self.ack_payload:
-            payload, prefix = self.ack_payload, hot_path.ack_prefix(self.ack_payload)
-            self._ack_template = (payload, prefix)
+        prefix, compressible = self._ack_prefix()
         assert self._hot is not None
         ack: bytes = self._hot.ack(prefix, seq)
-        return ack
+        self._send_msg(reply_address(source_addr, source_port, addr), ack, compressible)

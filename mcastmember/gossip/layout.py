@@ -67,6 +67,8 @@ LZW_MAX_WIDTH = 12
 #: a compress message around its LZW bytes: type, fixmap, "Algo" 0, "Buf",
 #: and the shortest raw header
 COMPRESS_MESSAGE_OVERHEAD = 1 + 1 + 5 + 1 + 4 + 1
+#: the most bytes an ack's sequence number takes at its end (0xce + a uint32)
+ACK_SEQ_MAX_SIZE = 5
 
 # Encryption (security.go): a version byte, a 12-byte nonce, then AES-GCM output.
 ENCRYPTION_VERSION_PADDED = 0  # PKCS#7 padded to the AES block before sealing

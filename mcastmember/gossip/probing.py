@@ -32,7 +32,9 @@ class Probing(StreamSync):
             self._counts["pings_misdirected"] += 1
             return
         dest = reply_address(ping.source_addr, ping.source_port, addr)
-        self._send_msg(dest, messages.encode(messages.Ack(seq_no=ping.seq_no, payload=self.ack_payload)))
+        _prefix, compressible = self._ack_prefix()
+        self._send_msg(dest, messages.encode(messages.Ack(seq_no=ping.seq_no, payload=self.ack_payload)),
+                       compressible)
 
     def _handle_indirect_ping(self, ind: messages.IndirectPing, addr: Addr, now: float) -> None:
         if len(ind.target) not in (4, 16):

@@ -6,6 +6,8 @@
 - :mod:`.messages`: join/leave intents, user events, queries and responses,
   the push/pull user state, key-management payloads, relays, filters, the
   ping-ack coordinate;
+- :mod:`.coordinates`: the network coordinate (Vivaldi) updated from probes,
+  and :func:`~.coordinates.estimate_rtt` between two coordinates;
 - :mod:`.clock`: the Lamport clock;
 - :mod:`.buffers`: the recent-intent, event and query buffers, query filters;
 - :mod:`.members`: member statuses from intents and memberlist's events, and
@@ -20,7 +22,9 @@ imported by ``import mcastmember``. Decoders raise
 
 from .clock import LamportClock
 from .codec import SerfLimits
+from .coordinates import estimate_rtt
 from .layout import MemberStatus, SerfMessageType
 from .tags import decode_tags, encode_tags
 
-__all__ = ["LamportClock", "MemberStatus", "SerfLimits", "SerfMessageType", "decode_tags", "encode_tags"]
+__all__ = ["LamportClock", "MemberStatus", "SerfLimits", "SerfMessageType", "decode_tags", "encode_tags",
+           "estimate_rtt"]

@@ -96,3 +96,24 @@ PING_VERSION = 1
 
 #: Lamport times are Go uint64s: they wrap past this
 LAMPORT_MASK = (1 << 64) - 1
+
+# Network coordinates (coordinate/config.go DefaultConfig, client.go, coordinate.go).
+#: the Vivaldi space's dimensions: a coordinate with another count is refused
+COORDINATE_DIMENSIONALITY = 8
+#: an error estimate never above this (a new coordinate starts there)
+VIVALDI_ERROR_MAX = 1.5
+#: how fast the error estimate and the coordinate follow a sample
+VIVALDI_CE = 0.25
+VIVALDI_CC = 0.25
+#: samples averaged into the coordinate's adjustment term
+ADJUSTMENT_WINDOW_SIZE = 20
+#: seconds: the least height (and a new coordinate's)
+HEIGHT_MIN = 10.0e-6
+#: RTT samples per node whose median is used
+LATENCY_FILTER_SIZE = 3
+#: seconds: how strongly a coordinate is pulled back to the origin
+GRAVITY_RHO = 150.0
+#: distances and RTTs below this (seconds) count as this
+COORDINATE_ZERO_THRESHOLD = 1.0e-6
+#: nanoseconds: an RTT above this is refused (client.go Update)
+MAX_RTT_NS = 10 * 1_000_000_000

@@ -39,12 +39,13 @@ from ..broadcasts import BroadcastQueue
 from ..engine import GossipEngine, OutgoingStream
 from ..errors import GossipWireError
 from ..events import JoinResult, MemberFailed, MemberJoined, MemberLeft, MemberUpdated, NameConflict, \
-    RemoteState, UserMessage
+    PingCompleted, RemoteState, UserMessage
 from ..settings import GossipSettings
 from ..state import Addr, NodeInfo, ip_bytes, ip_text
 from . import messages
 from .buffers import should_process_query
 from .codec import SerfLimits
+from .coordinates import CoordinateClient, CoordinateRefused
 from .layout import (AGENT_PROTOCOL_VERSION, DEFAULT_QUERY_RESPONSE_SIZE_LIMIT, DEFAULT_QUERY_SIZE_LIMIT,
                      DEFAULT_QUERY_TIMEOUT_MULT, DEFAULT_REAP_INTERVAL, DEFAULT_RECONNECT_TIMEOUT,
                      DEFAULT_TOMBSTONE_TIMEOUT, DEFAULT_USER_EVENT_SIZE_LIMIT, INTERNAL_QUERY_PREFIX,
@@ -68,7 +69,8 @@ __all__ = ["COUNTERS", "ConflictResolved", "GossipMember", "JoinDone", "KeyResul
 COUNTERS = ("serf_messages", "serf_messages_bad", "intents_rebroadcast", "events_rebroadcast",
             "queries_rebroadcast", "queries_answered", "relays_forwarded", "responses_received",
             "keyring_changes", "serf_broadcasts_dropped", "serf_events_dropped", "reconnects_ok",
-            "reconnects_failed")
+            "reconnects_failed", "coordinate_updates", "coordinates_bad", "coordinates_refused",
+            "coordinates_unknown_node")
 
 _KEY_OPS = {QUERY_INSTALL_KEY: "install", QUERY_USE_KEY: "use", QUERY_REMOVE_KEY: "remove",
             QUERY_LIST_KEYS: "list"}
@@ -95,6 +97,8 @@ class SerfSettings:
     query_response_size_limit: int = DEFAULT_QUERY_RESPONSE_SIZE_LIMIT
     user_event_size_limit: int = DEFAULT_USER_EVENT_SIZE_LIMIT
     limits: SerfLimits = field(default_factory=SerfLimits)
+    #: no network coordinates: acks carry none, others' are ignored (Serf's DisableCoordinates)
+    disable_coordinates: bool = False
 
     def __post_init__(self) -> None:
         if not PROTOCOL_VERSION_MIN <= self.protocol_version <= PROTOCOL_VERSION_MAX:
@@ -139,7 +143,8 @@ class SerfNode:
         settings = dataclasses.replace(
             gossip, protocol_version=MEMBERLIST_PROTOCOL_FOR[serf.protocol_version],
             delegate_protocol_min=PROTOCOL_VERSION_MIN, delegate_protocol_max=PROTOCOL_VERSION_MAX,
-            delegate_protocol_version=serf.protocol_version)
+            delegate_protocol_version=serf.protocol_version,
+            ping_events=gossip.ping_events or not serf.disable_coordinates)
         self.name = settings.name
         self._tags = dict(tags or {})
         self.engine = GossipEngine(settings, meta=encode_tags(self._tags, serf.protocol_version), seed=seed,
@@ -165,6 +170,10 @@ class SerfNode:
         self._next_reap = float("inf")
         self._next_reconnect = float("inf")
         self._reconnecting: list[Addr] = []
+        #: our network coordinate (None: disabled), and the last one each member acked with
+        self.coordinates = None if serf.disable_coordinates else CoordinateClient(rng=self.engine.rng)
+        self._coordinate_cache: dict[str, messages.Coordinate] = {}
+        self._own_coordinate_changed()
 
     # ----------------------------------------------------------- lifecycle
 
@@ -287,6 +296,20 @@ class SerfNode:
         info = self._known.get(name)
         return self._member(info, state.status) if state is not None and info is not None else None
 
+    def coordinate(self) -> messages.Coordinate:
+        """Our network coordinate (Serf.GetCoordinate); RuntimeError if
+        coordinates are disabled."""
+        if self.coordinates is None:
+            raise RuntimeError("network coordinates are disabled")
+        return self.coordinates.coordinate
+
+    def cached_coordinate(self, name: str) -> messages.Coordinate | None:
+        """The coordinate ``name`` last acked our probe with, ours for our
+        name (Serf.GetCachedCoordinate); None if there is none or
+        coordinates are disabled."""
+        found = self._coordinate_cache.get(name)
+        return None if found is None else dataclasses.replace(found, vec=list(found.vec))
+
     def stats(self) -> dict[str, int]:
         out = self.engine.stats()
         out.update(self._counts)
@@ -298,6 +321,8 @@ class SerfNode:
         out["intents_queued"] = len(self.intents)
         out["events_queued"] = len(self.user_events)
         out["queries_queued"] = len(self.queries)
+        out["coordinates_cached"] = len(self._coordinate_cache)
+        out["coordinate_resets"] = self.coordinates.resets if self.coordinates is not None else 0
         return out
 
     @property
@@ -391,6 +416,8 @@ class SerfNode:
                     self._join_errors.append(f"{event.addr[0]}:{event.addr[1]}: {event.error}")
                 if self._joining <= 0:
                     self._join_finished(now)
+            elif isinstance(event, PingCompleted):
+                self._ping_completed(event)
             elif isinstance(event, NameConflict):
                 self._event(event)
                 if (event.existing.name == self.name and self.serf_settings.protocol_version >= QUERY_MIN_PROTOCOL
@@ -400,6 +427,39 @@ class SerfNode:
             self._take_core_events()
         self._take_core_events()
         self._advance_leave(now)
+
+    def _ping_completed(self, event: PingCompleted) -> None:
+        """ping_delegate.go NotifyPingComplete: the acker's coordinate and
+        the RTT move ours; the acker's is cached. Only for members Serf
+        knows (so the cache and the RTT samples hold at most those)."""
+        client, name = self.coordinates, event.node.name
+        if client is None or not event.payload:
+            return
+        try:
+            other = messages.decode_ack_payload(event.payload, self.serf_settings.limits)
+        except GossipWireError:
+            self._counts["coordinates_bad"] += 1
+            return
+        if name == self.name or name not in self.core.members.members:
+            self._counts["coordinates_unknown_node"] += 1
+            return
+        try:
+            client.update(name, other, event.rtt)
+        except CoordinateRefused:
+            self._counts["coordinates_refused"] += 1
+            return
+        self._counts["coordinate_updates"] += 1
+        self._coordinate_cache[name] = other
+        self._own_coordinate_changed()
+
+    def _own_coordinate_changed(self) -> None:
+        """Our coordinate in the cache and in our acks (PingDelegate.AckPayload),
+        encoded once per change."""
+        if self.coordinates is None:
+            return
+        mine = self.coordinates.coordinate
+        self._coordinate_cache[self.name] = mine
+        self.engine.ack_payload = messages.encode_ack_payload(mine)
 
     def _reconnect(self, now: float) -> None:
         """serf.go reconnect: with probability failed / alive, a memberlist join
@@ -436,6 +496,9 @@ class SerfNode:
         self._event(MemberEvent(kind, self._member(info, status)))
         if kind == "reaped":
             del self._known[event.name]
+            self._coordinate_cache.pop(event.name, None)
+            if self.coordinates is not None:
+                self.coordinates.forget(event.name)
 
     def _member(self, info: NodeInfo, status: MemberStatus) -> GossipMember:
         try:
