@@ -28,6 +28,7 @@ its path). It is test and bench tooling, not part of the package.
 
 from __future__ import annotations
 
+import gc
 import heapq
 import math
 import random
@@ -464,14 +465,22 @@ def gossip_cluster(n: int, *, seed: int = 0, link: Link = Link(), lifeguard: boo
     for i in range(n):
         add_gossip(sim, i, overrides)
     vsn = sim.nodes[0].engine.settings.vsn()
+    # One name, address and Vsn object per member, shared by every table (a
+    # real member decodes its own copies; that is memory, not behaviour).
     known = [(node.name, ip_bytes(node.addr[0])) for node in sim.nodes]
-    for i, node in enumerate(sim.nodes):
-        table = node.engine.table
-        nodes = [Node(name, raw, PORT, b"", 1, NodeState.ALIVE, 0.0, vsn)
-                 for j, (name, raw) in enumerate(known) if j != i]
-        table.rng.shuffle(nodes)            # the probe order, as the first reshuffle makes it
-        table.nodes = nodes
-        table.by_name = {node.name: node for node in nodes}
+    collecting = gc.isenabled()
+    gc.disable()        # N^2 records that live for the whole run: nothing to collect
+    try:
+        for i, node in enumerate(sim.nodes):
+            table = node.engine.table
+            nodes = [Node(name, raw, PORT, b"", 1, NodeState.ALIVE, 0.0, vsn)
+                     for j, (name, raw) in enumerate(known) if j != i]
+            table.rng.shuffle(nodes)            # the probe order, as the first reshuffle makes it
+            table.nodes = nodes
+            table.by_name = {node.name: node for node in nodes}
+    finally:
+        if collecting:
+            gc.enable()
     settings = sim.nodes[0].engine.settings
     every = push_pull_scale(settings.push_pull_interval, n)
     for i, node in enumerate(sim.nodes):

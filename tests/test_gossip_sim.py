@@ -93,15 +93,39 @@ def test_by_type_counts_each_datagram_by_its_messages():
     assert set(lossy.by_type["streams"]) <= {"push_pull", "ping", "ack"}
 
 
+def _bench_table_in_docs(rows: str, *options: str) -> str:
+    """bench/gossip.py's table of bench/``rows``, checked to be in
+    docs/gossip.md as printed; returns it."""
+    root = pathlib.Path(__file__).resolve().parent.parent
+    out = subprocess.run([sys.executable, str(root / "bench" / "gossip.py"), "--table",
+                          str(root / "bench" / rows), *options],
+                         capture_output=True, text=True, check=True).stdout
+    assert out.strip() in (root / "docs" / "gossip.md").read_text()
+    return out
+
+
 def test_the_docs_breakdown_is_the_bench_table_of_its_rows():
     """docs/gossip.md's by-type breakdown is what bench/gossip.py prints
     from bench/gossip-by-type.json, the rows whose figures the text quotes."""
-    root = pathlib.Path(__file__).resolve().parent.parent
-    out = subprocess.run([sys.executable, str(root / "bench" / "gossip.py"), "--table",
-                          str(root / "bench" / "gossip-by-type.json"), "--by-type"],
-                         capture_output=True, text=True, check=True).stdout
-    assert out.strip() in (root / "docs" / "gossip.md").read_text()
+    out = _bench_table_in_docs("gossip-by-type.json", "--by-type")
     assert "| refutations in the window | 21, 14, 15, 22, 15 | 14, 15, 12, 17, 14 |" in out
+
+
+def test_the_docs_table_is_the_bench_table_of_its_rows():
+    """docs/gossip.md's scale table is what bench/gossip.py prints from
+    bench/gossip-results.json (the 10,000-member rows included)."""
+    out = _bench_table_in_docs("gossip-results.json")
+    assert "| 10,000 | lifeguard | 0% | 0% | 0% | 18.0 / 18.3 / 18.5 |" in out
+
+
+def test_a_table_record_is_slotted():
+    """Every member keeps a record of every other (10^8 of them when 10,000
+    members are simulated in one process): no dict per record, and the
+    converged tables share one name and address object per member."""
+    sim = gossip_cluster(3)
+    records = [n.engine.table.get("n0") for n in sim.nodes[1:]]
+    assert not hasattr(records[0], "__dict__")
+    assert records[0].name is records[1].name and records[0].addr is records[1].addr
 
 
 def test_the_same_seed_gives_the_same_run():

@@ -54,9 +54,11 @@ class NodeInfo:
     vsn: bytes
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Node:
-    """What we know of one node (memberlist's nodeState)."""
+    """What we know of one node (memberlist's nodeState). Slotted: every
+    member keeps one per member of the cluster (10,000 members simulated in
+    one process hold 10^8 of them)."""
 
     name: str
     addr: bytes
