@@ -101,8 +101,10 @@ def test_verify_timeout_is_how_long_a_silent_port_is_probed(group_port, tmp_path
             kinds = []
             with loopback_sender() as sender:
                 while not kinds:      # until the demo is up to hear it (Python starts slowly)
-                    sender.sendto(heartbeat(port=port, uid=b"S" * 16), (GROUP, group_port))
+                    # read before sending: the demo cannot hear it sooner, where a
+                    # reading after the send can come later than the demo's own
                     heard = time.monotonic()
+                    sender.sendto(heartbeat(port=port, uid=b"S" * 16), (GROUP, group_port))
                     try:
                         event, _ = read_event(watcher, timeout=0.2)
                     except AssertionError:
