@@ -219,7 +219,28 @@ def engine_rows(rounds):
         ns = per_call_ns(call, rounds)
         nbytes, _blocks = allocation(call, rounds=rounds // 4)
         rows.append(dict(path=path, message="ack (pending probe)", ns=ns, bytes=nbytes))
+        rows.append(send_row(path, rounds))
     return rows
+
+
+SEND_COMPOUND = f"send: {COMPOUND_ALIVES} alives in a compound, tried compressed (per datagram)"
+
+
+def send_row(path, rounds):
+    """The packet a gossip round sends (``encode_packet`` as the engine calls
+    it for a compound of broadcasts): memberlist tries every datagram
+    LZW-compressed and keeps the shorter. The general and pure-Python paths
+    write LZW in Python, the compiled path with the compiled writer."""
+    if lzw is not None and hasattr(lzw, "_COMPILED_WRITER"):
+        lzw._COMPILED_WRITER = hot.COMPILED_LZW_WRITER if path == "hot (compiled)" else None
+    compound = framing.make_compound([messages.encode(peer_alive(f"serf-{i + 1}", (f"127.0.0.{i + 2}", 7946)))
+                                      for i in range(COMPOUND_ALIVES)])
+
+    def call():
+        return framing.encode_packet(compound, compress=True, crc=True)
+    ns = per_call_ns(call, rounds)
+    nbytes, _blocks = allocation(call, rounds=rounds // 4)
+    return dict(path=path, message=SEND_COMPOUND, ns=ns, bytes=nbytes)
 
 
 def msgpack_rows(rounds):

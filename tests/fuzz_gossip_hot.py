@@ -160,8 +160,11 @@ def run(count: int, seed: int) -> None:
             kinds["unmatched" if found is None else str(found[0])] += 1
         if len(unwrapped) > 1 or len(matched) > 1:
             fail(data, "the compiled and pure-Python matchers disagree")
-        if compiled is not None and i % 5 == 0:    # the LZW readers, on this packet compressed (and mutated)
-            packed = lzw.compress(data * rng.choice([1, 1, 50]))
+        if compiled is not None and i % 5 == 0:    # the LZW writers on this packet, the readers on it compressed (and mutated)
+            plain = data * rng.choice([1, 1, 50])
+            packed = lzw.compress_py(plain)
+            if compiled.lzw_compress(plain) != packed:
+                fail(plain, "the compiled and pure-Python LZW writers disagree")
             packed = mutate(rng, packed) if rng.random() < 0.5 else packed
             most = rng.choice([1 << 24, len(data), 10])
             if lzw_result(lzw.decompress_py, packed, most) != lzw_result(

@@ -334,9 +334,10 @@ def test_the_stub_names_what_both_twins_have():
     tree = ast.parse(stub.read_text())
     names = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
     names |= {n.target.id for n in tree.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
-    # the LZW reader's twin is lzw.decompress_py, not in _hot_py
-    assert names == {"PING", "ACK", "SUSPECT", "ALIVE", "DEAD", "unwrap", "match", "ack", "lzw_decompress"}
-    assert all(hasattr(_hot_py, name) for name in names - {"lzw_decompress"})
+    # the LZW reader's and writer's twins are lzw.decompress_py and lzw.compress_py, not in _hot_py
+    lzw_names = {"lzw_decompress", "lzw_compress"}
+    assert names == {"PING", "ACK", "SUSPECT", "ALIVE", "DEAD", "unwrap", "match", "ack"} | lzw_names
+    assert all(hasattr(_hot_py, name) for name in names - lzw_names)
     for twin in (m for m in hot.IMPLEMENTATIONS.values() if m is not None):
         assert all(hasattr(twin, name) for name in names) or twin is _hot_py
         assert [twin.PING, twin.ACK, twin.SUSPECT, twin.ALIVE, twin.DEAD] == [0, 2, 3, 4, 5]
@@ -382,6 +383,31 @@ def test_the_compiled_lzw_reader_gives_the_pure_readers_bytes_and_errors(case):
     assert _lzw(_compiled_lzw, data, max_size) == want
     if data == lzw.compress(plain) and max_size >= len(plain):
         assert want == plain
+
+
+@needs_compiled
+def test_the_compiled_lzw_writer_writes_gos_vectors():
+    for v in VECTORS["lzw"]:
+        assert COMPILED.lzw_compress(bytes.fromhex(v["plain"])) == bytes.fromhex(v["lzw"]), v["name"]
+
+
+@needs_compiled
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.binary(max_size=300), st.integers(0, 9000).map(lambda n: b"ab" * n),
+                 st.integers(0, 20000).map(bytes),
+                 # past 3,838 new codes the table fills: a clear, at every width
+                 st.integers(3830, 3850).flatmap(lambda n: st.binary(min_size=n, max_size=n)),
+                 st.lists(st.sampled_from([b"a", b"b", b"ab", b"\0" * 50]), max_size=400).map(b"".join)))
+def test_the_compiled_lzw_writer_gives_the_pure_writers_bytes(plain):
+    packed = COMPILED.lzw_compress(plain)
+    assert packed == lzw.compress_py(plain)
+    assert lzw.decompress_py(packed, len(plain)) == plain
+
+
+def test_lzw_compress_takes_the_chosen_writer():
+    """The engine's compress is the compiled writer exactly when the
+    compiled matcher is chosen (MCASTMEMBER_NO_EXTENSIONS=1: the twin)."""
+    assert lzw._COMPILED_WRITER is (COMPILED.lzw_compress if hot.DEFAULT is COMPILED else None)
 
 
 @pytest.mark.parametrize("twin", TWINS)

@@ -159,6 +159,7 @@ def test_stream_encryption_policies():
 def test_lzw_vectors_both_ways(vector):
     plain, packed = bytes.fromhex(vector["plain"]), bytes.fromhex(vector["lzw"])
     assert lzw.compress(plain) == packed
+    assert lzw.compress_py(plain) == packed
     assert lzw.decompress(packed, len(plain)) == plain
     assert framing.compress_message(plain) == bytes.fromhex(vector["wire"])
 
@@ -167,6 +168,14 @@ def test_lzw_vectors_both_ways(vector):
 @given(st.binary(max_size=3000) | st.lists(st.sampled_from([b"a", b"b", b"ab", b"\0" * 50]), max_size=400).map(b"".join))
 def test_lzw_round_trip(data):
     assert lzw.decompress(lzw.compress(data), len(data)) == data
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.binary(max_size=70_000) | st.integers(0, 200_000).map(bytes))
+def test_a_compress_message_is_what_the_general_encoder_writes(data):
+    """compress_message appends to a head made once; the Buf's raw header
+    grows with it (fixraw, raw16, raw32)."""
+    assert framing.compress_message(data) == messages.encode(messages.Compress(algo=0, buf=lzw.compress(data)))
 
 
 def test_lzw_bomb_stops_at_the_bound():

@@ -3,14 +3,15 @@
 
 The same function on the same bytes: see ``_hot_py.py`` for the layouts and
 the results. Every read is checked against the message's length first.
-Also Go's LZW reader (``lzw_decompress``), whose pure-Python twin is
-``gossip/lzw.py``'s ``decompress``: compressed packets are what Go sends
-when a compound of broadcasts shrinks.
+Also Go's LZW reader and writer (``lzw_decompress`` and ``lzw_compress``),
+whose pure-Python twins are ``gossip/lzw.py``'s ``decompress_py`` and
+``compress_py``: compressed packets are what Go sends when a compound of
+broadcasts shrinks, and every datagram is tried compressed before it goes.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
-from libc.string cimport memcmp, memcpy
+from libc.string cimport memcmp, memcpy, memset
 
 cdef enum:
     COMPOUND = 7
@@ -452,5 +453,104 @@ def lzw_decompress(bytes data not None, Py_ssize_t max_size):
                 else:
                     width += 1
                     overflow <<= 1
+    finally:
+        PyMem_Free(out)
+
+
+# The writer's code table, (prefix code << 8 | byte) -> code, open addressing.
+# It holds at most 4095 - 257 codes before a clear, so 8,192 slots stay under
+# half full. A slot counts only when its stamp is the current one: a new call
+# (or a clear) takes a new stamp instead of wiping 8,192 slots for a
+# 100-byte datagram. Shared by every call for the reason LZW_TABLE is.
+cdef enum:
+    LZW_HASH_BITS = 13
+    LZW_HASH_SIZE = 1 << LZW_HASH_BITS
+
+cdef unsigned int LZW_KEYS[LZW_HASH_SIZE]
+cdef unsigned short LZW_CODES[LZW_HASH_SIZE]
+cdef unsigned int LZW_STAMPS[LZW_HASH_SIZE]
+cdef unsigned int LZW_STAMP = 0
+
+
+cdef inline unsigned int _lzw_new_stamp() noexcept:
+    global LZW_STAMP
+    LZW_STAMP += 1
+    if LZW_STAMP == 0:                 # wrapped: forget every old stamp once
+        memset(LZW_STAMPS, 0, sizeof(LZW_STAMPS))
+        LZW_STAMP = 1
+    return LZW_STAMP
+
+
+def lzw_compress(bytes data not None):
+    """Go's compress/lzw writer (LSB, 8-bit literals), Close included, step
+    for step as ``lzw.compress_py`` does it: the same bytes."""
+    cdef const unsigned char *src = <const unsigned char *>data
+    cdef Py_ssize_t size = len(data), i, o = 0
+    # every input byte ends at most one code; add the clears, the last code and the end code
+    cdef Py_ssize_t cap = ((size + size // 3000 + 8) * LZW_MAX_WIDTH + 7) // 8 + 8
+    cdef unsigned long long bits = LZW_CLEAR
+    cdef int n_bits = 9, width = 9, hi = LZW_EOF, overflow = 512
+    cdef unsigned int code, key, slot, stamp
+    cdef int found
+    cdef unsigned char *out = <unsigned char *>PyMem_Malloc(cap)
+    if out == NULL:
+        raise MemoryError()
+    try:
+        if size:
+            stamp = _lzw_new_stamp()
+            code = src[0]
+            for i in range(1, size):
+                key = code << 8 | src[i]
+                slot = (key * 2654435761U) >> (32 - LZW_HASH_BITS)
+                found = -1
+                while LZW_STAMPS[slot] == stamp:
+                    if LZW_KEYS[slot] == key:
+                        found = LZW_CODES[slot]
+                        break
+                    slot = (slot + 1) & (LZW_HASH_SIZE - 1)
+                if found >= 0:
+                    code = <unsigned int>found
+                    continue
+                bits |= (<unsigned long long>code) << n_bits
+                n_bits += width
+                while n_bits >= 8:
+                    out[o] = <unsigned char>bits
+                    o += 1
+                    bits >>= 8
+                    n_bits -= 8
+                code = src[i]
+                hi += 1                      # incHi
+                if hi == overflow:
+                    width += 1
+                    overflow <<= 1
+                if hi == LZW_MAX_CODE:       # full: a clear at this width, the pair not recorded
+                    bits |= (<unsigned long long>LZW_CLEAR) << n_bits
+                    n_bits += width
+                    width = 9
+                    hi = LZW_EOF
+                    overflow = 512
+                    stamp = _lzw_new_stamp()
+                    continue
+                LZW_KEYS[slot] = key
+                LZW_CODES[slot] = <unsigned short>hi
+                LZW_STAMPS[slot] = stamp
+            # Close: the last code, incHi once more (it may widen or clear), then end of data
+            bits |= (<unsigned long long>code) << n_bits
+            n_bits += width
+            hi += 1
+            if hi == overflow:
+                width += 1
+            if hi == LZW_MAX_CODE:
+                bits |= (<unsigned long long>LZW_CLEAR) << n_bits
+                n_bits += width
+                width = 9
+        bits |= (<unsigned long long>LZW_EOF) << n_bits
+        n_bits += width
+        while n_bits > 0:
+            out[o] = <unsigned char>bits
+            o += 1
+            bits >>= 8
+            n_bits -= 8
+        return PyBytes_FromStringAndSize(<char *>out, o)
     finally:
         PyMem_Free(out)

@@ -19,7 +19,7 @@ import math
 import zlib
 from collections.abc import Sequence
 
-from . import crypto, label as label_mod, lzw, messages
+from . import crypto, label as label_mod, lzw, messages, msgpack_go
 from .errors import GossipWireError, Truncated
 from .layout import (COMPOUND_LENGTH_SIZE, COMPOUND_MAX_PART, COMPOUND_MAX_PARTS, COMPRESS_MESSAGE_OVERHEAD,
                      CRC_HEADER_SIZE, ENCRYPTION_VERSION_MAX, LZW_ALGO, LZW_LIT_WIDTH, LZW_MAX_WIDTH, MessageType)
@@ -79,9 +79,15 @@ def strip_crc(buf: bytes) -> bytes:
 # --------------------------------------------------------------- compression
 
 
+#: a compress message up to its Buf value (made by the general encoder once:
+#: every datagram goes through compress_message, which then only appends)
+_COMPRESS_HEAD = messages.encode(messages.Compress(algo=LZW_ALGO, buf=b""))[:-len(msgpack_go.pack(b""))]
+
+
 def compress_message(msg: bytes) -> bytes:
-    """compressPayload: a compress message holding ``msg`` LZW-compressed."""
-    return messages.encode(messages.Compress(algo=LZW_ALGO, buf=lzw.compress(msg)))
+    """compressPayload: a compress message holding ``msg`` LZW-compressed
+    (what ``messages.encode(Compress(...))`` writes, without its general encoder)."""
+    return _COMPRESS_HEAD + msgpack_go.pack(lzw.compress(msg))
 
 
 #: codes LZW can define before its table is full (12-bit codes less the

@@ -6,8 +6,9 @@ recognised by a byte-level matcher (:func:`match`, in ``_hot.pyx`` compiled
 and ``_hot_py.py``, its pure-Python twin, which behave identically) instead
 of the general msgpack decode, and a ping is answered with an ack built from
 a pre-encoded template and the sequence number. Anything the matcher does
-not recognise takes the general path. The compiled module also reads LZW
-(compressed packets), the twin of ``lzw.decompress_py``.
+not recognise takes the general path. The compiled module also reads and
+writes LZW (compressed packets), the twins of ``lzw.decompress_py`` and
+``lzw.compress_py``.
 
 The compiled matcher when it was built, else the twin;
 ``MCASTMEMBER_NO_EXTENSIONS=1`` forces the twin, as it does for the
@@ -35,8 +36,10 @@ _FORCE_PYTHON = os.environ.get("MCASTMEMBER_NO_EXTENSIONS", "").strip().lower() 
 IMPLEMENTATIONS: dict[str, ModuleType | None] = {"compiled": _compiled, "python": _hot_py}
 #: the one the engine takes unless told otherwise
 DEFAULT: ModuleType = _hot_py if _FORCE_PYTHON or _compiled is None else _compiled
-#: the compiled LZW reader, when the compiled matcher is chosen (its twin is lzw.decompress_py)
+#: the compiled LZW reader and writer, when the compiled matcher is chosen
+#: (their twins are lzw.decompress_py and lzw.compress_py)
 COMPILED_LZW = _compiled.lzw_decompress if _compiled is not None and DEFAULT is _compiled else None
+COMPILED_LZW_WRITER = _compiled.lzw_compress if _compiled is not None and DEFAULT is _compiled else None
 
 
 def ack_prefix(payload: bytes) -> bytes:

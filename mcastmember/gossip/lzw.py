@@ -1,5 +1,5 @@
 """Go's ``compress/lzw`` in LSB order with 8-bit literals, both ways (pure
-Python; reading also compiled, in ``_hot.pyx``).
+Python, and compiled both ways in ``_hot.pyx``).
 
 memberlist compresses with ``lzw.NewWriter(w, lzw.LSB, 8)`` (util.go); the
 behaviour below is Go 1.19's ``compress/lzw`` (reader.go, writer.go), which
@@ -22,10 +22,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .errors import GossipWireError, Truncated
-from .hot import COMPILED_LZW
+from .hot import COMPILED_LZW, COMPILED_LZW_WRITER
 from .layout import LZW_LIT_WIDTH, LZW_MAX_WIDTH
 
 _COMPILED: Callable[[bytes, int], "bytes | tuple[int, ...]"] | None = COMPILED_LZW
+_COMPILED_WRITER: Callable[[bytes], bytes] | None = COMPILED_LZW_WRITER
 
 _CLEAR = 1 << LZW_LIT_WIDTH
 _EOF = _CLEAR + 1
@@ -33,72 +34,70 @@ _MAX_CODE = (1 << LZW_MAX_WIDTH) - 1
 
 
 def compress(data: bytes) -> bytes:
-    """``data`` as Go's ``lzw.NewWriter(w, lzw.LSB, 8)`` writes it, Close included.
+    """``data`` as Go's ``lzw.NewWriter(w, lzw.LSB, 8)`` writes it, Close
+    included. Every gossip datagram is tried compressed (memberlist keeps
+    the result only when it is shorter), so this is the engine's hottest
+    loop: the compiled writer (``_hot.pyx``) when it is built and chosen
+    (see :mod:`.hot`), else :func:`compress_py`: the same bytes."""
+    if _COMPILED_WRITER is not None and type(data) is bytes:
+        return _COMPILED_WRITER(data)
+    return compress_py(data)
 
-    The bit writer is inlined (locals, no method call per code): every
-    gossip datagram is tried compressed, so this is the engine's hot loop."""
+
+def compress_py(data: bytes) -> bytes:
+    """:func:`compress` in pure Python (the compiled writer's twin). The
+    bit writer is inlined: locals, no method call per code."""
     out = bytearray()
     append = out.append
     width, hi, overflow = LZW_LIT_WIDTH + 1, _EOF, _CLEAR << 1
     table: dict[int, int] = {}  # (prefix code << 8 | byte) -> code
     get = table.get
     bits, n_bits = _CLEAR, width
-    if not data:
-        bits |= _EOF << n_bits
-        n_bits += width
-        while n_bits >= 8:
-            append(bits & 0xFF)
-            bits >>= 8
-            n_bits -= 8
-        if n_bits:
-            append(bits & 0xFF)
-        return bytes(out)
-    code = data[0]
-    for literal in data[1:]:
-        key = code << 8 | literal
-        found = get(key)
-        if found is not None:
-            code = found
-            continue
-        bits |= code << n_bits
-        n_bits += width
-        while n_bits >= 8:
-            append(bits & 0xFF)
-            bits >>= 8
-            n_bits -= 8
-        code = literal
-        # incHi: the next implied code; a full table is cleared (clear code sent
-        # at the current width) and the pair is not recorded.
+    tail = []
+    if data:
+        code = data[0]
+        for literal in data[1:]:
+            key = code << 8 | literal
+            found = get(key)
+            if found is not None:
+                code = found
+                continue
+            bits |= code << n_bits
+            n_bits += width
+            while n_bits >= 8:
+                append(bits & 0xFF)
+                bits >>= 8
+                n_bits -= 8
+            code = literal
+            # incHi: the next implied code; a full table is cleared (clear code sent
+            # at the current width) and the pair is not recorded.
+            hi += 1
+            if hi == overflow:
+                width += 1
+                overflow <<= 1
+            if hi == _MAX_CODE:
+                bits |= _CLEAR << n_bits
+                n_bits += width
+                width, hi, overflow = LZW_LIT_WIDTH + 1, _EOF, _CLEAR << 1
+                table.clear()
+                continue
+            table[key] = hi
+        tail.append((code, width))
+        # Close runs incHi once more: it may widen (or clear) before the EOF code.
         hi += 1
         if hi == overflow:
             width += 1
-            overflow <<= 1
         if hi == _MAX_CODE:
-            bits |= _CLEAR << n_bits
-            n_bits += width
-            width, hi, overflow = LZW_LIT_WIDTH + 1, _EOF, _CLEAR << 1
-            table.clear()
-            continue
-        table[key] = hi
-    tail = [(code, width)]
-    # Close runs incHi once more: it may widen (or clear) before the EOF code.
-    hi += 1
-    if hi == overflow:
-        width += 1
-        overflow <<= 1
-    if hi == _MAX_CODE:
-        tail.append((_CLEAR, width))
-        width = LZW_LIT_WIDTH + 1
+            tail.append((_CLEAR, width))
+            width = LZW_LIT_WIDTH + 1
     tail.append((_EOF, width))
     for value, size in tail:
         bits |= value << n_bits
         n_bits += size
-    while n_bits >= 8:
+    while n_bits > 0:
         append(bits & 0xFF)
         bits >>= 8
         n_bits -= 8
-    if n_bits:
-        append(bits & 0xFF)
     return bytes(out)
 
 
