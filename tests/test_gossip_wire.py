@@ -7,6 +7,7 @@ import json
 import pathlib
 import zlib
 
+import msgpack
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -464,6 +465,42 @@ def test_oversized_and_deep_msgpack_is_refused():
     # A raw32 announcing 4 GiB in a short buffer: refused without allocating it.
     with pytest.raises(GossipWireError):
         messages.decode(b"\x02\x81\xa7Payload\xdb\xff\xff\xff\xff", LIMITS)
+
+
+def _depth_and_ext(value) -> tuple[int, bool]:
+    """The nesting of a decoded value (a struct is 1) and whether an ext type is in it."""
+    if isinstance(value, msgpack.ExtType):
+        return 0, True
+    if isinstance(value, dict):
+        found = [_depth_and_ext(x) for x in [*value.keys(), *value.values()]]
+    elif isinstance(value, list):
+        found = [_depth_and_ext(x) for x in value]
+    else:
+        return 0, False
+    return 1 + max((d for d, _ in found), default=0), any(e for _, e in found)
+
+
+_SCALARS = st.integers(-5, 300) | st.binary(max_size=3) | st.none() | st.booleans()
+_MSGPACK = st.recursive(
+    _SCALARS | st.builds(msgpack.ExtType, st.integers(0, 5), st.binary(max_size=2)),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_SCALARS.filter(lambda x: x is not None)
+                                                                | st.builds(msgpack.ExtType, st.just(1), st.just(b"")),
+                                                                inner, max_size=3),
+    max_leaves=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_MSGPACK, st.integers(1, 5))
+def test_msgpack_is_refused_exactly_when_too_deep_or_with_an_ext_type(value, max_nesting):
+    depth, ext = _depth_and_ext(value)
+    data = msgpack.packb(value, use_bin_type=False)
+    limits = Limits(max_nesting=max_nesting)
+    if depth <= max_nesting and not ext:
+        assert msgpack_go.unpack(data, limits)[1] == len(data)
+        return
+    with pytest.raises(GossipWireError) as caught:
+        msgpack_go.unpack(data, limits)
+    assert caught.value.reason in ({"too_deep"} if depth > max_nesting else set()) | ({"bad_msgpack"} if ext else set())
 
 
 def test_push_pull_counts_are_bounded():

@@ -19,8 +19,8 @@ bin too: newer Go writers may use them) within :class:`Limits`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Union
+from collections.abc import Iterable, Mapping
+from typing import Union, cast
 
 import msgpack
 
@@ -94,15 +94,27 @@ def unpack(buf: bytes, limits: Limits, offset: int = 0) -> tuple[Value, int]:
 
 def _check_depth(value: object, max_nesting: int) -> None:
     """Containers may nest ``max_nesting`` deep (a struct is depth 1); ext types
-    never appear in memberlist's messages."""
+    never appear in memberlist's messages.
+
+    Only containers and ext values are stacked: a struct of scalars (every
+    node state of a push/pull) costs one pass over its keys and values."""
+    if not isinstance(value, _NESTED):
+        return
     stack: list[tuple[object, int]] = [(value, 0)]
     while stack:
         item, depth = stack.pop()
-        if isinstance(item, (list, dict)):
-            depth += 1
-            if depth > max_nesting:
-                raise GossipWireError("too_deep", f"msgpack nested deeper than {max_nesting}")
-            children = list(item.keys()) + list(item.values()) if isinstance(item, dict) else item
-            stack.extend((child, depth) for child in children)
-        elif isinstance(item, msgpack.ExtType):
+        if isinstance(item, msgpack.ExtType):
             raise GossipWireError("bad_msgpack", "msgpack extension types are not part of the wire")
+        depth += 1
+        if depth > max_nesting:
+            raise GossipWireError("too_deep", f"msgpack nested deeper than {max_nesting}")
+        groups: tuple[Iterable[object], ...] = (item.keys(), item.values()) if isinstance(item, dict) else (
+            cast(list[object], item),)
+        for children in groups:
+            for child in children:
+                if isinstance(child, _NESTED):
+                    stack.append((child, depth))
+
+
+#: what _check_depth looks into (or refuses)
+_NESTED = (list, dict, msgpack.ExtType)
