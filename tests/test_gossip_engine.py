@@ -3,6 +3,7 @@ through tests/gossipnet.py's deterministic network on a fake clock. No sockets,
 no real time; pure Python (one implementation)."""
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from gossipnet import Net, NodeState
 from mcastmember.wire.errors import ConfigurationError
@@ -348,6 +349,73 @@ def test_broadcast_queue_order_limits_and_invalidation():
     assert q.messages() == [b"w" * 5]
     assert q.get(2, 1000, num_nodes=1) == [b"w" * 5]
     assert len(q) == 0
+
+
+class _ScanQueue:
+    """The queue's rules, stated the plain way (sort everything, take what
+    fits in one pass): the reference the tiered queue must agree with."""
+
+    def __init__(self, mult, max_count, max_bytes):
+        self.mult, self.max_count, self.max_bytes = mult, max_count, max_bytes
+        self.items, self.finished, self.dropped, self.next_id = [], [], 0, 0
+
+    def order(self, item):
+        return (item["transmits"], -len(item["msg"]), -item["id"])
+
+    def remove(self, item):
+        self.items.remove(item)
+        if item["token"] is not None:
+            self.finished.append(item["token"])
+        if not self.items:
+            self.next_id = 0
+
+    def queue(self, msg, name, token):
+        for old in [i for i in self.items if name is not None and i["name"] == name]:
+            self.remove(old)
+        self.next_id += 1
+        self.items.append({"msg": msg, "name": name, "id": self.next_id, "transmits": 0, "token": token})
+        while len(self.items) > self.max_count or sum(len(i["msg"]) for i in self.items) > self.max_bytes:
+            self.remove(max(self.items, key=self.order))
+            self.dropped += 1
+
+    def get(self, overhead, limit, num_nodes, max_items):
+        most, used, out = retransmit_limit(self.mult, num_nodes), 0, []
+        for item in sorted(self.items, key=self.order):
+            free = limit - used - overhead
+            if free <= 0 or len(out) >= max_items:
+                break
+            if len(item["msg"]) <= free:
+                used += overhead + len(item["msg"])
+                out.append(item["msg"])
+                if item["transmits"] + 1 >= most:
+                    self.remove(item)
+                else:
+                    item["transmits"] += 1
+        return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(
+    st.tuples(st.just("queue"), st.integers(1, 60), st.sampled_from([None, "a", "b", "c", "d"]), st.booleans()),
+    st.tuples(st.just("get"), st.integers(0, 6), st.integers(0, 150), st.sampled_from([1, 3, 9, 10, 99, 100]),
+              st.integers(1, 6))), max_size=120),
+    st.integers(2, 12), st.integers(60, 600))
+def test_the_broadcast_queue_takes_what_sorting_everything_would(ops, max_count, max_bytes):
+    """Its tiers give, call for call, the messages (and their order), the
+    finished tokens, the drops, the count and the bytes of the plain rules."""
+    q, ref = BroadcastQueue(retransmit_mult=1, max_count=max_count, max_bytes=max_bytes), _ScanQueue(1, max_count, max_bytes)
+    for n, op in enumerate(ops):
+        if op[0] == "queue":
+            _, size, name, tokened = op
+            msg = bytes([n % 256]) * size
+            q.queue(msg, name, n if tokened else None)
+            ref.queue(msg, name, n if tokened else None)
+        else:
+            _, overhead, limit, nodes, most = op
+            assert q.get(overhead, limit, nodes, most) == ref.get(overhead, limit, nodes, most)
+        assert q.messages() == [i["msg"] for i in sorted(ref.items, key=ref.order)]
+        assert (q.finished, q.dropped, len(q), q.size) == (ref.finished, ref.dropped, len(ref.items),
+                                                            sum(len(i["msg"]) for i in ref.items))
 
 
 def test_a_user_broadcast_goes_out_exactly_the_retransmit_limit():

@@ -14,6 +14,7 @@ smallest, then oldest) are dropped and counted.
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass
 
@@ -31,29 +32,37 @@ class _Item:
     transmits: int = 0
     token: object | None = None
 
-    def order(self) -> tuple[int, int, int]:
-        # queue.go's btree order: fewest transmits, then longest, then newest.
-        return (self.transmits, -len(self.msg), -self.id)
+    @property
+    def key(self) -> tuple[int, int, "_Item"]:
+        """Its place in its tier (ids are unique, so the item itself is never compared)."""
+        return (len(self.msg), self.id, self)
 
 
 class BroadcastQueue:
     """A transmit-limited queue; ``finished`` collects the tokens of messages
     that are done (sent to the limit, replaced or dropped), as memberlist's
-    ``Finished()`` notifies."""
+    ``Finished()`` notifies.
+
+    The order is queue.go's btree order: fewest transmits, then longest, then
+    newest. It is kept as one tier per transmit count, each a list sorted by
+    (length, id) ascending, so that taking the longest message that fits is
+    a binary search, as memberlist's range scans are; a full queue (thousands
+    of messages while a large cluster churns) is never sorted whole."""
 
     def __init__(self, retransmit_mult: int, max_count: int, max_bytes: int):
         self.retransmit_mult = retransmit_mult
         self.max_count = max_count
         self.max_bytes = max_bytes
-        self._items: list[_Item] = []
+        self._tiers: dict[int, list[tuple[int, int, _Item]]] = {}
         self._named: dict[str, _Item] = {}
+        self._count = 0
         self._bytes = 0
         self._id = 0
         self.dropped = 0
         self.finished: list[object] = []
 
     def __len__(self) -> int:
-        return len(self._items)
+        return self._count
 
     @property
     def size(self) -> int:
@@ -62,7 +71,7 @@ class BroadcastQueue:
 
     def messages(self) -> list[bytes]:
         """The queued messages in sending order (for tests and inspection)."""
-        return [item.msg for item in sorted(self._items, key=_Item.order)]
+        return [entry[2].msg for transmits in sorted(self._tiers) for entry in reversed(self._tiers[transmits])]
 
     def queue(self, msg: bytes, name: str | None = None, token: object | None = None) -> None:
         """Queue ``msg``; a named one replaces the queued one of that name."""
@@ -70,46 +79,80 @@ class BroadcastQueue:
             self._remove(self._named[name])
         self._id += 1
         item = _Item(msg, name, self._id, token=token)
-        self._items.append(item)
+        self._place(item)
+        self._count += 1
         self._bytes += len(msg)
         if name is not None:
             self._named[name] = item
-        while len(self._items) > self.max_count or self._bytes > self.max_bytes:
-            self._remove(max(self._items, key=_Item.order))
+        while self._count > self.max_count or self._bytes > self.max_bytes:
+            # what Prune drops first: the most sent, then the shortest, then the oldest
+            self._remove(self._tiers[max(self._tiers)][0][2])
             self.dropped += 1
 
+    def _place(self, item: _Item) -> None:
+        tier = self._tiers.get(item.transmits)
+        if tier is None:
+            self._tiers[item.transmits] = [item.key]
+        else:
+            bisect.insort(tier, item.key)
+
+    def _unplace(self, item: _Item) -> None:
+        tier = self._tiers[item.transmits]
+        del tier[bisect.bisect_left(tier, (len(item.msg), item.id))]   # (a shorter tuple sorts first)
+        if not tier:
+            del self._tiers[item.transmits]
+
     def _remove(self, item: _Item) -> None:
-        self._items.remove(item)
+        self._unplace(item)
+        self._forget(item)
+
+    def _forget(self, item: _Item) -> None:
+        self._count -= 1
         self._bytes -= len(item.msg)
         if item.name is not None and self._named.get(item.name) is item:
             del self._named[item.name]
         if item.token is not None:
             self.finished.append(item.token)
-        if not self._items:
+        if not self._count:
             self._id = 0
 
     def get(self, overhead: int, limit: int, num_nodes: int, max_items: int = 255) -> list[bytes]:
         """GetBroadcasts: messages to fill ``limit`` bytes, each costing
         ``overhead`` more, at most ``max_items`` (a compound's count is one
         byte: Go's would wrap past 255); each taken counts a transmission."""
-        if not self._items:
+        if not self._count:
             return []
         transmit_limit = retransmit_limit(self.retransmit_mult, num_nodes)
         used = 0
         out: list[bytes] = []
-        # One pass in queue order takes, at each transmit count, the largest
-        # message that fits what is left, then the next largest that still
-        # fits: what memberlist's repeated range scans pick.
-        for item in sorted(self._items, key=_Item.order):
-            free = limit - used - overhead
-            if free <= 0 or len(out) >= max_items:
+        moved: list[_Item] = []      # sent again: back in the queue once this packet is full
+        # At each transmit count, fewest first: the longest (then newest)
+        # message that fits what is left, then the longest that still fits.
+        for transmits in sorted(self._tiers):
+            tier = self._tiers[transmits]
+            while tier:
+                free = limit - used - overhead
+                if free <= 0 or len(out) >= max_items:
+                    break
+                at = bisect.bisect_right(tier, (free, _NEWEST))
+                if not at:
+                    break                      # nothing in this tier fits
+                item = tier.pop(at - 1)[2]
+                used += overhead + len(item.msg)
+                out.append(item.msg)
+                if item.transmits + 1 >= transmit_limit:
+                    self._forget(item)
+                else:
+                    item.transmits += 1
+                    moved.append(item)
+            if not tier:
+                del self._tiers[transmits]
+            if limit - used - overhead <= 0 or len(out) >= max_items:
                 break
-            if len(item.msg) > free:
-                continue
-            used += overhead + len(item.msg)
-            out.append(item.msg)
-            if item.transmits + 1 >= transmit_limit:
-                self._remove(item)
-            else:
-                item.transmits += 1
+        for item in moved:
+            self._place(item)
         return out
+
+
+#: above every id: (length, _NEWEST) sorts after every entry of that length
+_NEWEST = float("inf")
