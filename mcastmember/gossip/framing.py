@@ -81,7 +81,7 @@ def strip_crc(buf: bytes) -> bytes:
 
 #: a compress message up to its Buf value (made by the general encoder once:
 #: every datagram goes through compress_message, which then only appends)
-_COMPRESS_HEAD = messages.encode(messages.Compress(algo=LZW_ALGO, buf=b""))[:-len(msgpack_go.pack(b""))]
+_COMPRESS_HEAD = messages.encode(messages.Compress(algo=LZW_ALGO, buf=b"\0"))[:-len(msgpack_go.pack(b"\0"))]
 
 
 def compress_message(msg: bytes) -> bytes:
