@@ -26,9 +26,10 @@ behind it (probes, failed probes, suspicions, refutations, nacks), in each
 row's ``by_type`` and ``causes_per_member_s``; with ``--table`` it prints
 those rows' breakdown instead, one column a row.
 
-CPU (one core): a quiet row of 1,000 members about a minute; faults cost as
-N^2 (N times the faulty members, each fault gossiped to N): at 100 members
-5-70 s a row, at 1,000 with 30% loss or slow members over an hour a row.
+CPU (one core): a quiet row of 1,000 members about 25 s; faults cost more
+as N grows (every member's failed probes make news for every member): at
+100 members 2-12 s a row, at 1,000 50-310 s (30% loss and slow members the
+most), at 10,000 and 10% loss (``--traffic 5 --seconds 30``) 30-35 minutes.
 
 Memory: every member keeps a table of every other, N^2 node records of about
 126 bytes each (the slotted node, its probe-order slot and its by-name
