@@ -28,7 +28,7 @@ those rows' breakdown instead, one column a row.
 
 CPU (one core): a quiet row of 1,000 members about 25 s; faults cost more
 as N grows (every member's failed probes make news for every member): at
-100 members 2-12 s a row, at 1,000 50-310 s (30% loss and slow members the
+100 members 1-13 s a row, at 1,000 50-310 s (30% loss and slow members the
 most), at 10,000 and 10% loss (``--traffic 5 --seconds 30``) 30-35 minutes.
 
 Memory: every member keeps a table of every other, N^2 node records of about
