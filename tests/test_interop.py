@@ -295,9 +295,11 @@ def test_tomcats_messages_to_a_listed_member_never_wait(stack, group_port, front
                 .startswith("SENT")
         replies, elapsed = stack.command(f"rpc {member.member_port}", "RPC").split()[1:]
         assert replies == "0"                 # a NoRpcChannelReply counts as no answer...
-        assert int(elapsed) < 5000            # ...but ends the wait (timeout 10,000 ms)
+        assert int(elapsed) < 9000            # ...but ends the wait (timeout 10,000 ms)
         stack.command(f"getall {member.member_port} /shop")
-        event, context = stack.expect("SESSION", timeout=5).split()[1:3]
+        # answered, not waited out (a DeltaManager waits 60 s); the bound leaves
+        # a busy machine's JVM room (5 s once fell short with CI and a bench running)
+        event, context = stack.expect("SESSION", timeout=30).split()[1:3]
         assert (event, context) == ("14", "/shop")      # transfer complete: no sessions held
         stats = member.stats()
     assert stats["probe_acks"] == 3        # options 6, 2 and the RPC (sent with USE_ACK)
