@@ -4,6 +4,15 @@ from dataclasses import dataclass
 
 from . import layout
 
+#: Node states each of the process's two node-state memos (encodings by
+#: fields, fields by encoding; messages.NodeMemo) keeps: a member's whole
+#: table up to this size, or the states a simulator's members share.
+NODE_MEMO_ENTRIES = 65_536
+#: Encoding bytes each memo keeps (the keys and values hold about twice that).
+NODE_MEMO_BYTES = 8 << 20
+#: A node state encoded in more bytes than this is never kept.
+NODE_MEMO_MAX_ONE = 2048
+
 
 @dataclass(frozen=True)
 class Limits:

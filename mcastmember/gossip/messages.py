@@ -16,13 +16,16 @@ Conventions, following what Go puts on the wire:
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
-from typing import ClassVar, TypeVar, Union
+from typing import ClassVar, Generic, TypeVar, Union
 
 from . import msgpack_go
 from .errors import GossipWireError, Truncated
 from .layout import META_MAX_SIZE, VSN_SIZE, MessageType, NodeState
-from .limits import Limits
+from .limits import NODE_MEMO_BYTES, NODE_MEMO_ENTRIES, NODE_MEMO_MAX_ONE, Limits
 
 # Field kinds: the Go type, as (python type check, range) below.
 _UINT_BITS = {"u8": 8, "u16": 16, "u32": 32}
@@ -335,30 +338,155 @@ def decode(buf: bytes, limits: Limits) -> Message:
     return msg
 
 
+#: A node state's fields in :class:`PushNodeState`'s order: name, addr, port,
+#: meta, incarnation, state, vsn.
+NodeFields = tuple[str, bytes, int, bytes, int, int, bytes]
+
+_K = TypeVar("_K", bound=Hashable)
+_V = TypeVar("_V")
+
+
+class NodeMemo(Generic[_K, _V]):
+    """Node states recently encoded or decoded, shared by every engine of the
+    process (a simulator's thousands of members hold the same states; a
+    member sends and receives its unchanged table again and again).
+
+    Bounded in entries and in bytes (the encoding's length, which the key and
+    value each about repeat), least recently used dropped first and counted
+    in :attr:`evicted`; an encoding over ``max_one`` bytes is never kept.
+    Callers hold :attr:`lock` around their lookups (one per push/pull)."""
+
+    def __init__(self, entries: int, max_bytes: int, max_one: int) -> None:
+        self.entries, self.max_bytes, self.max_one = entries, max_bytes, max_one
+        self.lock = threading.Lock()
+        self.bytes = 0
+        self.evicted = 0
+        self._map: OrderedDict[_K, tuple[_V, int]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._map)
+
+    def get(self, key: _K) -> _V | None:
+        found = self._map.get(key)
+        if found is None:
+            return None
+        self._map.move_to_end(key)
+        return found[0]
+
+    def put(self, key: _K, value: _V, size: int) -> None:
+        if size > self.max_one or key in self._map:
+            return
+        self._map[key] = (value, size)
+        self.bytes += size
+        while len(self._map) > self.entries or self.bytes > self.max_bytes:
+            _key, (_value, dropped) = self._map.popitem(last=False)
+            self.bytes -= dropped
+            self.evicted += 1
+
+    def clear(self) -> None:
+        with self.lock:
+            self._map.clear()
+            self.bytes = 0
+
+
+#: node states by their fields -> their encodings (what the general encoder writes)
+ENCODED: NodeMemo[NodeFields, bytes] = NodeMemo(NODE_MEMO_ENTRIES, NODE_MEMO_BYTES, NODE_MEMO_MAX_ONE)
+#: encodings -> the fields the general decoder read from them
+DECODED: NodeMemo[bytes, NodeFields] = NodeMemo(NODE_MEMO_ENTRIES, NODE_MEMO_BYTES, NODE_MEMO_MAX_ONE)
+
+
+def _fields(node: PushNodeState) -> NodeFields:
+    return (node.name, node.addr, node.port, node.meta, node.incarnation, node.state, node.vsn)
+
+
+def _push_pull_head(join: bool, nodes: int, user_state: bytes) -> bytes:
+    header = PushPullHeader(nodes=nodes, user_state_len=len(user_state), join=join)
+    return bytes((MessageType.PUSH_PULL,)) + header.encode_body()
+
+
 def encode_push_pull(state: PushPull) -> bytes:
     """A push/pull as sendLocalState writes it before compression/encryption."""
-    header = PushPullHeader(nodes=len(state.nodes), user_state_len=len(state.user_state), join=state.join)
-    parts = [bytes((MessageType.PUSH_PULL,)), header.encode_body()]
+    parts = [_push_pull_head(state.join, len(state.nodes), state.user_state)]
     parts += [node.encode_body() for node in state.nodes]
     parts.append(state.user_state)
     return b"".join(parts)
 
 
+def encode_push_pull_fields(join: bool, nodes: Iterable[NodeFields], user_state: bytes) -> bytes:
+    """What :func:`encode_push_pull` writes for ``PushPull(join,
+    [PushNodeState(*f) for f in nodes], user_state)``, each node state's
+    encoding taken from :data:`ENCODED` when its fields were seen before
+    (the fields are the whole input of the encoding: a changed node has
+    other fields, so nothing needs invalidating). The fields must have the
+    types :class:`PushNodeState` declares (a ``bool`` equals an ``int``)."""
+    parts = [b""]
+    append = parts.append
+    memo = ENCODED
+    with memo.lock:
+        for key in nodes:
+            try:
+                body = memo.get(key)
+            except TypeError:   # an unhashable field (a bytearray meta): not remembered
+                body = PushNodeState(*key).encode_body()
+            if body is None:
+                body = PushNodeState(*key).encode_body()
+                memo.put(key, body, len(body))
+            append(body)
+    parts[0] = _push_pull_head(join, len(parts) - 1, user_state)
+    append(user_state)
+    return b"".join(parts)
+
+
 def decode_push_pull(buf: bytes, limits: Limits, offset: int = 0) -> tuple[PushPull, int]:
     """A push/pull body (after the type byte) at ``offset``; returns it and the
-    offset after the user state. Raises :class:`Truncated` if it is incomplete."""
+    offset after the user state. Raises :class:`Truncated` if it is incomplete.
+
+    A node state whose bytes were decoded before is taken from
+    :data:`DECODED`; any trouble and the push/pull is decoded again without
+    it, so that errors are the general decoder's."""
+    try:
+        return _decode_push_pull(buf, limits, offset, True)
+    except GossipWireError:
+        return _decode_push_pull(buf, limits, offset, False)
+
+
+def _decode_push_pull(buf: bytes, limits: Limits, offset: int, remembered: bool) -> tuple[PushPull, int]:
     reader = msgpack_go.Reader(buf, limits, offset)
     header = PushPullHeader.read(reader)
     if header.nodes > limits.max_push_nodes:
         raise GossipWireError("too_many", f"push/pull announces {header.nodes} nodes, over {limits.max_push_nodes}")
     if header.user_state_len > limits.max_user_state:
         raise GossipWireError("too_large", f"push/pull user state of {header.user_state_len} bytes is over the limit")
-    nodes = [PushNodeState.read(reader) for _ in range(header.nodes)]
+    if remembered:
+        nodes = _read_nodes_remembered(reader, header.nodes, buf, limits)
+    else:
+        nodes = [PushNodeState.read(reader) for _ in range(header.nodes)]
     pos = reader.offset
     end = pos + header.user_state_len
     if end > len(buf):
         raise Truncated(f"push/pull user state cut short ({len(buf) - pos} of {header.user_state_len} bytes)")
     return PushPull(join=header.join, nodes=nodes, user_state=bytes(buf[pos:end])), end
+
+
+def _read_nodes_remembered(reader: msgpack_go.Reader, count: int, buf: bytes, limits: Limits) -> list[PushNodeState]:
+    """``count`` node states, each one's bytes looked up in :data:`DECODED`
+    and decoded alone (by the general decoder) only when not found."""
+    nodes: list[PushNodeState] = []
+    append = nodes.append
+    memo = DECODED
+    with memo.lock:
+        for _ in range(count):
+            start = reader.offset
+            raw = bytes(buf[start:reader.skip()])
+            fields = memo.get(raw)
+            if fields is None:
+                node, used = PushNodeState.decode_body(raw, limits)
+                if used != len(raw):
+                    raise GossipWireError("bad_msgpack", "a node state's value ends elsewhere when decoded")
+                fields = _fields(node)
+                memo.put(raw, fields, len(raw))
+            append(PushNodeState(*fields))
+    return nodes
 
 
 def encode_user_stream(payload: bytes) -> bytes:

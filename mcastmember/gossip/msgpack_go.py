@@ -85,6 +85,22 @@ class Reader:
         return value  # type: ignore[no-any-return]
 
 
+    def skip(self) -> int:
+        """Pass over the next value without building it (nor checking it
+        against the limits: whoever needs it decodes its bytes); return the
+        offset after it. Raises :class:`Truncated` if the buffer ends inside
+        it and :class:`GossipWireError` if it is malformed."""
+        if self._left <= 0 or self.offset - self._base >= self._left:
+            raise Truncated("msgpack value missing: no bytes left")
+        try:
+            self._unpacker.skip()
+        except msgpack.OutOfData:
+            raise Truncated("msgpack value cut short") from None
+        except (ValueError, TypeError, RecursionError, msgpack.UnpackException) as exc:
+            raise GossipWireError("bad_msgpack", f"undecodable msgpack ({exc})") from None
+        return self.offset
+
+
 def unpack(buf: bytes, limits: Limits, offset: int = 0) -> tuple[Value, int]:
     """Decode the value starting at ``offset``; return it and the offset after it."""
     reader = Reader(buf, limits, offset)

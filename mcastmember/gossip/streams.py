@@ -7,6 +7,7 @@ readRemoteState, mergeRemoteState, verifyProtocol; state.go pushPull.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable
 
 from . import framing, messages
@@ -15,6 +16,10 @@ from .errors import GossipWireError, Truncated
 from .events import JoinResult, RemoteState, UserMessage
 from .layout import MessageType, NodeState
 from .state import Addr
+
+#: a table node's push/pull fields, in messages.NodeFields order
+_push_fields = operator.attrgetter("name", "addr", "port", "meta", "incarnation", "state", "vsn")
+
 
 class StreamSync(EngineCore):
     """The stream half of :class:`~mcastmember.gossip.engine.GossipEngine`."""
@@ -29,11 +34,8 @@ class StreamSync(EngineCore):
                                      encryption_version=s.encryption_version, label=s.label)
 
     def _local_state(self, join: bool) -> bytes:
-        nodes = [messages.PushNodeState(name=n.name, addr=n.addr, port=n.port, meta=n.meta,
-                                        incarnation=n.incarnation, state=n.state, vsn=n.vsn)
-                 for n in self.table.nodes]
         user = self.user_state(join) if self.user_state is not None else b""
-        return self._stream_bytes(messages.encode_push_pull(messages.PushPull(join, nodes, user)))
+        return self._stream_bytes(messages.encode_push_pull_fields(join, map(_push_fields, self.table.nodes), user))
 
     def _open_push_pull(self, addr: Addr, join: bool, now: float) -> bool:
         opened = self._open_stream(addr, "push_pull", self._local_state(join), now + self.settings.tcp_timeout,
