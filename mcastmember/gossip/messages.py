@@ -20,7 +20,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
-from typing import ClassVar, Generic, TypeVar, Union
+from typing import ClassVar, Generic, TypeVar, Union, cast
 
 from . import msgpack_go
 from .errors import GossipWireError, Truncated
@@ -373,6 +373,24 @@ class NodeMemo(Generic[_K, _V]):
         self._map.move_to_end(key)
         return found[0]
 
+    def get_many(self, keys: Iterable[_K]) -> list[_V | None]:
+        """:meth:`get` of each key (None for one not kept or unhashable)."""
+        out: list[_V | None] = []
+        append = out.append
+        get, move = self._map.get, self._map.move_to_end
+        for key in keys:
+            try:
+                found = get(key)
+            except TypeError:   # an unhashable field (a bytearray meta): never kept
+                append(None)
+                continue
+            if found is None:
+                append(None)
+            else:
+                move(key)
+                append(found[0])
+        return out
+
     def put(self, key: _K, value: _V, size: int) -> None:
         if size > self.max_one or key in self._map:
             return
@@ -419,22 +437,20 @@ def encode_push_pull_fields(join: bool, nodes: Iterable[NodeFields], user_state:
     (the fields are the whole input of the encoding: a changed node has
     other fields, so nothing needs invalidating). The fields must have the
     types :class:`PushNodeState` declares (a ``bool`` equals an ``int``)."""
-    parts = [b""]
-    append = parts.append
+    keys = list(nodes)
     memo = ENCODED
     with memo.lock:
-        for key in nodes:
-            try:
-                body = memo.get(key)
-            except TypeError:   # an unhashable field (a bytearray meta): not remembered
-                body = PushNodeState(*key).encode_body()
+        parts = memo.get_many(keys)
+        for index, body in enumerate(parts):
             if body is None:
-                body = PushNodeState(*key).encode_body()
-                memo.put(key, body, len(body))
-            append(body)
-    parts[0] = _push_pull_head(join, len(parts) - 1, user_state)
-    append(user_state)
-    return b"".join(parts)
+                key = keys[index]
+                parts[index] = body = PushNodeState(*key).encode_body()
+                try:
+                    memo.put(key, body, len(body))
+                except TypeError:
+                    pass
+    head = _push_pull_head(join, len(keys), user_state)
+    return b"".join([head, *cast("list[bytes]", parts), user_state])
 
 
 def decode_push_pull(buf: bytes, limits: Limits, offset: int = 0) -> tuple[PushPull, int]:
@@ -471,22 +487,19 @@ def _decode_push_pull(buf: bytes, limits: Limits, offset: int, remembered: bool)
 def _read_nodes_remembered(reader: msgpack_go.Reader, count: int, buf: bytes, limits: Limits) -> list[PushNodeState]:
     """``count`` node states, each one's bytes looked up in :data:`DECODED`
     and decoded alone (by the general decoder) only when not found."""
-    nodes: list[PushNodeState] = []
-    append = nodes.append
+    raws = reader.raw_values(count, buf)
     memo = DECODED
     with memo.lock:
-        for _ in range(count):
-            start = reader.offset
-            raw = bytes(buf[start:reader.skip()])
-            fields = memo.get(raw)
+        found = memo.get_many(raws)
+        for index, fields in enumerate(found):
             if fields is None:
+                raw = raws[index]
                 node, used = PushNodeState.decode_body(raw, limits)
                 if used != len(raw):
                     raise GossipWireError("bad_msgpack", "a node state's value ends elsewhere when decoded")
-                fields = _fields(node)
+                found[index] = fields = _fields(node)
                 memo.put(raw, fields, len(raw))
-            append(PushNodeState(*fields))
-    return nodes
+    return [PushNodeState(*fields) for fields in cast("list[NodeFields]", found)]
 
 
 def encode_user_stream(payload: bytes) -> bytes:

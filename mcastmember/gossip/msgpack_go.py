@@ -85,20 +85,30 @@ class Reader:
         return value  # type: ignore[no-any-return]
 
 
-    def skip(self) -> int:
-        """Pass over the next value without building it (nor checking it
-        against the limits: whoever needs it decodes its bytes); return the
-        offset after it. Raises :class:`Truncated` if the buffer ends inside
-        it and :class:`GossipWireError` if it is malformed."""
-        if self._left <= 0 or self.offset - self._base >= self._left:
-            raise Truncated("msgpack value missing: no bytes left")
+    def raw_values(self, count: int, buf: bytes) -> list[bytes]:
+        """The bytes of the next ``count`` values of ``buf`` (the buffer this
+        reader reads), each passed over without building it nor checking it
+        against the limits: whoever needs a value decodes its bytes. Raises
+        :class:`Truncated` if the buffer ends inside them and
+        :class:`GossipWireError` if one is malformed."""
+        out: list[bytes] = []
+        append = out.append
+        skip, tell = self._unpacker.skip, self._unpacker.tell
+        base, left = self._base, self._left
+        start = tell()
         try:
-            self._unpacker.skip()
+            for _ in range(count):
+                if start >= left:
+                    raise Truncated("msgpack value missing: no bytes left")
+                skip()
+                end = tell()
+                append(bytes(buf[base + start:base + end]))
+                start = end
         except msgpack.OutOfData:
             raise Truncated("msgpack value cut short") from None
         except (ValueError, TypeError, RecursionError, msgpack.UnpackException) as exc:
             raise GossipWireError("bad_msgpack", f"undecodable msgpack ({exc})") from None
-        return self.offset
+        return out
 
 
 def unpack(buf: bytes, limits: Limits, offset: int = 0) -> tuple[Value, int]:

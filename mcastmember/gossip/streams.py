@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Iterable
+from typing import Any
 
 from . import framing, messages
 from .core import EngineCore, OutgoingStream, Probe, StreamRecord
@@ -149,9 +150,15 @@ class StreamSync(EngineCore):
         if error:
             self._counts["push_pulls_refused"] += 1
             return error
+        plain_port = self.settings.protocol_version < 2
         for r in remote.nodes:
-            port = r.port if r.port and self.settings.protocol_version >= 2 else self._port
+            port = self._port if plain_port or not r.port else r.port
             if r.state == NodeState.ALIVE:
+                # what the hot path drops unread, dropped here too: a known
+                # node's old news (a whole unchanged table, mostly)
+                raw_name = r.name.encode("utf-8", "surrogateescape")
+                if self._alive_unchanged((MessageType.ALIVE, r.incarnation, raw_name, r.addr, r.port, r.meta, r.vsn)):
+                    continue
                 self._alive_node(messages.Alive(incarnation=r.incarnation, node=r.name, addr=r.addr, port=port,
                                                 meta=r.meta, vsn=r.vsn), now, bootstrap=False)
             elif r.state == NodeState.LEFT:
@@ -163,28 +170,54 @@ class StreamSync(EngineCore):
             self._event(RemoteState(remote.user_state, join))
         return ""
 
+    def _alive_unchanged(self, found: tuple[Any, ...]) -> bool:
+        raise NotImplementedError     # written in hotpath.py
+
     def _verify_protocol(self, remote: list[messages.PushNodeState]) -> str:
         """verifyProtocol: every node's current versions within what every
-        alive node understands; '' if so."""
-        ranges = [r.vsn for r in remote if r.state == NodeState.ALIVE and r.vsn]
-        ranges += [n.vsn for n in self.table.nodes if n.state == NodeState.ALIVE]
-        current = [(r.name, r.vsn) for r in remote] + [(n.name, n.vsn) for n in self.table.nodes]
-        return protocol_mismatch(ranges, current)
+        alive node understands; '' if so. The Vsn arrays are few (most
+        nodes share one): each distinct one is checked, and the nodes are
+        listed in order only to name the first one out of range."""
+        nodes = self.table.nodes
+        ranges = {r.vsn for r in remote if r.state == NodeState.ALIVE and r.vsn}
+        ranges.update([n.vsn for n in nodes if n.state == NodeState.ALIVE])
+        span = _versions_span(ranges)
+        vsns = {r.vsn for r in remote}
+        vsns.update([n.vsn for n in nodes])
+        if not any(_out_of_span(span, "", vsn) for vsn in vsns):
+            return ""
+        return protocol_mismatch(ranges, [(r.name, r.vsn) for r in remote] + [(n.name, n.vsn) for n in nodes])
+
+
+Span = tuple[int, int, int, int]
+
+
+def _versions_span(ranges: Iterable[bytes]) -> Span:
+    """The protocol and delegate versions (pmin, pmax, dmin, dmax) every
+    Vsn array of ``ranges`` understands."""
+    spans = {(v[0], v[1], v[3], v[4]) for v in ranges}
+    return (max((r[0] for r in spans), default=0), min((r[1] for r in spans), default=255),
+            max((r[2] for r in spans), default=0), min((r[3] for r in spans), default=255))
+
+
+def _out_of_span(span: Span, name: str, vsn: bytes) -> str:
+    """Why node ``name``'s current versions fall outside ``span`` ('' if they do not)."""
+    pmin, pmax, dmin, dmax = span
+    pcur, dcur = (vsn[2], vsn[5]) if vsn else (0, 0)
+    if not pmin <= pcur <= pmax:
+        return f"node {name!r} protocol version ({pcur}) is incompatible: [{pmin}, {pmax}]"
+    if not dmin <= dcur <= dmax:
+        return f"node {name!r} delegate protocol version ({dcur}) is incompatible: [{dmin}, {dmax}]"
+    return ""
 
 
 def protocol_mismatch(ranges: Iterable[bytes], current: Iterable[tuple[str, bytes]]) -> str:
     """memberlist's verifyProtocol on Vsn arrays: the protocol and delegate
     ranges every node of ``ranges`` understands, and the first (name, vsn)
     of ``current`` whose versions fall outside them ('' if none does)."""
-    spans = [(v[0], v[1], v[3], v[4]) for v in ranges]
-    pmin = max((r[0] for r in spans), default=0)
-    pmax = min((r[1] for r in spans), default=255)
-    dmin = max((r[2] for r in spans), default=0)
-    dmax = min((r[3] for r in spans), default=255)
+    span = _versions_span(ranges)
     for name, vsn in current:
-        pcur, dcur = (vsn[2], vsn[5]) if vsn else (0, 0)
-        if not pmin <= pcur <= pmax:
-            return f"node {name!r} protocol version ({pcur}) is incompatible: [{pmin}, {pmax}]"
-        if not dmin <= dcur <= dmax:
-            return f"node {name!r} delegate protocol version ({dcur}) is incompatible: [{dmin}, {dmax}]"
+        error = _out_of_span(span, name, vsn)
+        if error:
+            return error
     return ""
