@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import ClassVar, Generic, TypeVar, Union, cast
 
@@ -391,6 +391,22 @@ class NodeMemo(Generic[_K, _V]):
                 append(found[0])
         return out
 
+    def lookup(self, keys: list[_K], make: Callable[[_K], tuple[_V, int]]) -> list[_V]:
+        """The value of each key: the one kept, else ``make(key)``'s (value,
+        size), then kept (unless the key is unhashable or it is too big)."""
+        with self.lock:
+            found = self.get_many(keys)
+            for index, value in enumerate(found):
+                if value is None:
+                    key = keys[index]
+                    value, size = make(key)
+                    found[index] = value
+                    try:
+                        self.put(key, value, size)
+                    except TypeError:   # an unhashable field (a bytearray meta)
+                        pass
+        return cast("list[_V]", found)
+
     def put(self, key: _K, value: _V, size: int) -> None:
         if size > self.max_one or key in self._map:
             return
@@ -438,19 +454,13 @@ def encode_push_pull_fields(join: bool, nodes: Iterable[NodeFields], user_state:
     other fields, so nothing needs invalidating). The fields must have the
     types :class:`PushNodeState` declares (a ``bool`` equals an ``int``)."""
     keys = list(nodes)
-    memo = ENCODED
-    with memo.lock:
-        parts = memo.get_many(keys)
-        for index, body in enumerate(parts):
-            if body is None:
-                key = keys[index]
-                parts[index] = body = PushNodeState(*key).encode_body()
-                try:
-                    memo.put(key, body, len(body))
-                except TypeError:
-                    pass
     head = _push_pull_head(join, len(keys), user_state)
-    return b"".join([head, *cast("list[bytes]", parts), user_state])
+    return b"".join([head, *ENCODED.lookup(keys, _encode_fields), user_state])
+
+
+def _encode_fields(fields: NodeFields) -> tuple[bytes, int]:
+    body = PushNodeState(*fields).encode_body()
+    return body, len(body)
 
 
 def decode_push_pull(buf: bytes, limits: Limits, offset: int = 0) -> tuple[PushPull, int]:
@@ -487,19 +497,13 @@ def _decode_push_pull(buf: bytes, limits: Limits, offset: int, remembered: bool)
 def _read_nodes_remembered(reader: msgpack_go.Reader, count: int, buf: bytes, limits: Limits) -> list[PushNodeState]:
     """``count`` node states, each one's bytes looked up in :data:`DECODED`
     and decoded alone (by the general decoder) only when not found."""
-    raws = reader.raw_values(count, buf)
-    memo = DECODED
-    with memo.lock:
-        found = memo.get_many(raws)
-        for index, fields in enumerate(found):
-            if fields is None:
-                raw = raws[index]
-                node, used = PushNodeState.decode_body(raw, limits)
-                if used != len(raw):
-                    raise GossipWireError("bad_msgpack", "a node state's value ends elsewhere when decoded")
-                found[index] = fields = _fields(node)
-                memo.put(raw, fields, len(raw))
-    return [PushNodeState(*fields) for fields in cast("list[NodeFields]", found)]
+    def decode(raw: bytes) -> tuple[NodeFields, int]:
+        node, used = PushNodeState.decode_body(raw, limits)
+        if used != len(raw):
+            raise GossipWireError("bad_msgpack", "a node state's value ends elsewhere when decoded")
+        return _fields(node), used
+
+    return [PushNodeState(*fields) for fields in DECODED.lookup(reader.raw_values(count, buf), decode)]
 
 
 def encode_user_stream(payload: bytes) -> bytes:
