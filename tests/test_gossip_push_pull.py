@@ -140,7 +140,7 @@ def test_memo_is_bounded_in_entries_and_bytes_least_recently_used_first():
 
 def test_the_process_memos_are_bounded():
     for memo in (messages.ENCODED, messages.DECODED):
-        assert (memo.entries, memo.max_bytes, memo.max_one) == (65_536, 8 << 20, 2048)
+        assert (memo.entries, memo.max_bytes, memo.max_one) == (32_768, 4 << 20, 2048)
 
 
 # ------------------------------------------------------------------ the engine

@@ -7,9 +7,9 @@ from . import layout
 #: Node states each of the process's two node-state memos (encodings by
 #: fields, fields by encoding; messages.NodeMemo) keeps: a member's whole
 #: table up to this size, or the states a simulator's members share.
-NODE_MEMO_ENTRIES = 65_536
+NODE_MEMO_ENTRIES = 32_768
 #: Encoding bytes each memo keeps (the keys and values hold about twice that).
-NODE_MEMO_BYTES = 8 << 20
+NODE_MEMO_BYTES = 4 << 20
 #: A node state encoded in more bytes than this is never kept.
 NODE_MEMO_MAX_ONE = 2048
 
