@@ -153,9 +153,9 @@ def run(count: int, seed: int) -> None:
         data = packet(rng, seqs, labelled)
         header = add_label(b"", LABEL if labelled else b"")
         most = rng.choice([0, 1, 2]) if i % 7 == 0 else 1024
-        unwrapped = {repr(t.unwrap(data, header, 65535, most)) for t in twins}
+        unwrapped = {repr(t.unwrap(data, header, 65535, most, nesting, inflated)) for t in twins}
         matched = {repr(t.match(data, ME.encode())) for t in twins}
-        for part in _hot_py.unwrap(data, header, 65535, 1024) or ():
+        for part in _hot_py.unwrap(data, header, 65535, 1024, 4, MAXD) or ():
             found = _hot_py.match(part, ME.encode())
             kinds["unmatched" if found is None else str(found[0])] += 1
         if len(unwrapped) > 1 or len(matched) > 1:

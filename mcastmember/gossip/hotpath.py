@@ -1,8 +1,10 @@
 """The gossip engine's hot path: the messages a member receives most, handled
 without the general msgpack decode (see :mod:`.hot` for the matcher).
 
-A plain packet is split by the matcher's ``unwrap``; ping, ack, alive,
-suspect and dead in Go's layout are taken apart by ``match``. A ping to us
+A packet, plain or compressed in Go's layout (memberlist sends nearly
+every compound of broadcasts compressed), is split by the matcher's
+``unwrap``; ping, ack, alive, suspect and dead in Go's layout are taken
+apart by ``match``. A ping to us
 is answered with an ack from a template; an ack goes to its probe; an
 alive, suspect or dead that the node-state rules would ignore stops here,
 and one they would act on goes to the same rules as before. Everything
@@ -27,13 +29,15 @@ class HotPath(Probing):
         raise NotImplementedError     # written in engine.py
 
     def _hot_packet(self, data: bytes, addr: Addr, now: float) -> bool:
-        """A plain packet's messages, each to :meth:`_handle_message`; False
-        (nothing done) for what the general framing must open."""
+        """A packet's messages (a plain one, or one compressed as Go writes
+        it), each to :meth:`_handle_message`; False (nothing done) for what
+        the general framing must open."""
         hot = self._hot
         if hot is None or self.keyring is not None or type(data) is not bytes:   # (the matchers read bytes)
             return False
         limits = self.settings.limits
-        found = hot.unwrap(data, self._label_header, limits.max_packet, limits.max_messages)
+        found = hot.unwrap(data, self._label_header, limits.max_packet, limits.max_messages, limits.max_nesting,
+                           limits.max_decompressed)
         if found is None:
             return False
         for part in found:
