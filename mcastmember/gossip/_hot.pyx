@@ -4,9 +4,10 @@
 The same function on the same bytes: see ``_hot_py.py`` for the layouts and
 the results. Every read is checked against the message's length first.
 Also Go's LZW reader and writer (``lzw_decompress`` and ``lzw_compress``),
-whose pure-Python twins are ``gossip/lzw.py``'s ``decompress_py`` and
-``compress_py``: compressed packets are what Go sends when a compound of
-broadcasts shrinks, and every datagram is tried compressed before it goes.
+whose pure-Python twins are ``_hot_py.lzw_decompress`` (behind
+``lzw.decompress_py``) and ``gossip/lzw.py``'s ``compress_py``: compressed
+packets are what Go sends when a compound of broadcasts shrinks (``unwrap``
+reads them), and every datagram is tried compressed before it goes.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
