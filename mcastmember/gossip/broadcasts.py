@@ -162,12 +162,12 @@ class BroadcastQueue:
         for transmits, entries in moved:
             # taken longest first: ascending reversed; merged with a tier there (two sorted runs)
             entries.reverse()
-            tier = self._tiers.get(transmits)
-            if tier is None:
+            there = self._tiers.get(transmits)
+            if there is None:
                 self._tiers[transmits] = entries
             else:
-                tier += entries
-                tier.sort()
+                there += entries
+                there.sort()
         return out
 
     def _take_all(self, transmit_limit: int) -> list[bytes]:
