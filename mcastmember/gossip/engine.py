@@ -349,11 +349,10 @@ class GossipEngine(HotPath):
         self._suspect_known(state, sus.incarnation, sus.from_, now, sender, None)
 
     def _suspect_known(self, state: Node, incarnation: int, from_: str, now: float, sender: Addr | None,
-                       wire: bytes | None) -> None:
+                       received: bytes | None) -> None:
         """:meth:`_suspect_node` past its first test (``state`` is the
-        accused's, at most ``incarnation``); ``wire``: the suspect's bytes
-        when they are exactly what encoding it writes, else None (encoded
-        here, only if it is to be gossiped)."""
+        accused's, at most ``incarnation``); ``received``: the suspect as
+        the hot path took it, or None (see :meth:`_suspect_bytes`)."""
         node = state.name
         if node in self._suspicions:
             # Unlike memberlist, only a member we know confirms: a forger
@@ -364,14 +363,14 @@ class GossipEngine(HotPath):
                 self._counts["confirmations_refused"] += 1
                 return
             if self._suspicions.confirm(node, from_, now):
-                self._broadcast(node, wire if wire is not None else _encode_suspect(incarnation, node, from_))
+                self._broadcast(node, self._suspect_bytes(received, incarnation, node, from_))
             return
         if state.state != NodeState.ALIVE:
             return
         if node == self.name:
             self._refute(state, incarnation, sender)
             return
-        accusation = wire if wire is not None else _encode_suspect(incarnation, node, from_)
+        accusation = self._suspect_bytes(received, incarnation, node, from_)
         self._broadcast(node, accusation)
         # Also straight to the accused (beyond memberlist): our gossip picks
         # k random nodes, and a table an attacker filled with invented ones
@@ -440,7 +439,3 @@ class GossipEngine(HotPath):
                                       for n in self.table.nodes):
             self._send_msg(sender, messages.encode(alive))
 
-
-
-def _encode_suspect(incarnation: int, node: str, from_: str) -> bytes:
-    return messages.encode(messages.Suspect(incarnation=incarnation, node=node, from_=from_))

@@ -68,14 +68,31 @@ class HotPath(Probing):
             return True
         from_ = found[3].decode("utf-8", "surrogateescape")
         if kind == MessageType.SUSPECT:
-            self._suspect_known(state, inc, from_, now, addr, part if len(part) == _encoded_size(found) else None)
+            self._suspect_known(state, inc, from_, now, addr, part)
         else:
             self._dead_node(messages.Dead(incarnation=inc, node=node, from_=from_), now, sender=addr)
         return True
 
     def _suspect_known(self, state: Node, incarnation: int, from_: str, now: float, sender: Addr | None,
-                       wire: bytes | None) -> None:
+                       received: bytes | None) -> None:
         raise NotImplementedError     # written in engine.py
+
+    def _suspect_bytes(self, received: bytes | None, incarnation: int, node: str, from_: str) -> bytes:
+        """A suspect to gossip: ``received`` (what the matcher took, or
+        None) when it is byte for byte what encoding it writes, else encoded.
+        The matcher takes only the layout encoding writes (type, a map of
+        From, Incarnation and Node, each key as written) and names come back
+        to the same bytes through the surrogate escapes; it also takes an
+        integer or a name header wider than the smallest, which encoding
+        writes, each making the message longer. So one of encoding's length
+        is its encoding."""
+        if received is not None:
+            size = _ACCUSATION_KEYS + msgpack_go.uint_size(incarnation) + msgpack_go.raw_size(
+                len(node.encode("utf-8", "surrogateescape"))) + msgpack_go.raw_size(
+                len(from_.encode("utf-8", "surrogateescape")))
+            if len(received) == size:
+                return received
+        return messages.encode(messages.Suspect(incarnation=incarnation, node=node, from_=from_))
 
     def _alive_unchanged(self, found: tuple[Any, ...]) -> bool:
         """An alive the rules of :meth:`_alive_node` (bootstrap off) ignore
@@ -102,19 +119,6 @@ class HotPath(Probing):
         assert self._hot is not None
         ack: bytes = self._hot.ack(prefix, seq)
         self._send_msg(reply_address(source_addr, source_port, addr), ack, compressible)
-
-
-def _encoded_size(found: tuple[Any, ...]) -> int:
-    """The size of what :func:`messages.encode` writes for the suspect or
-    dead ``found`` was matched from. The matcher takes only the layout
-    encoding writes (type, a map of From, Incarnation and Node, each key as
-    written), and the names' bytes come back unchanged through the
-    surrogate escapes; it also takes an integer or a name header wider than
-    the smallest, which encoding writes, each making the message longer. So a
-    message this size is byte for byte its own encoding."""
-    _kind, inc, node, from_ = found
-    return _ACCUSATION_KEYS + msgpack_go.uint_size(inc) + msgpack_go.raw_size(len(node)) + msgpack_go.raw_size(
-        len(from_))
 
 
 #: an accusation's type byte, map header and keys
