@@ -47,7 +47,9 @@ class BroadcastQueue:
     newest. It is kept as one tier per transmit count, each a list sorted by
     (length, id) ascending, so that taking the longest message that fits is
     a binary search, as memberlist's range scans are; a full queue (thousands
-    of messages while a large cluster churns) is never sorted whole."""
+    of messages while a large cluster churns) is never sorted whole. When
+    every message fits the packet (most calls), each tier moves up one
+    transmission whole."""
 
     def __init__(self, retransmit_mult: int, max_count: int, max_bytes: int):
         self.retransmit_mult = retransmit_mult
