@@ -16,7 +16,8 @@ receiver, as rawSendMsgPacket adds one):
   compound (per message);
 - eight alives in a compound LZW-compressed, as Go sends a compound that
   compression shrinks (the general and pure-Python rows read LZW in Python,
-  the compiled row with the compiled reader);
+  the compiled row with the compiled reader; the hot rows open the compress
+  message in the matcher's ``unwrap``, the general one by its msgpack decode);
 - a suspect and a dead of a known member at an older incarnation (the same
   no-op for accusations already refuted), and a suspect repeated by the
   same accuser at the current incarnation (the suspicion timer takes it and

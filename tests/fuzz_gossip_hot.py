@@ -7,8 +7,11 @@ Packets: memberlist's hot messages (ping, ack, alive, suspect, dead) with
 fields from small pools (so that known members, pending probes, repeats and
 refutations happen), other messages, random bytes; behind a CRC header, in
 compounds, behind a label or the wrong one; and mutated (bits flipped, bytes
-cut, inserted, appended). For every packet: the compiled and pure-Python
-``unwrap`` and ``match`` give the same result, and three engines (the general
+cut, inserted, appended); nearly a third LZW-compressed as memberlist
+sends compounds, a few nested deeper. For every packet: the compiled and
+pure-Python ``unwrap`` (now and then under tight limits) and ``match`` give
+the same result, ``unwrap`` gives nothing or exactly the general framing's
+messages, and three engines (the general
 path, the pure-Python matcher, the compiled one) end in the same state, send
 the same bytes and give the same events and counters. Every few thousand
 packets the engines start over. Every fifth packet is also LZW-compressed
@@ -30,6 +33,7 @@ from mcastmember.gossip import _hot_py, framing, hot, lzw, messages
 from mcastmember.gossip.errors import GossipWireError
 from mcastmember.gossip.engine import GossipEngine
 from mcastmember.gossip.label import add_label
+from mcastmember.gossip.limits import Limits
 from mcastmember.gossip.settings import GossipSettings
 
 CORPUS = pathlib.Path(__file__).parent / "corpus" / "gossip_hot"
@@ -39,6 +43,7 @@ ADDRS = [bytes((127, 0, 0, 2)), bytes((127, 0, 0, 3)), bytes(16), b"\x01\x02\x03
 VSNS = [bytes((1, 5, 2, 2, 5, 4)), b"", bytes((0, 5, 2, 0, 0, 0)), bytes((5, 1, 2, 0, 0, 0)), b"\x01\x05"]
 SENDER = ("127.0.0.9", 7946)
 LABEL = b"dc1"
+MAXD = Limits().max_decompressed
 INTERESTING = [0, 1, 0x7F, 0x80, 0xFF, 0x100, 0xFFFF, 0x10000, 0xFFFFFFFF]
 
 
@@ -88,10 +93,12 @@ def mutate(rng: random.Random, data: bytes) -> bytes:
 def packet(rng: random.Random, seqs: list[int], labelled: bool) -> bytes:
     parts = [message(rng, seqs) for _ in range(rng.choice([1, 1, 1, 2, 5]))]
     body = parts[0] if len(parts) == 1 else framing.make_compound(parts)
+    if rng.random() < 0.3:       # as memberlist sends most compounds; now and then nested deeper
+        body = framing.compress_message(body)
+        if rng.random() < 0.1:
+            body = rng.choice([framing.compress_message, lambda b: framing.make_compound([b])])(body)
     if rng.random() < 0.5:
         body = framing.add_crc(body)
-    if rng.random() < 0.02:
-        body = framing.compress_message(body)
     label = LABEL if labelled else b""
     if rng.random() < 0.05:
         label = rng.choice([b"", b"dc2", LABEL])
@@ -120,6 +127,14 @@ def fail(data: bytes, why: str) -> None:
     path = CORPUS / f"fuzz-{abs(hash(data)) % 10**10}.hex"
     path.write_text(data.hex() + "\n")
     raise SystemExit(f"{why}: input written to {path}")
+
+
+def general_parts(data: bytes, limits: Limits, label: bytes) -> object:
+    """What the general path makes of a packet: its messages, or its refusal."""
+    try:
+        return framing.split_messages(framing.open_packet(data, limits, label=label), limits)[0]
+    except GossipWireError as exc:
+        return exc.reason
 
 
 def lzw_result(fn, data: bytes, max_size: int) -> object:
@@ -152,14 +167,21 @@ def run(count: int, seed: int) -> None:
             group, now, seqs = engines(labelled), 0.0, []
         data = packet(rng, seqs, labelled)
         header = add_label(b"", LABEL if labelled else b"")
-        most = rng.choice([0, 1, 2]) if i % 7 == 0 else 1024
-        unwrapped = {repr(t.unwrap(data, header, 65535, most)) for t in twins}
+        tight = i % 7 == 0
+        limits = Limits(max_messages=rng.choice([0, 1, 2]) if tight else 1024,
+                        max_nesting=rng.choice([0, 1, 2]) if tight else 4,
+                        max_decompressed=rng.choice([0, 10, 200]) if tight else MAXD)
+        unwrapped = {repr(t.unwrap(data, header, 65535, limits.max_messages, limits.max_nesting,
+                                   limits.max_decompressed)) for t in twins}
         matched = {repr(t.match(data, ME.encode())) for t in twins}
-        for part in _hot_py.unwrap(data, header, 65535, 1024) or ():
+        for part in _hot_py.unwrap(data, header, 65535, 1024, 4, MAXD) or ():
             found = _hot_py.match(part, ME.encode())
             kinds["unmatched" if found is None else str(found[0])] += 1
         if len(unwrapped) > 1 or len(matched) > 1:
             fail(data, "the compiled and pure-Python matchers disagree")
+        found = _hot_py.unwrap(data, header, 65535, limits.max_messages, limits.max_nesting, limits.max_decompressed)
+        if found is not None and found != general_parts(data, limits, LABEL if labelled else b""):
+            fail(data, "unwrap took a packet and gave other messages than the general framing")
         if compiled is not None and i % 5 == 0:    # the LZW writers on this packet, the readers on it compressed (and mutated)
             plain = data * rng.choice([1, 1, 50])
             packed = lzw.compress_py(plain)

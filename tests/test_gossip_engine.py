@@ -2,6 +2,8 @@
 through tests/gossipnet.py's deterministic network on a fake clock. No sockets,
 no real time; pure Python (one implementation)."""
 
+import math
+
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -13,7 +15,7 @@ from mcastmember.gossip.engine import GossipEngine, push_pull_scale
 from mcastmember.gossip.events import JoinResult, MemberFailed, MemberJoined, MemberLeft, UserMessage
 from mcastmember.gossip.layout import MessageType
 from mcastmember.gossip.settings import GossipSettings
-from mcastmember.gossip.suspicion import Suspicion, suspicion_timeout
+from mcastmember.gossip.suspicion import Suspicion, SuspicionTimers, suspicion_timeout
 
 LIMITS = Limits()
 
@@ -97,6 +99,80 @@ def test_suspicion_shrinks_with_independent_confirmations():
     assert sus.confirm("c", 12.0) is True and sus.deadline == pytest.approx(14.0)
     assert sus.confirm("d", 12.0) is False      # enough: no more news to gossip
     assert Suspicion("a", 0, 4.0, 24.0, start=1.0).deadline == 5.0
+
+
+def _unstarted_with(names):
+    """An engine that has not started (so no probe, gossip nor push/pull
+    tick: its next deadline is its timers' alone) knowing ``names`` alive."""
+    e = GossipEngine(GossipSettings(name="me", advertise_addr="127.0.0.1"), seed=1)
+    for i, name in enumerate(names):
+        e.receive_packet(messages.encode(messages.Alive(incarnation=1, node=name, addr=bytes([127, 0, 0, 2 + i]),
+                                                        port=7946, vsn=e.settings.vsn())), ("127.0.0.2", 7946), 0.0)
+    return e
+
+
+def _suspect(e, node, by, now, incarnation=1):
+    e.receive_packet(messages.encode(messages.Suspect(incarnation=incarnation, node=node, from_=by)),
+                     ("127.0.0.2", 7946), now)
+
+
+def test_the_next_deadline_follows_suspicions_as_they_begin_move_end_and_expire():
+    """4 nodes: k = 2, min 4 s, max 24 s. The soonest open suspicion (or
+    relay) is the next deadline: after a confirmation moves one closer, a
+    refutation ends one, one expires, and a relay's ack ends it."""
+    e = _unstarted_with(["b", "c", "d", "e"])
+    assert e.next_deadline() is None
+    _suspect(e, "b", "c", 1.0)
+    assert e.next_deadline() == 25.0
+    _suspect(e, "d", "c", 2.0)
+    _suspect(e, "d", "c", 2.5)                # the accuser again: no confirmation
+    assert e.next_deadline() == 25.0
+    _suspect(e, "d", "b", 3.0)                # confirmed once: 11.381 s from its start
+    assert e.next_deadline() == pytest.approx(2.0 + 11.381, abs=1e-9)
+    _suspect(e, "d", "e", 4.0)                # twice: the minimum
+    assert e.next_deadline() == pytest.approx(6.0, abs=1e-9)
+    _suspect(e, "d", "nobody", 4.5)           # refused: changes nothing
+    assert e.next_deadline() == pytest.approx(6.0, abs=1e-9)
+    e.receive_packet(messages.encode(messages.Alive(incarnation=2, node="d", addr=bytes([127, 0, 0, 4]), port=7946,
+                                                    vsn=e.settings.vsn())), ("127.0.0.4", 7946), 5.0)
+    assert e.next_deadline() == 25.0          # d refuted: b's is the soonest again
+    _suspect(e, "c", "e", 6.0)
+    e.handle_timer(24.9)
+    assert e.next_deadline() == 25.0 and e.node("b").state == NodeState.SUSPECT
+    e.handle_timer(25.0)
+    assert e.node("b").state == NodeState.DEAD and e.next_deadline() == 30.0
+    relay = messages.IndirectPing(seq_no=77, target=bytes([127, 0, 0, 6]), port=7946, node="e", nack=True)
+    e.receive_packet(messages.encode(relay), ("127.0.0.3", 7946), 26.0)
+    assert e.next_deadline() == 26.5          # the relay's probe timeout
+    ((ping, _addr),) = [(d, a) for d, a in e.datagrams_to_send(26.0) if a == ("127.0.0.6", 7946)]
+    seq = _parts(ping)[0].seq_no
+    e.receive_packet(messages.encode(messages.Ack(seq_no=seq)), ("127.0.0.6", 7946), 26.1)
+    assert e.next_deadline() == 30.0
+    e.handle_timer(30.0)
+    assert e.node("c").state == NodeState.DEAD and e.next_deadline() is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["begin", "confirm", "pop", "del"]), st.sampled_from("abcdefgh"),
+                          st.sampled_from("pqrs"), st.integers(0, 3), st.booleans()), max_size=300))
+def test_suspicion_timers_know_the_soonest_deadline_and_stay_bounded(ops):
+    """The soonest deadline is the minimum over the open timers (the plain
+    rule, a scan), after any mix of new, confirmed, replaced and removed
+    ones; the heap behind it never holds over twice the timers plus 64."""
+    timers, now = SuspicionTimers(), 0.0
+    for op, name, by, k, look in ops:
+        now += 0.25
+        if op == "begin":
+            timers[name] = (Suspicion(by, k, 4.0, 24.0, now), now)
+        elif op == "confirm" and name in timers:
+            timers.confirm(name, by, now)
+        elif op == "pop":
+            timers.pop(name, None)
+        elif op == "del" and name in timers:
+            del timers[name]
+        if look:        # (not always: stale entries pile up between looks)
+            assert timers.soonest() == min((sus.deadline for sus, _change in timers.values()), default=math.inf)
+        assert len(timers._heap) <= 2 * len(timers) + 64
 
 
 def test_in_a_five_node_cluster_confirmations_bring_death_to_the_minimum():

@@ -4,9 +4,10 @@
 The same function on the same bytes: see ``_hot_py.py`` for the layouts and
 the results. Every read is checked against the message's length first.
 Also Go's LZW reader and writer (``lzw_decompress`` and ``lzw_compress``),
-whose pure-Python twins are ``gossip/lzw.py``'s ``decompress_py`` and
-``compress_py``: compressed packets are what Go sends when a compound of
-broadcasts shrinks, and every datagram is tried compressed before it goes.
+whose pure-Python twins are ``_hot_py.lzw_decompress`` (behind
+``lzw.decompress_py``) and ``gossip/lzw.py``'s ``compress_py``: compressed
+packets are what Go sends when a compound of broadcasts shrinks (``unwrap``
+reads them), and every datagram is tried compressed before it goes.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
@@ -27,6 +28,8 @@ cdef enum:
     META_MAX = 512
     VSN_SIZE = 6
     U16 = 0xFFFF
+    FIXRAW_MAX = 31
+    LZW_ALGO = 0
 
 PING = C_PING
 ACK = C_ACK
@@ -46,6 +49,9 @@ cdef bytes K_ADDR = b"\xa4Addr"
 cdef bytes K_META = b"\xa4Meta"
 cdef bytes K_PORT = b"\xa4Port"
 cdef bytes K_VSN = b"\xa3Vsn"
+# a compress message up to its Buf's raw header (see _hot_py.COMPRESS_HEAD)
+cdef bytes COMPRESS_HEAD = bytes((COMPRESS, 0x82)) + b"\xa4Algo" + bytes((LZW_ALGO,)) + b"\xa3Buf"
+cdef Py_ssize_t COMPRESS_HEAD_SIZE = len(COMPRESS_HEAD)
 
 
 cdef unsigned int CRC_TABLE[256]
@@ -72,12 +78,12 @@ cdef unsigned int crc32(const unsigned char *p, Py_ssize_t n) noexcept nogil:
     return c ^ 0xFFFFFFFFU
 
 
-def unwrap(bytes buf not None, bytes label_header not None, Py_ssize_t max_packet, Py_ssize_t max_messages):
-    """The messages of a plain packet, or ``None``: see ``_hot_py.unwrap``."""
+def unwrap(bytes buf not None, bytes label_header not None, Py_ssize_t max_packet, Py_ssize_t max_messages,
+           Py_ssize_t max_nesting, Py_ssize_t max_decompressed):
+    """The messages of a packet, or ``None``: see ``_hot_py.unwrap``."""
     cdef const unsigned char *p = <const unsigned char *>buf
     cdef Py_ssize_t end = len(buf)
     cdef Py_ssize_t pos = len(label_header)
-    cdef Py_ssize_t count, lengths, part, size, stop, index
     cdef unsigned int want
     if end > max_packet or pos > end or memcmp(p, <const char *>label_header, pos) != 0:
         return None
@@ -91,11 +97,22 @@ def unwrap(bytes buf not None, bytes label_header not None, Py_ssize_t max_packe
         if crc32(p + pos + CRC_HEADER, end - pos - CRC_HEADER) != want:
             return None
         pos += CRC_HEADER
+    if pos < end and p[pos] == COMPRESS:
+        if max_nesting < 1:
+            return None
+        return _compressed(p, pos, end, max_messages, max_nesting - 1, max_decompressed)
+    return _messages(p, pos, end, max_messages, max_nesting)
+
+
+cdef object _messages(const unsigned char *p, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t max_messages,
+                      Py_ssize_t max_nesting):
+    """``p[pos:end]``: one plain message, or a compound of them (see ``_hot_py._messages``)."""
+    cdef Py_ssize_t count, lengths, part, size, stop, index
     if pos >= end or p[pos] == COMPRESS:
         return None
     if p[pos] != COMPOUND:
         return [p[pos:end]] if max_messages >= 1 else None
-    if pos + 1 >= end:
+    if max_nesting < 1 or pos + 1 >= end:
         return None
     count = p[pos + 1]
     lengths = pos + 2
@@ -111,6 +128,45 @@ def unwrap(bytes buf not None, bytes label_header not None, Py_ssize_t max_packe
         out.append(p[part:stop])
         part = stop
     return out if part == end else None
+
+
+cdef object _compressed(const unsigned char *p, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t max_messages,
+                        Py_ssize_t max_nesting, Py_ssize_t max_size):
+    """The messages inside a compress message in exactly Go's layout at
+    ``pos`` (see ``_hot_py._decompressed``), read straight from the LZW
+    reader's buffer; ``None`` for any other layout or a failed read."""
+    cdef Py_ssize_t head = pos + COMPRESS_HEAD_SIZE, start
+    cdef unsigned long long size
+    cdef unsigned char b
+    cdef LzwResult res
+    if head >= end or memcmp(p + pos, <const char *>COMPRESS_HEAD, COMPRESS_HEAD_SIZE) != 0:
+        return None
+    b = p[head]
+    if 0xA0 <= b <= 0xBF:
+        start = head + 1
+        size = b - 0xA0
+    elif b == 0xDA and head + 3 <= end:
+        start = head + 3
+        size = (<unsigned long long>p[head + 1] << 8) | p[head + 2]
+        if size <= FIXRAW_MAX:
+            return None
+    elif b == 0xDB and head + 5 <= end:
+        start = head + 5
+        size = ((<unsigned long long>p[head + 1] << 24) | (<unsigned long long>p[head + 2] << 16)
+                | (<unsigned long long>p[head + 3] << 8) | p[head + 4])
+        if size <= U16:
+            return None
+    else:
+        return None
+    if size != <unsigned long long>(end - start):
+        return None
+    if _lzw_read(p + start, end - start, max_size, &res) != 0:
+        PyMem_Free(res.out)
+        return None
+    try:
+        return _messages(res.out, 0, res.size, max_messages, max_nesting)
+    finally:
+        PyMem_Free(res.out)
 
 
 cdef struct Reader:
@@ -350,6 +406,7 @@ cdef enum:
     LZW_EOF = 257
     LZW_MAX_CODE = 4095
     LZW_MAX_WIDTH = 12
+    LZW_FIRST_CAP = 1 << 18
 
 
 cdef struct LzwTable:
@@ -361,100 +418,140 @@ cdef struct LzwTable:
 
 
 # One table for every call: the function holds the GIL throughout and calls
-# no Python code while it reads, so no two calls share it at once.
+# no Python code while it reads, so no two calls share it at once. Its first
+# 256 entries (the literals) are set once here and never written again; a
+# read writes each entry from 258 up before any code refers to it (a code
+# above the next one to define is refused), so nothing from an earlier call
+# is read.
 cdef LzwTable LZW_TABLE
+
+
+cdef void _lzw_table():
+    cdef int c
+    for c in range(LZW_MAX_CODE + 1):
+        LZW_TABLE.prefix[c] = -1
+        LZW_TABLE.suffix[c] = <unsigned char>c if c < LZW_CLEAR else 0
+        LZW_TABLE.first[c] = LZW_TABLE.suffix[c]
+        LZW_TABLE.length[c] = 1 if c < LZW_CLEAR else 0
+
+
+_lzw_table()
+
+
+cdef struct LzwResult:
+    unsigned char *out      # the bytes read (the caller frees it, whatever the status)
+    Py_ssize_t size
+    int code                # status 2: the invalid code, and the next code then
+    int hi
 
 
 def lzw_decompress(bytes data not None, Py_ssize_t max_size):
     """Go's compress/lzw reader (LSB, 8-bit literals), step for step as
-    ``lzw.decompress`` does it, at most ``max_size`` bytes out. Returns the
-    bytes, or on failure a tuple for the caller to raise from: (1,) the data
-    ends without its end code; (2, code, next) an invalid code; (3,) more
-    than ``max_size`` bytes."""
-    cdef const unsigned char *src = <const unsigned char *>data
-    cdef Py_ssize_t size = len(data), pos = 0, out_len = 0, cap = 256, need, k, entry_len
+    ``_hot_py.lzw_decompress`` does it, at most ``max_size`` bytes out.
+    Returns the bytes, or on failure a tuple for the caller to raise from:
+    (1,) the data ends without its end code; (2, code, next) an invalid
+    code; (3,) more than ``max_size`` bytes."""
+    cdef LzwResult res
+    cdef int status = _lzw_read(<const unsigned char *>data, len(data), max_size, &res)
+    try:
+        if status == 0:
+            return PyBytes_FromStringAndSize(<char *>res.out, res.size)
+        if status == 2:
+            return (2, res.code, res.hi)
+        return (status,)
+    finally:
+        PyMem_Free(res.out)
+
+
+cdef int _lzw_read(const unsigned char *src, Py_ssize_t size, Py_ssize_t max_size, LzwResult *res) except -1:
+    """The reader: 0 with the bytes in ``res.out[:res.size]``, or the
+    failure's number (see :func:`lzw_decompress`). ``res.out`` is the
+    caller's to free on every return (NULL after a MemoryError)."""
+    # a first guess at the size out: gossip compresses about 2-3x; grown by doubling
+    cdef Py_ssize_t pos = 0, out_len = 0, cap = min(4 * size + 64, LZW_FIRST_CAP, max(max_size, 1))
+    cdef Py_ssize_t need, k, entry_len
     cdef unsigned long long bits = 0
     cdef int n_bits = 0, width = 9, hi = LZW_EOF, overflow = 512, last = -1, code, c
     cdef LzwTable *table = &LZW_TABLE
     cdef unsigned char *out = <unsigned char *>PyMem_Malloc(cap)
     cdef unsigned char *grown
     cdef unsigned char head
+    res.out = out
+    res.size = 0
     if out == NULL:
         raise MemoryError()
     cdef int *prefix = table.prefix
     cdef unsigned char *suffix = table.suffix
     cdef unsigned char *first = table.first
     cdef int *length = table.length
-    for c in range(LZW_MAX_CODE + 1):
-        prefix[c] = -1
-        suffix[c] = <unsigned char>c if c < LZW_CLEAR else 0
-        first[c] = suffix[c]
-        length[c] = 1 if c < LZW_CLEAR else 0
-    try:
-        while True:
-            while n_bits < width:
-                if pos == size:
-                    return (1,)
-                bits |= (<unsigned long long>src[pos]) << n_bits
-                pos += 1
-                n_bits += 8
-            code = <int>(bits & ((1ULL << width) - 1))
-            bits >>= width
-            n_bits -= width
-            if code == LZW_CLEAR:
-                width = 9
-                hi = LZW_EOF
-                overflow = 512
-                last = -1
-                continue
-            if code == LZW_EOF:
-                return PyBytes_FromStringAndSize(<char *>out, out_len)
-            if code > hi:
-                return (2, code, hi)
-            if code == hi and last >= 0:
-                entry_len = length[last] + 1        # last's string plus its own head
-                head = first[last]
+    while True:
+        while n_bits < width:
+            if pos == size:
+                return 1
+            bits |= (<unsigned long long>src[pos]) << n_bits
+            pos += 1
+            n_bits += 8
+        code = <int>(bits & ((1ULL << width) - 1))
+        bits >>= width
+        n_bits -= width
+        if code == LZW_CLEAR:
+            width = 9
+            hi = LZW_EOF
+            overflow = 512
+            last = -1
+            continue
+        if code == LZW_EOF:
+            res.size = out_len
+            return 0
+        if code > hi:
+            res.code = code
+            res.hi = hi
+            return 2
+        if code == hi and last >= 0:
+            entry_len = length[last] + 1        # last's string plus its own head
+            head = first[last]
+        else:
+            entry_len = length[code]
+            head = first[code]
+        if out_len + entry_len > max_size:
+            return 3
+        need = out_len + entry_len
+        if need > cap:
+            while cap < need:
+                cap *= 2
+            grown = <unsigned char *>PyMem_Realloc(out, cap)
+            if grown == NULL:
+                PyMem_Free(out)
+                res.out = NULL
+                raise MemoryError()
+            out = grown
+            res.out = out
+        if code == hi and last >= 0:
+            out[need - 1] = head
+            c = last
+            k = need - 2
+        else:
+            c = code
+            k = need - 1
+        while k >= out_len and c >= 0:      # a string's bytes, last first
+            out[k] = suffix[c]
+            c = prefix[c]
+            k -= 1
+        out_len = need
+        if last >= 0:
+            prefix[hi] = last
+            suffix[hi] = head
+            first[hi] = first[last]
+            length[hi] = length[last] + 1
+        last = code
+        hi += 1
+        if hi >= overflow:
+            if width == LZW_MAX_WIDTH:
+                last = -1                  # table full: Go defines no more codes until a clear
+                hi -= 1
             else:
-                entry_len = length[code]
-                head = first[code]
-            if out_len + entry_len > max_size:
-                return (3,)
-            need = out_len + entry_len
-            if need > cap:
-                while cap < need:
-                    cap *= 2
-                grown = <unsigned char *>PyMem_Realloc(out, cap)
-                if grown == NULL:
-                    raise MemoryError()
-                out = grown
-            if code == hi and last >= 0:
-                out[need - 1] = head
-                c = last
-                k = need - 2
-            else:
-                c = code
-                k = need - 1
-            while k >= out_len and c >= 0:      # a string's bytes, last first
-                out[k] = suffix[c]
-                c = prefix[c]
-                k -= 1
-            out_len = need
-            if last >= 0:
-                prefix[hi] = last
-                suffix[hi] = head
-                first[hi] = first[last]
-                length[hi] = length[last] + 1
-            last = code
-            hi += 1
-            if hi >= overflow:
-                if width == LZW_MAX_WIDTH:
-                    last = -1                  # table full: Go defines no more codes until a clear
-                    hi -= 1
-                else:
-                    width += 1
-                    overflow <<= 1
-    finally:
-        PyMem_Free(out)
+                width += 1
+                overflow <<= 1
 
 
 # The writer's code table, (prefix code << 8 | byte) -> code, open addressing.

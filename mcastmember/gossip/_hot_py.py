@@ -34,6 +34,7 @@ DEAD = 5
 
 COMPOUND = 7
 COMPRESS = 9
+LZW_ALGO = 0
 HAS_CRC = 12
 HAS_LABEL = 244
 CRC_HEADER = 5
@@ -42,6 +43,8 @@ META_MAX = 512
 VSN_SIZE = 6
 U16 = 0xFFFF
 U32 = 0xFFFFFFFF
+
+FIXRAW_MAX = 31
 
 # Each key as go-msgpack writes it: a fixraw header and the Go name.
 K_NODE = b"\xa4Node"
@@ -56,19 +59,30 @@ K_ADDR = b"\xa4Addr"
 K_META = b"\xa4Meta"
 K_PORT = b"\xa4Port"
 K_VSN = b"\xa3Vsn"
+K_ALGO = b"\xa4Algo"
+K_BUF = b"\xa3Buf"
+#: a compress message up to its Buf's raw header: the type, a map of two
+#: fields, Algo 0 (LZW), the Buf key (framing.compress_message writes it)
+COMPRESS_HEAD = bytes((COMPRESS, 0x82)) + K_ALGO + bytes((LZW_ALGO,)) + K_BUF
 
 #: a failed read: the position is below every real one
 BAD = -1
 
 
-def unwrap(buf: bytes, label_header: bytes, max_packet: int, max_messages: int) -> list[bytes] | None:
-    """The messages of a plain packet as ingestPacket and handleCommand
-    unwrap it: behind ``label_header`` (the expected label's header, or
-    empty for none), an optional hasCrc header whose CRC matches, then one
-    message or a compound of complete, non-empty messages that are neither
-    compounds nor compressed; ``None`` for anything else (an encrypted,
-    compressed or damaged packet, a wrong label, nesting, more than
-    ``max_messages`` messages, bytes after a compound's parts)."""
+def unwrap(buf: bytes, label_header: bytes, max_packet: int, max_messages: int, max_nesting: int,
+           max_decompressed: int) -> list[bytes] | None:
+    """The messages of a packet as ingestPacket and handleCommand unwrap
+    it, or ``None`` where the general framing must decide. Taken: behind
+    ``label_header`` (the expected label's header, or empty for none), an
+    optional hasCrc header whose CRC matches, then one message or a
+    compound of complete, non-empty plain messages; or a compress message
+    in exactly Go's layout (see :func:`_decompressed`) holding one of those,
+    read by the LZW reader within ``max_decompressed`` bytes. Compound and
+    compress wrappers count against ``max_nesting`` as the general path
+    counts them. ``None`` for anything else: an encrypted or damaged packet,
+    a wrong label, other nesting, a compress message in another layout or
+    whose LZW data fails, more than ``max_messages`` messages, bytes after
+    a compound's parts."""
     end = len(buf)
     if end > max_packet or not buf.startswith(label_header):
         return None
@@ -80,11 +94,24 @@ def unwrap(buf: bytes, label_header: bytes, max_packet: int, max_messages: int) 
                 buf[pos + 1:pos + CRC_HEADER], "big"):
             return None
         pos += CRC_HEADER
+    if pos < end and buf[pos] == COMPRESS:
+        if max_nesting < 1:
+            return None
+        inner = _decompressed(buf, pos, end, max_decompressed)
+        if inner is None:
+            return None
+        return _messages(inner, 0, len(inner), max_messages, max_nesting - 1)
+    return _messages(buf, pos, end, max_messages, max_nesting)
+
+
+def _messages(buf: bytes, pos: int, end: int, max_messages: int, max_nesting: int) -> list[bytes] | None:
+    """``buf[pos:end]``: one plain message, or a compound (if ``max_nesting``
+    allows one) of complete, non-empty plain messages and nothing after them."""
     if pos >= end or buf[pos] == COMPRESS:
         return None
     if buf[pos] != COMPOUND:
-        return [buf[pos:]] if max_messages >= 1 else None
-    if pos + 1 >= end:
+        return [buf[pos:end]] if max_messages >= 1 else None
+    if max_nesting < 1 or pos + 1 >= end:
         return None
     count = buf[pos + 1]
     lengths = pos + 2
@@ -100,6 +127,33 @@ def unwrap(buf: bytes, label_header: bytes, max_packet: int, max_messages: int) 
         out.append(buf[part:stop])
         part = stop
     return out if part == end else None
+
+
+def _decompressed(buf: bytes, pos: int, end: int, max_size: int) -> bytes | None:
+    """The bytes a compress message at ``pos`` holds, if it is exactly what
+    memberlist writes (compressPayload through go-msgpack): a map of Algo 0
+    then Buf, the Buf a raw of the shortest width for its length, ending
+    at ``end``; and its LZW data reads within ``max_size`` bytes."""
+    head = pos + len(COMPRESS_HEAD)
+    if head >= end or not buf.startswith(COMPRESS_HEAD, pos):
+        return None
+    b = buf[head]
+    if 0xA0 <= b <= 0xBF:
+        start, size = head + 1, b - 0xA0
+    elif b == 0xDA and head + 3 <= end:
+        start, size = head + 3, (buf[head + 1] << 8) | buf[head + 2]
+        if size <= FIXRAW_MAX:
+            return None
+    elif b == 0xDB and head + 5 <= end:
+        start, size = head + 5, int.from_bytes(buf[head + 1:head + 5], "big")
+        if size <= U16:
+            return None
+    else:
+        return None
+    if start + size != end:
+        return None
+    found = lzw_decompress(buf[start:end], max_size)
+    return found if type(found) is bytes else None
 
 
 def _uint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
@@ -272,3 +326,60 @@ def ack(prefix: bytes, seq: int) -> bytes:
     if seq <= U16:
         return prefix + b"\xcd" + seq.to_bytes(2, "big")
     return prefix + b"\xce" + seq.to_bytes(4, "big")
+
+
+# ----------------------------------------------------------------- LZW, read
+
+LZW_LIT_WIDTH = 8
+LZW_MAX_WIDTH = 12
+LZW_CLEAR = 1 << LZW_LIT_WIDTH
+LZW_EOF = LZW_CLEAR + 1
+LZW_MAX_CODE = (1 << LZW_MAX_WIDTH) - 1
+
+
+def lzw_decompress(data: bytes, max_size: int) -> bytes | tuple[int, ...]:
+    """Go's compress/lzw reader (LSB, 8-bit literals), at most ``max_size``
+    bytes out (the twin of the compiled ``lzw_decompress``; ``lzw.decompress``
+    raises from its failures). Returns the bytes, or on failure (1,) the
+    data ends without its end code; (2, code, next) an invalid code; (3,)
+    more than ``max_size`` bytes."""
+    out = bytearray()
+    table: list[bytes] = [bytes((i,)) for i in range(LZW_CLEAR)] + [b""] * (LZW_MAX_CODE + 1 - LZW_CLEAR)
+    width, hi, overflow, last = LZW_LIT_WIDTH + 1, LZW_EOF, LZW_CLEAR << 1, -1
+    bits = n_bits = pos = 0
+    size = len(data)
+    while True:
+        while n_bits < width:
+            if pos == size:
+                return (1,)
+            bits |= data[pos] << n_bits
+            pos += 1
+            n_bits += 8
+        code = bits & ((1 << width) - 1)
+        bits >>= width
+        n_bits -= width
+        if code == LZW_CLEAR:
+            width, hi, overflow, last = LZW_LIT_WIDTH + 1, LZW_EOF, LZW_CLEAR << 1, -1
+            continue
+        if code == LZW_EOF:
+            return bytes(out)
+        if code > hi:
+            return (2, code, hi)
+        if code == hi and last >= 0:
+            # The code being defined right now: last's string plus its own head.
+            entry = table[last] + table[last][:1]
+        else:
+            entry = table[code]
+        if len(out) + len(entry) > max_size:
+            return (3,)
+        out += entry
+        if last >= 0:
+            table[hi] = table[last] + entry[:1]
+        last, hi = code, hi + 1
+        if hi >= overflow:
+            if width == LZW_MAX_WIDTH:
+                # Table full: Go stops defining codes until the next clear.
+                last, hi = -1, hi - 1
+            else:
+                width += 1
+                overflow <<= 1

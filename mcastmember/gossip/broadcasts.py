@@ -47,7 +47,9 @@ class BroadcastQueue:
     newest. It is kept as one tier per transmit count, each a list sorted by
     (length, id) ascending, so that taking the longest message that fits is
     a binary search, as memberlist's range scans are; a full queue (thousands
-    of messages while a large cluster churns) is never sorted whole."""
+    of messages while a large cluster churns) is never sorted whole. When
+    every message fits the packet (most calls), each tier moves up one
+    transmission whole."""
 
     def __init__(self, retransmit_mult: int, max_count: int, max_bytes: int):
         self.retransmit_mult = retransmit_mult
@@ -60,6 +62,8 @@ class BroadcastQueue:
         self._id = 0
         self.dropped = 0
         self.finished: list[object] = []
+        self._limit_nodes = -1           # the node count the transmit limit was worked out for
+        self._transmit_limit = 0
 
     def __len__(self) -> int:
         return self._count
@@ -122,14 +126,19 @@ class BroadcastQueue:
         byte: Go's would wrap past 255); each taken counts a transmission."""
         if not self._count:
             return []
-        transmit_limit = retransmit_limit(self.retransmit_mult, num_nodes)
+        if num_nodes != self._limit_nodes:
+            self._limit_nodes, self._transmit_limit = num_nodes, retransmit_limit(self.retransmit_mult, num_nodes)
+        transmit_limit = self._transmit_limit
+        if self._count <= max_items and self._bytes + overhead * self._count < limit:
+            return self._take_all(transmit_limit)
         used = 0
         out: list[bytes] = []
-        moved: list[_Item] = []      # sent again: back in the queue once this packet is full
+        moved: list[tuple[int, list[tuple[int, int, _Item]]]] = []   # sent again: back once this packet is full
         # At each transmit count, fewest first: the longest (then newest)
         # message that fits what is left, then the longest that still fits.
         for transmits in sorted(self._tiers):
             tier = self._tiers[transmits]
+            again: list[tuple[int, int, _Item]] = []
             while tier:
                 free = limit - used - overhead
                 if free <= 0 or len(out) >= max_items:
@@ -137,20 +146,48 @@ class BroadcastQueue:
                 at = bisect.bisect_right(tier, (free, _NEWEST))
                 if not at:
                     break                      # nothing in this tier fits
-                item = tier.pop(at - 1)[2]
+                entry = tier.pop(at - 1)
+                item = entry[2]
                 used += overhead + len(item.msg)
                 out.append(item.msg)
-                if item.transmits + 1 >= transmit_limit:
+                if transmits + 1 >= transmit_limit:
                     self._forget(item)
                 else:
-                    item.transmits += 1
-                    moved.append(item)
+                    item.transmits = transmits + 1
+                    again.append(entry)
+            if again:
+                moved.append((transmits + 1, again))
             if not tier:
                 del self._tiers[transmits]
             if limit - used - overhead <= 0 or len(out) >= max_items:
                 break
-        for item in moved:
-            self._place(item)
+        for transmits, entries in moved:
+            # taken longest first: ascending reversed; merged with a tier there (two sorted runs)
+            entries.reverse()
+            there = self._tiers.get(transmits)
+            if there is None:
+                self._tiers[transmits] = entries
+            else:
+                there += entries
+                there.sort()
+        return out
+
+    def _take_all(self, transmit_limit: int) -> list[bytes]:
+        """:meth:`get` when every message fits: all of them in sending order,
+        each tier one transmission up (or done), none re-sorted."""
+        out: list[bytes] = []
+        shifted: dict[int, list[tuple[int, int, _Item]]] = {}
+        for transmits in sorted(self._tiers):
+            tier = self._tiers[transmits]
+            out += [entry[2].msg for entry in reversed(tier)]
+            if transmits + 1 >= transmit_limit:
+                for entry in reversed(tier):
+                    self._forget(entry[2])
+            else:
+                for entry in tier:
+                    entry[2].transmits = transmits + 1
+                shifted[transmits + 1] = tier
+        self._tiers = shifted
         return out
 
 

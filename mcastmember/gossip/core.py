@@ -40,7 +40,7 @@ from .layout import (ACK_SEQ_MAX_SIZE, COMPOUND_HEADER_OVERHEAD, COMPOUND_MAX_PA
                      MessageType, NodeState)
 from .settings import GossipSettings
 from .state import Addr, Node, NodeTable, ip_bytes
-from .suspicion import Suspicion
+from .suspicion import SuspicionTimers
 
 #: the wrap of our sequence and incarnation numbers (Go's uint32)
 UINT32_MASK = 0xFFFFFFFF
@@ -160,7 +160,7 @@ class EngineCore:
         self._incarnation = 0
         self._leave: LeaveIntent | None = None
         self._started = False
-        self._suspicions: dict[str, tuple[Suspicion, float]] = {}
+        self._suspicions = SuspicionTimers()
         self._acks: dict[int, Handler] = {}
         self._probe: Probe | None = None
         self._probe_index = 0

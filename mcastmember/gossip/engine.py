@@ -192,20 +192,25 @@ class GossipEngine(HotPath):
         return out
 
     def next_deadline(self) -> float | None:
-        times = [self._next_probe, self._next_gossip, self._next_push_pull]
-        times += [h.deadline for h in self._acks.values()]
-        times += [sus.deadline for sus, _change in self._suspicions.values()]
-        times += [st.deadline for st in self._streams.values()]
-        soonest = min(times)
+        # the suspicions (hundreds while a large cluster churns) keep their
+        # soonest; the pending acks and streams are few
+        soonest = min(self._next_probe, self._next_gossip, self._next_push_pull, self._suspicions.soonest())
+        for handler in self._acks.values():
+            if handler.deadline < soonest:
+                soonest = handler.deadline
+        for stream in self._streams.values():
+            if stream.deadline < soonest:
+                soonest = stream.deadline
         return None if soonest == math.inf else soonest
 
     def handle_timer(self, now: float) -> None:
         for seq, handler in list(self._acks.items()):
             if handler.deadline <= now and self._acks.get(seq) is handler:
                 self._expire_handler(seq, handler, now)
-        for name, (sus, change) in list(self._suspicions.items()):
-            if sus.deadline <= now:
-                self._suspicion_expired(name, sus, change, now)
+        if self._suspicions.soonest() <= now:       # (else none is due: no need to look at each)
+            for name, (sus, change) in list(self._suspicions.items()):
+                if sus.deadline <= now:
+                    self._suspicion_expired(name, sus, change, now)
         for sid, stream in list(self._streams.items()):
             if stream.deadline <= now:
                 del self._streams[sid]
@@ -341,32 +346,39 @@ class GossipEngine(HotPath):
         state = self.table.get(sus.node)
         if state is None or sus.incarnation < state.incarnation:
             return
-        timer = self._suspicions.get(sus.node)
-        if timer is not None:
+        self._suspect_known(state, sus.incarnation, sus.from_, now, sender, None)
+
+    def _suspect_known(self, state: Node, incarnation: int, from_: str, now: float, sender: Addr | None,
+                       received: bytes | None) -> None:
+        """:meth:`_suspect_node` past its first test (``state`` is the
+        accused's, at most ``incarnation``); ``received``: the suspect as
+        the hot path took it, or None (see :meth:`_suspect_bytes`)."""
+        node = state.name
+        if node in self._suspicions:
             # Unlike memberlist, only a member we know confirms: a forger
             # inventing a name per message would otherwise cut every
             # suspicion to its minimum at once.
-            confirmer = self.table.get(sus.from_)
+            confirmer = self.table.get(from_)
             if confirmer is None or confirmer.dead_or_left():
                 self._counts["confirmations_refused"] += 1
                 return
-            if timer[0].confirm(sus.from_, now):
-                self._broadcast(sus.node, messages.encode(sus))
+            if self._suspicions.confirm(node, from_, now):
+                self._broadcast(node, self._suspect_bytes(received, incarnation, node, from_))
             return
         if state.state != NodeState.ALIVE:
             return
-        if state.name == self.name:
-            self._refute(state, sus.incarnation, sender)
+        if node == self.name:
+            self._refute(state, incarnation, sender)
             return
-        accusation = messages.encode(sus)
-        self._broadcast(sus.node, accusation)
+        accusation = self._suspect_bytes(received, incarnation, node, from_)
+        self._broadcast(node, accusation)
         # Also straight to the accused (beyond memberlist): our gossip picks
         # k random nodes, and a table an attacker filled with invented ones
         # may never pick it before the timeout, so a live node would die
         # unheard. One datagram, to a member we already have, per suspicion.
         self._send_msg(state.address, accusation)
         self._counts["suspects"] += 1
-        state.incarnation = sus.incarnation
+        state.incarnation = incarnation
         state.state = NodeState.SUSPECT
         state.state_change = now
         s = self.settings
@@ -378,7 +390,7 @@ class GossipEngine(HotPath):
             k = 0
         low = suspicion_timeout(s.suspicion_mult, n, s.probe_interval)
         high = s.suspicion_max_timeout_mult * low
-        self._suspicions[sus.node] = (Suspicion(sus.from_, k, low, high, now), now)
+        self._suspicions[node] = (Suspicion(from_, k, low, high, now), now)
 
     def _suspicion_expired(self, name: str, sus: Suspicion, change: float, now: float) -> None:
         del self._suspicions[name]

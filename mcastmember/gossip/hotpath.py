@@ -1,8 +1,10 @@
 """The gossip engine's hot path: the messages a member receives most, handled
 without the general msgpack decode (see :mod:`.hot` for the matcher).
 
-A plain packet is split by the matcher's ``unwrap``; ping, ack, alive,
-suspect and dead in Go's layout are taken apart by ``match``. A ping to us
+A packet, plain or compressed in Go's layout (memberlist sends nearly
+every compound of broadcasts compressed), is split by the matcher's
+``unwrap``; ping, ack, alive, suspect and dead in Go's layout are taken
+apart by ``match``. A ping to us
 is answered with an ack from a template; an ack goes to its probe; an
 alive, suspect or dead that the node-state rules would ignore stops here,
 and one they would act on goes to the same rules as before. Everything
@@ -13,10 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import messages
+from . import messages, msgpack_go
 from .layout import MessageType
 from .probing import Probing, reply_address
-from .state import Addr
+from .state import Addr, Node
 
 
 class HotPath(Probing):
@@ -27,13 +29,15 @@ class HotPath(Probing):
         raise NotImplementedError     # written in engine.py
 
     def _hot_packet(self, data: bytes, addr: Addr, now: float) -> bool:
-        """A plain packet's messages, each to :meth:`_handle_message`; False
-        (nothing done) for what the general framing must open."""
+        """A packet's messages (a plain one, or one compressed as Go writes
+        it), each to :meth:`_handle_message`; False (nothing done) for what
+        the general framing must open."""
         hot = self._hot
         if hot is None or self.keyring is not None or type(data) is not bytes:   # (the matchers read bytes)
             return False
         limits = self.settings.limits
-        found = hot.unwrap(data, self._label_header, limits.max_packet, limits.max_messages)
+        found = hot.unwrap(data, self._label_header, limits.max_packet, limits.max_messages, limits.max_nesting,
+                           limits.max_decompressed)
         if found is None:
             return False
         for part in found:
@@ -68,10 +72,31 @@ class HotPath(Probing):
             return True
         from_ = found[3].decode("utf-8", "surrogateescape")
         if kind == MessageType.SUSPECT:
-            self._suspect_node(messages.Suspect(incarnation=inc, node=node, from_=from_), now, sender=addr)
+            self._suspect_known(state, inc, from_, now, addr, part)
         else:
             self._dead_node(messages.Dead(incarnation=inc, node=node, from_=from_), now, sender=addr)
         return True
+
+    def _suspect_known(self, state: Node, incarnation: int, from_: str, now: float, sender: Addr | None,
+                       received: bytes | None) -> None:
+        raise NotImplementedError     # written in engine.py
+
+    def _suspect_bytes(self, received: bytes | None, incarnation: int, node: str, from_: str) -> bytes:
+        """A suspect to gossip: ``received`` (what the matcher took, or
+        None) when it is byte for byte what encoding it writes, else encoded.
+        The matcher takes only the layout encoding writes (type, a map of
+        From, Incarnation and Node, each key as written) and names come back
+        to the same bytes through the surrogate escapes; it also takes an
+        integer or a name header wider than the smallest, which encoding
+        writes, each making the message longer. So one of encoding's length
+        is its encoding."""
+        if received is not None:
+            size = _ACCUSATION_KEYS + msgpack_go.uint_size(incarnation) + msgpack_go.raw_size(
+                len(node.encode("utf-8", "surrogateescape"))) + msgpack_go.raw_size(
+                len(from_.encode("utf-8", "surrogateescape")))
+            if len(received) == size:
+                return received
+        return messages.encode(messages.Suspect(incarnation=incarnation, node=node, from_=from_))
 
     def _alive_unchanged(self, found: tuple[Any, ...]) -> bool:
         """An alive the rules of :meth:`_alive_node` (bootstrap off) ignore
@@ -98,3 +123,7 @@ class HotPath(Probing):
         assert self._hot is not None
         ack: bytes = self._hot.ack(prefix, seq)
         self._send_msg(reply_address(source_addr, source_port, addr), ack, compressible)
+
+
+#: an accusation's type byte, map header and keys
+_ACCUSATION_KEYS = 2 + sum(msgpack_go.raw_size(len(go_name.encode())) for go_name, *_ in messages.Suspect._FIELDS)

@@ -1,5 +1,6 @@
 """Go's ``compress/lzw`` in LSB order with 8-bit literals, both ways (pure
-Python, and compiled both ways in ``_hot.pyx``).
+Python, and compiled both ways in ``_hot.pyx``; the pure-Python reader sits
+beside the matcher's twin in ``_hot_py``, whose ``unwrap`` reads with it).
 
 memberlist compresses with ``lzw.NewWriter(w, lzw.LSB, 8)`` (util.go); the
 behaviour below is Go 1.19's ``compress/lzw`` (reader.go, writer.go), which
@@ -22,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .errors import GossipWireError, Truncated
+from . import _hot_py
 from .hot import COMPILED_LZW, COMPILED_LZW_WRITER
 from .layout import LZW_LIT_WIDTH, LZW_MAX_WIDTH
 
@@ -107,68 +109,23 @@ def decompress(data: bytes, max_size: int) -> bytes:
     (see :mod:`.hot`), else :func:`decompress_py`: the same bytes and the
     same errors."""
     if _COMPILED is not None and type(data) is bytes:
-        result = _COMPILED(data, max_size)
-        if type(result) is bytes:
-            return result
-        assert isinstance(result, tuple)
-        if result[0] == 1:
-            raise Truncated(_CUT_SHORT)
-        if result[0] == 2:
-            raise GossipWireError("bad_lzw", _bad_code(result[1], result[2]))
-        raise GossipWireError("too_large", _too_large(max_size))
+        return _opened(_COMPILED(data, max_size), max_size)
     return decompress_py(data, max_size)
 
 
-def _bad_code(code: int, hi: int) -> str:
-    return f"invalid LZW code {code} (next is {hi})"
-
-
-def _too_large(max_size: int) -> str:
-    return f"LZW data decompresses to more than {max_size} bytes"
-
-
-_CUT_SHORT = "LZW data ends without its end-of-data code"
-
-
 def decompress_py(data: bytes, max_size: int) -> bytes:
-    """:func:`decompress` in pure Python (the compiled reader's twin)."""
-    out = bytearray()
-    table: list[bytes] = [bytes((i,)) for i in range(_CLEAR)] + [b""] * (_MAX_CODE + 1 - _CLEAR)
-    width, hi, overflow, last = LZW_LIT_WIDTH + 1, _EOF, _CLEAR << 1, -1
-    bits = n_bits = pos = 0
-    size = len(data)
-    while True:
-        while n_bits < width:
-            if pos == size:
-                raise Truncated(_CUT_SHORT)
-            bits |= data[pos] << n_bits
-            pos += 1
-            n_bits += 8
-        code = bits & ((1 << width) - 1)
-        bits >>= width
-        n_bits -= width
-        if code == _CLEAR:
-            width, hi, overflow, last = LZW_LIT_WIDTH + 1, _EOF, _CLEAR << 1, -1
-            continue
-        if code == _EOF:
-            return bytes(out)
-        if code > hi:
-            raise GossipWireError("bad_lzw", _bad_code(code, hi))
-        if code == hi and last >= 0:
-            # The code being defined right now: last's string plus its own head.
-            entry = table[last] + table[last][:1]
-        else:
-            entry = table[code]
-        if len(out) + len(entry) > max_size:
-            raise GossipWireError("too_large", _too_large(max_size))
-        out += entry
-        if last >= 0:
-            table[hi] = table[last] + entry[:1]
-        last, hi = code, hi + 1
-        if hi >= overflow:
-            if width == LZW_MAX_WIDTH:
-                # Table full: Go stops defining codes until the next clear.
-                last, hi = -1, hi - 1
-            else:
-                width += 1
-                overflow <<= 1
+    """:func:`decompress` in pure Python (the compiled reader's twin, in the
+    matcher's pure-Python twin ``_hot_py``, whose ``unwrap`` reads with it)."""
+    return _opened(_hot_py.lzw_decompress(data, max_size), max_size)
+
+
+def _opened(result: bytes | tuple[int, ...], max_size: int) -> bytes:
+    """A reader's result: its bytes, or its failure raised."""
+    if type(result) is bytes:
+        return result
+    assert isinstance(result, tuple)
+    if result[0] == 1:
+        raise Truncated("LZW data ends without its end-of-data code")
+    if result[0] == 2:
+        raise GossipWireError("bad_lzw", f"invalid LZW code {result[1]} (next is {result[2]})")
+    raise GossipWireError("too_large", f"LZW data decompresses to more than {max_size} bytes")

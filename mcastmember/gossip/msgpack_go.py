@@ -36,6 +36,16 @@ def pack(value: object) -> bytes:
     return msgpack.packb(value, use_bin_type=False)  # type: ignore[no-any-return]
 
 
+def uint_size(value: int) -> int:
+    """The bytes :func:`pack` writes for an unsigned integer below 2**32."""
+    return 1 if value < 0x80 else 2 if value <= 0xFF else 3 if value <= 0xFFFF else 5
+
+
+def raw_size(length: int) -> int:
+    """The bytes :func:`pack` writes for a raw (string or bytes) of ``length`` bytes, its header included."""
+    return length + (1 if length < 32 else 3 if length <= 0xFFFF else 5)
+
+
 def pack_struct(fields: Mapping[str, object]) -> bytes:
     """A Go struct: a map of its (already omitempty-filtered) fields by Go name,
     in the byte order of the names, as go-msgpack sorts them."""

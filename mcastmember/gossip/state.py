@@ -86,18 +86,28 @@ class Node:
 
 
 class NodeTable:
-    """The nodes in probe order and by name; bounded by the engine."""
+    """The nodes in probe order and by name; bounded by the engine.
+    ``get(name)`` gives the node of that name or None: the dict's own
+    ``get`` (the engine asks tens of times per packet)."""
+
+    get: Callable[[str], Node | None]
 
     def __init__(self, rng: random.Random):
         self.rng = rng
         self.nodes: list[Node] = []
-        self.by_name: dict[str, Node] = {}
+        self.by_name = {}
+
+    @property
+    def by_name(self) -> dict[str, Node]:
+        return self._by_name
+
+    @by_name.setter
+    def by_name(self, by_name: dict[str, Node]) -> None:
+        self._by_name = by_name
+        self.get = by_name.get
 
     def __len__(self) -> int:
         return len(self.nodes)
-
-    def get(self, name: str) -> Node | None:
-        return self.by_name.get(name)
 
     def random_offset(self, n: int) -> int:
         """util.go randomOffset: 0 <= offset < n (0 when n is 0)."""

@@ -9,6 +9,7 @@ from when the suspicion began. With ``k < 1`` it is ``min`` from the start.
 
 from __future__ import annotations
 
+import heapq
 import math
 
 
@@ -53,3 +54,60 @@ class Suspicion:
         left = remaining(self.n, self.k, now - self.start, self.low, self.high)
         self.deadline = now + max(left, 0.0)
         return True
+
+
+class SuspicionTimers(dict[str, tuple[Suspicion, float]]):
+    """The open suspicions by node name, each with the state change it began
+    at (a dict, in the order they began), that also knows the soonest
+    deadline without a scan: a member of a churning cluster holds hundreds,
+    and the engine asks for its next deadline after every packet.
+
+    A heap holds (deadline, order, name, timer) for every timer as it is
+    set and each time :meth:`confirm` moves its deadline; entries whose timer
+    was removed, replaced or moved since are skipped when they reach the top
+    (so removing needs nothing but the dict's own ``pop`` and ``del``). The
+    heap is rebuilt when it grows past twice the timers (plus a little), so
+    it stays bounded by the dict, itself bounded by the node table. Only
+    ``timers[name] = ...``, ``pop``, ``del`` and :meth:`confirm` may change
+    it (not ``update`` nor ``setdefault``), and a timer's deadline only
+    through :meth:`confirm`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._heap: list[tuple[float, int, str, Suspicion]] = []
+        self._order = 0
+
+    def __setitem__(self, name: str, value: tuple[Suspicion, float]) -> None:
+        super().__setitem__(name, value)
+        self._push(name, value[0])
+
+    def confirm(self, name: str, from_: str, now: float) -> bool:
+        """:meth:`Suspicion.confirm` on ``name``'s timer (which must be open)."""
+        timer = self[name][0]
+        if not timer.confirm(from_, now):
+            return False
+        self._push(name, timer)
+        return True
+
+    def soonest(self) -> float:
+        """The earliest deadline of the open timers (inf with none)."""
+        heap = self._heap
+        while heap:
+            deadline, _order, name, timer = heap[0]
+            current = self.get(name)
+            if current is not None and current[0] is timer and timer.deadline == deadline:
+                return deadline
+            heapq.heappop(heap)
+        return math.inf
+
+    def _push(self, name: str, timer: Suspicion) -> None:
+        self._order += 1
+        heapq.heappush(self._heap, (timer.deadline, self._order, name, timer))
+        if len(self._heap) > 2 * len(self) + _HEAP_SLACK:
+            self._heap = [(sus.deadline, order, key, sus) for order, (key, (sus, _change)) in enumerate(self.items())]
+            heapq.heapify(self._heap)
+            self._order = len(self._heap)
+
+
+#: stale heap entries allowed beyond twice the open timers before a rebuild
+_HEAP_SLACK = 64
