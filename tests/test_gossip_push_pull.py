@@ -138,6 +138,20 @@ def test_memo_is_bounded_in_entries_and_bytes_least_recently_used_first():
     assert memo.get_many(["c", "a", [1]]) == [None, "A", None]      # an unhashable key: not kept
 
 
+def test_a_state_remembered_under_one_engines_limits_is_checked_under_anothers():
+    # Two engines of one process may have different Limits: a node state
+    # decoded within lax limits must still be refused by stricter ones, as
+    # the general decoder refuses it.
+    state = messages.PushNodeState(name="n1", addr=bytes((127, 0, 0, 2)), port=7946, meta=b"m" * 300,
+                                   incarnation=1, state=NodeState.ALIVE, vsn=VSN)
+    buf = messages.encode_push_pull(messages.PushPull(False, [state], b""))
+    assert messages.decode_push_pull(buf, LIMITS, 1)[0].nodes == [state]
+    for strict in (Limits(max_string=100), Limits(max_container=4), Limits(max_nesting=0)):
+        expected = outcome(lambda b: general_decode(b, strict), buf)
+        assert expected[0] == "GossipWireError"
+        assert outcome(lambda b: messages.decode_push_pull(b, strict, 1), buf) == expected
+
+
 def test_the_process_memos_are_bounded():
     for memo in (messages.ENCODED, messages.DECODED):
         assert (memo.entries, memo.max_bytes, memo.max_one) == (32_768, 4 << 20, 2048)

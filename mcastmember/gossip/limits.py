@@ -12,6 +12,9 @@ NODE_MEMO_ENTRIES = 32_768
 NODE_MEMO_BYTES = 4 << 20
 #: A node state encoded in more bytes than this is never kept.
 NODE_MEMO_MAX_ONE = 2048
+#: Decode memos, one per distinct set of the limits a node state's decoding
+#: depends on (engines of one process with other Limits); past it, none.
+NODE_MEMO_LIMIT_SETS = 4
 
 
 @dataclass(frozen=True)

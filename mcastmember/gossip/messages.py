@@ -25,7 +25,7 @@ from typing import ClassVar, Generic, TypeVar, Union, cast
 from . import msgpack_go
 from .errors import GossipWireError, Truncated
 from .layout import META_MAX_SIZE, VSN_SIZE, MessageType, NodeState
-from .limits import NODE_MEMO_BYTES, NODE_MEMO_ENTRIES, NODE_MEMO_MAX_ONE, Limits
+from .limits import NODE_MEMO_BYTES, NODE_MEMO_ENTRIES, NODE_MEMO_LIMIT_SETS, NODE_MEMO_MAX_ONE, Limits
 
 # Field kinds: the Go type, as (python type check, range) below.
 _UINT_BITS = {"u8": 8, "u16": 16, "u32": 32}
@@ -425,8 +425,24 @@ class NodeMemo(Generic[_K, _V]):
 
 #: node states by their fields -> their encodings (what the general encoder writes)
 ENCODED: NodeMemo[NodeFields, bytes] = NodeMemo(NODE_MEMO_ENTRIES, NODE_MEMO_BYTES, NODE_MEMO_MAX_ONE)
-#: encodings -> the fields the general decoder read from them
+#: encodings -> the fields the general decoder read from them, within the
+#: default limits (see :func:`decoded_memo` for others)
 DECODED: NodeMemo[bytes, NodeFields] = NodeMemo(NODE_MEMO_ENTRIES, NODE_MEMO_BYTES, NODE_MEMO_MAX_ONE)
+#: the decode memos by the limits a node state's decoding depends on (an
+#: encoding taken within lax limits is no answer for stricter ones)
+_DECODED_BY_LIMITS: dict[tuple[int, int, int], NodeMemo[bytes, NodeFields]] = {
+    (Limits().max_string, Limits().max_container, Limits().max_nesting): DECODED}
+
+
+def decoded_memo(limits: Limits) -> NodeMemo[bytes, NodeFields] | None:
+    """The decode memo for ``limits``: one per distinct (max_string,
+    max_container, max_nesting), at most :data:`NODE_MEMO_LIMIT_SETS` of
+    them; None past that (the general decoder, unremembered)."""
+    key = (limits.max_string, limits.max_container, limits.max_nesting)
+    memo = _DECODED_BY_LIMITS.get(key)
+    if memo is None and len(_DECODED_BY_LIMITS) < NODE_MEMO_LIMIT_SETS:
+        memo = _DECODED_BY_LIMITS.setdefault(key, NodeMemo(NODE_MEMO_ENTRIES, NODE_MEMO_BYTES, NODE_MEMO_MAX_ONE))
+    return memo
 
 
 def _fields(node: PushNodeState) -> NodeFields:
@@ -468,7 +484,7 @@ def decode_push_pull(buf: bytes, limits: Limits, offset: int = 0) -> tuple[PushP
     offset after the user state. Raises :class:`Truncated` if it is incomplete.
 
     A node state whose bytes were decoded before is taken from
-    :data:`DECODED`; any trouble and the push/pull is decoded again without
+    the decode memo for ``limits`` (:func:`decoded_memo`); any trouble and the push/pull is decoded again without
     it, so that errors are the general decoder's."""
     try:
         return _decode_push_pull(buf, limits, offset, True)
@@ -483,8 +499,9 @@ def _decode_push_pull(buf: bytes, limits: Limits, offset: int, remembered: bool)
         raise GossipWireError("too_many", f"push/pull announces {header.nodes} nodes, over {limits.max_push_nodes}")
     if header.user_state_len > limits.max_user_state:
         raise GossipWireError("too_large", f"push/pull user state of {header.user_state_len} bytes is over the limit")
-    if remembered:
-        nodes = _read_nodes_remembered(reader, header.nodes, buf, limits)
+    memo = decoded_memo(limits) if remembered else None
+    if memo is not None:
+        nodes = _read_nodes_remembered(memo, reader, header.nodes, buf, limits)
     else:
         nodes = [PushNodeState.read(reader) for _ in range(header.nodes)]
     pos = reader.offset
@@ -494,16 +511,17 @@ def _decode_push_pull(buf: bytes, limits: Limits, offset: int, remembered: bool)
     return PushPull(join=header.join, nodes=nodes, user_state=bytes(buf[pos:end])), end
 
 
-def _read_nodes_remembered(reader: msgpack_go.Reader, count: int, buf: bytes, limits: Limits) -> list[PushNodeState]:
-    """``count`` node states, each one's bytes looked up in :data:`DECODED`
-    and decoded alone (by the general decoder) only when not found."""
+def _read_nodes_remembered(memo: NodeMemo[bytes, NodeFields], reader: msgpack_go.Reader, count: int, buf: bytes,
+                           limits: Limits) -> list[PushNodeState]:
+    """``count`` node states, each one's bytes looked up in ``memo`` (kept
+    for ``limits``) and decoded alone (by the general decoder) only when not found."""
     def decode(raw: bytes) -> tuple[NodeFields, int]:
         node, used = PushNodeState.decode_body(raw, limits)
         if used != len(raw):
             raise GossipWireError("bad_msgpack", "a node state's value ends elsewhere when decoded")
         return _fields(node), used
 
-    return [PushNodeState(*fields) for fields in DECODED.lookup(reader.raw_values(count, buf), decode)]
+    return [PushNodeState(*fields) for fields in memo.lookup(reader.raw_values(count, buf), decode)]
 
 
 def encode_user_stream(payload: bytes) -> bytes:
