@@ -241,7 +241,7 @@ def test_merge_drops_only_what_the_rules_would_ignore(first, second):
         return [messages.PushNodeState(name=n, addr=bytes((127, 0, 0, a)), port=p, meta=m, incarnation=i,
                                        state=s, vsn=v) for n, a, p, m, i, s, v in rows]
     fast, plain = _engine(), _engine()
-    plain._alive_unchanged = lambda found: False
+    plain._alive_ignored = lambda *fields: False
     for rows, now in ((first, 1.0), (second, 2.0), (second, 3.0)):
         replies = [_push(engine, states(rows), now) for engine in (fast, plain)]
         assert replies[0] == replies[1]

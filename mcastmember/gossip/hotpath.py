@@ -99,11 +99,14 @@ class HotPath(Probing):
         return messages.encode(messages.Suspect(incarnation=incarnation, node=node, from_=from_))
 
     def _alive_unchanged(self, found: tuple[Any, ...]) -> bool:
+        """:meth:`_alive_ignored` on the matcher's fields of an alive."""
+        _kind, inc, raw_name, addr, port, _meta, vsn = found
+        return self._alive_ignored(raw_name.decode("utf-8", "surrogateescape"), inc, addr, port, vsn)
+
+    def _alive_ignored(self, name: str, inc: int, addr: bytes, port: int, vsn: bytes) -> bool:
         """An alive the rules of :meth:`_alive_node` (bootstrap off) ignore
         without a trace: ours while we leave, or a known node's at its
         address and at most its incarnation. Anything else: False."""
-        _kind, inc, raw_name, addr, port, _meta, vsn = found
-        name = raw_name.decode("utf-8", "surrogateescape")
         if self._leave is not None and name == self.name:
             return True
         if len(vsn) >= 3 and (vsn[0] == 0 or vsn[1] == 0 or vsn[0] > vsn[1]):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Iterable
-from typing import Any
 
 from . import framing, messages
 from .core import EngineCore, OutgoingStream, Probe, StreamRecord
@@ -156,8 +155,7 @@ class StreamSync(EngineCore):
             if r.state == NodeState.ALIVE:
                 # what the hot path drops unread, dropped here too: a known
                 # node's old news (a whole unchanged table, mostly)
-                raw_name = r.name.encode("utf-8", "surrogateescape")
-                if self._alive_unchanged((MessageType.ALIVE, r.incarnation, raw_name, r.addr, r.port, r.meta, r.vsn)):
+                if self._alive_ignored(r.name, r.incarnation, r.addr, r.port, r.vsn):
                     continue
                 self._alive_node(messages.Alive(incarnation=r.incarnation, node=r.name, addr=r.addr, port=port,
                                                 meta=r.meta, vsn=r.vsn), now, bootstrap=False)
@@ -170,7 +168,7 @@ class StreamSync(EngineCore):
             self._event(RemoteState(remote.user_state, join))
         return ""
 
-    def _alive_unchanged(self, found: tuple[Any, ...]) -> bool:
+    def _alive_ignored(self, name: str, inc: int, addr: bytes, port: int, vsn: bytes) -> bool:
         raise NotImplementedError     # written in hotpath.py
 
     def _verify_protocol(self, remote: list[messages.PushNodeState]) -> str:
