@@ -6,7 +6,7 @@
                            [--traffic 20] [--conditions 0:0,0:0.05,0.1:0,0.3:0,0:0:0.05]
                            [--seed 0[,1...]] [--heartbeat-sim-max 100]
                            [--real PYTHON,PURE,AGENTS] [--real-seconds 120] [--hot]
-                           [--by-type]
+                           [--by-type] [--tell-accused every|prober]
 
 For each size N and each condition LOSS:PAUSED[:SLOW] (a share of datagrams
 lost on every link; a share of members stalling 2-5 s every 5-15 s; a share
@@ -19,6 +19,10 @@ of steady state, then 3 crashes, a join and a leave, followed for
 heartbeat's size (N - 1 datagrams per member per period): ``method`` says
 which. Rows follow issue 27's contract (``source`` "sim"); the JSON is
 written after every row, so a long run can be cut short.
+
+``--tell-accused prober`` runs the gossip members with that setting (who
+also sends a suspicion straight to the accused; rows then say so); the
+default is the setting's default, "every".
 
 ``--by-type`` also counts what the traffic window sent by message type
 (every datagram and stream message decoded: slower) and the engine counters
@@ -69,7 +73,7 @@ from mcastmember.gossip.broadcasts import retransmit_limit  # noqa: E402
 from mcastmember.gossip.engine import push_pull_scale  # noqa: E402
 from mcastmember.gossip.framing import encode_stream  # noqa: E402
 from mcastmember.gossip.layout import NodeState  # noqa: E402
-from mcastmember.gossip.settings import GossipSettings  # noqa: E402
+from mcastmember.gossip.settings import TELL_ACCUSED, GossipSettings  # noqa: E402
 from mcastmember.gossip.state import ip_bytes  # noqa: E402
 from mcastmember.gossip.suspicion import suspicion_timeout  # noqa: E402
 
@@ -131,7 +135,8 @@ def markdown(rows: list) -> str:
     for r in rows:
         detect = " / ".join(cell(r.get(k), ".1f") for k in ("detect_median_s", "detect_p99_s", "detect_max_s"))
         spread = " / ".join(cell(r.get(k), ".1f") for k in ("join_99_s", "leave_99_s"))
-        proto = r["protocol"] + (" (computed)" if r.get("method") == "analytic" else "")
+        proto = r["protocol"] + (" (computed)" if r.get("method") == "analytic" else "") \
+            + (f", {r['tell_accused']} tells" if r.get("tell_accused") else "")
         lines.append(f"| {r['members']:,} | {proto} | {r['loss']:.0%} | {r['paused_fraction']:.0%} "
                      f"| {r.get('slow_fraction', 0):.0%} | {detect} | {cell(r.get('false_failed_per_member_hour'), '.3g')} "
                      f"| {spread} | {cell(r.get('datagrams_per_member_s'), '.3g')} "
@@ -144,8 +149,8 @@ def markdown(rows: list) -> str:
 KINDS = ("ping", "indirect_ping", "ack", "nack", "suspect", "alive", "dead", "user")
 GOSSIP_KINDS = ("suspect", "alive", "dead")
 CAUSE_ROWS = (("probes_failed", "failed probes"), ("suspects", "suspicions started (each member's)"),
-              ("refutes", "refutations"), ("nacks_received", "nacks received"),
-              ("probes_degraded", "probes stretched by the health score"))
+              ("suspects_told", "of them sent straight to the accused"), ("refutes", "refutations"),
+              ("nacks_received", "nacks received"), ("probes_degraded", "probes stretched by the health score"))
 
 
 def breakdown(rows: list) -> str:
@@ -212,6 +217,9 @@ def main() -> None:
                         help="also a real mixed cluster (bench/gossip_real.py), e.g. 30,15,3")
     parser.add_argument("--real-seconds", type=float, default=120.0)
     parser.add_argument("--hot", action="store_true", help="also the hot messages' table (bench/gossip_hot.py)")
+    parser.add_argument("--tell-accused", choices=TELL_ACCUSED, default=TELL_ACCUSED[0],
+                        help="the gossip members' tell_accused setting (who sends a suspicion straight to the "
+                             "accused); rows say it when it is not the default")
     parser.add_argument("--by-type", action="store_true",
                         help="count the traffic by message type (slower); with --table, print that breakdown")
     args = parser.parse_args()
@@ -231,7 +239,7 @@ def main() -> None:
                 else:
                     row = scenario(n, protocol, loss=loss, paused_fraction=paused, slow_fraction=slow,
                                    seconds=args.seconds, traffic=args.traffic, seed=seed,
-                                   by_type=args.by_type)
+                                   by_type=args.by_type, tell_accused=args.tell_accused)
                     row["method"] = "simulated"
                 row["cpu_s"] = round(time.process_time() - cpu, 1)
                 rows.append(row)

@@ -51,7 +51,7 @@ PLAIN_SWIM = {"awareness_max_multiplier": 1, "suspicion_max_timeout_mult": 1, "n
 SYN_RTO, DATA_RTO, TCP_TRIES = 1.0, 0.2, 6
 #: the engine counters a by-type run reports beside the messages (what caused them)
 CAUSES = ("probes", "probes_failed", "probes_degraded", "indirect_pings_sent", "nacks_received", "suspects",
-          "refutes")
+          "suspects_told", "refutes")
 
 _TIMER, _PACKET, _STREAM, _REPLY, _RESUME, _CALL = range(6)
 
@@ -541,7 +541,7 @@ def _spread(sim: Sim, subject: str, what: str, since: float, observers: set[str]
         if sub == subject and kind == what and t >= since and observer in observers:
             first.setdefault(observer, t)
     need = math.ceil(0.99 * len(observers))
-    if len(first) < need:
+    if need == 0 or len(first) < need:      # nobody to see it (a run ended before the leave)
         return None
     return sorted(first.values())[need - 1] - since
 
@@ -550,7 +550,8 @@ def scenario(n: int, protocol: str = "lifeguard", *, loss: float = 0.0, paused_f
              slow_fraction: float = 0.0, slow_range: tuple[float, float] = (2.0, 15.0),
              seconds: float = 60.0, traffic: float = 20.0, crashes: int = 3, seed: int = 0,
              warmup: float = 5.0,
-             delay: float = 0.001, jitter: float = 0.002, codec=None, by_type: bool = False) -> dict:
+             delay: float = 0.001, jitter: float = 0.002, codec=None, by_type: bool = False,
+             tell_accused: str = "every") -> dict:
     """One measured run: ``n`` members (``protocol``: "lifeguard", "swim" or
     "unicast-heartbeat"), every link losing ``loss`` of its datagrams, a
     share ``paused_fraction`` of members stalling again and again from
@@ -568,12 +569,14 @@ def scenario(n: int, protocol: str = "lifeguard", *, loss: float = 0.0, paused_f
     left (under loss the new member may not have yet).
     ``by_type`` adds what the traffic window sent by message type and the
     engine counters behind it (``by_type`` and ``causes_per_member_s``).
-    Returns the figures (see bench/gossip.py)."""
+    ``tell_accused`` is the gossip members' setting of that name (a row
+    says it when it is not the default). Returns the figures (see
+    bench/gossip.py)."""
     link = Link(loss, delay, jitter)
     if protocol == "unicast-heartbeat":
         sim = heartbeat_cluster(n, seed=seed, link=link, codec=codec)
     else:
-        sim = gossip_cluster(n, seed=seed, link=link, lifeguard=protocol == "lifeguard")
+        sim = gossip_cluster(n, seed=seed, link=link, lifeguard=protocol == "lifeguard", tell_accused=tell_accused)
     gossip = protocol != "unicast-heartbeat"
     pick = random.Random(seed + 1)
     order = pick.sample(range(n), n)
@@ -659,6 +662,7 @@ def scenario(n: int, protocol: str = "lifeguard", *, loss: float = 0.0, paused_f
         # during the crashes, join and leave: suspicions and dead/alive gossip
         "event_datagrams_per_member_s": round((sum(sim.datagrams) - counted["datagrams"]) / n / seconds, 3),
         "lost_datagrams": sim.lost, "inbox_dropped": sim.inbox_dropped, "nodes_simulated": members,
+        **({"tell_accused": tell_accused} if gossip and tell_accused != "every" else {}),
         **extra,
     }
     return row
@@ -681,7 +685,7 @@ def _round(value: float | None) -> float | None:
 
 def _overrides(settings: GossipSettings) -> dict:
     """The scenario's settings for a joiner, as its first member has them."""
-    return {k: getattr(settings, k) for k in PLAIN_SWIM}
+    return {k: getattr(settings, k) for k in (*PLAIN_SWIM, "tell_accused")}
 
 
 def _stall(sim: Sim, i: int, pick: random.Random) -> None:

@@ -601,6 +601,8 @@ def test_settings_refuse_bad_values_in_one_sentence():
         GossipSettings(name="a", advertise_addr="host")
     with pytest.raises(ConfigurationError, match="16, 24 or 32 bytes"):
         GossipSettings(name="a", keys=(b"short",))
+    with pytest.raises(ConfigurationError, match="^tell_accused must be one of every, prober, not 'some'$"):
+        GossipSettings(name="a", tell_accused="some")
 
 
 # ------------------------------------------------------------------ wire

@@ -4,6 +4,7 @@ Lifeguard. Virtual time only; pure Python (the gossip engine has one
 implementation; its hot path's two, compiled and pure, are held equal by
 test_gossip_hot and the fuzzer), so CI runs these once, in its compiled pass."""
 
+import json
 import pathlib
 import subprocess
 import sys
@@ -118,6 +119,30 @@ def test_the_docs_table_is_the_bench_table_of_its_rows():
     assert "| 10,000 | lifeguard | 0% | 0% | 0% | 18.0 / 18.3 / 18.5 |" in out
 
 
+def test_the_docs_tell_accused_table_is_the_bench_table_of_its_rows():
+    """docs/gossip.md's comparison of the two tell_accused settings is what
+    bench/gossip.py prints from bench/gossip-tell-accused.json."""
+    out = _bench_table_in_docs("gossip-tell-accused.json")
+    assert "| 1,000 | lifeguard, prober tells | 30% | 0% | 0% | 15.5 / 16.0 / 17.3 | 523 |" in out
+
+
+def test_the_breakdowns_short_run_ends_before_the_leave_and_says_so(tmp_path):
+    """The docs' by-type command follows the crashes for 1 s only, so the
+    leave (at 3 s) never happens: its spread is None, not an error, and the
+    row carries the counters behind the traffic."""
+    root = pathlib.Path(__file__).resolve().parent.parent
+    out = tmp_path / "rows.json"
+    subprocess.run([sys.executable, str(root / "bench" / "gossip.py"), "--sizes", "30", "--conditions", "0.1:0",
+                    "--protocols", "lifeguard", "--traffic", "2", "--seconds", "1", "--by-type", "--model-sizes=",
+                    "--json", str(out)], capture_output=True, text=True, check=True)
+    (row,) = json.loads(out.read_text())
+    assert row["leave_99_s"] is None and row["traffic_seconds"] == 2.0 and row["seconds"] == 1.0
+    causes = row["causes_per_member_s"]
+    assert set(causes) == {"probes", "probes_failed", "probes_degraded", "indirect_pings_sent", "nacks_received",
+                           "suspects", "suspects_told", "refutes"}
+    assert causes["suspects_told"] == causes["suspects"]        # tell_accused="every"
+
+
 def test_a_table_record_is_slotted():
     """Every member keeps a record of every other (10^8 of them when 10,000
     members are simulated in one process): no dict per record, and the
@@ -153,6 +178,29 @@ def test_a_paused_member_hears_what_came_meanwhile_and_refutes():
     assert sum(n.engine.stats()["suspects"] for n in sim.nodes) == 99      # each other member, once
     assert sim.marks == []
     assert all(n.engine.node("n42").incarnation == engine.incarnation for n in sim.nodes)
+
+
+@pytest.mark.parametrize("tell, tellers, heard", [("every", 99, 178), ("prober", 1, 81)])
+def test_who_tells_a_stalled_member_of_its_suspicion(tell, tellers, heard):
+    """The same 6 s stall. Gossip carries the suspicion to n42 in both
+    settings, and whoever probes it sends it with the ping (Lifeguard's
+    buddy system), as memberlist does. Beyond memberlist, with "every" each
+    of the 99 members that starts suspecting n42 also sends it straight (N
+    datagrams at the accused, each with broadcasts piggybacked); with
+    "prober" only the one whose own probe failed (n16) does, and n42 hears
+    fewer than half the packets from the stall's start on."""
+    sim = gossip_cluster(100, seed=5, tell_accused=tell)
+    sim.run(3.0)
+    engine = sim.nodes[42].engine
+    before = engine.stats()["packets_received"]
+    sim.pause(42, 6.0)
+    sim.run(30.0)
+    assert engine.stats()["refutes"] == 1 and sim.marks == []
+    told = [(n.name, n.engine.stats()["suspects_told"]) for n in sim.nodes if n.engine.stats()["suspects_told"]]
+    assert len(told) == tellers and {count for _name, count in told} == {1}
+    if tell == "prober":
+        assert told == [("n16", 1)]
+    assert engine.stats()["packets_received"] - before == heard
 
 
 def test_a_partition_is_healed_by_one_join_across_it():
@@ -315,15 +363,20 @@ def test_with_a_key_an_outsiders_dead_messages_are_dropped_and_counted():
     assert all(n.engine.stats()["bad_input.bad_encryption"] == rounds == 19 for n in sim.nodes)
 
 
-def test_suspicions_during_a_join_storm_reach_the_accused_who_refutes():
+@pytest.mark.parametrize("tell", ["every", "prober"])
+@pytest.mark.parametrize("lifeguard", [True, False], ids=["lifeguard", "swim"])
+def test_suspicions_during_a_join_storm_reach_the_accused_who_refutes(lifeguard, tell):
     """Two real members; an attacker fills a's table with 250 invented nodes
     (a join storm, so its gossip reaches b about once in 80 tries) and keeps
     accusing b at b's current incarnation, signed by invented names a now
     knows (confirmations that cut the timeout to its minimum). b must hear
-    each accusation in time to refute: a tells the accused directly when it
-    starts suspecting it (one datagram, to a member it already has), so b
-    is never marked failed and stays in a's table."""
-    sim = gossip_cluster(2, seed=11, max_nodes=256)
+    each accusation in time to refute: a tells the accused directly (one
+    datagram, to a member it already has). With tell_accused="every" it
+    does for every suspicion it starts; with "prober", once its probes of
+    invented nodes fail (two of its latest eight) its own gossip is in
+    doubt, and it tells b of the open suspicion then and of each new one.
+    b is never marked failed and stays in a's table."""
+    sim = gossip_cluster(2, seed=11, max_nodes=256, lifeguard=lifeguard, tell_accused=tell)
     sim.run(2.0)
     a, b = sim.nodes[0].engine, sim.nodes[1].engine
     vsn = a.settings.vsn()
@@ -344,4 +397,4 @@ def test_suspicions_during_a_join_storm_reach_the_accused_who_refutes():
     sim.run(60.0)
     assert _failed(sim, "n1") == []
     assert a.node("n1").state == NodeState.ALIVE
-    assert b.stats()["refutes"] >= 1
+    assert b.stats()["refutes"] >= 1 and a.stats()["suspects_told"] >= b.stats()["refutes"]

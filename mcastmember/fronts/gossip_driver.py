@@ -28,7 +28,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict
 
 try:
     from ..gossip.serf.node import (GossipMember, KeyringChanged, MemberEvent, QueryReceived, SerfNode,
@@ -99,6 +99,7 @@ class GossipOptions(TypedDict, total=False):
     disable_tcp_pings: bool
     nacks: bool
     awareness_max_multiplier: int
+    tell_accused: Literal["every", "prober"]
     gossip_nodes: int
     gossip_interval: float
     gossip_to_the_dead_time: float

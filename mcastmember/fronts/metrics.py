@@ -313,6 +313,8 @@ GOSSIP_COUNTERS: tuple[Spec, ...] = (
     ("acks_received", "Acks received.", (), _one("acks_received")),
     ("nacks_received", "Nacks received (an indirect prober got no answer).", (), _one("nacks_received")),
     ("suspicions", "Members suspected.", (), _one("suspects")),
+    ("suspicions_told", "Suspicions we also sent straight to the accused (see tell_accused).", (),
+     _one("suspects_told")),
     ("refutations", "Suspicions or deaths about ourselves refuted.", (), _one("refutes")),
     ("nodes_reaped", "Dead and left nodes removed from memberlist's table.", (), _one("nodes_reaped")),
     ("name_conflicts", "Nodes claiming a known name from another address.", (), _one("name_conflicts")),

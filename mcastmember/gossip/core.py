@@ -45,14 +45,20 @@ from .suspicion import SuspicionTimers
 #: the wrap of our sequence and incarnation numbers (Go's uint32)
 UINT32_MASK = 0xFFFFFFFF
 
+#: Our gossip is in doubt (and, with tell_accused="prober", an accusation we
+#: start goes straight to the accused as well) when DOUBT_FAILURES or more of
+#: our latest RECENT_PROBES probes failed; see Probing._gossip_in_doubt.
+RECENT_PROBES = 8
+DOUBT_FAILURES = 2
+
 #: every counter, present from the start
 COUNTERS = (
     "packets_received", "bad_input", "messages_received", "messages_bad", "packets_sent",
     "datagrams_dropped", "probes", "probes_failed", "probes_degraded", "pings_misdirected",
     "indirect_pings_sent", "indirect_pings_relayed", "acks_received", "nacks_received",
-    "acks_refused", "suspects", "confirmations_refused", "refutes", "alive_refused", "nodes_refused",
-    "nodes_reaped", "name_conflicts", "broadcasts_dropped", "user_broadcasts_dropped", "streams_opened",
-    "streams_failed", "streams_refused", "streams_received", "streams_bad", "push_pulls",
+    "acks_refused", "suspects", "suspects_told", "confirmations_refused", "refutes", "alive_refused",
+    "nodes_refused", "nodes_reaped", "name_conflicts", "broadcasts_dropped", "user_broadcasts_dropped",
+    "streams_opened", "streams_failed", "streams_refused", "streams_received", "streams_bad", "push_pulls",
     "push_pulls_refused", "events_dropped", "user_messages_received")
 
 
@@ -165,6 +171,9 @@ class EngineCore:
         self._probe: Probe | None = None
         self._probe_index = 0
         self._probe_buffered = False
+        # whether each of our latest probes failed (Probing._gossip_in_doubt)
+        self._probe_failures: deque[bool] = deque(maxlen=RECENT_PROBES)
+        self._tell_every = settings.tell_accused == "every"
         self._streams: dict[int, StreamRecord] = {}
         self._stream_id = 0
         self._to_open: list[OutgoingStream] = []
@@ -188,6 +197,9 @@ class EngineCore:
         raise NotImplementedError
 
     def _dead_node(self, d: messages.Dead, now: float, sender: Addr | None = None) -> None:
+        raise NotImplementedError
+
+    def _doubt_began(self) -> None:
         raise NotImplementedError
 
     # ---------------------------------------------------------------- gossip

@@ -372,11 +372,6 @@ class GossipEngine(HotPath):
             return
         accusation = self._suspect_bytes(received, incarnation, node, from_)
         self._broadcast(node, accusation)
-        # Also straight to the accused (beyond memberlist): our gossip picks
-        # k random nodes, and a table an attacker filled with invented ones
-        # may never pick it before the timeout, so a live node would die
-        # unheard. One datagram, to a member we already have, per suspicion.
-        self._send_msg(state.address, accusation)
         self._counts["suspects"] += 1
         state.incarnation = incarnation
         state.state = NodeState.SUSPECT
@@ -390,7 +385,35 @@ class GossipEngine(HotPath):
             k = 0
         low = suspicion_timeout(s.suspicion_mult, n, s.probe_interval)
         high = s.suspicion_max_timeout_mult * low
-        self._suspicions[node] = (Suspicion(from_, k, low, high, now), now)
+        timer = Suspicion(from_, k, low, high, now)
+        self._suspicions[node] = (timer, now)
+        if self._tell_every or from_ == self.name or self._gossip_in_doubt():
+            self._tell_accused(state, timer, accusation)
+
+    def _tell_accused(self, state: Node, timer: Suspicion, accusation: bytes) -> None:
+        """Beyond memberlist: our suspicion of ``state`` straight to it, once
+        (one datagram, to a member we already have, with broadcasts
+        piggybacked). With ``tell_accused="every"`` whenever we start one;
+        with "prober" only when our own probe failed (a healthy member that
+        lost a ping refutes at once), or while our own probes say our gossip
+        is not reaching members. In both, a table an attacker filled with
+        invented nodes, which our gossip would seldom carry to the accused
+        before the timeout, cannot get a live node declared dead unheard."""
+        timer.told = True
+        self._counts["suspects_told"] += 1
+        self._send_msg(state.address, accusation)
+
+    def _doubt_began(self) -> None:
+        """Our gossip just came into doubt: tell the accused of the open
+        suspicions not told yet (each at most once; with "every", all were)."""
+        if self._tell_every:
+            return
+        for name, (timer, change) in list(self._suspicions.items()):
+            state = self.table.get(name)
+            if (not timer.told and state is not None and state.state == NodeState.SUSPECT
+                    and state.state_change == change):
+                self._tell_accused(state, timer, messages.encode(messages.Suspect(
+                    incarnation=state.incarnation, node=name, from_=self.name)))
 
     def _suspicion_expired(self, name: str, sus: Suspicion, change: float, now: float) -> None:
         del self._suspicions[name]

@@ -13,7 +13,7 @@ net.go handlePing, handleIndirectPing, handleAck, handleNack.
 from __future__ import annotations
 
 from . import framing, messages
-from .core import Handler, Probe, Relay
+from .core import DOUBT_FAILURES, Handler, Probe, Relay
 from .events import PingCompleted
 from .layout import NodeState
 from .state import Addr, Node, ip_text
@@ -168,13 +168,29 @@ class Probing(StreamSync):
         target = probe.node
         self._suspect_node(messages.Suspect(incarnation=target.incarnation, node=target.name, from_=self.name),
                            now)
-        self._finish_probe(probe, delta, now)
+        self._finish_probe(probe, delta, now, failed=True)
 
-    def _finish_probe(self, probe: Probe, delta: int, now: float) -> None:
+    def _gossip_in_doubt(self) -> bool:
+        """Whether enough of our latest probes failed to doubt our own
+        gossip, which goes to random nodes of the same table: a table an
+        attacker filled with invented nodes, or a network cut around us.
+        One failure is the target's (a node that crashed or stalls); two
+        within a few probes seldom are in a working cluster. Not Lifeguard's
+        missing nacks: the members asked to help nack only after their own
+        probe timeout, so at memberlist's timings the nacks for a dead
+        target arrive just after our probe ends, and every failed probe
+        misses them."""
+        return sum(self._probe_failures) >= DOUBT_FAILURES
+
+    def _finish_probe(self, probe: Probe, delta: int, now: float, failed: bool = False) -> None:
         self._acks.pop(probe.seq, None)
         if self._probe is probe:
             self._probe = None
         self.awareness.apply_delta(delta)
+        doubted = self._gossip_in_doubt()
+        self._probe_failures.append(failed)
+        if not doubted and self._gossip_in_doubt():
+            self._doubt_began()
         if self._probe_buffered and self._probe is None:
             self._probe_buffered = False
             self._probe_tick(now)

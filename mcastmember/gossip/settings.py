@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass, field
+from typing import Literal
 
 from ..wire.errors import ConfigurationError
 from . import layout
 from .limits import Limits
+
+#: GossipSettings.tell_accused's choices, the default first
+TELL_ACCUSED = ("every", "prober")
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,14 @@ class GossipSettings:
     #: Lifeguard's local health awareness: the probe interval is scaled by up
     #: to this factor; 1 turns it off (plain SWIM)
     awareness_max_multiplier: int = 8
+    #: Beyond memberlist, who also sends a new suspicion straight to the
+    #: accused, besides gossiping it. "every": each member that starts
+    #: suspecting it (one datagram each, N at the accused: what keeps false
+    #: "failed" marks near zero at heavy loss). "prober": only the member
+    #: whose probe failed, and members whose own latest probes are failing
+    #: (memberlist's traffic otherwise). See docs/gossip.md, "Suspicions
+    #: told to the accused".
+    tell_accused: Literal["every", "prober"] = "every"
     gossip_nodes: int = 3
     gossip_interval: float = 0.2
     gossip_to_the_dead_time: float = 30.0
@@ -104,6 +116,9 @@ class GossipSettings:
                      "max_streams", "max_datagrams", "max_events"):
             if getattr(self, name) < 1:
                 raise ConfigurationError(f"{name} must be at least 1")
+        if self.tell_accused not in TELL_ACCUSED:
+            raise ConfigurationError(f"tell_accused must be one of {', '.join(TELL_ACCUSED)}, "
+                                     f"not {self.tell_accused!r}")
         if self.udp_buffer_size < 64:
             raise ConfigurationError("udp_buffer_size must be at least 64 bytes")
         if self.max_broadcast_bytes < self.udp_buffer_size:

@@ -43,6 +43,7 @@ class Suspicion:
         # suspicion may come back to us by gossip).
         self.confirmations = {from_}
         self.deadline = start + (high if k >= 1 else low)
+        self.told = False       # we sent it straight to the accused
 
     def confirm(self, from_: str, now: float) -> bool:
         """A peer also suspects the node: True when this is new information
