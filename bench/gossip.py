@@ -20,9 +20,10 @@ heartbeat's size (N - 1 datagrams per member per period): ``method`` says
 which. Rows follow issue 27's contract (``source`` "sim"); the JSON is
 written after every row, so a long run can be cut short.
 
-``--tell-accused prober`` runs the gossip members with that setting (who
-also sends a suspicion straight to the accused; rows then say so); the
-default is the setting's default, "every".
+``--tell-accused prober`` runs the simulated gossip members with that
+setting (who also sends a suspicion straight to the accused; rows then say
+so); the default is the setting's default, "every". The real cluster
+(``--real``) and the computed rows do not take it.
 
 ``--by-type`` also counts what the traffic window sent by message type
 (every datagram and stream message decoded: slower) and the engine counters

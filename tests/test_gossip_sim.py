@@ -251,6 +251,33 @@ def _flood(sim, make, every, until, targets):
     return rounds
 
 
+@pytest.mark.parametrize("tell, told_of_hearsay", [("every", 1), ("prober", 0)])
+def test_who_accuses_in_its_own_name_tells_the_accused_under_either_setting(tell, told_of_hearsay):
+    """n5 hears a suspicion of n1 accused by n2 (hearsay): only "every"
+    tells n1. Then a push/pull lists n3 suspect and n4 dead, which makes n5
+    their accuser (memberlist's mergeState): both settings tell them, one
+    datagram each, and they refute within a round trip."""
+    sim = gossip_cluster(20, seed=4, tell_accused=tell)
+    sim.run(2.0)
+    n5 = sim.nodes[5].engine
+    sim.by_type = tallies()
+    sim.inject(_packet(messages.Suspect(incarnation=1, node="n1", from_="n2")), ATTACKER, 5)
+    sim.run(sim.now + 0.01)
+    assert (n5.stats()["suspects"], n5.stats()["suspects_told"]) == (1, told_of_hearsay)
+    vsn = n5.settings.vsn()
+    listed = [messages.PushNodeState(name=f"n{i}", addr=bytes([10, 0, 0, i + 1]), port=7946, incarnation=1,
+                                     state=state, vsn=vsn) for i, state in ((3, NodeState.SUSPECT),
+                                                                             (4, NodeState.DEAD))]
+    n5.receive_stream(framing.encode_stream(messages.encode_push_pull(messages.PushPull(False, listed, b""))),
+                      ATTACKER, sim.now)
+    assert (n5.stats()["suspects"], n5.stats()["suspects_told"]) == (3, told_of_hearsay + 2)
+    assert [n5.node(f"n{i}").state for i in (3, 4)] == [NodeState.SUSPECT] * 2
+    sim.touched(5)
+    sim.run(sim.now + 0.01)     # a round trip
+    assert [sim.nodes[i].engine.stats()["refutes"] for i in (3, 4)] == [1, 1]
+    assert [n5.node(f"n{i}").state for i in (3, 4)] == [NodeState.ALIVE] * 2
+
+
 def _bounded(sim):
     for node in sim.nodes:
         e, s = node.engine, node.engine.settings

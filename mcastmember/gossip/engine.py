@@ -394,11 +394,14 @@ class GossipEngine(HotPath):
         """Beyond memberlist: our suspicion of ``state`` straight to it, once
         (one datagram, to a member we already have, with broadcasts
         piggybacked). With ``tell_accused="every"`` whenever we start one;
-        with "prober" only when our own probe failed (a healthy member that
-        lost a ping refutes at once), or while our own probes say our gossip
-        is not reaching members. In both, a table an attacker filled with
-        invented nodes, which our gossip would seldom carry to the accused
-        before the timeout, cannot get a live node declared dead unheard."""
+        with "prober" only when we accuse in our own name (our probe failed:
+        a healthy member that lost a ping refutes at once; or a push/pull
+        listed it suspect or dead, see StreamSync), or while our own probes
+        say our gossip is not reaching members. In both, a table an
+        attacker filled with invented nodes, which our gossip would seldom
+        carry to the accused before the timeout, cannot get a live node
+        declared dead unheard. Counted whether or not the datagram queue
+        (``max_datagrams``) had room; a full queue counts its drops."""
         timer.told = True
         self._counts["suspects_told"] += 1
         self._send_msg(state.address, accusation)

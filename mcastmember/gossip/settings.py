@@ -53,10 +53,11 @@ class GossipSettings:
     #: Beyond memberlist, who also sends a new suspicion straight to the
     #: accused, besides gossiping it. "every": each member that starts
     #: suspecting it (one datagram each, N at the accused: what keeps false
-    #: "failed" marks near zero at heavy loss). "prober": only the member
-    #: whose probe failed, and members whose own latest probes are failing
-    #: (memberlist's traffic otherwise). See docs/gossip.md, "Suspicions
-    #: told to the accused".
+    #: "failed" marks near zero at heavy loss). "prober": only a member that
+    #: accuses in its own name (its probe failed, or a push/pull listed the
+    #: node suspect or dead, which makes the merging member the accuser as
+    #: in memberlist), and members whose own latest probes are failing. See
+    #: docs/gossip.md, "Suspicions told to the accused".
     tell_accused: Literal["every", "prober"] = "every"
     gossip_nodes: int = 3
     gossip_interval: float = 0.2
