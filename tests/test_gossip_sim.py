@@ -121,9 +121,11 @@ def test_the_docs_table_is_the_bench_table_of_its_rows():
 
 def test_the_docs_tell_accused_table_is_the_bench_table_of_its_rows():
     """docs/gossip.md's comparison of the two tell_accused settings is what
-    bench/gossip.py prints from bench/gossip-tell-accused.json."""
+    bench/gossip.py prints from bench/gossip-tell-accused.json (a 10,000-member
+    row included)."""
     out = _bench_table_in_docs("gossip-tell-accused.json")
     assert "| 1,000 | lifeguard, prober tells | 30% | 0% | 0% | 15.5 / 16.0 / 17.3 | 523 |" in out
+    assert "| 10,000 | lifeguard, prober tells | 0% | 5% | 0% | 18.0 / 19.2 / 23.0 | 0 | 3.5 / 7.7 | 12 |" in out
 
 
 def test_the_breakdowns_short_run_ends_before_the_leave_and_says_so(tmp_path):
