@@ -262,7 +262,6 @@ def test_who_accuses_in_its_own_name_tells_the_accused_under_either_setting(tell
     sim = gossip_cluster(20, seed=4, tell_accused=tell)
     sim.run(2.0)
     n5 = sim.nodes[5].engine
-    sim.by_type = tallies()
     sim.inject(_packet(messages.Suspect(incarnation=1, node="n1", from_="n2")), ATTACKER, 5)
     sim.run(sim.now + 0.01)
     assert (n5.stats()["suspects"], n5.stats()["suspects_told"]) == (1, told_of_hearsay)
