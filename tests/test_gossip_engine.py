@@ -3,6 +3,7 @@ through tests/gossipnet.py's deterministic network on a fake clock. No sockets,
 no real time; pure Python (one implementation)."""
 
 import math
+import tracemalloc
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -406,6 +407,25 @@ def test_retransmit_limit_scales_with_log_n():
     assert push_pull_scale(30.0, 32) == 30.0
     assert push_pull_scale(30.0, 64) == 60.0
     assert push_pull_scale(30.0, 65) == 90.0
+
+
+def test_a_full_broadcast_queue_costs_little_beyond_its_messages():
+    """A member of a large churning cluster holds its queue at the bound
+    (4,096 messages; 10,000 simulated members hold 4 x 10^7): the queue's
+    own bookkeeping per message stays under 150 bytes (240 as a dict-backed
+    record with a sort-key tuple each)."""
+    msgs = [bytes(60 + i % 30) + i.to_bytes(4, "big") for i in range(4096)]
+    names = [f"n{i}" for i in range(4096)]
+    tracemalloc.start()
+    try:
+        q = BroadcastQueue(retransmit_mult=4, max_count=4096, max_bytes=4 * 1024 * 1024)
+        for msg, name in zip(msgs, names):
+            q.queue(msg, name)
+        held, _peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(q) == 4096
+    assert held / 4096 < 150
 
 
 def test_broadcast_queue_order_limits_and_invalidation():

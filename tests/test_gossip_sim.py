@@ -155,6 +155,24 @@ def test_a_table_record_is_slotted():
     assert records[0].name is records[1].name and records[0].addr is records[1].addr
 
 
+def test_refutations_under_loss_keep_one_copy_of_each_address_and_queued_message():
+    """Under 30% loss members refute again and again; each refutation reaches
+    every table and most queues. The tables keep the address and versions
+    objects they share (only the incarnation changed) and the queues hold
+    one copy of each message: 10,000 members at this loss need both to fit
+    in memory (a copy per record and per queue would be 7 and 4 GB more)."""
+    sim = gossip_cluster(200, seed=2, link=Link(loss=0.3))
+    sim.run(6.0)
+    assert sum(n.engine.stats()["refutes"] for n in sim.nodes) == 70
+    records = [r for n in sim.nodes for r in n.engine.table.nodes]
+    assert sum(r.incarnation > 1 for r in records) == 12_274         # records a refutation reached
+    # one shared address per member plus each member's own record (before: 12,572)
+    assert len({id(r.addr) for r in records}) == 400
+    assert len({id(r.vsn) for r in records}) == 201                # (before: 12,407)
+    queued = [m for n in sim.nodes for m in n.engine.broadcasts.messages()]
+    assert len(queued) == 1_710 and len(set(queued)) == len({id(m) for m in queued}) == 31
+
+
 def test_the_same_seed_gives_the_same_run():
     """Loss, jitter and pauses draw from the seed: two runs, one history."""
     def run():

@@ -17,6 +17,7 @@ from __future__ import annotations
 import bisect
 import math
 from dataclasses import dataclass
+from operator import attrgetter
 
 
 def retransmit_limit(mult: int, n: int) -> int:
@@ -24,18 +25,24 @@ def retransmit_limit(mult: int, n: int) -> int:
     return mult * int(math.ceil(math.log10(n + 1)))
 
 
-@dataclass(eq=False)
+#: a rank is the message's length above its id: ids never reach 2^64
+_ID_BITS = 64
+
+
+@dataclass(eq=False, slots=True)
 class _Item:
+    """One queued message. Slotted, with its place in its tier as one int
+    (length, then id: ids are unique and grow): a member of a large cluster
+    under churn holds thousands, and 10,000 simulated members hold 10^7."""
+
     msg: bytes
     name: str | None
-    id: int
+    rank: int
     transmits: int = 0
     token: object | None = None
 
-    @property
-    def key(self) -> tuple[int, int, "_Item"]:
-        """Its place in its tier (ids are unique, so the item itself is never compared)."""
-        return (len(self.msg), self.id, self)
+
+_RANK = attrgetter("rank")
 
 
 class BroadcastQueue:
@@ -55,7 +62,7 @@ class BroadcastQueue:
         self.retransmit_mult = retransmit_mult
         self.max_count = max_count
         self.max_bytes = max_bytes
-        self._tiers: dict[int, list[tuple[int, int, _Item]]] = {}
+        self._tiers: dict[int, list[_Item]] = {}        # by transmits, each sorted by rank
         self._named: dict[str, _Item] = {}
         self._count = 0
         self._bytes = 0
@@ -75,14 +82,14 @@ class BroadcastQueue:
 
     def messages(self) -> list[bytes]:
         """The queued messages in sending order (for tests and inspection)."""
-        return [entry[2].msg for transmits in sorted(self._tiers) for entry in reversed(self._tiers[transmits])]
+        return [item.msg for transmits in sorted(self._tiers) for item in reversed(self._tiers[transmits])]
 
     def queue(self, msg: bytes, name: str | None = None, token: object | None = None) -> None:
         """Queue ``msg``; a named one replaces the queued one of that name."""
         if name is not None and name in self._named:
             self._remove(self._named[name])
         self._id += 1
-        item = _Item(msg, name, self._id, token=token)
+        item = _Item(msg, name, len(msg) << _ID_BITS | self._id, token=token)
         self._place(item)
         self._count += 1
         self._bytes += len(msg)
@@ -90,19 +97,19 @@ class BroadcastQueue:
             self._named[name] = item
         while self._count > self.max_count or self._bytes > self.max_bytes:
             # what Prune drops first: the most sent, then the shortest, then the oldest
-            self._remove(self._tiers[max(self._tiers)][0][2])
+            self._remove(self._tiers[max(self._tiers)][0])
             self.dropped += 1
 
     def _place(self, item: _Item) -> None:
         tier = self._tiers.get(item.transmits)
         if tier is None:
-            self._tiers[item.transmits] = [item.key]
+            self._tiers[item.transmits] = [item]
         else:
-            bisect.insort(tier, item.key)
+            bisect.insort(tier, item, key=_RANK)
 
     def _unplace(self, item: _Item) -> None:
         tier = self._tiers[item.transmits]
-        del tier[bisect.bisect_left(tier, (len(item.msg), item.id))]   # (a shorter tuple sorts first)
+        del tier[bisect.bisect_left(tier, item.rank, key=_RANK)]
         if not tier:
             del self._tiers[item.transmits]
 
@@ -133,28 +140,27 @@ class BroadcastQueue:
             return self._take_all(transmit_limit)
         used = 0
         out: list[bytes] = []
-        moved: list[tuple[int, list[tuple[int, int, _Item]]]] = []   # sent again: back once this packet is full
+        moved: list[tuple[int, list[_Item]]] = []   # sent again: back once this packet is full
         # At each transmit count, fewest first: the longest (then newest)
         # message that fits what is left, then the longest that still fits.
         for transmits in sorted(self._tiers):
             tier = self._tiers[transmits]
-            again: list[tuple[int, int, _Item]] = []
+            again: list[_Item] = []
             while tier:
                 free = limit - used - overhead
                 if free <= 0 or len(out) >= max_items:
                     break
-                at = bisect.bisect_right(tier, (free, _NEWEST))
+                at = bisect.bisect_left(tier, (free + 1) << _ID_BITS, key=_RANK)   # those of length <= free
                 if not at:
                     break                      # nothing in this tier fits
-                entry = tier.pop(at - 1)
-                item = entry[2]
+                item = tier.pop(at - 1)
                 used += overhead + len(item.msg)
                 out.append(item.msg)
                 if transmits + 1 >= transmit_limit:
                     self._forget(item)
                 else:
                     item.transmits = transmits + 1
-                    again.append(entry)
+                    again.append(item)
             if again:
                 moved.append((transmits + 1, again))
             if not tier:
@@ -169,27 +175,23 @@ class BroadcastQueue:
                 self._tiers[transmits] = entries
             else:
                 there += entries
-                there.sort()
+                there.sort(key=_RANK)
         return out
 
     def _take_all(self, transmit_limit: int) -> list[bytes]:
         """:meth:`get` when every message fits: all of them in sending order,
         each tier one transmission up (or done), none re-sorted."""
         out: list[bytes] = []
-        shifted: dict[int, list[tuple[int, int, _Item]]] = {}
+        shifted: dict[int, list[_Item]] = {}
         for transmits in sorted(self._tiers):
             tier = self._tiers[transmits]
-            out += [entry[2].msg for entry in reversed(tier)]
+            out += [item.msg for item in reversed(tier)]
             if transmits + 1 >= transmit_limit:
-                for entry in reversed(tier):
-                    self._forget(entry[2])
+                for item in reversed(tier):
+                    self._forget(item)
             else:
-                for entry in tier:
-                    entry[2].transmits = transmits + 1
+                for item in tier:
+                    item.transmits = transmits + 1
                 shifted[transmits + 1] = tier
         self._tiers = shifted
         return out
-
-
-#: above every id: (length, _NEWEST) sorts after every entry of that length
-_NEWEST = float("inf")

@@ -330,10 +330,18 @@ class GossipEngine(HotPath):
             self._refute(state, a.incarnation)
         else:
             self._broadcast(a.node, messages.encode(a))
-            if a.vsn:
+            # Fields that did not change keep the objects the table holds:
+            # a refutation changes only the incarnation, and the simulator's
+            # tables share one copy of each member's address and versions
+            # among 10^8 entries (a fresh copy each would be gigabytes).
+            if a.vsn and a.vsn != state.vsn:
                 state.vsn = a.vsn
             state.incarnation = a.incarnation
-            state.meta, state.addr, state.port = a.meta, a.addr, a.port
+            if a.meta != state.meta:
+                state.meta = a.meta
+            if a.addr != state.addr:
+                state.addr = a.addr
+            state.port = a.port
             if state.state != NodeState.ALIVE:
                 state.state = NodeState.ALIVE
                 state.state_change = now
