@@ -24,7 +24,8 @@ seconds passed, over ``--seconds`` it measures per member:
 - "failed" marks about live members during the window (false failures).
 
 Then, ``--rounds`` times, one at a time, it kills (SIGKILL) a compiled
-Python member, a pure one and an agent, each time until every other member
+Python member, a pure one and an agent (each kind first in turn: see
+``victim_order``), each time until every other member
 marks it failed (Python members' ``MemberEvent``s; the agents' own log lines
 ``EventMemberFailed``), and makes one of each leave gracefully (Python:
 ``SerfService.leave()``; agent: ``serf leave``), until every other member
@@ -131,6 +132,21 @@ def compiled_parts():
 
 
 # ----------------------------------------------------------------- the harness
+
+def victim_order(rounds: int, kills: bool, leaves: bool) -> list[tuple[str, str]]:
+    """The (mark awaited, kind of victim) of each kill and leave, in turn.
+    Each round's kinds start one further on: the first victim of a round
+    follows an agent's restart (and its join's gossip), the next a leave,
+    so no kind always takes the same place."""
+    victims = []
+    for r in range(rounds):
+        order = KINDS[r % len(KINDS):] + KINDS[:r % len(KINDS)]
+        if kills:
+            victims += [("failed", kind) for kind in order]
+        if leaves:
+            victims += [("left", kind) for kind in order]
+    return victims
+
 
 class Proc:
     """A member's process, its output read on a thread: ``events`` is
@@ -383,13 +399,7 @@ def real_rows(python=30, pure=15, agents=3, seconds=120.0, settle=10.0, kills=Tr
             from_start = []     # (victim kind, the same for a leave, from its start inside the member)
             missed = 0
             leaves_failed = []     # (leaver's kind, observer's kind) of each leave first marked failed
-            victims = []
-            for _ in range(rounds):
-                if kills:
-                    victims += [("failed", k) for k in KINDS]
-                if leaves:
-                    victims += [("left", k) for k in KINDS]
-            for what, kind in victims:
+            for what, kind in victim_order(rounds, kills, leaves):
                 live = [p for p in procs if p.kind == kind and p.running()]
                 if kind == "serf":
                     live = [p for p in live if p.index != 0] or live    # go0 stays (the seed, the RPC we ask)
