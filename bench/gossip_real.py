@@ -24,8 +24,8 @@ seconds passed, over ``--seconds`` it measures per member:
 - "failed" marks about live members during the window (false failures).
 
 Then, ``--rounds`` times, one at a time, it kills (SIGKILL) a compiled
-Python member, a pure one and an agent (each kind first in turn: see
-``victim_order``), each time until every other member
+Python member, a pure one and an agent (in each of their six orders in
+turn: ``victim_order``), each time until every other member
 marks it failed (Python members' ``MemberEvent``s; the agents' own log lines
 ``EventMemberFailed``), and makes one of each leave gracefully (Python:
 ``SerfService.leave()``; agent: ``serf leave``), until every other member
@@ -54,6 +54,7 @@ CPU figures are noisy on a shared machine: compare the kinds within one run
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import pathlib
@@ -135,12 +136,14 @@ def compiled_parts():
 
 def victim_order(rounds: int, kills: bool, leaves: bool) -> list[tuple[str, str]]:
     """The (mark awaited, kind of victim) of each kill and leave, in turn.
-    Each round's kinds start one further on: the first victim of a round
-    follows an agent's restart (and its join's gossip), the next a leave,
-    so no kind always takes the same place."""
+    Round after round the kinds take the six orders there are: over six
+    rounds each kind goes first, second and last twice, and within a round
+    follows each other kind twice. (What a victim follows matters: an
+    agent's restart leaves its join's gossip in the queues.)"""
+    orders = list(itertools.permutations(KINDS))
     victims = []
     for r in range(rounds):
-        order = KINDS[r % len(KINDS):] + KINDS[:r % len(KINDS)]
+        order = orders[r % len(orders)]
         if kills:
             victims += [("failed", kind) for kind in order]
         if leaves:
