@@ -1,7 +1,9 @@
 """Test vectors and helpers shared by the tests (importable: tests/ is on the path)."""
 
 import contextlib
+import os
 import re
+import select
 import shlex
 import socket
 import time
@@ -131,6 +133,26 @@ def wait_until(condition, timeout=5.0):
     while not condition():
         assert time.monotonic() < deadline, "condition not met in time"
         time.sleep(0.01)
+
+
+def next_line(proc, timeout=15.0):
+    """The next line of ``proc``'s stdout (a str, without its newline),
+    read from the pipe itself, what is left of a read kept on ``proc``: a
+    buffered readline may take two lines at once and hide the second from
+    select. AssertionError when none comes within ``timeout`` seconds or
+    the process closes its stdout first."""
+    pending = proc.__dict__.setdefault("unread_stdout", bytearray())
+    fd = proc.stdout.fileno()
+    deadline = time.monotonic() + timeout
+    while b"\n" not in pending:
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        assert ready, "no line in time"
+        chunk = os.read(fd, 65536)
+        assert chunk, "the process closed its output"
+        pending += chunk
+    line, _, rest = bytes(pending).partition(b"\n")
+    pending[:] = rest
+    return line.decode()
 
 
 def fix_flag(fix, flag):

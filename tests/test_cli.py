@@ -11,7 +11,7 @@ import pytest
 
 from mcastmember.tools.cli import main
 
-from support import GROUP, V1, V3
+from support import GROUP, V1, V3, next_line
 
 DEMO = [shutil.which("mcast-demo")] if shutil.which("mcast-demo") else \
     [sys.executable, "-m", "mcastmember"]
@@ -32,13 +32,24 @@ def start_join(group_port, member_port, tmp_path, *extra):
 def read_event(proc, timeout=15.0):
     """The next JSON line from a demo's stdout (the test fails on anything else).
     The bound is generous: a loaded machine starts Python processes slowly."""
-    import selectors
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
-    if not sel.select(timeout):
-        raise AssertionError("no event in time")
-    line = proc.stdout.readline()
+    line = next_line(proc, timeout)
     return json.loads(line), time.monotonic()
+
+
+def test_read_event_returns_lines_that_reached_the_pipe_together():
+    """Two events written at once reach the reader in one read: the second
+    must come from what was read, not from a wait on the emptied pipe (a
+    buffered readline took both and hid the second from select, so a test
+    waited 15 s for an event it had; seen on a loaded machine)."""
+    writer = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; sys.stdout.write('{\"n\": 1}\\n{\"n\": 2}\\n'); "
+         "sys.stdout.flush(); time.sleep(30)"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert [read_event(writer, timeout=10)[0] for _ in range(2)] == [{"n": 1}, {"n": 2}]
+    finally:
+        writer.kill()
+        writer.wait()
 
 
 @pytest.mark.network

@@ -5,7 +5,6 @@ SIGTERM), its keyring file following `serf keys`, and bad input."""
 import base64
 import json
 import os
-import select
 import signal
 import subprocess
 
@@ -15,7 +14,7 @@ pytest.importorskip("msgpack")
 
 from mcastmember.fronts.gossip_service import SerfService  # noqa: E402
 from mcastmember.gossip.serf.node import KeyResult, MemberEvent  # noqa: E402
-from support import wait_until  # noqa: E402
+from support import next_line, wait_until  # noqa: E402
 from test_cli import DEMO, run  # noqa: E402
 from test_gossip_front import free_port, view  # noqa: E402
 
@@ -33,20 +32,13 @@ def start(tmp_path, *args):
 
 def lines_until(proc, predicate, timeout=15.0):
     """The JSON lines of ``proc`` until one satisfies ``predicate`` (all read
-    so far). Reads the pipe itself: a buffered readline would hide lines
-    already read from select."""
-    pending = proc.__dict__.setdefault("pending", bytearray())
+    so far)."""
     seen = []
     while not (seen and predicate(seen[-1])):
-        if b"\n" not in pending:
-            ready, _, _ = select.select([proc.stdout.fileno()], [], [], timeout)
-            assert ready, f"no line in time; so far {seen}"
-            chunk = os.read(proc.stdout.fileno(), 65536)
-            assert chunk, f"the demo ended; so far {seen}"
-            pending += chunk
-            continue
-        line, _, rest = bytes(pending).partition(b"\n")
-        pending[:] = rest
+        try:
+            line = next_line(proc, timeout)
+        except AssertionError as error:
+            raise AssertionError(f"{error}; so far {seen}") from None
         seen.append(json.loads(line))
     return seen
 

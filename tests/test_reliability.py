@@ -14,7 +14,7 @@ import pytest
 from mcastmember import McastService, _codec
 from mcastmember.engine.table import Membership
 
-from support import GROUP, LOOPBACK
+from support import GROUP, LOOPBACK, next_line
 
 FAST = {"frequency": 100, "drop_time": 400}
 PURE_PYTHON_FLOOD_RATE = 40000     # datagrams/s of junk
@@ -161,7 +161,6 @@ def test_a_stopped_process_gives_its_peers_grace_after_waking(group_port, tmp_pa
     """SIGSTOP longer than the drop time, then SIGCONT: the frozen process
     must not declare its live peers dead on waking."""
     import json
-    import selectors
     import shutil
     import signal
     frozen = subprocess.Popen(
@@ -170,19 +169,17 @@ def test_a_stopped_process_gives_its_peers_grace_after_waking(group_port, tmp_pa
          "--drop-time", "400", "--json"], stdout=subprocess.PIPE, text=True, cwd=tmp_path)
     try:
         with McastService(GROUP, group_port, member_port=4002, **LOOPBACK, **FAST):
-            assert json.loads(frozen.stdout.readline())["event"] == "added"
+            assert json.loads(next_line(frozen))["event"] == "added"
             frozen.send_signal(signal.SIGSTOP)
             time.sleep(1.5)                      # well past the drop time
             frozen.send_signal(signal.SIGCONT)
             time.sleep(0.8)                      # awake again, peer still beating
         # The peer's goodbye is the next event (waited for: under load the
         # frozen process may take a moment to read it), and the only one.
-        selector = selectors.DefaultSelector()
-        selector.register(frozen.stdout, selectors.EVENT_READ)
-        assert selector.select(10), "no event after the peer left"
-        goodbye = json.loads(frozen.stdout.readline())
+        goodbye = json.loads(next_line(frozen, 10))
         frozen.send_signal(signal.SIGTERM)
         out, _ = frozen.communicate(timeout=10)
+        out = frozen.unread_stdout.decode() + out
     finally:
         if frozen.poll() is None:
             frozen.kill()
