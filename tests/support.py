@@ -135,24 +135,42 @@ def wait_until(condition, timeout=5.0):
         time.sleep(0.01)
 
 
+class NoLineInTime(AssertionError):
+    """next_line waited its whole timeout: the test fails unless it polls."""
+
+
 def next_line(proc, timeout=15.0):
     """The next line of ``proc``'s stdout (a str, without its newline),
     read from the pipe itself, what is left of a read kept on ``proc``: a
     buffered readline may take two lines at once and hide the second from
-    select. AssertionError when none comes within ``timeout`` seconds or
-    the process closes its stdout first."""
+    select. NoLineInTime when none comes within ``timeout`` seconds,
+    EOFError when the process closes its stdout first. Read the rest with
+    rest_of_stdout, never through ``proc.stdout``: it cannot see what is
+    kept here."""
     pending = proc.__dict__.setdefault("unread_stdout", bytearray())
     fd = proc.stdout.fileno()
     deadline = time.monotonic() + timeout
     while b"\n" not in pending:
         ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
-        assert ready, "no line in time"
+        if not ready:
+            raise NoLineInTime("no line in time")
         chunk = os.read(fd, 65536)
-        assert chunk, "the process closed its output"
+        if not chunk:
+            raise EOFError(f"the process closed its output (after {bytes(pending)!r})")
         pending += chunk
     line, _, rest = bytes(pending).partition(b"\n")
     pending[:] = rest
-    return line.decode()
+    return line.decode()      # whole lines only: no character is cut in two
+
+
+def rest_of_stdout(proc):
+    """What ``proc`` writes to stdout after the lines next_line returned,
+    until it closes it (a str)."""
+    rest = bytearray(proc.__dict__.get("unread_stdout", b""))
+    fd = proc.stdout.fileno()
+    while chunk := os.read(fd, 65536):
+        rest += chunk
+    return rest.decode()
 
 
 def fix_flag(fix, flag):

@@ -37,7 +37,7 @@ def lines_until(proc, predicate, timeout=15.0):
     while not (seen and predicate(seen[-1])):
         try:
             line = next_line(proc, timeout)
-        except AssertionError as error:
+        except (AssertionError, EOFError) as error:    # no line in time, or the demo ended
             raise AssertionError(f"{error}; so far {seen}") from None
         seen.append(json.loads(line))
     return seen

@@ -14,7 +14,7 @@ import pytest
 from mcastmember import McastService, _codec
 from mcastmember.engine.table import Membership
 
-from support import GROUP, LOOPBACK, next_line
+from support import GROUP, LOOPBACK, next_line, rest_of_stdout
 
 FAST = {"frequency": 100, "drop_time": 400}
 PURE_PYTHON_FLOOD_RATE = 40000     # datagrams/s of junk
@@ -178,8 +178,8 @@ def test_a_stopped_process_gives_its_peers_grace_after_waking(group_port, tmp_pa
         # frozen process may take a moment to read it), and the only one.
         goodbye = json.loads(next_line(frozen, 10))
         frozen.send_signal(signal.SIGTERM)
-        out, _ = frozen.communicate(timeout=10)
-        out = frozen.unread_stdout.decode() + out
+        frozen.wait(timeout=10)
+        out = rest_of_stdout(frozen)
     finally:
         if frozen.poll() is None:
             frozen.kill()

@@ -16,7 +16,7 @@ from mcastmember.engine.config import ServiceConfig
 from mcastmember.engine.engine import RECEIVE, MembershipEngine
 
 from fronts import FAST, FRONTS
-from support import GROUP, LOOPBACK, heartbeat, wait_until
+from support import GROUP, LOOPBACK, heartbeat, rest_of_stdout, wait_until
 from test_cli import DEMO, read_event, run
 
 
@@ -162,7 +162,7 @@ def test_mcast_demo_watch_shows_the_group_and_sends_nothing(group_port, tmp_path
         assert (event["event"], event["reason"]) == ("removed", "shutdown")
         watch.send_signal(signal.SIGTERM)
         assert watch.wait(5) == 0
-        assert watch.stdout.read() == ""
+        assert rest_of_stdout(watch) == ""
         assert watch.stderr.read() == ""
         heard = senders(counter)
         assert heard.count(4001) >= 2 and set(heard) == {4001}    # the member's only
