@@ -35,9 +35,10 @@ CPU (one core): a quiet row of 1,000 members about 25 s; faults cost more
 as N grows (every member's failed probes make news for every member): at
 100 members 1-13 s a row, at 1,000 50-310 s (30% loss and slow members the
 most), at 10,000 and 10% loss (``--traffic 5 --seconds 30``) 30-35 minutes,
-with 5% pausing 96 minutes (Lifeguard; before compressed packets took the
-hot path and push/pull its node-state memos, which cut a 1,000-member row's
-CPU by 17-29%).
+with 5% pausing 71 minutes (plain SWIM) and 96 (Lifeguard; before compressed
+packets took the hot path and push/pull its node-state memos, which cut a
+1,000-member row's CPU by 17-29%), at 30% loss 108 (plain SWIM) and 114
+minutes (Lifeguard).
 
 Memory: every member keeps a table of every other, N^2 node records of about
 126 bytes each (the slotted node, its probe-order slot and its by-name
@@ -46,9 +47,10 @@ entry): 12.6 GB at 10,000 members. A quiet 10,000-member row, shortened
 20 minutes of CPU: 2.5 to build the tables, the rest mostly push/pull (33
 exchanges of the whole state a second, each about 0.3 s of CPU before the
 node-state memos, 65 ms with them); with 5% pausing the queues grow it to
-16 GB. The rows of
+16 GB, at 30% loss to about 25 GiB, more than this machine's 23.5 GiB of RAM
+(run with a swap file). The rows of
 one run follow each other (a finished simulation is freed before the next is
-built); two such runs at once do not fit in 23 GB. ``--model-sizes`` prints the figures memberlist's formulas
+built); two such runs at once do not fit in 23.5 GiB. ``--model-sizes`` prints the figures memberlist's formulas
 and the real message sizes predict (not rows).
 
 The same run can add the other tables of issue 27: ``--real 30,15,3`` appends
