@@ -361,9 +361,7 @@ def test_query_filters_select_as_serf():
     assert should_process_query([m.encode_tag_filter("rack", "^$")], "py-1", tags)  # missing tag is ""
     assert not should_process_query([m.encode_tag_filter("role", "(")], "py-1", tags)  # bad regexp
     assert not should_process_query([b"\x05"], "py-1", tags)  # unknown filter type
-    # RE2 is linear, Python's re is not: repeated groups from the network are refused
-    assert not should_process_query([m.encode_tag_filter("role", "(w+)+$")], "py-1", {"role": "w" * 40 + "!"})
-    assert not should_process_query([m.encode_tag_filter("role", "w" * 300)], "py-1", tags)
+    # Go's regexp semantics and hostile patterns: test_gossip_query_filters.py
 
 
 # ------------------------------------------------------ intents and members

@@ -15,24 +15,42 @@ collection and count what they refuse (``dropped``).
 
 from __future__ import annotations
 
-import re
+import importlib
+import logging
+import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
 
 from ..errors import GossipWireError
 from .clock import LamportClock
-from .codec import SerfLimits
+from .codec import SerfLimits, go_bytes
 from .layout import (DEFAULT_EVENT_BUFFER, DEFAULT_QUERY_BUFFER, DEFAULT_RECENT_INTENT_TIMEOUT,
                      DEFAULT_USER_EVENT_SIZE_LIMIT, USER_EVENT_SIZE_LIMIT, SerfMessageType)
 from .messages import EventEntry, EventSlot, FilterTag, Query, UserEvent, decode_filter, encode
 
+log = logging.getLogger("mcastmember")
 
-#: the longest tag-filter pattern evaluated
-MAX_FILTER_PATTERN = 256
-#: a group repeated by *, + or {}: the shape of exponential backtracking
-#: (``(a+)+``, ``(a|a)*``); a repeated group is rare in tag filters
-_NESTED_QUANTIFIER = re.compile(r"(?<!\\)\)[*+{]")
+#: the tag-filter patterns of one query, in bytes all together: past it the
+#: query selects nobody. A Serf query with its defaults carries at most 1 KiB
+#: in all (QuerySizeLimit), so ~880 bytes of patterns; but RE2 parses Unicode
+#: classes at up to ~50 us a byte (``(?i)\PL`` repeated: 25 ms at 512 bytes,
+#: 55 ms at 1 KiB, measured), and a query must be decided well within 50 ms
+#: on the I/O thread, however many filters it has (one UDP packet can carry
+#: a hundred: 1.1 s with no bound on the sum)
+MAX_FILTER_PATTERN = 512
+#: compiled patterns kept (and patterns RE2 refused), least recently used out
+#: first: a stream of distinct patterns from the network costs at most this many
+FILTER_CACHE_SIZE = 128
+#: RE2's memory budget for one pattern (its program and its DFA's states):
+#: a pattern over it is refused. 256 KiB still compiles ``.{0,1000}``; with
+#: RE2's default 8 MiB, 128 hostile patterns held 179 MiB, here 4 MiB
+FILTER_MAX_MEM = 256 * 1024
+#: bytes that are not UTF-8 reach a tag as lone surrogates (go_str); Go's
+#: regexp reads each as U+FFFD
+_NOT_UTF8_AS_FFFD = dict.fromkeys(range(0xD800, 0xE000), 0xFFFD)
 
 
 @dataclass
@@ -219,32 +237,155 @@ class QueryBuffer:
         return QueryOutcome(new=True, rebroadcast=not query.no_broadcast)
 
 
+class TagRegexps:
+    """The regexps of query tag filters, as Go's regexp.MatchString decides
+    them: by RE2 (google-re2: Go's syntax, linear time, an unanchored search),
+    compiled once and kept (at most ``size``, least recently used out first).
+
+    A pattern RE2 rejects (a backreference, a lookaround, ``\\C``, invalid
+    UTF-8, or a program over RE2's memory budget :data:`FILTER_MAX_MEM`)
+    matches nothing, as Go's compile error does; so do patterns over
+    :data:`MAX_FILTER_PATTERN` bytes all together.
+    Without google-re2 every tag filter matches nothing (Python's ``re``
+    backtracks: a network pattern must never reach it), with one warning.
+
+    Counters: ``compiled`` (patterns looked at anew: not in the cache),
+    ``refused`` (filters decided no because their pattern is unusable or
+    over the bound), ``evicted`` (patterns pushed out of the cache),
+    ``unavailable`` (filters decided no for want of google-re2). Safe to
+    share between threads.
+    """
+
+    def __init__(self, size: int = FILTER_CACHE_SIZE):
+        if size < 1:
+            raise ValueError("the tag filter cache needs at least one entry")
+        self.size = size
+        self.compiled = self.refused = self.evicted = self.unavailable = 0
+        self._cache: OrderedDict[bytes, Any] = OrderedDict()
+        self._lock = threading.Lock()
+        self._re2: ModuleType | None = None
+        self._options: Any = None
+        self._missing = False
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+    def search(self, pattern: str, text: str) -> bool:
+        """Whether ``pattern`` matches somewhere in ``text`` (both Go strings)."""
+        return self.all_match([(pattern, text)])
+
+    def all_match(self, filters: Iterable[tuple[str, str]]) -> bool:
+        """Whether every ``(pattern, text)`` matches, as one query's tag
+        filters must: no if the patterns are over :data:`MAX_FILTER_PATTERN`
+        bytes all together."""
+        spent = 0
+        for pattern, text in filters:
+            raw = go_bytes(pattern)
+            spent += len(raw)
+            if spent > MAX_FILTER_PATTERN:
+                with self._lock:
+                    self.refused += 1
+                return False
+            regexp = self._regexp(raw)
+            if regexp is None:
+                return False
+            try:
+                data = text.encode("utf-8")
+            except UnicodeEncodeError:
+                data = text.translate(_NOT_UTF8_AS_FFFD).encode("utf-8")
+            if regexp.search(data) is None:
+                return False
+        return True
+
+    def _regexp(self, pattern: bytes) -> Any:
+        """The compiled pattern, or None where it matches nothing."""
+        with self._lock:
+            if pattern in self._cache:
+                self._cache.move_to_end(pattern)
+                regexp = self._cache[pattern]
+                self.refused += regexp is None
+                return regexp
+        re2 = self._engine()
+        if re2 is None:
+            with self._lock:
+                self.unavailable += 1
+            return None
+        regexp = None
+        if not _byte_escape(pattern):
+            try:
+                regexp = re2.compile(pattern, self._options)
+            except re2.error:
+                pass
+        with self._lock:
+            self.compiled += 1
+            self.refused += regexp is None
+            self._cache[pattern] = regexp
+            if len(self._cache) > self.size:
+                self._cache.popitem(last=False)
+                self.evicted += 1
+        return regexp
+
+    def _engine(self) -> ModuleType | None:
+        """google-re2, imported on the first tag filter; None (warned once) if missing."""
+        with self._lock:
+            if self._re2 is None and not self._missing:
+                try:
+                    re2 = importlib.import_module("re2")
+                except ImportError:
+                    self._missing = True
+                    log.warning("query tag filters need google-re2, which is not installed: every tag filter "
+                                "matches nothing, so this node answers no query that filters on tags "
+                                "(pip install 'mcastmember[gossip]')")
+                    return None
+                options = re2.Options()
+                options.max_mem = FILTER_MAX_MEM
+                options.log_errors = False     # a bad pattern from the network is counted, not printed
+                options.never_capture = True   # only whether it matches: no submatch to track
+                self._options, self._re2 = options, re2
+            return self._re2
+
+
+def _byte_escape(pattern: bytes) -> bool:
+    """Whether ``pattern`` has RE2's ``\\C`` (any byte), which Go rejects
+    (outside ``\\Q...\\E``, where it is two literal characters)."""
+    at = pattern.find(b"\\")
+    while at >= 0:
+        escaped = pattern[at + 1:at + 2]
+        if escaped == b"C":
+            return True
+        if escaped == b"Q":
+            at = pattern.find(b"\\E", at + 2)
+            if at < 0:
+                return False
+        at = pattern.find(b"\\", at + 2)
+    return False
+
+
+#: the process's compiled patterns: every node's filters share them
+TAG_REGEXPS = TagRegexps()
+
+
 def should_process_query(filters: Iterable[bytes], node: str, tags: Mapping[str, str],
-                         limits: SerfLimits | None = None) -> bool:
+                         limits: SerfLimits | None = None, *, regexps: TagRegexps | None = None) -> bool:
     """Whether a query's filters select this node (query.go shouldProcessQuery):
     every node filter must name it, every tag filter's regexp must match its
     tag (a missing tag is ""). An undecodable filter, a bad regexp or an unknown
-    filter type means no, as in Go. Go's regexp (RE2) and Python's ``re``
-    agree on the usual patterns; RE2-only syntax counts as a bad regexp.
-
-    RE2 runs in linear time, Python's ``re`` backtracks: a pattern from the
-    network that could backtrack exponentially (any repeated group, as
-    ``(a+)+`` or ``(a|a)*``) or is over 256 characters is refused (no).
+    filter type means no, as in Go. Tag filters are Go regexps, decided by
+    RE2 through ``regexps`` (:data:`TAG_REGEXPS` by default; see
+    :class:`TagRegexps`), in linear time, once every filter has been read
+    (the answer is the same, and the cheap checks come first).
     """
     limits = limits or SerfLimits()
+    if regexps is None:
+        regexps = TAG_REGEXPS
+    searches: list[tuple[str, str]] = []
     for raw in filters:
         try:
             flt = decode_filter(raw, limits)
         except GossipWireError:
             return False
         if isinstance(flt, FilterTag):
-            if len(flt.expr) > MAX_FILTER_PATTERN or _NESTED_QUANTIFIER.search(flt.expr):
-                return False
-            try:
-                if re.search(flt.expr, tags.get(flt.tag, "")) is None:
-                    return False
-            except re.error:
-                return False
+            searches.append((flt.expr, tags.get(flt.tag, "")))
         elif node not in flt:
             return False
-    return True
+    return regexps.all_match(searches)
