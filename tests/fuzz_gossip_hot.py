@@ -43,7 +43,7 @@ ADDRS = [bytes((127, 0, 0, 2)), bytes((127, 0, 0, 3)), bytes(16), b"\x01\x02\x03
 VSNS = [bytes((1, 5, 2, 2, 5, 4)), b"", bytes((0, 5, 2, 0, 0, 0)), bytes((5, 1, 2, 0, 0, 0)), b"\x01\x05"]
 SENDER = ("127.0.0.9", 7946)
 LABEL = b"dc1"
-MAXD = Limits().max_decompressed
+MAXD = Limits().max_packet_decompressed
 INTERESTING = [0, 1, 0x7F, 0x80, 0xFF, 0x100, 0xFFFF, 0x10000, 0xFFFFFFFF]
 
 
@@ -170,16 +170,17 @@ def run(count: int, seed: int) -> None:
         tight = i % 7 == 0
         limits = Limits(max_messages=rng.choice([0, 1, 2]) if tight else 1024,
                         max_nesting=rng.choice([0, 1, 2]) if tight else 4,
-                        max_decompressed=rng.choice([0, 10, 200]) if tight else MAXD)
+                        max_packet_decompressed=rng.choice([0, 10, 200]) if tight else MAXD)
         unwrapped = {repr(t.unwrap(data, header, 65535, limits.max_messages, limits.max_nesting,
-                                   limits.max_decompressed)) for t in twins}
+                                   limits.max_packet_decompressed)) for t in twins}
         matched = {repr(t.match(data, ME.encode())) for t in twins}
         for part in _hot_py.unwrap(data, header, 65535, 1024, 4, MAXD) or ():
             found = _hot_py.match(part, ME.encode())
             kinds["unmatched" if found is None else str(found[0])] += 1
         if len(unwrapped) > 1 or len(matched) > 1:
             fail(data, "the compiled and pure-Python matchers disagree")
-        found = _hot_py.unwrap(data, header, 65535, limits.max_messages, limits.max_nesting, limits.max_decompressed)
+        found = _hot_py.unwrap(data, header, 65535, limits.max_messages, limits.max_nesting,
+                               limits.max_packet_decompressed)
         if found is not None and found != general_parts(data, limits, LABEL if labelled else b""):
             fail(data, "unwrap took a packet and gave other messages than the general framing")
         if compiled is not None and i % 5 == 0:    # the LZW writers on this packet, the readers on it compressed (and mutated)

@@ -32,8 +32,8 @@ NAMES = [ME, "serf-1", "serf-2", "serf-3", "new-1", "", "nœud"]
 VSN = bytes((1, 5, 2, 2, 5, 4))
 ADDRS = [bytes((127, 0, 0, 2)), bytes((127, 0, 0, 3)), bytes((127, 0, 0, 4)), bytes(16), b"\x01\x02\x03", b""]
 SENDER = ("127.0.0.9", 7946)
-#: the general path's bound on decompressed bytes (Limits().max_decompressed)
-MAXD = Limits().max_decompressed
+#: the general path's bound on a packet's decompressed bytes (Limits().max_packet_decompressed)
+MAXD = Limits().max_packet_decompressed
 
 
 def _wires():
@@ -160,7 +160,7 @@ def _general_parts(packet, limits, label=b""):
 
 def _unwrap(twin, packet, limits, label=b""):
     return twin.unwrap(packet, add_label(b"", label), limits.max_packet, limits.max_messages, limits.max_nesting,
-                       limits.max_decompressed)
+                       limits.max_packet_decompressed)
 
 
 def _other_layouts(msg):
@@ -216,10 +216,10 @@ def test_unwrap_takes_a_compressed_packet_in_gos_layout_and_nothing_else(twin):
     for name, (data, label) in declined.items():
         assert _unwrap(twin, data, limits, label) is None, name
     # the general path's bounds: decompressed bytes, messages, nesting
-    for tight in (Limits(max_decompressed=len(compound) - 1), Limits(max_messages=7), Limits(max_nesting=1)):
+    for tight in (Limits(max_packet_decompressed=len(compound) - 1), Limits(max_messages=7), Limits(max_nesting=1)):
         assert _unwrap(twin, packet, tight, b"dc1") is None
         assert isinstance(_general_parts(packet, tight, b"dc1"), str)
-    assert _unwrap(twin, one, Limits(max_decompressed=len(alives[0]))) == [alives[0]]
+    assert _unwrap(twin, one, Limits(max_packet_decompressed=len(alives[0]))) == [alives[0]]
     assert _unwrap(twin, one, Limits(max_nesting=1)) == [alives[0]]
     assert _unwrap(twin, one, Limits(max_nesting=0)) is None
 
@@ -245,7 +245,7 @@ def wrapped_packets(draw):
 
 limit_sets = st.builds(Limits, max_messages=st.sampled_from([0, 1, 2, 3, 1024]),
                        max_nesting=st.sampled_from([0, 1, 2, 4]),
-                       max_decompressed=st.sampled_from([0, 10, 60, 200, MAXD]))
+                       max_packet_decompressed=st.sampled_from([0, 10, 60, 200, MAXD]))
 
 
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])

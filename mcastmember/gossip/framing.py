@@ -186,10 +186,11 @@ def open_packet(buf: bytes, limits: Limits, *, keys: Sequence[bytes] = (), label
 def split_messages(buf: bytes, limits: Limits) -> tuple[list[bytes], int]:
     """handleCommand's unwrapping: the messages inside compounds and compress
     messages, each still with its type byte, and how many compound parts were
-    cut off. Nesting, count and decompressed bytes are bounded by ``limits``."""
+    cut off. Nesting, count and decompressed bytes (all the packet's
+    compressed messages together, ``max_packet_decompressed``) are bounded by ``limits``."""
     out: list[bytes] = []
     truncated = 0
-    budget = limits.max_decompressed
+    budget = limits.max_packet_decompressed
     stack: list[tuple[bytes, int]] = [(buf, 0)]
     while stack:
         msg, depth = stack.pop()

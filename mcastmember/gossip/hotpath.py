@@ -37,7 +37,7 @@ class HotPath(Probing):
             return False
         limits = self.settings.limits
         found = hot.unwrap(data, self._label_header, limits.max_packet, limits.max_messages, limits.max_nesting,
-                           limits.max_decompressed)
+                           limits.max_packet_decompressed)
         if found is None:
             return False
         for part in found:

@@ -23,16 +23,30 @@ class Limits:
 
     The defaults follow memberlist where it has a bound (``maxPushStateBytes``
     for streams, 512 bytes of node meta) and are generous but finite elsewhere
-    (memberlist has no bound on push/pull node counts or on nested compound and
-    compress wrappers).
+    (memberlist 0.2 has no bound on push/pull node counts or on nested compound
+    and compress wrappers); a datagram's decompressed bytes are bounded far
+    tighter than a stream's (see ``max_packet_decompressed``).
     """
 
     #: a whole UDP packet, before decryption (IPv4's largest datagram)
     max_packet: int = 65535
     #: a whole TCP stream message (memberlist: maxPushStateBytes, 20 MiB)
     max_stream: int = layout.MAX_PUSH_STATE_BYTES
-    #: bytes one LZW payload may decompress to
+    #: bytes the LZW payload of one stream message (a push/pull) may decompress to
     max_decompressed: int = layout.MAX_PUSH_STATE_BYTES
+    #: bytes the compressed messages of one UDP packet may decompress to, all
+    #: together. Far below the stream's bound, because a datagram is decoded
+    #: on the thread that answers the pings: an LZW code can stand for 4 KB,
+    #: so a 16 KB datagram can claim a stream's 20 MiB (tens of milliseconds
+    #: of decoding each, and a flood of them starves the pings). What
+    #: memberlist puts in one packet is built to fit UDPBufferSize before it
+    #: is compressed (a compound of broadcasts to the packet's room; a ping,
+    #: ack or Serf answer far smaller), and a packet is one datagram of at
+    #: most 64 KiB: 64 KiB decompressed holds all of them. Only a user
+    #: message sent best-effort that needs compression to fit a datagram at
+    #: all is refused (Serf bounds its own far below that). Streams (a
+    #: push/pull) keep ``max_decompressed``.
+    max_packet_decompressed: int = 64 * 1024
     #: one string or byte string inside a msgpack body
     max_string: int = layout.MAX_PUSH_STATE_BYTES
     #: entries of one msgpack array or map (a struct has at most 8 fields)
