@@ -40,12 +40,14 @@ except ImportError as error:
     raise ModuleNotFoundError("the gossip fronts need the gossip extra (msgpack and cryptography): "
                               "pip install 'mcastmember[gossip]'", name=_missing) from None
 from ..engine.events import EventsLost
+from ..engine.ratelimit import RateLimitedLog
 from ..gossip.limits import Limits
 from ..gossip.serf import messages
 from ..gossip.serf.codec import SerfLimits
 from ..gossip.serf.layout import MemberStatus
 from ..gossip.settings import GossipSettings
 from ..gossip.state import Addr
+from ..transport.listen import AcceptBackoff, ConnectionShares, host_key
 from ..wire.errors import ConfigurationError
 from .keyring_file import load_keyring, save_keyring
 
@@ -55,6 +57,9 @@ log = logging.getLogger("mcastmember")
 DEFAULT_PORT = 7946
 #: streams others opened to us that are still being read or answered
 MAX_INCOMING_STREAMS = 32
+#: connections taken per wake-up of the listening socket, so a flood of
+#: them does not hold up the datagrams and the node's timers
+ACCEPTS_PER_WAKE = 16
 #: datagrams read per wake-up before the front turns to the rest
 READ_BATCH = 256
 #: bytes read from one stream per wake-up, at most
@@ -71,7 +76,7 @@ FRONT_COUNTERS = ("datagrams_sent", "datagrams_received", "send_errors", "connec
                   "connections_refused", "connections_too_big", "connections_timed_out", "connections_opened",
                   "connections_failed", "listener_events_dropped", "stream_events_dropped", "listener_errors",
                   "bytes_sent.udp", "bytes_received.udp", "bytes_sent.tcp", "bytes_received.tcp",
-                  "keyring_file_errors")
+                  "keyring_file_errors", "connections_evicted", "accept_errors")
 
 #: what listeners are called with (the return value is ignored)
 Listener = Callable[[SerfNodeEvent], object]
@@ -262,6 +267,17 @@ def current(members: Iterable[GossipMember]) -> list[MemberEvent]:
 
 # ------------------------------------------------------------------ the front
 
+def stream_shares(max_streams: int) -> ConnectionShares:
+    """How the ``max_streams`` slots for others' streams are shared, per
+    source (an IPv6 source by its /64): a member's host (one of the members
+    the node lists alive) may hold half of them, a stranger an eighth (at
+    least one each), so a few sources that hold slots open leave the rest
+    to the members that join (one stream each). At the cap a member's host
+    closes the idlest stranger's stream; a stranger, one of the stranger
+    source holding the most (listen.ConnectionShares)."""
+    return ConnectionShares(max_streams, max(1, max_streams // 2), max(1, max_streams // 8))
+
+
 @dataclass(eq=False)
 class _Conn:
     sock: socket.socket
@@ -276,6 +292,13 @@ class _Conn:
     #: how much of ``inbuf`` the node last saw, and when to show it the rest if no more comes
     shown: int = 0
     show_at: float | None = None
+    #: when it was opened or last had something to read: at the cap the idlest stranger's goes first
+    heard: float = 0.0
+
+    @property
+    def source(self) -> str:
+        """The peer's address, which its slot is counted under."""
+        return self.addr[0]
 
     def next_time(self) -> float:
         return self.deadline if self.show_at is None else min(self.deadline, self.show_at)
@@ -316,6 +339,11 @@ class GossipFront:
         self._listeners: list[Listener] = []
         self._conns: dict[socket.socket, _Conn] = {}
         self._outgoing: dict[int, _Conn] = {}
+        self._shares = stream_shares(max_streams)
+        self._backoff = AcceptBackoff()
+        #: while accept backs off (descriptors ran out): when it accepts again
+        self._accept_resume: float | None = None
+        self._rate_log = RateLimitedLog(log)
         self._udp: socket.socket | None = None
         self._tcp: socket.socket | None = None
         self._running = False
@@ -427,7 +455,10 @@ class GossipFront:
             tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             udp.bind((self.bind_addr, self.port))
             tcp.bind((self.bind_addr, self.port))
-            tcp.listen(self._max_streams)
+            # As long as the kernel allows (as Go's listeners): what a flood
+            # leaves waiting is taken and refused in turn, rather than a
+            # joining member's connection dropped behind it.
+            tcp.listen(socket.SOMAXCONN)
         except OSError:
             udp.close()
             tcp.close()
@@ -449,6 +480,8 @@ class GossipFront:
             conn.sock.close()
         self._conns.clear()
         self._outgoing.clear()
+        self._shares = stream_shares(self._max_streams)
+        self._accept_resume = None
         for sock in (self._udp, self._tcp):
             if sock is not None:
                 self._unwatch(sock)
@@ -457,8 +490,11 @@ class GossipFront:
 
     def _next_wake(self) -> float | None:
         """The node's next deadline, or a connection's (its timeout, or when
-        to hand over what a quiet sender sent), whichever is first."""
+        to hand over what a quiet sender sent), or when accept's back-off
+        ends, whichever is first."""
         times = [c.next_time() for c in self._conns.values()]
+        if self._accept_resume is not None:
+            times.append(self._accept_resume)
         deadline = self.node.next_deadline()
         if deadline is not None:
             times.append(deadline)
@@ -474,6 +510,8 @@ class GossipFront:
             assert isinstance(sock, socket.socket)
             conn = self._conns.get(sock)
             if conn is not None:
+                if mask & READ:
+                    conn.heard = time.monotonic()
                 self._service(conn, mask)
 
     def _tick(self) -> None:
@@ -484,6 +522,7 @@ class GossipFront:
         deadline = self.node.next_deadline()
         if deadline is not None and deadline <= now:
             self.node.handle_timer(now)
+        self._resume_accepting(now)
         for conn in list(self._conns.values()):
             if conn.show_at is not None and conn.show_at <= now:
                 self._hand_over(conn, now)
@@ -533,22 +572,68 @@ class GossipFront:
             self.node.receive_packet(data, (addr[0], addr[1]), time.monotonic())
 
     def _accept(self) -> None:
+        """Take the connections waiting (ACCEPTS_PER_WAKE at most), each
+        within its source's share (stream_shares): refused, or taken, after
+        closing the idlest connection the share names if it says so."""
         assert self._tcp is not None
-        while True:
+        hosts: list[set[str]] = []
+
+        def member_hosts() -> set[str]:
+            # Asked only when a share decision needs it, once per wake-up.
+            if not hosts:
+                hosts.append({host_key(m.addr) for m in self.node.engine.members()})
+            return hosts[0]
+
+        for _ in range(ACCEPTS_PER_WAKE):
             try:
                 sock, addr = self._tcp.accept()
-            except OSError:
+            except (BlockingIOError, InterruptedError):
                 return
-            incoming = sum(1 for c in self._conns.values() if c.incoming)
-            if incoming >= self._max_streams:
+            except OSError as error:     # the peer gave up, or descriptors ran out
+                self._accept_failed(error)
+                return
+            self._backoff.accepted()
+            now = time.monotonic()
+            # memberlist's deadline: tcp_timeout from the start, for the whole stream
+            conn = _Conn(sock, (addr[0], addr[1]), now + self._tcp_timeout, incoming=True, heard=now)
+            admitted, idlest = self._shares.place(conn.source, (c for c in self._conns.values() if c.incoming),
+                                                  member_hosts)
+            if not admitted:
                 self._counts["connections_refused"] += 1
+                self._rate_log.log(logging.WARNING, "refused", "serf front: refused a stream from %s "
+                                   "(%d open; at most %d per member's host, %d per other source)",
+                                   conn.source, len(self._shares), self._shares.per_source,
+                                   self._shares.stranger_share)
                 sock.close()
                 continue
+            if idlest is not None:
+                self._counts["connections_evicted"] += 1
+                self._close(idlest, "evicted")
             self._counts["connections_accepted"] += 1
             sock.setblocking(False)
-            conn = _Conn(sock, (addr[0], addr[1]), time.monotonic() + self._tcp_timeout, incoming=True)
             self._conns[sock] = conn
+            self._shares.add(conn.source)
             self._watch(sock, READ)
+
+    def _accept_failed(self, error: OSError) -> None:
+        """After a failed accept. When descriptors or memory ran out, the
+        connection stays in the backlog and the socket readable: accepting
+        again at once would spin, so stop watching it for a while
+        (listen.AcceptBackoff), counted ``accept_errors``."""
+        delay = self._backoff.failed(error.errno)
+        if delay is None or self._tcp is None:
+            log.debug("serf front: accept failed: %s", error)
+            return
+        self._counts["accept_errors"] += 1
+        self._rate_log.log(logging.WARNING, "accept", "serf front: accept failed: %s; accepting again in "
+                           "%.1f s", error, delay)
+        self._unwatch(self._tcp)
+        self._accept_resume = time.monotonic() + delay
+
+    def _resume_accepting(self, now: float) -> None:
+        if self._accept_resume is not None and self._accept_resume <= now and self._tcp is not None:
+            self._accept_resume = None
+            self._watch(self._tcp, READ)
 
     def _open(self, stream_id: int, addr: Addr, data: bytes, deadline: float) -> None:
         sock = socket.socket(self._family, socket.SOCK_STREAM)
@@ -649,7 +734,8 @@ class GossipFront:
 
     def _close(self, conn: _Conn, error: str) -> None:
         """End a connection; an outgoing stream that did not finish fails in the node."""
-        self._conns.pop(conn.sock, None)
+        if self._conns.pop(conn.sock, None) is conn and conn.incoming:
+            self._shares.remove(conn.source)
         self._unwatch(conn.sock)
         conn.sock.close()
         if not conn.incoming and self._outgoing.pop(conn.stream_id, None) is not None:

@@ -54,10 +54,14 @@ class SerfService(GossipFront):
     open streams from it (never another address). ``gossip`` changes
     memberlist's settings (``GossipSettings`` fields), ``serf`` Serf's (a
     ``SerfSettings`` or its fields). ``max_streams`` bounds the streams
-    others keep open to us (more are refused, counted
-    ``connections_refused``); each is bounded by the node's
-    ``limits.max_stream`` bytes (``connections_too_big``) and by
-    ``tcp_timeout`` (``connections_timed_out``). Events wait for the
+    others keep open to us, shared per source (``stream_shares``: past its
+    share a connection is refused, ``connections_refused``; at the cap the
+    idlest stranger's is closed for a member's host,
+    ``connections_evicted``); each is bounded by the node's
+    ``limits.max_stream`` bytes (``connections_too_big``) and by one
+    deadline, ``tcp_timeout`` from its start (``connections_timed_out``). An
+    ``accept`` that fails for want of descriptors waits before the next
+    (``accept_errors``). Events wait for the
     listeners in a queue of ``event_queue_size`` (past it:
     ``listener_events_dropped``). ``keyring_file`` (Serf's ``-keyring-file``:
     a JSON list of base64 keys, the primary first) gives the keys, and is

@@ -340,13 +340,17 @@ GOSSIP_COUNTERS: tuple[Spec, ...] = (
      _by({"coordinates_bad": "bad", "coordinates_refused": "refused", "coordinates_unknown_node": "unknown_node"})),
     ("coordinate_resets", "Times our coordinate went invalid and started again.", (), _one("coordinate_resets")),
     ("send_errors", "Datagrams the kernel refused to send.", (), _one("send_errors")),
-    ("connections", "TCP connections by outcome: others' accepted or refused (over max_streams), ours "
-     "opened or failed.", ("outcome",),
+    ("connections", "TCP connections by outcome: others' accepted or refused (over their source's share "
+     "of max_streams), ours opened or failed.", ("outcome",),
      _by({"connections_accepted": "accepted", "connections_refused": "refused",
           "connections_opened": "opened", "connections_failed": "failed"})),
     ("connections_closed", "TCP connections closed at a bound: too_big (limits.max_stream), timed_out "
-     "(tcp_timeout).", ("reason",),
-     _by({"connections_too_big": "too_big", "connections_timed_out": "timed_out"})),
+     "(tcp_timeout), evicted (the idlest of a stranger's, for another source's within max_streams).",
+     ("reason",),
+     _by({"connections_too_big": "too_big", "connections_timed_out": "timed_out",
+          "connections_evicted": "evicted"})),
+    ("accept_errors", "Failed accepts on the TCP port for want of descriptors or memory, each followed "
+     "by a wait.", (), _one("accept_errors")),
     ("listener_errors", "Listeners that raised.", (), _one("listener_errors")),
 )
 

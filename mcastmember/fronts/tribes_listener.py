@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 from ..engine.channel import ChannelConnection, ChannelCounters, ChannelError
 from ..engine.ratelimit import RateLimitedLog
-from ..transport.listen import (ADMIT, AcceptBackoff, ConnectionShares, ReplyBudget, same_host,
+from ..transport.listen import (AcceptBackoff, ConnectionShares, ReplyBudget, same_host,
                                source_of)
 from ..transport.net import open_listener, socket_family, unregister_and_close
 
@@ -152,18 +152,15 @@ class ListenerBase:
         # The module's bounds, read at each admission (a test lowers them).
         self._shares.total, self._shares.per_source = MAX_CONNECTIONS, MAX_PER_SOURCE
         self._shares.stranger_share = MAX_PER_SOURCE
-        verdict = self._shares.admit(source, self._member_hosts)
-        if verdict is ADMIT:
-            return True, None
-        victims = [] if isinstance(verdict, bool) else [c for c in held if verdict(c.source)]
-        if not victims:
+        admitted, idlest = self._shares.place(source, held, self._member_hosts)
+        if not admitted:
             self.refused += 1
             self._rate_log.log(logging.WARNING, "refused", "TCP listener: refused a connection "
                                "from %s (%d connections in all, at most %d per source)",
                                source, len(self._shares), self._shares.per_source)
-            return False, None
-        self.evicted += 1
-        return True, min(victims, key=lambda c: c.heard)
+        elif idlest is not None:
+            self.evicted += 1
+        return admitted, idlest
 
     def _accept_failed(self, error: OSError) -> float | None:
         """Seconds to stop accepting after ``error`` (None: accept on)."""

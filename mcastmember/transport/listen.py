@@ -9,10 +9,10 @@ from __future__ import annotations
 import errno
 import ipaddress
 from collections import Counter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Container
+    from collections.abc import Callable, Container, Iterable
 
 # accept() failures that say the process or the host is out of something:
 # the pending connection stays in the backlog, so accepting again at once
@@ -27,6 +27,20 @@ REFUSE = False
 
 def _nobody() -> Container[str]:
     return ()
+
+
+class HeldConnection(Protocol):
+    """A connection as ``ConnectionShares.place`` sees it: where it comes
+    from, and when it was last heard from."""
+
+    @property
+    def source(self) -> str: ...
+
+    @property
+    def heard(self) -> float: ...
+
+
+H = TypeVar("H", bound=HeldConnection)
 
 
 class ConnectionShares:
@@ -47,7 +61,8 @@ class ConnectionShares:
     take a known host's connection away, and one stranger source takes no
     other's: at worst they end with a connection each (``total`` sources
     holding one fill it, and then only known hosts get in).
-    ``add`` and ``remove`` follow what the listener opened and closed.
+    ``place`` applies the verdict to the connections held. ``add`` and
+    ``remove`` follow what the listener opened and closed.
     """
 
     def __init__(self, total: int, per_source: int, stranger_share: int | None = None) -> None:
@@ -74,6 +89,20 @@ class ConnectionShares:
         if most <= mine + 1:
             return REFUSE
         return lambda held: source_group(held) == heaviest and host_key(held) not in strangers
+
+    def place(self, source: str, held: Iterable[H], known: Callable[[], Container[str]] = _nobody
+              ) -> tuple[bool, H | None]:
+        """``admit`` applied to ``held`` (the connections that may be closed):
+        whether to take the newcomer from ``source``, and which connection to
+        close first for it: of those the verdict names, the idlest (heard
+        from longest ago); refused when it names none."""
+        verdict = self.admit(source, known)
+        if verdict is ADMIT:
+            return True, None
+        victims = [] if isinstance(verdict, bool) else [c for c in held if verdict(c.source)]
+        if not victims:
+            return False, None
+        return True, min(victims, key=lambda c: c.heard)
 
     def add(self, source: str) -> None:
         self._held[source_group(source)] += 1
