@@ -1,8 +1,10 @@
 """Membership events and their delivery: ``MemberEvent`` with its kinds
-and reasons, the ``EventsLost`` marker both fronts put where events were
+and reasons, the ``EventsLost`` marker every front puts where events were
 dropped, the buffer of one reader's waiting events, bounded in count and
-bytes (each asyncio stream's), and the queue built on it between the
-threaded service's driver and its dispatcher."""
+bytes (each asyncio stream's), and the queue built on it between a
+threaded service's driver and its dispatcher. The buffer and the queue are
+generic over the event type: the gossip fronts use them too, with their
+own measure of an event's bytes."""
 
 from __future__ import annotations
 
@@ -12,13 +14,18 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Generic, Literal, NoReturn, TypeVar
 
+from ..wire.errors import ConfigurationError
+
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
     from .member import Member
 
+# The events an EventBuffer holds (MemberEvent here, the gossip node's in
+# the gossip fronts).
+E = TypeVar("E")
 # What else an EventQueue carries in order with the events (the threaded
-# service's listener registrations).
+# services' listener registrations).
 M = TypeVar("M")
 
 
@@ -142,9 +149,10 @@ class EventsLost:
         return f"EventsLost({self.count})"
 
 
-# The bound in bytes of each reader's waiting events (McastService's queue,
-# each AsyncMembership stream), as ``event_bytes`` counts them: 16 MiB, a
-# few hundred events of the largest members, tens of thousands of usual ones.
+# The bound in bytes of each reader's waiting events (the threaded services'
+# listener queue, each asyncio stream), as the front's cost function counts
+# them (``event_bytes`` here): 16 MiB, a few hundred events of the largest
+# members, tens of thousands of usual ones. The gossip fronts share it.
 EVENT_QUEUE_BYTES = 16 << 20
 
 
@@ -162,51 +170,53 @@ def event_bytes(event: MemberEvent) -> int:
 
 def queue_bounds(size: int, max_bytes: int, names: tuple[str, str]) -> tuple[int, int]:
     """``(size, max_bytes)`` checked: positive whole numbers (``names`` are
-    the settings' names, for the error)."""
+    the settings' names, for the ConfigurationError)."""
     for value, name in zip((size, max_bytes), names):
         if isinstance(value, bool) or int(value) != value or value < 1:
-            raise ValueError(f"{name} must be a positive whole number")
+            raise ConfigurationError(f"{name} must be a positive whole number")
     return int(size), int(max_bytes)
 
 
-class EventBuffer(Generic[M]):
+class EventBuffer(Generic[E, M]):
     """The events waiting for one reader, bounded in count (``size``) and in
-    bytes (``max_bytes``, as ``event_bytes`` counts them; one event always
+    bytes (``max_bytes``, as ``cost`` counts each event; one event always
     fits). Never blocks and never raises: past either bound events are
     dropped and counted (``dropped``), and the reader gets one EventsLost
     where the gap is, once it has caught up. Not locked: each front keeps it
     on one thread (asyncio) or under its own lock (EventQueue)."""
 
-    def __init__(self, size: int, max_bytes: int) -> None:
+    def __init__(self, size: int, max_bytes: int, cost: Callable[[E], int]) -> None:
         self._size = size
         self._max_bytes = max_bytes
-        self._items: collections.deque[MemberEvent | M] = collections.deque()
+        self._cost = cost
+        # Each item with the bytes it was counted for (0 for a marker), so
+        # that taking it needs neither its type nor the cost again.
+        self._items: collections.deque[tuple[E | M, int]] = collections.deque()
         self._lost = 0
-        self.bytes = 0          # event_bytes of the events waiting
+        self.bytes = 0          # the cost of the events waiting
         self.dropped = 0
 
-    def offer(self, event: MemberEvent) -> None:
-        cost = event_bytes(event)
+    def offer(self, event: E) -> None:
+        cost = self._cost(event)
         # Keep the gap in one place: drop until it has been reported.
         if (self._lost or len(self._items) >= self._size
                 or (self.bytes and self.bytes + cost > self._max_bytes)):
             self._lost += 1
             self.dropped += 1
         else:
-            self._items.append(event)
+            self._items.append((event, cost))
             self.bytes += cost
 
     def put_marker(self, item: M) -> None:
         """``item`` in order with the events, past the bounds: a marker the
         reader acts on (a listener's registration), never dropped."""
-        self._items.append(item)
+        self._items.append((item, 0))
 
-    def take(self) -> MemberEvent | EventsLost | M | None:
+    def take(self) -> E | EventsLost | M | None:
         """The next event or marker, an EventsLost, or None when empty."""
         if self._items:
-            item = self._items.popleft()
-            if isinstance(item, MemberEvent):
-                self.bytes -= event_bytes(item)
+            item, cost = self._items.popleft()
+            self.bytes -= cost
             return item
         if self._lost:
             lost, self._lost = self._lost, 0
@@ -217,12 +227,12 @@ class EventBuffer(Generic[M]):
         return bool(self._items or self._lost)
 
 
-class EventQueue(Generic[M]):
+class EventQueue(Generic[E, M]):
     """An EventBuffer between threads: the producer never blocks, the
     reader waits. ``close()`` ends the reader after what is queued."""
 
-    def __init__(self, size: int, max_bytes: int = EVENT_QUEUE_BYTES) -> None:
-        self._buffer: EventBuffer[M] = EventBuffer(size, max_bytes)
+    def __init__(self, size: int, max_bytes: int, cost: Callable[[E], int]) -> None:
+        self._buffer: EventBuffer[E, M] = EventBuffer(size, max_bytes, cost)
         self._closed = False
         self._cond = threading.Condition()
 
@@ -230,7 +240,12 @@ class EventQueue(Generic[M]):
     def dropped(self) -> int:
         return self._buffer.dropped
 
-    def put_many(self, events: Iterable[MemberEvent]) -> None:
+    @property
+    def bytes(self) -> int:
+        """The cost of the events waiting."""
+        return self._buffer.bytes
+
+    def put_many(self, events: Iterable[E]) -> None:
         with self._cond:
             for event in events:
                 self._buffer.offer(event)
@@ -247,7 +262,7 @@ class EventQueue(Generic[M]):
             self._closed = True
             self._cond.notify_all()
 
-    def get(self) -> MemberEvent | EventsLost | M | None:
+    def get(self) -> E | EventsLost | M | None:
         """The next event, an EventsLost, or None once closed and drained."""
         with self._cond:
             while not (self._buffer or self._closed):

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Generic, Protocol, TypeVar, cast
 
 from .driver import MembershipFront
 from ..engine.config import DEFAULT_GROUP, DEFAULT_PORT, takes_settings
-from ..engine.events import EVENT_QUEUE_BYTES, EventBuffer, EventsLost, MemberEvent, queue_bounds
+from ..engine.events import EVENT_QUEUE_BYTES, EventBuffer, EventsLost, MemberEvent, event_bytes, queue_bounds
 from ..transport.net import socket_family
 from .tribes_listener import probe_stats_idle
 from ..engine.table import ADDED
@@ -56,7 +56,7 @@ E = TypeVar("E")
 
 
 class _Buffer(Protocol[E]):
-    """What bounds an event stream (engine.events.EventBuffer, or the gossip front's)."""
+    """What bounds an event stream (engine.events.EventBuffer, for both protocols)."""
 
     @property
     def dropped(self) -> int: ...
@@ -270,7 +270,7 @@ class AsyncMembership(MembershipFront):
             self._queue_bytes if queue_bytes is None else queue_bytes,
             ("queue_size", "queue_bytes"))
         stream: EventStream[MemberEvent] = EventStream(
-            self, EventBuffer(size, max_bytes), [MemberEvent(ADDED, m) for m in self._engine.members()])
+            self, EventBuffer(size, max_bytes, event_bytes), [MemberEvent(ADDED, m) for m in self._engine.members()])
         if self.running:
             self._streams.add(stream)
         else:

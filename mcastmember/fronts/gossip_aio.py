@@ -29,8 +29,9 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, TypeVar
 
 from .aio import EventStream, Waiters
-from .gossip_driver import (DEFAULT_PORT, MAX_INCOMING_STREAMS, READ, WRITE, GossipEventBuffer, GossipFront,
-                            GossipOptions, Listener, Predicate, SerfOptions, current, join_seeds)
+from .gossip_driver import (DEFAULT_PORT, MAX_INCOMING_STREAMS, READ, WRITE, GossipFront, GossipOptions, Listener,
+                            Predicate, SerfOptions, current, event_buffer, join_seeds)
+from ..engine.events import EVENT_QUEUE_BYTES
 from ..gossip.serf.node import GossipMember, JoinDone, LeaveDone, SerfNodeEvent, SerfSettings
 
 if TYPE_CHECKING:
@@ -50,19 +51,23 @@ class AsyncSerfService(GossipFront):
     """A Serf member on asyncio, with the settings of ``SerfService``:
     ``async with AsyncSerfService("py1", "10.0.0.2", tags={"role": "py"}) as node``.
 
-    ``event_queue_size`` (1,024) bounds each event stream's waiting events
-    (see :meth:`events`); past it a stream gets an EventsLost, counted in
-    ``stream_events_dropped``.
+    ``event_queue_size`` (1,024) and ``event_queue_bytes`` (16 MiB of their
+    names, tags and payloads, as ``serf_event_bytes`` counts them; the
+    heartbeat fronts' setting) bound each event stream's waiting events (see
+    :meth:`events`); past either a stream gets an EventsLost, counted in
+    ``stream_events_dropped``. Listeners are called on the loop as events
+    come (they must not block), so no events wait for them.
     """
 
     def __init__(self, name: str, bind_addr: str = "127.0.0.1", port: int = DEFAULT_PORT, *,
                  tags: Mapping[str, str] | None = None, gossip: GossipOptions | None = None,
                  serf: SerfSettings | SerfOptions | None = None, seed: int | None = None,
                  max_streams: int = MAX_INCOMING_STREAMS, event_queue_size: int = DEFAULT_EVENT_QUEUE,
-                 keyring_file: str | os.PathLike[str] | None = None) -> None:
+                 keyring_file: str | os.PathLike[str] | None = None,
+                 event_queue_bytes: int = EVENT_QUEUE_BYTES) -> None:
         super().__init__(name, bind_addr, port, tags=tags, gossip=gossip, serf=serf, seed=seed,
                          max_streams=max_streams, event_queue_size=event_queue_size, keyring_file=keyring_file,
-                         lock=contextlib.nullcontext())
+                         lock=contextlib.nullcontext(), event_queue_bytes=event_queue_bytes)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._watched: dict[socket.socket, int] = {}
         self._timer: asyncio.TimerHandle | None = None
@@ -142,16 +147,20 @@ class AsyncSerfService(GossipFront):
         return done
 
     # -- what the application sees -------------------------------------------
-    def events(self, queue_size: int | None = None) -> EventStream[SerfNodeEvent]:
+    def events(self, queue_size: int | None = None, queue_bytes: int | None = None) -> EventStream[SerfNodeEvent]:
         """An event stream (async iterator; ``async with`` closes it) of the
         node's events: first the current members (each as ``joined``, or
         ``left`` or ``failed``), then every event, with no gap between. Ends
-        when the service stops. ``queue_size`` (default ``event_queue_size``)
-        bounds how far it may fall behind before it gets an EventsLost."""
+        when the service stops. ``queue_size`` and ``queue_bytes`` (default
+        ``event_queue_size`` and ``event_queue_bytes``) bound how far it may
+        fall behind, in events and in their bytes, before it gets an EventsLost."""
         size = self._queue_size if queue_size is None else queue_size
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            raise ValueError(f"queue_size must be at least 1, not {size!r}")
-        stream: EventStream[SerfNodeEvent] = EventStream(self, GossipEventBuffer(size), current(self.node.members()))
+        max_bytes = self._queue_bytes if queue_bytes is None else queue_bytes
+        for what, value in (("queue_size", size), ("queue_bytes", max_bytes)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{what} must be at least 1, not {value!r}")
+        stream: EventStream[SerfNodeEvent] = EventStream(self, event_buffer(size, max_bytes),
+                                                         current(self.node.members()))
         if self._running:
             self._streams.add(stream)
         else:

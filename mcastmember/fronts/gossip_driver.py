@@ -24,7 +24,6 @@ import selectors
 import socket
 import time
 import typing
-from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -39,7 +38,7 @@ except ImportError as error:
         raise                           # installed, but broken: its own error says more
     raise ModuleNotFoundError("the gossip fronts need the gossip extra (msgpack and cryptography): "
                               "pip install 'mcastmember[gossip]'", name=_missing) from None
-from ..engine.events import EventsLost
+from ..engine.events import EVENT_QUEUE_BYTES, EventBuffer, EventsLost
 from ..engine.ratelimit import RateLimitedLog
 from ..gossip.limits import Limits
 from ..gossip.serf import messages
@@ -78,8 +77,9 @@ FRONT_COUNTERS = ("datagrams_sent", "datagrams_received", "send_errors", "connec
                   "bytes_sent.udp", "bytes_received.udp", "bytes_sent.tcp", "bytes_received.tcp",
                   "keyring_file_errors", "connections_evicted", "accept_errors")
 
-#: what listeners are called with (the return value is ignored)
-Listener = Callable[[SerfNodeEvent], object]
+#: what listeners are called with: each event, or (SerfService) an EventsLost
+#: where the dispatcher fell behind (the return value is ignored)
+Listener = Callable[[typing.Union[SerfNodeEvent, EventsLost]], object]
 #: a ``wait_for`` predicate: true for the members waited for
 Predicate = Callable[[list[GossipMember]], object]
 
@@ -200,11 +200,12 @@ class FrontSettings:
     family: socket.AddressFamily
     max_streams: int
     event_queue_size: int
+    event_queue_bytes: int
 
 
 def front_settings(front: str, name: str, bind_addr: str, port: int, gossip: GossipOptions | None,
                    serf: SerfSettings | SerfOptions | None, max_streams: int,
-                   event_queue_size: int) -> FrontSettings:
+                   event_queue_size: int, event_queue_bytes: int = EVENT_QUEUE_BYTES) -> FrontSettings:
     """The settings of the front called ``front``, or a ConfigurationError
     saying in one sentence what is wrong (the same for both fronts)."""
     try:
@@ -215,7 +216,8 @@ def front_settings(front: str, name: str, bind_addr: str, port: int, gossip: Gos
         raise ConfigurationError(f"bind address must be a specific address (it is advertised), not {bind_addr}")
     if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
         raise ConfigurationError(f"port {port!r} is not between 1 and 65535")
-    for what, value in (("max_streams", max_streams), ("event_queue_size", event_queue_size)):
+    for what, value in (("max_streams", max_streams), ("event_queue_size", event_queue_size),
+                        ("event_queue_bytes", event_queue_bytes)):
         _typed(what, int, value)
         if value < 1:
             raise ConfigurationError(f"{what} must be at least 1")
@@ -224,36 +226,47 @@ def front_settings(front: str, name: str, bind_addr: str, port: int, gossip: Gos
     if not isinstance(serf, SerfSettings):
         serf = SerfSettings(**_checked(SerfSettings, serf or {}, "serf"))
     family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
-    return FrontSettings(settings, serf, family, max_streams, event_queue_size)
+    return FrontSettings(settings, serf, family, max_streams, event_queue_size, event_queue_bytes)
 
 
 # ------------------------------------------------------------------ events
 
-class GossipEventBuffer:
-    """The events waiting for one reader of ``events()``, at most ``size``:
-    past it they are dropped and counted (``dropped``), and the reader gets
-    one EventsLost where the gap is once it has caught up."""
+def serf_event_bytes(event: SerfNodeEvent) -> int:
+    """What a waiting event weighs in ``event_queue_bytes``: every string and
+    byte string it holds (names, tags, payloads, filters, answers, error
+    texts), the network choosing most of their sizes. The rest of an event
+    is a few hundred bytes, which the bound in count covers, as for the
+    heartbeat fronts' ``event_bytes``."""
+    return _held_bytes(event)
 
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._items: deque[SerfNodeEvent] = deque()
-        self._lost = 0
-        self.dropped = 0
 
-    def offer(self, event: SerfNodeEvent) -> None:
-        if self._lost or len(self._items) >= self._size:
-            self._lost += 1
-            self.dropped += 1
-        else:
-            self._items.append(event)
+def _held_bytes(value: object) -> int:
+    if isinstance(value, (str, bytes)):
+        return len(value)
+    if isinstance(value, Mapping):
+        return sum(_held_bytes(k) + _held_bytes(v) for k, v in value.items())
+    if isinstance(value, (tuple, list)):
+        return sum(_held_bytes(v) for v in value)
+    if dataclasses.is_dataclass(value):     # the events, their members and queries
+        return sum(_held_bytes(getattr(value, name)) for name in _field_names(type(value)))
+    return 0
 
-    def take(self) -> SerfNodeEvent | EventsLost | None:
-        if self._items:
-            return self._items.popleft()
-        if self._lost:
-            lost, self._lost = self._lost, 0
-            return EventsLost(lost)
-        return None
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(kind: type) -> tuple[str, ...]:
+    names = _FIELDS.get(kind)
+    if names is None:
+        names = _FIELDS[kind] = tuple(f.name for f in dataclasses.fields(kind))
+    return names
+
+
+def event_buffer(size: int, max_bytes: int) -> EventBuffer[SerfNodeEvent, typing.NoReturn]:
+    """The events waiting for one reader of ``events()``: the heartbeat
+    fronts' buffer, at most ``size`` events and ``max_bytes`` as
+    :func:`serf_event_bytes` counts them."""
+    return EventBuffer(size, max_bytes, serf_event_bytes)
 
 
 _STATUS_KIND = {MemberStatus.LEFT: "left", MemberStatus.FAILED: "failed"}
@@ -316,7 +329,8 @@ class GossipFront:
     def __init__(self, name: str, bind_addr: str, port: int, *, tags: Mapping[str, str] | None,
                  gossip: GossipOptions | None, serf: SerfSettings | SerfOptions | None, seed: int | None,
                  max_streams: int, event_queue_size: int, lock: AbstractContextManager[Any],
-                 keyring_file: str | os.PathLike[str] | None = None) -> None:
+                 keyring_file: str | os.PathLike[str] | None = None,
+                 event_queue_bytes: int = EVENT_QUEUE_BYTES) -> None:
         if keyring_file is not None:
             if gossip and "keys" in gossip:
                 raise ConfigurationError("give the keys in the keyring file or in the gossip setting 'keys', "
@@ -325,13 +339,14 @@ class GossipFront:
         #: Serf's -keyring-file: the keys at start, written again when ``serf keys`` changes them
         self.keyring_file = keyring_file
         cfg = front_settings(type(self).__name__, name, bind_addr, port, gossip, serf, max_streams,
-                             event_queue_size)
+                             event_queue_size, event_queue_bytes)
         self.bind_addr = bind_addr
         self.port = port
         self.node = SerfNode(cfg.gossip, tags, cfg.serf, seed=seed)
         self._family = cfg.family
         self._max_streams = max_streams
         self._queue_size = event_queue_size
+        self._queue_bytes = event_queue_bytes
         self._max_stream_bytes = cfg.gossip.limits.max_stream
         self._tcp_timeout = cfg.gossip.tcp_timeout
         self._lock = lock
@@ -743,7 +758,7 @@ class GossipFront:
 
     # ------------------------------------------------------ listeners
 
-    def _call_listeners(self, listeners: Iterable[Listener], event: SerfNodeEvent) -> None:
+    def _call_listeners(self, listeners: Iterable[Listener], event: SerfNodeEvent | EventsLost) -> None:
         """Each listener with ``event``; one that raises is counted and logged."""
         for listener in listeners:
             try:
@@ -758,5 +773,6 @@ def join_seeds(seeds: Iterable[tuple[str, int]]) -> list[Addr]:
     return [(host, int(port)) for host, port in seeds]
 
 
-__all__ = ["DEFAULT_PORT", "FRONT_COUNTERS", "GossipEventBuffer", "GossipFront", "GossipMember", "GossipOptions",
-           "Listener", "MAX_INCOMING_STREAMS", "Predicate", "SerfOptions", "current", "front_settings", "join_seeds"]
+__all__ = ["DEFAULT_PORT", "FRONT_COUNTERS", "GossipFront", "GossipMember", "GossipOptions", "Listener",
+           "MAX_INCOMING_STREAMS", "Predicate", "SerfOptions", "current", "event_buffer", "front_settings",
+           "join_seeds", "serf_event_bytes"]

@@ -15,17 +15,16 @@ from __future__ import annotations
 
 import logging
 import os
-import queue
 import selectors
 import socket
 import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Union
 
 from .gossip_driver import (DEFAULT_PORT, FRONT_COUNTERS, MAX_INCOMING_STREAMS, GossipFront, GossipOptions,
-                            Listener, Predicate, SerfOptions, current, join_seeds)
+                            Listener, Predicate, SerfOptions, current, join_seeds, serf_event_bytes)
+from ..engine.events import EVENT_QUEUE_BYTES, EventQueue
 from ..gossip.serf.node import GossipMember, JoinDone, LeaveDone, MemberEvent, SerfNodeEvent, SerfSettings
 
 log = logging.getLogger("mcastmember")
@@ -61,8 +60,11 @@ class SerfService(GossipFront):
     ``limits.max_stream`` bytes (``connections_too_big``) and by one
     deadline, ``tcp_timeout`` from its start (``connections_timed_out``). An
     ``accept`` that fails for want of descriptors waits before the next
-    (``accept_errors``). Events wait for the
-    listeners in a queue of ``event_queue_size`` (past it:
+    (``accept_errors``). Events wait for the listeners in a queue of
+    ``event_queue_size`` events (65,536) and ``event_queue_bytes`` of their
+    names, tags and payloads (16 MiB, as ``serf_event_bytes`` counts them;
+    the heartbeat fronts' setting): past either, listeners get one
+    ``EventsLost`` where events were dropped (counted:
     ``listener_events_dropped``). ``keyring_file`` (Serf's ``-keyring-file``:
     a JSON list of base64 keys, the primary first) gives the keys, and is
     written again whenever ``serf keys`` changes them (a failed write is
@@ -74,17 +76,19 @@ class SerfService(GossipFront):
                  tags: Mapping[str, str] | None = None, gossip: GossipOptions | None = None,
                  serf: SerfSettings | SerfOptions | None = None, seed: int | None = None,
                  max_streams: int = MAX_INCOMING_STREAMS, event_queue_size: int = EVENT_QUEUE_BOUND,
-                 keyring_file: str | os.PathLike[str] | None = None) -> None:
+                 keyring_file: str | os.PathLike[str] | None = None,
+                 event_queue_bytes: int = EVENT_QUEUE_BYTES) -> None:
         lock = threading.RLock()
         super().__init__(name, bind_addr, port, tags=tags, gossip=gossip, serf=serf, seed=seed,
                          max_streams=max_streams, event_queue_size=event_queue_size, keyring_file=keyring_file,
-                         lock=lock)
+                         lock=lock, event_queue_bytes=event_queue_bytes)
         self._done = threading.Condition(lock)
         self._join_done: JoinDone | None = None
         self._leave_done: LeaveDone | None = None
-        # Bounded by _deliver (to event_queue_size events), so that a _Replay
-        # marker always gets in.
-        self._events: queue.Queue[Union[SerfNodeEvent, _Replay, None]] = queue.Queue()
+        # The heartbeat fronts' queue: bounded in events and bytes, an
+        # EventsLost where the gap is; a _Replay marker always gets in.
+        self._events: EventQueue[SerfNodeEvent, _Replay] = EventQueue(event_queue_size, event_queue_bytes,
+                                                                      serf_event_bytes)
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
@@ -121,7 +125,7 @@ class SerfService(GossipFront):
         # After the events still queued (the I/O thread has ended: it adds
         # none); a listener that calls stop() is on the dispatcher thread,
         # which ends when that listener returns.
-        self._events.put(None)
+        self._events.close()
         if threading.current_thread() is not dispatcher:
             dispatcher.join(STOP_WAIT_S)
         with self._lock:
@@ -162,7 +166,10 @@ class SerfService(GossipFront):
 
     def add_listener(self, listener: Listener, replay: bool = False) -> None:
         """``listener(event)`` is called, on the dispatcher thread, with every
-        event of the node (MemberEvent, UserEventReceived, ...). With
+        event of the node (MemberEvent, UserEventReceived, ...); where events
+        were dropped (the listeners fell more than ``event_queue_size``
+        events or ``event_queue_bytes`` behind) it gets one ``EventsLost``
+        instead: resynchronise from ``members()``. With
         ``replay`` it first gets the current members (each as ``joined``, or
         ``left`` or ``failed``), then every event after them: none missed,
         none twice."""
@@ -170,7 +177,7 @@ class SerfService(GossipFront):
             if replay and self._running:
                 # The dispatcher registers it when it reaches this point of
                 # the queue: what follows happened after the snapshot.
-                self._events.put(_Replay(listener, current(self.node.members())))
+                self._events.put_marker(_Replay(listener, current(self.node.members())))
             else:
                 self._listeners = self._listeners + [listener]
 
@@ -218,10 +225,9 @@ class SerfService(GossipFront):
                 self._join_done = event
             elif isinstance(event, LeaveDone):
                 self._leave_done = event
-            if self._events.qsize() >= self._queue_size:     # (the dispatcher only takes)
-                self._counts["listener_events_dropped"] += 1
-            else:
-                self._events.put(event)
+        dropped = self._events.dropped     # (only this thread, under the front's lock, adds)
+        self._events.put_many(events)
+        self._counts["listener_events_dropped"] += self._events.dropped - dropped
         self._done.notify_all()          # join, leave, wait_for
 
     def _io_loop(self) -> None:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from .driver import MembershipFront
 from ..engine.config import DEFAULT_GROUP, DEFAULT_PORT, takes_settings
-from ..engine.events import EVENT_QUEUE_BYTES, EventQueue, MemberEvent
+from ..engine.events import EVENT_QUEUE_BYTES, EventQueue, MemberEvent, event_bytes
 from .tribes_listener import TribesListener, probe_stats_idle
 from .verify_prober import Prober
 from ..engine.table import ADDED
@@ -95,7 +95,7 @@ class McastService(MembershipFront):
         self._io: threading.Thread | None
         self._dispatcher: threading.Thread | None
         self._io = self._dispatcher = None
-        self._events: EventQueue[_Replay] | None = None
+        self._events: EventQueue[MemberEvent, _Replay] | None = None
         self._wake_r: socket.socket | None
         self._wake_w: socket.socket | None
         self._wake_r = self._wake_w = None
@@ -146,7 +146,7 @@ class McastService(MembershipFront):
         self._wake_w.setblocking(False)
         self._stopping = False
         self._lookups = None
-        previous, self._events = self._dispatcher, EventQueue(self._queue_size, self._queue_bytes)
+        previous, self._events = self._dispatcher, EventQueue(self._queue_size, self._queue_bytes, event_bytes)
         if cfg.verify:
             self._prober = Prober(self._probed, self.clock)
             self._prober.start()
@@ -252,7 +252,7 @@ class McastService(MembershipFront):
         self._changed = threading.Condition()
         self._probe = None    # the parent's listener thread does not exist here
         self._prober = None   # nor its prober thread
-        self._events = EventQueue(self._queue_size, self._queue_bytes)
+        self._events = EventQueue(self._queue_size, self._queue_bytes, event_bytes)
 
     # -- what the application sees --------------------------------------------
     def add_listener(self, callback: Listener, replay: bool = False) -> None:
@@ -460,7 +460,7 @@ class McastService(MembershipFront):
             self._generation += 1
             self._changed.notify_all()
 
-    def _dispatch_loop(self, events: EventQueue[_Replay], previous: threading.Thread | None) -> None:
+    def _dispatch_loop(self, events: EventQueue[MemberEvent, _Replay], previous: threading.Thread | None) -> None:
         if previous is not None and previous is not threading.current_thread():
             previous.join()
         while True:

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Protocol
 
+    from ..engine.events import EventsLost
     from ..fronts.gossip_driver import GossipOptions
     from ..fronts.gossip_service import SerfService
     from ..gossip.serf.node import JoinDone, SerfNodeEvent
@@ -184,7 +185,7 @@ def run(args: argparse.Namespace, stop: Stopper, silence: Callable[[], None]) ->
     view = choose(args.json, sys.stdout)
     outcome: list[str] = []
 
-    def on_event(event: SerfNodeEvent) -> None:     # on the dispatcher thread
+    def on_event(event: SerfNodeEvent | EventsLost) -> None:     # on the dispatcher thread
         if isinstance(event, ConflictResolved) and not event.majority:
             outcome.append(f"the cluster gave the name {opts.node!r} to another node: choose another --node")
             stop.set()

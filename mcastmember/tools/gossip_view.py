@@ -6,7 +6,8 @@ gossip member's columns: name, address, status, tags).
 ``join --json`` does: ``added``, ``updated`` and ``removed`` (``reason``
 ``left`` or ``failed``) with the member (``name``, ``addr``, ``port``,
 ``tags``, ``status``); ``user`` for a user event; ``keyring`` when ``serf
-keys`` changed our keyring; ``conflict`` when another node claims our name.
+keys`` changed our keyring; ``conflict`` when another node claims our name;
+``events_lost`` (with its ``count``) where the listener fell behind.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import json
 import time
 from typing import TYPE_CHECKING, Any
 
-from ..engine.events import iso_time
+from ..engine.events import EventsLost, iso_time
 from ..gossip.events import NameConflict
 from ..gossip.serf.node import ConflictResolved, GossipMember, KeyringChanged, MemberEvent, UserEventReceived
 from .view import JsonView, LineView, TableView, host_port
@@ -40,7 +41,7 @@ def member_json(member: GossipMember) -> dict[str, Any]:
             "status": member.status.name.lower()}
 
 
-def event_json(event: SerfNodeEvent, now: float | None = None) -> dict[str, Any] | None:
+def event_json(event: SerfNodeEvent | EventsLost, now: float | None = None) -> dict[str, Any] | None:
     """An event as its ``--json`` line, or None for one not shown (queries,
     acks, a join's or a leave's end)."""
     stamp = iso_time(time.time() if now is None else now)
@@ -62,6 +63,8 @@ def event_json(event: SerfNodeEvent, now: float | None = None) -> dict[str, Any]
     if isinstance(event, ConflictResolved):
         return {"event": "conflict_resolved", "matching": event.matching, "responses": event.responses,
                 "majority": event.majority, "time": stamp}
+    if isinstance(event, EventsLost):
+        return {"event": event.kind, "count": event.count, "time": stamp}
     return None
 
 
@@ -82,6 +85,8 @@ def event_text(line: dict[str, Any]) -> str:
         return f"keyring changed: {line['keys']} key(s)"
     if kind == "conflict":
         return f"name conflict: {line['name']} claimed by {host_port(line['addr'], line['port'])}"
+    if kind == "events_lost":
+        return f"{line['count']} events lost: the listener fell behind"
     return f"name conflict resolved: {line['matching']} of {line['responses']} name us"
 
 
@@ -98,7 +103,7 @@ def describe(service: SerfService) -> str:
 class GossipJsonView(JsonView):
     """One JSON object per event per line; nothing else on stdout."""
 
-    def on_event(self, event: SerfNodeEvent) -> None:  # type: ignore[override]
+    def on_event(self, event: SerfNodeEvent | EventsLost) -> None:  # type: ignore[override]
         line = event_json(event)
         if line is not None:
             with self._lock:
@@ -118,7 +123,7 @@ class GossipJsonView(JsonView):
 class GossipLineView(LineView, GossipJsonView):
     """A line per event, for logs and pipes."""
 
-    def on_event(self, event: SerfNodeEvent) -> None:  # type: ignore[override]
+    def on_event(self, event: SerfNodeEvent | EventsLost) -> None:  # type: ignore[override]
         line = event_json(event)
         if line is not None:
             self._say(event_text(line))
@@ -138,7 +143,7 @@ class GossipTableView(TableView, GossipLineView):  # type: ignore[misc]  # (a Se
     def __init__(self, stream: TextIO) -> None:
         super().__init__(None, stream)  # type: ignore[arg-type]  # (the service is not kept)
 
-    def on_event(self, event: SerfNodeEvent) -> None:  # type: ignore[override]
+    def on_event(self, event: SerfNodeEvent | EventsLost) -> None:  # type: ignore[override]
         line = event_json(event)
         if line is None:
             return
