@@ -335,6 +335,34 @@ def test_event_slot_is_bounded_and_counted():
     assert queries.dropped == 2
 
 
+def test_event_buffer_refuses_events_bigger_than_serf_sends():
+    buffer = EventBuffer()
+    largest = m.UserEvent(ltime=1, name="e", payload=bytes(9 * 1024 - 1))
+    assert buffer.handle(largest)
+    assert not buffer.handle(m.UserEvent(ltime=1, name="e", payload=bytes(9 * 1024)))
+    assert (buffer.dropped, buffer.bytes) == (1, 9 * 1024)
+
+
+def test_event_buffer_bytes_forget_the_oldest_times_never_the_newest_event():
+    buffer = EventBuffer(size=8, max_bytes=3 * 9 * 1024)
+    big = bytes(9 * 1024 - 2)
+    for ltime in (3, 1, 2):
+        assert buffer.handle(m.UserEvent(ltime=ltime, name="e" + str(ltime), payload=big))
+    assert (buffer.bytes, buffer.evicted) == (3 * 9 * 1024, 0)
+    # a fourth: the oldest event time (1) goes, whatever order they came in
+    assert buffer.handle(m.UserEvent(ltime=4, name="e4", payload=big))
+    assert [s.ltime if s else None for s in buffer.slots()] == [None, None, 2, 3, 4, None, None, None]
+    assert (buffer.evicted, buffer.bytes, buffer.dropped) == (1, 3 * 9 * 1024, 0)
+    # a slot overwritten by a newer time gives its bytes back
+    assert buffer.handle(m.UserEvent(ltime=10, name="x", payload=b"ab"))
+    assert buffer.bytes == 2 * 9 * 1024 + 3
+
+
+def test_event_buffer_needs_room_for_one_event():
+    with pytest.raises(ValueError, match="at least one event of 9216 bytes"):
+        EventBuffer(max_bytes=9 * 1024 - 1)
+
+
 def test_new_event_follows_serf_user_event():
     buffer = EventBuffer()
     msg, raw = buffer.new_event("deploy", b"v1.2", coalesce=True)
@@ -517,6 +545,23 @@ def test_merge_refutes_a_stale_leave_about_us():
     state = m.PushPull(ltime=3, status_ltimes={"py-1": 2}, left_members=["py-1"])
     assert core.merge_remote_state(state, join=False, now=1) is True
     assert core.members.members["py-1"].status == MemberStatus.ALIVE
+
+
+def test_a_left_members_time_at_the_uint64_top_wraps_as_go():
+    """A push/pull's leave is one past the member's status time, a Go
+    uint64: at 2**64 - 1 it wraps to 0, an old leave (found by
+    tests/fuzz_gossip.py: it was 2**64, which our own push/pull then failed
+    to encode)."""
+    core = SerfCore.create("py-1")
+    for name in ("py-1", "b"):
+        core.members.node_join(name, 0)
+    core.members.join_intent(m.Join(ltime=5, node="b"), 0)
+    state = m.PushPull(status_ltimes={"b": 2**64 - 1, "c": 2**64 - 1}, left_members=["b", "c"])
+    assert core.merge_remote_state(state, join=False, now=1) is False
+    assert (core.members.members["b"].status, core.members.members["b"].status_ltime) == (MemberStatus.ALIVE, 5)
+    assert [(name, intent.kind, intent.ltime) for name, intent in core.members.intents.items()] \
+        == [("c", SerfMessageType.LEAVE, 0)]
+    assert m.decode(m.encode(core.local_state()), LIMITS).status_ltimes == {"py-1": 0, "b": 5}
 
 
 # ----------------------------------------------------- queries and key management

@@ -33,6 +33,12 @@ from .messages import EventEntry, EventSlot, FilterTag, Query, UserEvent, decode
 
 log = logging.getLogger("mcastmember")
 
+#: the names and payloads the recent-event buffer holds, in bytes: Go's has
+#: no bound but its 512 slots (of any number of events each). 16 MiB keeps
+#: three of Serf's largest events (9 KiB) at every one of the 512 event
+#: times; past it the oldest times are forgotten first.
+DEFAULT_EVENT_BUFFER_BYTES = 16 << 20
+
 #: the tag-filter patterns of one query, in bytes all together: past it the
 #: query selects nobody. A Serf query with its defaults carries at most 1 KiB
 #: in all (QuerySizeLimit), so ~880 bytes of patterns; but RE2 parses Unicode
@@ -119,13 +125,21 @@ class EventBuffer:
     """
 
     def __init__(self, size: int = DEFAULT_EVENT_BUFFER, max_per_slot: int = SerfLimits().max_events_per_slot,
-                 clock: LamportClock | None = None):
+                 clock: LamportClock | None = None, max_bytes: int = DEFAULT_EVENT_BUFFER_BYTES):
         if size < 1:
             raise ValueError("the event buffer needs at least one slot")
+        if max_bytes < USER_EVENT_SIZE_LIMIT:
+            raise ValueError(f"the event buffer must hold at least one event of {USER_EVENT_SIZE_LIMIT} bytes")
         self.clock = clock or LamportClock()
         self.min_time = 0
         self.max_per_slot = max_per_slot
+        self.max_bytes = max_bytes
+        #: events refused: a full slot, or bigger than any Serf member sends
         self.dropped = 0
+        #: older event times forgotten to keep the bytes within ``max_bytes``
+        self.evicted = 0
+        #: the names and payloads held, in bytes
+        self.bytes = 0
         self._slots: list[EventSlot | None] = [None] * size
 
     @property
@@ -145,6 +159,13 @@ class EventBuffer:
         now = self.clock.time()
         if now > self.size and msg.ltime < now - self.size:
             return False
+        cost = _entry_bytes(msg.name, msg.payload)
+        if cost > USER_EVENT_SIZE_LIMIT:
+            # No Serf member sends one (Serf.UserEvent refuses it): only a
+            # forged event is this big, and holding it would cost the
+            # buffer's bytes for the legitimate ones.
+            self.dropped += 1
+            return False
         index = msg.ltime % self.size
         slot = self._slots[index]
         entry = EventEntry(name=msg.name, payload=msg.payload)
@@ -155,10 +176,31 @@ class EventBuffer:
                 self.dropped += 1
                 return False
         else:
+            if slot is not None:
+                self.bytes -= _slot_bytes(slot)
             slot = EventSlot(ltime=msg.ltime)
             self._slots[index] = slot
         slot.events.append(entry)
+        self.bytes += cost
+        if self.bytes > self.max_bytes:
+            self._forget_oldest(keep=index)
         return True
+
+    def _forget_oldest(self, keep: int) -> None:
+        """Empty the slots of the oldest event times (never slot ``keep``, the
+        newest event's) until the bytes are within ``max_bytes``: a flood of
+        big events pushes out older ones, as Serf's ring does with time,
+        never the new one (our own included)."""
+        held = sorted((slot.ltime, index) for index, slot in enumerate(self._slots)
+                      if slot is not None and index != keep)
+        for _, index in held:
+            if self.bytes <= self.max_bytes:
+                return
+            slot = self._slots[index]
+            assert slot is not None
+            self.bytes -= _slot_bytes(slot)
+            self._slots[index] = None
+            self.evicted += 1
 
     def new_event(self, name: str, payload: bytes, coalesce: bool = False,
                   size_limit: int = DEFAULT_USER_EVENT_SIZE_LIMIT) -> tuple[UserEvent, bytes]:
@@ -166,7 +208,7 @@ class EventBuffer:
         event time (then the clock moves on), taken into the buffer, and its
         bytes to broadcast. Raises ValueError if it is over ``size_limit`` or
         Serf's 9 KiB before or after encoding, as Serf refuses it."""
-        raw_size = len(name.encode("utf-8", "surrogateescape")) + len(payload)
+        raw_size = _entry_bytes(name, payload)
         for limit, what in ((size_limit, "configured"), (USER_EVENT_SIZE_LIMIT, "sane")):
             if raw_size > limit:
                 raise ValueError(f"user event exceeds {what} limit of {limit} bytes before encoding")
@@ -178,6 +220,16 @@ class EventBuffer:
         self.clock.increment()
         self.handle(msg)
         return msg, raw
+
+
+def _entry_bytes(name: str, payload: bytes) -> int:
+    """What an event costs the buffer: its name's and payload's bytes, as
+    Serf counts them against its size limits."""
+    return len(name.encode("utf-8", "surrogateescape")) + len(payload)
+
+
+def _slot_bytes(slot: EventSlot) -> int:
+    return sum(_entry_bytes(e.name, e.payload) for e in slot.events)
 
 
 @dataclass
