@@ -522,10 +522,10 @@ def _share_queued(engine: GossipEngine, shared: dict[bytes, bytes]) -> None:
     queue = engine.broadcasts.queue
     assert callable(queue), "the engine's broadcast queue moved"
 
-    def queue_shared(msg: bytes, name: str | None = None, token: object | None = None) -> None:
+    def queue_shared(msg: bytes, name: str | None = None, token: object | None = None, *, own: bool = False) -> bool:
         if len(shared) >= SHARED_MESSAGES:
             shared.clear()          # the copies already queued stay shared
-        queue(shared.setdefault(msg, msg), name, token)
+        return queue(shared.setdefault(msg, msg), name, token, own=own)
 
     engine.broadcasts.queue = queue_shared
 

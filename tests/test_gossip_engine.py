@@ -474,9 +474,10 @@ class _ScanQueue:
         for old in [i for i in self.items if name is not None and i["name"] == name]:
             self.remove(old)
         self.next_id += 1
-        self.items.append({"msg": msg, "name": name, "id": self.next_id, "transmits": 0, "token": token})
+        new = {"msg": msg, "name": name, "id": self.next_id, "transmits": 0, "token": token}
+        self.items.append(new)
         while len(self.items) > self.max_count or sum(len(i["msg"]) for i in self.items) > self.max_bytes:
-            self.remove(max(self.items, key=self.order))
+            self.remove(max((i for i in self.items if i is not new), key=self.order))   # never the new one
             self.dropped += 1
 
     def get(self, overhead, limit, num_nodes, max_items):

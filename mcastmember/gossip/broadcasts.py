@@ -7,9 +7,17 @@ first; among those, the largest that still fits, then the newest. A message
 with a name (memberlist names its own by the node they are about) replaces the
 queued one of the same name: newer news about a node makes the older moot.
 
-Unlike memberlist the queue is bounded in count and bytes: past either bound
-the messages memberlist's ``Prune`` would drop first (most sent, then
-smallest, then oldest) are dropped and counted.
+Unlike memberlist the queue is bounded, and what it drops is counted:
+
+- a message longer than ``max_message`` (what one gossip packet can carry)
+  is refused: memberlist's GetBroadcasts could never pick it, so it would
+  hold its bytes forever, never sent and never retired (one compressed
+  datagram of such messages would fill the queue);
+- past the count or the bytes bound, the messages memberlist's ``Prune``
+  drops first (most sent, then shortest, then oldest) are dropped, but
+  never the message being queued, and the member's own messages (its
+  leave, its refutation, its events) only when nothing relayed is left:
+  then a relayed message is refused rather than take one of theirs.
 """
 
 from __future__ import annotations
@@ -58,16 +66,24 @@ class BroadcastQueue:
     every message fits the packet (most calls), each tier moves up one
     transmission whole."""
 
-    def __init__(self, retransmit_mult: int, max_count: int, max_bytes: int):
+    def __init__(self, retransmit_mult: int, max_count: int, max_bytes: int, max_message: int | None = None):
         self.retransmit_mult = retransmit_mult
         self.max_count = max_count
         self.max_bytes = max_bytes
+        #: the longest message taken (the engine sets what a gossip packet carries)
+        self.max_message = max_bytes if max_message is None else min(max_message, max_bytes)
         self._tiers: dict[int, list[_Item]] = {}        # by transmits, each sorted by rank
         self._named: dict[str, _Item] = {}
+        # The member's own messages, few: a set, so that the relayed
+        # thousands of a full queue cost no more memory each.
+        self._own: set[_Item] = set()
         self._count = 0
         self._bytes = 0
         self._id = 0
+        #: dropped at the count or bytes bound
         self.dropped = 0
+        #: refused as longer than max_message
+        self.oversize = 0
         self.finished: list[object] = []
         self._limit_nodes = -1           # the node count the transmit limit was worked out for
         self._transmit_limit = 0
@@ -84,8 +100,18 @@ class BroadcastQueue:
         """The queued messages in sending order (for tests and inspection)."""
         return [item.msg for transmits in sorted(self._tiers) for item in reversed(self._tiers[transmits])]
 
-    def queue(self, msg: bytes, name: str | None = None, token: object | None = None) -> None:
-        """Queue ``msg``; a named one replaces the queued one of that name."""
+    def queue(self, msg: bytes, name: str | None = None, token: object | None = None, *,
+              own: bool = False) -> bool:
+        """Queue ``msg``; a named one replaces the queued one of that name.
+        ``own``: the member's own news, dropped only for its own. False if
+        refused: longer than :attr:`max_message` (counted in
+        :attr:`oversize`), or relayed into a queue full of the member's own
+        (in :attr:`dropped`); a refused token is finished at once."""
+        if len(msg) > self.max_message:
+            self.oversize += 1
+            if token is not None:
+                self.finished.append(token)
+            return False
         if name is not None and name in self._named:
             self._remove(self._named[name])
         self._id += 1
@@ -95,10 +121,30 @@ class BroadcastQueue:
         self._bytes += len(msg)
         if name is not None:
             self._named[name] = item
+        if own:
+            self._own.add(item)
         while self._count > self.max_count or self._bytes > self.max_bytes:
-            # what Prune drops first: the most sent, then the shortest, then the oldest
-            self._remove(self._tiers[max(self._tiers)][0])
+            victim = self._victim(item, own)
+            self._remove(victim)
             self.dropped += 1
+            if victim is item:
+                return False
+        return True
+
+    def _victim(self, new: _Item, own: bool) -> _Item:
+        """What a full queue drops: Prune's first (the most sent, then the
+        shortest, then the oldest) of the relayed messages, the new one
+        aside; with none, the new one if relayed, else Prune's first of our
+        own others. (max_message <= max_bytes: the new one alone fits.)"""
+        relayed_others = self._count - len(self._own) - (0 if own else 1)
+        spare_own = relayed_others == 0
+        if spare_own and not own:
+            return new
+        for transmits in sorted(self._tiers, reverse=True):
+            for item in self._tiers[transmits]:
+                if item is not new and (spare_own or item not in self._own):
+                    return item
+        raise AssertionError("a queue over its bound holds more than the new message")
 
     def _place(self, item: _Item) -> None:
         tier = self._tiers.get(item.transmits)
@@ -120,6 +166,8 @@ class BroadcastQueue:
     def _forget(self, item: _Item) -> None:
         self._count -= 1
         self._bytes -= len(item.msg)
+        if self._own:
+            self._own.discard(item)
         if item.name is not None and self._named.get(item.name) is item:
             del self._named[item.name]
         if item.token is not None:

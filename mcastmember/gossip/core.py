@@ -39,7 +39,7 @@ from .layout import (ACK_SEQ_MAX_SIZE, COMPOUND_HEADER_OVERHEAD, COMPOUND_MAX_PA
                      CRC_MIN_PROTOCOL, ENCRYPT_OVERHEAD, LABEL_HEADER_SIZE, META_MAX_SIZE, USER_MSG_OVERHEAD,
                      MessageType, NodeState)
 from .settings import GossipSettings
-from .state import Addr, Node, NodeTable, ip_bytes
+from .state import Addr, Node, NodeTable, ip_bytes, ip_text
 from .suspicion import SuspicionTimers
 
 #: the wrap of our sequence and incarnation numbers (Go's uint32)
@@ -147,6 +147,10 @@ class EngineCore:
         self.user_broadcasts = BroadcastQueue(settings.retransmit_mult, settings.max_broadcasts,
                                               settings.max_broadcast_bytes)
         self.keyring = crypto.Keyring(settings.keys) if settings.keys else None
+        # No queued message may be longer than a gossip packet carries: one
+        # that is could never be sent, nor retire, and would pin the queue.
+        self.broadcasts.max_message = self.broadcast_budget
+        self.user_broadcasts.max_message = self.user_broadcast_budget
         self.user_state = user_state
         self.get_broadcasts = get_broadcasts
         self.broadcasts_sent = broadcasts_sent
@@ -161,6 +165,7 @@ class EngineCore:
         empty = hot_path.ack_prefix(b"")
         self._ack_template = (b"", empty, framing.never_shorter(empty, ACK_SEQ_MAX_SIZE))
         self._addr = ip_bytes(settings.advertise_addr)
+        self._own_address = ip_text(self._addr)      # what our refutations are named by
         self._port = settings.advertise_port
         self._seq = 0
         self._incarnation = 0
@@ -222,10 +227,28 @@ class EngineCore:
             self._send_raw(node.address, msgs[0] if len(msgs) == 1 else framing.make_compound(msgs), node)
         self._sent()
 
+    @property
+    def broadcast_budget(self) -> int:
+        """The longest broadcast one gossip packet can carry: what
+        :meth:`_gossip` has room for, less one compound part's length.
+        GetBroadcasts could never pick a longer one, so the queues refuse it."""
+        s = self.settings
+        return max(0, s.udp_buffer_size - COMPOUND_HEADER_OVERHEAD - self._wrap_overhead(outgoing_only=False)
+                   - COMPOUND_OVERHEAD)
+
+    @property
+    def user_broadcast_budget(self) -> int:
+        """:attr:`broadcast_budget` for a user message (Serf's), which costs
+        its type byte more."""
+        return max(0, self.broadcast_budget - USER_MSG_OVERHEAD)
+
     def _broadcast(self, name: str, msg: bytes, token: object | None = None) -> None:
-        before = self.broadcasts.dropped
-        self.broadcasts.queue(msg, name, token)
-        self._counts["broadcasts_dropped"] += self.broadcasts.dropped - before
+        queue = self.broadcasts
+        before = queue.dropped + queue.oversize
+        # Our own news (named by our name, or by our address for a
+        # refutation): a full queue drops every relayed message before it.
+        queue.queue(msg, name, token, own=name == self.name or name == self._own_address)
+        self._counts["broadcasts_dropped"] += queue.dropped + queue.oversize - before
         self._check_leave()
 
     def _get_broadcasts(self, overhead: int, limit: int, max_parts: int) -> list[bytes]:

@@ -138,10 +138,13 @@ class GossipEngine(HotPath):
 
     def broadcast_user(self, payload: bytes, name: str | None = None) -> None:
         """Piggyback a user message on our packets up to the retransmit
-        limit; a named one replaces a queued one of the same name."""
-        before = self.user_broadcasts.dropped
-        self.user_broadcasts.queue(payload, name)
-        self._counts["user_broadcasts_dropped"] += self.user_broadcasts.dropped - before
+        limit; a named one replaces a queued one of the same name. One
+        longer than :attr:`user_broadcast_budget` is refused (no packet can
+        carry it), counted in ``user_broadcasts_dropped``."""
+        queue = self.user_broadcasts
+        before = queue.dropped + queue.oversize
+        queue.queue(payload, name, own=True)
+        self._counts["user_broadcasts_dropped"] += queue.dropped + queue.oversize - before
 
     def send_user(self, addr: Addr, payload: bytes, now: float) -> None:
         """A user message to one address by UDP (SendToAddress: rawSendMsgPacket,

@@ -155,9 +155,11 @@ class SerfNode:
         self.core = SerfCore(self.name, members)
         for clock in (members.clock, self.core.event_buffer.clock, self.core.query_buffer.clock):
             clock.increment()   # serf.Create starts the clocks at 1
-        # delegate.go: intents, queries and events, each transmit-limited
+        # delegate.go: intents, queries and events, each transmit-limited;
+        # none takes a message longer than a gossip packet carries (see _queue)
         self.intents, self.queries, self.user_events = (
-            BroadcastQueue(settings.retransmit_mult, settings.max_broadcasts, settings.max_broadcast_bytes)
+            BroadcastQueue(settings.retransmit_mult, settings.max_broadcasts, settings.max_broadcast_bytes,
+                           self.engine.user_broadcast_budget)
             for _ in range(3))
         self.tracker = QueryTracker()
         self._open: dict[int, _OpenQuery] = {}
@@ -215,7 +217,7 @@ class SerfNode:
         deadline = now + self.serf_settings.broadcast_timeout
         if self.core.members.has_alive_members():
             self._leaving = _Leaving("intent", deadline)
-            self._queue(self.intents, messages.encode(msg), self._leaving.token)
+            self._queue(self.intents, messages.encode(msg), self._leaving.token, own=True)
         else:
             self._leaving = _Leaving("memberlist", deadline)
             self.engine.leave(now)
@@ -234,7 +236,7 @@ class SerfNode:
         msg, raw = self.core.event_buffer.new_event(name, payload, coalesce,
                                                     self.serf_settings.user_event_size_limit)
         self.core.members.events.append(SerfEvent("user", msg.name, msg.payload, msg.ltime, msg.cc))
-        self._queue(self.user_events, raw)
+        self._queue(self.user_events, raw, own=True)
         self._pump(now)
 
     def query(self, name: str, payload: bytes, now: float, *, filters: Iterable[bytes] = (),
@@ -257,7 +259,7 @@ class SerfNode:
         self.tracker.open(query, now)
         self._open[query.ltime] = _OpenQuery(query, now + timeout, members)
         self._process_query(query, now)
-        self._queue(self.queries, raw)
+        self._queue(self.queries, raw, own=True)
         self._pump(now)
         return query
 
@@ -527,7 +529,7 @@ class SerfNode:
         self._event(JoinDone(joined, errors))
 
     def _broadcast_join(self, now: float) -> None:
-        self._queue(self.intents, messages.encode(self.core.members.local_join(now)))
+        self._queue(self.intents, messages.encode(self.core.members.local_join(now)), own=True)
 
     def _local_state(self, join: bool) -> bytes:
         return messages.encode(self.core.local_state())
@@ -746,10 +748,16 @@ class SerfNode:
         if leaving is not None and leaving.phase == "intent" and leaving.token in self.intents.finished:
             self._memberlist_leave(leaving, self._now)
 
-    def _queue(self, queue: BroadcastQueue, raw: bytes, token: object | None = None) -> None:
-        before = queue.dropped
-        queue.queue(raw, None, token)
-        self._counts["serf_broadcasts_dropped"] += queue.dropped - before
+    def _queue(self, queue: BroadcastQueue, raw: bytes, token: object | None = None, own: bool = False) -> None:
+        """Gossip ``raw`` (``own``: our own event, query or intent, which a
+        full queue keeps before any relayed one). One longer than a gossip
+        packet carries is refused and counted: Serf would queue it, but
+        memberlist would never send it, and it would hold the queue's bytes
+        for good. It was handled here already; an event reaches the others
+        by stream, in push/pull's event buffer, as it does in Serf."""
+        before = queue.dropped + queue.oversize
+        queue.queue(raw, None, token, own=own)
+        self._counts["serf_broadcasts_dropped"] += queue.dropped + queue.oversize - before
 
     def _event(self, event: SerfNodeEvent) -> None:
         if len(self._events) >= self.engine.settings.max_events:
