@@ -117,6 +117,7 @@ class GossipOptions(TypedDict, total=False):
     label: bytes
     limits: Limits
     max_nodes: int
+    max_dead_nodes: int
     max_broadcasts: int
     max_broadcast_bytes: int
     max_pending_acks: int
@@ -137,6 +138,8 @@ class SerfOptions(TypedDict, total=False):
     reconnect_interval: float
     reconnect_timeout: float
     tombstone_timeout: float
+    max_failed_members: int
+    max_left_members: int
     query_timeout_mult: int
     query_size_limit: int
     query_response_size_limit: int

@@ -304,6 +304,11 @@ GOSSIP_COUNTERS: tuple[Spec, ...] = (
      _by({"acks_refused": "acks", "alive_refused": "alive", "nodes_refused": "nodes",
           "streams_refused": "streams", "push_pulls_refused": "push_pulls",
           "serf_members_refused": "serf_members", "confirmations_refused": "confirmations"})),
+    ("evicted", "Dead, left or failed members forgotten before their reaping, by what: memberlist's nodes "
+     "to make room for a newcomer in a full table, or past max_dead_nodes; Serf's members to make room, "
+     "or past max_failed_members or max_left_members.", ("what",),
+     _by({"nodes_evicted": "nodes", "dead_nodes_evicted": "dead_nodes", "serf_members_evicted": "serf_members",
+          "serf_failed_evicted": "serf_failed", "serf_left_evicted": "serf_left"})),
     ("probes", "Probes of a member (one per probe interval).", (), _one("probes")),
     ("probes_failed", "Probes neither acked directly nor indirectly.", (), _one("probes_failed")),
     ("probes_degraded", "Probes whose timeout health scaled.", (), _one("probes_degraded")),

@@ -57,7 +57,8 @@ COUNTERS = (
     "datagrams_dropped", "probes", "probes_failed", "probes_degraded", "pings_misdirected",
     "indirect_pings_sent", "indirect_pings_relayed", "acks_received", "nacks_received",
     "acks_refused", "suspects", "suspects_told", "confirmations_refused", "refutes", "alive_refused",
-    "nodes_refused", "nodes_reaped", "name_conflicts", "broadcasts_dropped", "user_broadcasts_dropped",
+    "nodes_refused", "nodes_evicted", "dead_nodes_evicted", "nodes_reaped", "name_conflicts",
+    "broadcasts_dropped", "user_broadcasts_dropped",
     "streams_opened", "streams_failed", "streams_refused", "streams_received", "streams_bad", "push_pulls",
     "push_pulls_refused", "events_dropped", "user_messages_received")
 

@@ -303,8 +303,9 @@ class GossipEngine(HotPath):
             return
         state = self.table.get(a.node)
         updates_node = False
+        new = state is None
         if state is None:
-            if len(self.table) >= s.max_nodes:
+            if len(self.table) >= s.max_nodes and not self._room_for(a):
                 self._counts["nodes_refused"] += 1
                 return
             state = Node(a.node, a.addr, a.port, a.meta, state=NodeState.DEAD, state_change=now)
@@ -322,6 +323,8 @@ class GossipEngine(HotPath):
                 return
         local = state.name == self.name
         if a.incarnation <= state.incarnation and not local and not updates_node:
+            if new:
+                self._node_gone(state)      # first heard of at incarnation 0: kept, dead, as memberlist does
             return
         if a.incarnation < state.incarnation and local:
             return
@@ -348,10 +351,44 @@ class GossipEngine(HotPath):
             if state.state != NodeState.ALIVE:
                 state.state = NodeState.ALIVE
                 state.state_change = now
+                self.table.back(state)
         if old_state in (NodeState.DEAD, NodeState.LEFT):
             self._event(MemberJoined(state.info()))
         elif old_meta != state.meta:
             self._event(MemberUpdated(state.info()))
+
+    def _room_for(self, a: messages.Alive) -> bool:
+        """Beyond memberlist: a full table makes room for a newcomer that
+        will be alive by evicting the node that became dead or left longest
+        ago, if there is one (counted). Without it, forged deaths of
+        invented members would keep every real newcomer out until the
+        reaping (gossip_to_the_dead_time); a table full of live nodes still
+        refuses."""
+        oldest = self.table.oldest_gone()
+        if oldest is None or (a.incarnation == 0 and a.node != self.name):
+            return False
+        self._evict(oldest)
+        self._counts["nodes_evicted"] += 1
+        return True
+
+    def _node_gone(self, state: Node) -> None:
+        """``state`` (not ours) just became dead or left: the newest of the
+        table's gone nodes; past ``max_dead_nodes`` the oldest is forgotten
+        before its reaping (counted), so invented members killed by forged
+        deaths do not hold the table for gossip_to_the_dead_time."""
+        if state.name == self.name:
+            return
+        table = self.table
+        table.went(state)
+        while len(table.gone) > self.settings.max_dead_nodes:
+            oldest = table.oldest_gone()
+            assert oldest is not None
+            self._evict(oldest)
+            self._counts["dead_nodes_evicted"] += 1
+
+    def _evict(self, node: Node) -> None:
+        self.table.evict(node)
+        self._suspicions.pop(node.name, None)
 
     def _suspect_node(self, sus: messages.Suspect, now: float, sender: Addr | None = None) -> None:
         state = self.table.get(sus.node)
@@ -452,6 +489,7 @@ class GossipEngine(HotPath):
         state.incarnation = d.incarnation
         state.state = NodeState.LEFT if d.node == d.from_ else NodeState.DEAD
         state.state_change = now
+        self._node_gone(state)
         info = state.info()
         self._event(MemberLeft(info) if state.state == NodeState.LEFT else MemberFailed(info))
 

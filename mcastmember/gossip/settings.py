@@ -75,8 +75,13 @@ class GossipSettings:
     #: the wire parsers' bounds
     limits: Limits = field(default_factory=Limits)
     # -- the engine's own bounds (memberlist has none), each counted when hit --
-    #: nodes in the table, ourselves and dead ones included
+    #: nodes in the table, ourselves and dead ones included; when it is
+    #: full, a newcomer takes the place of the node that became dead or left
+    #: longest ago (``nodes_evicted``), and is refused only if none is
     max_nodes: int = 16_384
+    #: dead and left nodes kept until their reaping (gossip_to_the_dead_time);
+    #: past it the oldest is forgotten early (``dead_nodes_evicted``)
+    max_dead_nodes: int = 4096
     #: queued broadcasts, memberlist's and user ones each
     max_broadcasts: int = 4096
     max_broadcast_bytes: int = 4 * 1024 * 1024
@@ -113,7 +118,7 @@ class GossipSettings:
             if getattr(self, name) < 0:
                 raise ConfigurationError(f"{name} cannot be negative")
         for name in ("retransmit_mult", "suspicion_mult", "suspicion_max_timeout_mult",
-                     "awareness_max_multiplier", "max_nodes", "max_broadcasts", "max_pending_acks",
+                     "awareness_max_multiplier", "max_nodes", "max_dead_nodes", "max_broadcasts", "max_pending_acks",
                      "max_streams", "max_datagrams", "max_events"):
             if getattr(self, name) < 1:
                 raise ConfigurationError(f"{name} must be at least 1")

@@ -5,6 +5,12 @@ helpers; read, not copied).
 cluster-wide, a new node is probed soon on average), and the list is
 reshuffled each time the probe round-robin wraps, when dead nodes past
 GossipToTheDeadTime are reaped.
+
+Beyond memberlist, the dead and left nodes are also kept in the order they
+became so (``gone``), so that the one that changed longest ago is found at
+once: the engine bounds how many it keeps and evicts the oldest to make
+room for a live newcomer, which forged deaths would otherwise keep out of a
+full table until the reaping.
 """
 
 from __future__ import annotations
@@ -88,7 +94,8 @@ class Node:
 class NodeTable:
     """The nodes in probe order and by name; bounded by the engine.
     ``get(name)`` gives the node of that name or None: the dict's own
-    ``get`` (the engine asks tens of times per packet)."""
+    ``get`` (the engine asks tens of times per packet). ``gone``: the dead
+    and left nodes the engine registered (:meth:`went`), oldest first."""
 
     get: Callable[[str], Node | None]
 
@@ -96,6 +103,11 @@ class NodeTable:
         self.rng = rng
         self.nodes: list[Node] = []
         self.by_name = {}
+        self.gone: dict[str, Node] = {}
+        # Each node's place in ``nodes``, made when an eviction first needs
+        # it and kept by add and evict until a reshuffle; checked on use, as
+        # ``nodes`` may be replaced wholesale (the simulator builds tables).
+        self._where: dict[str, int] | None = None
 
     @property
     def by_name(self) -> dict[str, Node]:
@@ -115,11 +127,52 @@ class NodeTable:
 
     def add(self, node: Node) -> None:
         """Append, then swap with a random place (aliveNode)."""
-        n = len(self.nodes)
+        nodes = self.nodes
+        n = len(nodes)
         offset = self.random_offset(n)
-        self.nodes.append(node)
-        self.nodes[offset], self.nodes[n] = self.nodes[n], self.nodes[offset]
+        nodes.append(node)
+        nodes[offset], nodes[n] = nodes[n], nodes[offset]
         self.by_name[node.name] = node
+        where = self._where
+        if where is not None:
+            where[nodes[n].name] = n
+            where[nodes[offset].name] = offset
+
+    def went(self, node: Node) -> None:
+        """``node`` just became dead or left: the newest of ``gone``."""
+        self.gone.pop(node.name, None)
+        self.gone[node.name] = node
+
+    def back(self, node: Node) -> None:
+        """``node`` is alive again: no longer gone."""
+        self.gone.pop(node.name, None)
+
+    def oldest_gone(self) -> Node | None:
+        """The node that became dead or left longest ago (and still is), if any."""
+        return next(iter(self.gone.values()), None)
+
+    def evict(self, node: Node) -> None:
+        """Forget ``node`` now: its place in the probe order goes to the
+        last node (a swap, not a shift of the whole list)."""
+        where = self._places(node)
+        index = where.pop(node.name)
+        nodes = self.nodes
+        last = nodes.pop()
+        if index < len(nodes):
+            nodes[index] = last
+            where[last.name] = index
+        del self.by_name[node.name]
+        self.gone.pop(node.name, None)
+
+    def _places(self, node: Node) -> dict[str, int]:
+        """``_where``, made anew unless it holds ``node`` at its place."""
+        where = self._where
+        if where is not None:
+            index = where.get(node.name, -1)
+            if 0 <= index < len(self.nodes) and self.nodes[index] is node:
+                return where
+        self._where = where = {n.name: i for i, n in enumerate(self.nodes)}
+        return where
 
     def reap_and_shuffle(self, now: float, gossip_to_the_dead: float) -> list[Node]:
         """resetNodes: remove dead and left nodes older than
@@ -131,10 +184,12 @@ class NodeTable:
             if node.dead_or_left() and now - node.state_change > gossip_to_the_dead:
                 gone.append(node)
                 del self.by_name[node.name]
+                self.gone.pop(node.name, None)
             else:
                 keep.append(node)
         self.rng.shuffle(keep)
         self.nodes = keep
+        self._where = None
         return gone
 
     def k_random(self, k: int, skip: Callable[[Node], bool]) -> list[Node]:

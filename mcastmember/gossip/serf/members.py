@@ -14,6 +14,14 @@ What makes ``serf members`` show a node ``left`` rather than ``failed``: its
 leave intent (gossiped before memberlist's own dead/leave) turns it
 ``leaving``; memberlist's leave then turns a leaving member ``left`` and an
 alive one ``failed``.
+
+Beyond Serf, failed and left members are bounded apart from the table
+(``max_failed_members``, ``max_left_members``: past either, the one that
+failed or left first is forgotten early), and a newcomer that finds the
+table full takes the place of the member that failed or left longest ago.
+Serf keeps them for a day (the reconnect and tombstone timeouts), so
+otherwise forged deaths of invented members would keep every real newcomer
+out that long.
 """
 
 from __future__ import annotations
@@ -25,6 +33,10 @@ from .clock import LamportClock
 from .layout import (DEFAULT_RECONNECT_TIMEOUT, DEFAULT_TOMBSTONE_TIMEOUT, MemberStatus,
                      SerfMessageType)
 from .messages import Join, Leave, PushPull, UserEvent
+
+#: SerfMembers' (and SerfSettings') default bounds on failed and on left members
+DEFAULT_MAX_FAILED_MEMBERS = 4096
+DEFAULT_MAX_LEFT_MEMBERS = 4096
 
 
 @dataclass
@@ -66,26 +78,52 @@ class LeaveOutcome:
 class SerfMembers:
     """Member statuses by Serf's rules, for the node called ``name``.
 
-    ``max_members`` bounds the table (memberlist's own table bounds it first;
-    beyond it a join is refused and counted in ``refused``).
+    ``max_members`` bounds the table (memberlist's own table bounds it
+    first): a newcomer that finds it full takes the place of the member
+    that failed or left longest ago (counted in ``evicted``), and is
+    refused (counted in ``refused``) only if none did. Failed and left
+    members are bounded on their own, oldest out (``max_failed_members``,
+    ``failed_evicted``; ``max_left_members``, ``left_evicted``). Ourselves
+    are never evicted.
     """
 
     def __init__(self, name: str, intents: IntentBuffer | None = None, clock: LamportClock | None = None,
                  reconnect_timeout: float = DEFAULT_RECONNECT_TIMEOUT,
-                 tombstone_timeout: float = DEFAULT_TOMBSTONE_TIMEOUT, max_members: int = 100_000):
+                 tombstone_timeout: float = DEFAULT_TOMBSTONE_TIMEOUT, max_members: int = 100_000,
+                 max_failed_members: int = DEFAULT_MAX_FAILED_MEMBERS,
+                 max_left_members: int = DEFAULT_MAX_LEFT_MEMBERS):
         self.name = name
         self.clock = clock or LamportClock()
         self.intents = intents or IntentBuffer()
         self.reconnect_timeout = reconnect_timeout
         self.tombstone_timeout = tombstone_timeout
         self.max_members = max_members
+        self.max_failed_members = max_failed_members
+        self.max_left_members = max_left_members
         self.refused = 0
+        self.evicted = 0
+        self.failed_evicted = 0
+        self.left_evicted = 0
         #: this node: ALIVE, then LEAVING from local_leave(), LEFT from left()
         self.state = MemberStatus.ALIVE
         self.members: dict[str, MemberState] = {}
-        self.left_members: list[str] = []
-        self.failed_members: list[str] = []
+        # The failed and the left members in the order they became so
+        # (Serf's failedMembers and leftMembers lists), as dicts: dropping
+        # one is O(1), not a search of thousands.
+        self._left: dict[str, MemberState] = {}
+        self._failed: dict[str, MemberState] = {}
         self.events: list[SerfEvent] = []
+
+    @property
+    def left_members(self) -> list[str]:
+        """The left members' names, in the order they left (push/pull
+        sends them so); a copy."""
+        return list(self._left)
+
+    @property
+    def failed_members(self) -> list[str]:
+        """The failed members' names, in the order they failed; a copy."""
+        return list(self._failed)
 
     def take_events(self) -> list[SerfEvent]:
         """The events since the last call, oldest first."""
@@ -124,9 +162,9 @@ class SerfMembers:
             member.status = MemberStatus.LEAVING
         elif member.status == MemberStatus.FAILED:
             member.status = MemberStatus.LEFT
-            self._drop(self.failed_members, member.name)
-            self.left_members.append(member.name)
+            self._failed.pop(member.name, None)
             self.events.append(SerfEvent("member-leave", member.name))
+            self._now_left(member)
         elif member.status not in (MemberStatus.LEAVING, MemberStatus.LEFT):
             return LeaveOutcome(False)
         return LeaveOutcome(True, prune=msg.prune)
@@ -138,8 +176,12 @@ class SerfMembers:
         member = self.members.get(name)
         if member is None:
             if len(self.members) >= self.max_members:
-                self.refused += 1
-                return
+                oldest = self._oldest_gone()
+                if oldest is None:
+                    self.refused += 1
+                    return
+                self.erase(oldest.name)
+                self.evicted += 1
             member = MemberState(name)
             join = self.intents.recent(name, SerfMessageType.JOIN)
             if join is not None:
@@ -154,8 +196,8 @@ class SerfMembers:
             member.status = MemberStatus.ALIVE
             member.leave_time = None
             if old in (MemberStatus.FAILED, MemberStatus.LEFT):
-                self._drop(self.failed_members, name)
-                self._drop(self.left_members, name)
+                self._failed.pop(name, None)
+                self._left.pop(name, None)
         self.events.append(SerfEvent("member-join", name))
 
     def node_leave(self, name: str, now: float) -> None:
@@ -166,16 +208,14 @@ class SerfMembers:
             return
         if member.status == MemberStatus.LEAVING:
             member.status = MemberStatus.LEFT
-            self.left_members.append(name)
-            kind = "member-leave"
+            member.leave_time = now
+            self.events.append(SerfEvent("member-leave", name))
+            self._now_left(member)
         elif member.status == MemberStatus.ALIVE:
             member.status = MemberStatus.FAILED
-            self.failed_members.append(name)
-            kind = "member-failed"
-        else:
-            return
-        member.leave_time = now
-        self.events.append(SerfEvent(kind, name))
+            member.leave_time = now
+            self.events.append(SerfEvent("member-failed", name))
+            self.failed_evicted += self._newest(self._failed, member, self.max_failed_members)
 
     def node_update(self, name: str) -> None:
         """memberlist reports new meta (tags) for ``name`` (handleNodeUpdate)."""
@@ -225,26 +265,52 @@ class SerfMembers:
     def erase(self, name: str) -> None:
         """Forget a member at once (eraseNode; a prune)."""
         if self.members.pop(name, None) is not None:
-            self._drop(self.left_members, name)
-            self._drop(self.failed_members, name)
+            self._left.pop(name, None)
+            self._failed.pop(name, None)
             self.events.append(SerfEvent("member-reap", name))
 
     def reap(self, now: float) -> None:
         """Serf's periodic reap (handleReap, every 15 s by default): failed
         members after the reconnect timeout, left ones after the tombstone
         timeout, buffered intents after theirs."""
-        for names, timeout in ((self.failed_members, self.reconnect_timeout),
-                               (self.left_members, self.tombstone_timeout)):
-            for name in list(names):
-                member = self.members.get(name)
-                if member is not None and member.leave_time is not None and now - member.leave_time > timeout:
+        for gone, timeout in ((self._failed, self.reconnect_timeout), (self._left, self.tombstone_timeout)):
+            for name, member in list(gone.items()):
+                if member.leave_time is not None and now - member.leave_time > timeout:
                     self.erase(name)
         self.intents.reap(now)
 
-    @staticmethod
-    def _drop(names: list[str], name: str) -> None:
-        if name in names:
-            names.remove(name)
+    def _now_left(self, member: MemberState) -> None:
+        self.left_evicted += self._newest(self._left, member, self.max_left_members)
+
+    def _newest(self, gone: dict[str, MemberState], member: MemberState, bound: int) -> int:
+        """``member`` is now the newest of ``gone`` (the failed or the left
+        ones); past ``bound`` the oldest (never us) are erased. Returns how
+        many were."""
+        gone.pop(member.name, None)
+        gone[member.name] = member
+        erased = 0
+        while len(gone) > bound and (oldest := _first_other(gone, self.name)) is not None:
+            self.erase(oldest.name)
+            erased += 1
+        return erased
+
+    def _oldest_gone(self) -> MemberState | None:
+        """The member (not us) that failed or left longest ago, if any: the
+        first of either kind, the earlier of the two (a failed member that
+        then left keeps the time it failed, as in Serf)."""
+        failed = _first_other(self._failed, self.name)
+        left = _first_other(self._left, self.name)
+        if failed is None or left is None:
+            return failed or left
+        return left if (left.leave_time or 0.0) < (failed.leave_time or 0.0) else failed
+
+
+def _first_other(gone: dict[str, MemberState], me: str) -> MemberState | None:
+    """The first of ``gone`` that is not ``me`` (at most one step past it)."""
+    for name, member in gone.items():
+        if name != me:
+            return member
+    return None
 
 
 class SerfCore:

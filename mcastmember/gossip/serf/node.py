@@ -55,7 +55,7 @@ from .layout import (AGENT_PROTOCOL_VERSION, DEFAULT_QUERY_RESPONSE_SIZE_LIMIT, 
 from .events import (ConflictResolved, GossipMember, JoinDone, KeyResult, KeyringChanged, LeaveDone,
                      MemberEvent, QueryAnswer, QueryFinished, QueryReceived, SerfNodeEvent, Tags,
                      UserEventReceived)
-from .members import SerfCore, SerfEvent, SerfMembers
+from .members import DEFAULT_MAX_FAILED_MEMBERS, DEFAULT_MAX_LEFT_MEMBERS, SerfCore, SerfEvent, SerfMembers
 from .queries import QueryTracker, answer_internal_query, default_query_timeout, make_ack, make_response, \
     new_query
 from .tags import decode_tags, encode_tags
@@ -92,6 +92,12 @@ class SerfSettings:
     reconnect_interval: float = 30.0
     reconnect_timeout: float = DEFAULT_RECONNECT_TIMEOUT
     tombstone_timeout: float = DEFAULT_TOMBSTONE_TIMEOUT
+    #: failed members kept (for reconnects) until the reconnect timeout; past
+    #: it the one that failed first is forgotten early (``serf_failed_evicted``)
+    max_failed_members: int = DEFAULT_MAX_FAILED_MEMBERS
+    #: left members kept until the tombstone timeout; past it the one that
+    #: left first is forgotten early (``serf_left_evicted``)
+    max_left_members: int = DEFAULT_MAX_LEFT_MEMBERS
     query_timeout_mult: int = DEFAULT_QUERY_TIMEOUT_MULT
     query_size_limit: int = DEFAULT_QUERY_SIZE_LIMIT
     query_response_size_limit: int = DEFAULT_QUERY_RESPONSE_SIZE_LIMIT
@@ -110,6 +116,9 @@ class SerfSettings:
         for name in ("leave_propagate_delay", "reconnect_timeout", "tombstone_timeout"):
             if getattr(self, name) < 0:
                 raise ConfigurationError(f"{name} cannot be negative")
+        for name in ("max_failed_members", "max_left_members"):
+            if getattr(self, name) < 1:
+                raise ConfigurationError(f"{name} must be at least 1")
 
 
 @dataclass(eq=False)
@@ -151,7 +160,8 @@ class SerfNode:
                                    user_state=self._local_state, get_broadcasts=self._get_broadcasts,
                                    broadcasts_sent=self._broadcasts_sent)
         members = SerfMembers(self.name, reconnect_timeout=serf.reconnect_timeout,
-                              tombstone_timeout=serf.tombstone_timeout, max_members=settings.max_nodes)
+                              tombstone_timeout=serf.tombstone_timeout, max_members=settings.max_nodes,
+                              max_failed_members=serf.max_failed_members, max_left_members=serf.max_left_members)
         self.core = SerfCore(self.name, members)
         for clock in (members.clock, self.core.event_buffer.clock, self.core.query_buffer.clock):
             clock.increment()   # serf.Create starts the clocks at 1
@@ -325,6 +335,9 @@ class SerfNode:
         for status in (MemberStatus.ALIVE, MemberStatus.LEAVING, MemberStatus.LEFT, MemberStatus.FAILED):
             out[f"members.{status.name.lower()}"] = listed.count(status)
         out["serf_members_refused"] = self.core.members.refused
+        out["serf_members_evicted"] = self.core.members.evicted
+        out["serf_failed_evicted"] = self.core.members.failed_evicted
+        out["serf_left_evicted"] = self.core.members.left_evicted
         out["intents_queued"] = len(self.intents)
         out["events_queued"] = len(self.user_events)
         out["queries_queued"] = len(self.queries)
