@@ -142,12 +142,12 @@ def test_the_next_deadline_follows_suspicions_as_they_begin_move_end_and_expire(
     assert e.next_deadline() == 25.0 and e.node("b").state == NodeState.SUSPECT
     e.handle_timer(25.0)
     assert e.node("b").state == NodeState.DEAD and e.next_deadline() == 30.0
-    relay = messages.IndirectPing(seq_no=77, target=bytes([127, 0, 0, 6]), port=7946, node="e", nack=True)
+    relay = messages.IndirectPing(seq_no=77, target=bytes([127, 0, 0, 5]), port=7946, node="e", nack=True)
     e.receive_packet(messages.encode(relay), ("127.0.0.3", 7946), 26.0)
     assert e.next_deadline() == 26.5          # the relay's probe timeout
-    ((ping, _addr),) = [(d, a) for d, a in e.datagrams_to_send(26.0) if a == ("127.0.0.6", 7946)]
+    ((ping, _addr),) = [(d, a) for d, a in e.datagrams_to_send(26.0) if a == ("127.0.0.5", 7946)]
     seq = _parts(ping)[0].seq_no
-    e.receive_packet(messages.encode(messages.Ack(seq_no=seq)), ("127.0.0.6", 7946), 26.1)
+    e.receive_packet(messages.encode(messages.Ack(seq_no=seq)), ("127.0.0.5", 7946), 26.1)
     assert e.next_deadline() == 30.0
     e.handle_timer(30.0)
     assert e.node("c").state == NodeState.DEAD and e.next_deadline() is None
@@ -588,12 +588,55 @@ def test_bounds_are_kept_and_counted():
     for n in range(3):
         small.broadcast_user(b"m%d" % n, name=str(n))
     assert len(small.user_broadcasts) == 2 and small.stats()["user_broadcasts_dropped"] == 1
-    ind = messages.IndirectPing(seq_no=1, target=bytes([127, 0, 0, 1]), port=7946, node="a")
+    known = next(n for n in small.table.nodes if n.name != "f")
+    ind = messages.IndirectPing(seq_no=1, target=known.addr, port=known.port, node=known.name)
     for _ in range(3):
         small.receive_packet(messages.encode(ind), ("127.0.0.1", 7946), net.now)
     assert small.stats()["acks_refused"] >= 2
     assert small.join([("127.0.0.50", 7946), ("127.0.0.51", 7946)], net.now) == 1
     assert small.stats()["streams_refused"] == 1
+
+
+VICTIM = ("127.0.0.99", 7946)      # no member's address: a third party
+
+
+def _to_victim(net, start):
+    return [data for _t, _src, dst, data in net.sent[start:] if dst == VICTIM]
+
+
+def test_a_forged_indirect_ping_sends_nothing_to_an_address_no_member_has():
+    """memberlist pings whatever target an indirect ping names: one forged
+    datagram sends a ping to a third party. Only a member at its own
+    address is pinged for someone else."""
+    net = Net()
+    net.cluster(["a", "b", "c"], settle=3.0)
+    a, start = net["a"], len(net.sent)
+    forged = [messages.IndirectPing(seq_no=1, target=bytes([127, 0, 0, 99]), port=7946, node="x", nack=True),
+              # a member's name at another address
+              messages.IndirectPing(seq_no=2, target=bytes([127, 0, 0, 99]), port=7946, node="b", nack=True),
+              # a member's address under another name
+              messages.IndirectPing(seq_no=3, target=bytes([127, 0, 0, 2]), port=7946, node="x", nack=True)]
+    for ind in forged:
+        a.receive_packet(messages.encode(ind), ("127.0.0.3", 7946), net.now)
+    net.run(net.now + 1.0)
+    assert _to_victim(net, start) == []
+    assert (a.stats()["sends_refused"], a.stats()["indirect_pings_relayed"]) == (3, 0)
+    real = messages.IndirectPing(seq_no=4, target=bytes([127, 0, 0, 2]), port=7946, node="b")
+    a.receive_packet(messages.encode(real), ("127.0.0.3", 7946), net.now)
+    assert (a.stats()["sends_refused"], a.stats()["indirect_pings_relayed"]) == (3, 1)
+
+
+def test_a_ping_is_answered_at_its_sender_not_at_the_address_it_names():
+    net = Net()
+    net.cluster(["a", "b"], settle=3.0)
+    a, start = net["a"], len(net.sent)
+    ping = messages.Ping(seq_no=5, node="a", source_addr=bytes([127, 0, 0, 99]), source_port=7946, source_node="b")
+    a.receive_packet(messages.encode(ping), net.names["b"], net.now)
+    net.run(net.now + 0.01)
+    assert _to_victim(net, start) == []
+    acks = [m for _t, src, dst, data in net.sent[start:] if src == net.names["a"] and dst == net.names["b"]
+            for m in _parts(data) if isinstance(m, messages.Ack) and m.seq_no == 5]
+    assert len(acks) == 1
 
 
 def test_bad_packets_are_counted_by_reason():

@@ -335,6 +335,27 @@ def test_bad_serf_messages_and_full_queues_are_counted_and_relays_forwarded():
                for d in forwarded)
 
 
+def test_queries_and_relays_answer_members_at_their_own_address_only():
+    """Serf sends a query's ack and answer, and each relayed copy, to the
+    address the query names, and a relay to the address its header names:
+    a forged query would turn every member into a reflector at a third
+    party. Only a member at its listed address is answered or relayed to."""
+    net = cluster(["a", "b", "c"])
+    victim, start = ("127.0.0.99", 7946), len(net.sent)
+    forged = messages.Query(ltime=50, id=7, addr=bytes([127, 0, 0, 99]), port=7946, source_node="b",
+                            flags=1, relay_factor=2, timeout=10**9, name="_serf_ping")
+    answer = messages.encode(messages.QueryResponse(ltime=50, id=7, from_="a", payload=b""))
+    net["a"].engine.send_user(net.names["b"], messages.encode(forged), net.now)
+    net["a"].engine.send_user(net.names["c"], messages.encode_relay(bytes([127, 0, 0, 99]), 7946, "x", answer),
+                              net.now)
+    net["a"].engine.send_user(net.names["c"], messages.encode_relay(bytes([127, 0, 0, 99]), 7946, "b", answer),
+                              net.now)
+    net.run(net.now + 2.0)
+    assert [d for _t, _src, dst, d in net.sent[start:] if dst == victim] == []
+    assert (net["b"].stats()["answers_refused"], net["c"].stats()["relays_refused"]) == (1, 2)
+    assert net["c"].stats()["relays_forwarded"] == 0
+
+
 def test_a_healed_partition_re_merges_by_reconnecting_to_failed_members():
     net = cluster(["a", "b", "c", "d"])
     for other in "abc":
@@ -357,9 +378,13 @@ def test_a_node_claiming_a_known_name_asks_the_cluster_and_is_in_the_minority():
     impostor.start(net.now)
     impostor.join([net.names["a"]], net.now)
     net.run(net.now + 5.0)
-    # a, c and d answer with the b they know (127.0.0.2); the real b does not answer about itself
+    # a, c and d list b at 127.0.0.2, so they answer no query from 127.0.0.9
+    # that calls itself b (a member's queries are answered at its listed
+    # address only); with no answers, as with the three Serf would give,
+    # the impostor is in the minority
     resolved = [e for _t, e in net.events["b"] if isinstance(e, ConflictResolved)]
-    assert resolved == [ConflictResolved(matching=0, responses=3)] and not resolved[0].majority
+    assert resolved == [ConflictResolved(matching=0, responses=0)] and not resolved[0].majority
+    assert sum(net[name].stats()["answers_refused"] for name in "acd") == 3
     for name in "acd":
         assert net[name].member("b").addr == "127.0.0.2"
 

@@ -304,6 +304,9 @@ GOSSIP_COUNTERS: tuple[Spec, ...] = (
      _by({"acks_refused": "acks", "alive_refused": "alive", "nodes_refused": "nodes",
           "streams_refused": "streams", "push_pulls_refused": "push_pulls",
           "serf_members_refused": "serf_members", "confirmations_refused": "confirmations"})),
+    ("sends_refused", "Sends a packet asked for to an address that is no member's, refused: indirect "
+     "pings' targets, query answers' askers, relays' destinations.", ("what",),
+     _by({"sends_refused": "indirect_pings", "answers_refused": "answers", "relays_refused": "relays"})),
     ("evicted", "Dead, left or failed members forgotten before their reaping, by what: memberlist's nodes "
      "to make room for a newcomer in a full table, or past max_dead_nodes; Serf's members to make room, "
      "or past max_failed_members or max_left_members.", ("what",),

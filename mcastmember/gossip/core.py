@@ -60,7 +60,7 @@ COUNTERS = (
     "nodes_refused", "nodes_evicted", "dead_nodes_evicted", "nodes_reaped", "name_conflicts",
     "broadcasts_dropped", "user_broadcasts_dropped",
     "streams_opened", "streams_failed", "streams_refused", "streams_received", "streams_bad", "push_pulls",
-    "push_pulls_refused", "events_dropped", "user_messages_received")
+    "push_pulls_refused", "events_dropped", "user_messages_received", "sends_refused")
 
 
 
@@ -345,6 +345,15 @@ class EngineCore:
             self._counts["events_dropped"] += 1
             return
         self._events.append(event)
+
+    def is_member_at(self, name: str, addr: Addr) -> bool:
+        """Whether ``name`` is a member we list alive or suspect, at ``addr``:
+        what an address a packet names must be before we send anything
+        there (an indirect ping's target, a query's asker, a relay's
+        destination). Anyone can put any address in a datagram; only a
+        member's own is one we may be asked to reach."""
+        node = self.table.get(name)
+        return node is not None and not node.dead_or_left() and node.address == addr
 
     def _bad(self, reason: str) -> None:
         self._counts["bad_input"] += 1

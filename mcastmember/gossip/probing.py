@@ -40,10 +40,15 @@ class Probing(StreamSync):
         if len(ind.target) not in (4, 16):
             self._bad("bad_address")
             return
+        port = ind.port if ind.port and self.settings.protocol_version >= 2 else self._port
+        if not self.is_member_at(ind.node, (ip_text(ind.target), port)):
+            # memberlist pings whatever address it is asked to: a datagram
+            # of 50 bytes then sends a ping to a third party and an ack back
+            self._counts["sends_refused"] += 1
+            return
         if len(self._acks) >= self.settings.max_pending_acks:
             self._counts["acks_refused"] += 1
             return
-        port = ind.port if ind.port and self.settings.protocol_version >= 2 else self._port
         seq = self._next_seq()
         self._acks[seq] = Relay(ind.seq_no, reply_address(ind.source_addr, ind.source_port, addr), ind.nack,
                                  now + self.settings.probe_timeout)
@@ -197,8 +202,11 @@ class Probing(StreamSync):
 
 
 def reply_address(addr: bytes, port: int, sender: Addr) -> Addr:
-    """Where a reply goes: the message's source if it gives one, else the sender."""
-    if len(addr) in (4, 16) and port > 0:
-        return (ip_text(addr), port)
+    """Where a reply goes: the datagram's sender, whatever source address the
+    message names. memberlist replies to the named one, so one forged ping
+    makes it send to a third party; the sender is where the ping came from
+    (a peer behind NAT included: its NAT maps the reply back), and the
+    only address that reply can reach without being asked by it."""
+    del addr, port
     return sender
 

@@ -67,7 +67,8 @@ __all__ = ["COUNTERS", "ConflictResolved", "GossipMember", "JoinDone", "KeyResul
 
 #: every counter, present from the start
 COUNTERS = ("serf_messages", "serf_messages_bad", "intents_rebroadcast", "events_rebroadcast",
-            "queries_rebroadcast", "queries_answered", "relays_forwarded", "responses_received",
+            "queries_rebroadcast", "queries_answered", "relays_forwarded", "relays_refused", "answers_refused",
+            "responses_received",
             "keyring_changes", "serf_broadcasts_dropped", "serf_events_dropped", "reconnects_ok",
             "reconnects_failed", "coordinate_updates", "coordinates_bad", "coordinates_refused",
             "coordinates_unknown_node")
@@ -566,8 +567,13 @@ class SerfNode:
         try:
             if buf[:1] == bytes((SerfMessageType.RELAY,)):
                 header, inner = messages.decode_relay(buf, limits)
+                destination = messages.relay_address(header)
+                if not self.engine.is_member_at(header.dest_name, destination):
+                    # Serf forwards to whatever address the relay names
+                    self._counts["relays_refused"] += 1
+                    return
                 self._counts["relays_forwarded"] += 1
-                self.engine.send_user(messages.relay_address(header), inner, now)
+                self.engine.send_user(destination, inner, now)
                 return
             msg = messages.decode(buf, limits)
         except GossipWireError:
@@ -628,7 +634,14 @@ class SerfNode:
         if len(query.addr) not in (4, 16) or not 0 < query.port < 65536:
             self._counts["serf_messages_bad"] += 1
             return
-        self.engine.send_user((ip_text(query.addr), query.port), raw, now)
+        asker = (ip_text(query.addr), query.port)
+        if not self.engine.is_member_at(query.source_node, asker):
+            # Serf answers the address the query names, whoever it is: a
+            # forged query with relays would send each answer several times
+            # to a third party
+            self._counts["answers_refused"] += 1
+            return
+        self.engine.send_user(asker, raw, now)
         self._relay(query, raw, now)
 
     def _relay(self, query: messages.Query, raw: bytes, now: float) -> None:
