@@ -10,8 +10,8 @@ the machine's interfaces), removed on exit, error and Ctrl-C. Host 1 is the
 victim, hosts 2-4 healthy peers of the same kind that joined it, host 5 the
 attacker, host 6 a prober (a memberlist ping to the victim every 0.1 s, its
 acks timed: ``max_rtt_s``, ``lost``, ``stall_s`` the longest time without
-any ack), host 7 where real members join from. Each attack starts a fresh
-cluster for each kind of victim, in turn:
+any ack), hosts 7-11 where real members join from (one each). Each attack
+starts a fresh cluster for each kind of victim, in turn:
 
 - ``threads``: a Python ``SerfService`` process (this file run with ``--member``);
 - ``asyncio``: the same with ``AsyncSerfService``;
@@ -35,8 +35,8 @@ join_storm    10,000 invented members in UDP alive messages, 8,000 more, then a 
               forged dead message for each (5,000 messages a second)              joins next is listed, how
                                                                                    fast; victim CPU seconds
 stream_slots  40 silent TCP connections from the attacker, then 5 joins (a        joins answered within
-              push/pull each, as memberlist's join) from host 7; then 2,000       10 s, of 5
-              connections at once, then 5 joins
+              push/pull each, as memberlist's join), each from a host of its      10 s, of 5
+              own; then 2,000 connections at once, then 5 joins
 broadcast_pin one LZW-compressed datagram of 1,024 user events whose Serf       peers (of 3) that get the
               messages take 4,096 bytes each (4 MiB: each too big for a gossip    victim's own event within
               packet); then the victim's own user event, then its graceful        5 s; ``left`` or ``failed``
@@ -84,7 +84,9 @@ from netlab import JsonProcess, Lan, run_in_netns  # noqa: E402
 PORT = 7946
 KINDS = ("threads", "asyncio", "agent")
 VICTIM, ATTACKER, PROBER, JOINER = 0, 4, 5, 6
-HOSTS = 7
+#: the joins of stream_slots come from hosts JOINER.. (a member joins from its own host)
+JOIN_HOSTS = 5
+HOSTS = JOINER + JOIN_HOSTS
 #: names the members do not report one by one (invented members, attack events)
 FAKE, ATTACK = "fake-", "atk-"
 #: memberlist versions of the invented nodes: pmin, pmax, pcur, dmin, dmax, dcur
@@ -608,14 +610,15 @@ def push_pull_exchange(sock, dest, data, timeout):
 
 
 def joins(lab, count, tag):
-    """``count`` members join the victim at once from host 7 (one push/pull
-    each, as memberlist's join): their outcomes."""
-    socks = lab.tcp_sockets(count, JOINER)
+    """``count`` members join the victim at once, each from a host of its
+    own (hosts 7 to 11; one push/pull each, as memberlist's join): their outcomes."""
+    hosts = [JOINER + n % JOIN_HOSTS for n in range(count)]
+    socks = [lab.tcp_sockets(1, host)[0] for host in hosts]
     results = [None] * count
 
     def one(n):
         name = f"joiner-{tag}-{n}"
-        results[n] = push_pull_exchange(socks[n], (lab.victim_ip, PORT), join_stream(name, lab.addr(JOINER)),
+        results[n] = push_pull_exchange(socks[n], (lab.victim_ip, PORT), join_stream(name, lab.addr(hosts[n])),
                                         JOIN_TIMEOUT)
     threads = [threading.Thread(target=one, args=(n,), daemon=True) for n in range(count)]
     for t in threads:
