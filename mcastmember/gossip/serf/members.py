@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from .buffers import EventBuffer, IntentBuffer, QueryBuffer
 from .clock import LamportClock
-from .layout import (DEFAULT_RECONNECT_TIMEOUT, DEFAULT_TOMBSTONE_TIMEOUT, MemberStatus,
+from .layout import (DEFAULT_RECONNECT_TIMEOUT, DEFAULT_TOMBSTONE_TIMEOUT, LAMPORT_MASK, MemberStatus,
                      SerfMessageType)
 from .messages import Join, Leave, PushPull, UserEvent
 
@@ -368,9 +368,10 @@ class SerfCore:
                 clock.witness(ltime - 1)
         refute = False
         left = set(state.left_members)
-        # a left member's leave came after its last status time
+        # a left member's leave came after its last status time (a Go uint64: 2**64 - 1 wraps to 0)
         for name in state.left_members:
-            outcome = members.leave_intent(Leave(ltime=state.status_ltimes.get(name, 0) + 1, node=name), now)
+            leave = Leave(ltime=(state.status_ltimes.get(name, 0) + 1) & LAMPORT_MASK, node=name)
+            outcome = members.leave_intent(leave, now)
             refute = refute or outcome.refute
         for name, ltime in state.status_ltimes.items():
             if name not in left:
