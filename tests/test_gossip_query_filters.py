@@ -132,6 +132,26 @@ def test_the_compiled_pattern_cache_is_bounded_in_count():
         TagRegexps(size=0)
 
 
+def test_compiling_new_patterns_is_metered_and_cached_ones_are_free():
+    """A flood of distinct patterns (a datagram holds a hundred queries, each
+    up to 512 bytes of patterns that RE2 may take ~25 ms to parse) spends a
+    budget of pattern bytes a second; past it a new pattern matches nothing.
+    Patterns already compiled cost nothing."""
+    regexps = TagRegexps(compile_rate=1024)
+    first = "^(web|db)-" + "x" * 500                     # 511 bytes
+    assert not regexps.search(first, "web-", now=0.0)   # compiled: it just does not match
+    assert regexps.search("^web", "web-1", now=0.0)      # 4 bytes: 509 left
+    assert not regexps.search("^db" + "y" * 506, "db", now=0.0)     # 509 bytes: fits, no match
+    assert not regexps.search("^d", "db", now=0.0)       # nothing left for a new one
+    assert regexps.over_budget == 1 and regexps.compiled == 3
+    assert regexps.search("^web", "web-1", now=0.0)      # cached: free
+    assert regexps.search("^d", "db", now=0.5)           # half a second refills 512 bytes
+    assert (regexps.over_budget, regexps.compiled) == (1, 4)
+    assert regexps.search("^dd?", "db")                  # no clock: not metered
+    with pytest.raises(ValueError, match="one query's patterns"):
+        TagRegexps(compile_rate=MAX_FILTER_PATTERN - 1)
+
+
 def test_without_google_re2_every_tag_filter_matches_nothing_with_one_warning(monkeypatch, caplog):
     monkeypatch.setitem(__import__("sys").modules, "re2", None)      # as if not installed
     regexps = TagRegexps()

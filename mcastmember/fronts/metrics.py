@@ -304,6 +304,11 @@ GOSSIP_COUNTERS: tuple[Spec, ...] = (
      _by({"acks_refused": "acks", "alive_refused": "alive", "nodes_refused": "nodes",
           "streams_refused": "streams", "push_pulls_refused": "push_pulls",
           "serf_members_refused": "serf_members", "confirmations_refused": "confirmations"})),
+    ("tag_filters", "Query tag filters looked at anew, by outcome: patterns compiled, filters refused (a "
+     "pattern RE2 or Go rejects, or over the bound), refused for the compile budget, refused for want of "
+     "google-re2 (the process's, shared by its members).", ("outcome",),
+     _by({"tag_filters_compiled": "compiled", "tag_filters_refused": "refused",
+          "tag_filters_over_budget": "over_budget", "tag_filters_unavailable": "unavailable"})),
     ("sends_refused", "Sends a packet asked for to an address that is no member's, refused: indirect "
      "pings' targets, query answers' askers, relays' destinations.", ("what",),
      _by({"sends_refused": "indirect_pings", "answers_refused": "answers", "relays_refused": "relays"})),

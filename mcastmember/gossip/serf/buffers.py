@@ -54,6 +54,12 @@ FILTER_CACHE_SIZE = 128
 #: a pattern over it is refused. 256 KiB still compiles ``.{0,1000}``; with
 #: RE2's default 8 MiB, 128 hostile patterns held 179 MiB, here 4 MiB
 FILTER_MAX_MEM = 256 * 1024
+#: pattern bytes compiled anew per second (and at once), for the whole
+#: process: RE2 parses at up to ~50 us a byte, so a flood of distinct
+#: patterns (a datagram holds a hundred queries) costs at most ~0.1 s of CPU
+#: a second. Past it a pattern not in the cache matches nothing (counted in
+#: ``over_budget``); a cluster's own filters repeat, and are in the cache.
+FILTER_COMPILE_BYTES_PER_S = 2048
 #: bytes that are not UTF-8 reach a tag as lone surrogates (go_str); Go's
 #: regexp reads each as U+FFFD
 _NOT_UTF8_AS_FFFD = dict.fromkeys(range(0xD800, 0xE000), 0xFFFD)
@@ -304,15 +310,23 @@ class TagRegexps:
     Counters: ``compiled`` (patterns looked at anew: not in the cache),
     ``refused`` (filters decided no because their pattern is unusable or
     over the bound), ``evicted`` (patterns pushed out of the cache),
-    ``unavailable`` (filters decided no for want of google-re2). Safe to
-    share between threads.
+    ``unavailable`` (filters decided no for want of google-re2),
+    ``over_budget`` (filters decided no because compiling their new pattern
+    would pass :data:`FILTER_COMPILE_BYTES_PER_S`). Safe to share between
+    threads.
     """
 
-    def __init__(self, size: int = FILTER_CACHE_SIZE):
+    def __init__(self, size: int = FILTER_CACHE_SIZE, compile_rate: int = FILTER_COMPILE_BYTES_PER_S):
         if size < 1:
             raise ValueError("the tag filter cache needs at least one entry")
+        if compile_rate < MAX_FILTER_PATTERN:
+            raise ValueError(f"the compile rate must allow one query's patterns ({MAX_FILTER_PATTERN} bytes)")
         self.size = size
-        self.compiled = self.refused = self.evicted = self.unavailable = 0
+        self.compile_rate = compile_rate
+        self.compiled = self.refused = self.evicted = self.unavailable = self.over_budget = 0
+        #: pattern bytes that may be compiled now, and when it was last filled
+        self._budget = float(compile_rate)
+        self._budget_at: float | None = None
         self._cache: OrderedDict[bytes, Any] = OrderedDict()
         self._lock = threading.Lock()
         self._re2: ModuleType | None = None
@@ -322,14 +336,17 @@ class TagRegexps:
     def __len__(self) -> int:
         return len(self._cache)
 
-    def search(self, pattern: str, text: str) -> bool:
+    def search(self, pattern: str, text: str, now: float | None = None) -> bool:
         """Whether ``pattern`` matches somewhere in ``text`` (both Go strings)."""
-        return self.all_match([(pattern, text)])
+        return self.all_match([(pattern, text)], now)
 
-    def all_match(self, filters: Iterable[tuple[str, str]]) -> bool:
+    def all_match(self, filters: Iterable[tuple[str, str]], now: float | None = None) -> bool:
         """Whether every ``(pattern, text)`` matches, as one query's tag
         filters must: no if the patterns are over :data:`MAX_FILTER_PATTERN`
-        bytes all together."""
+        bytes all together. ``now`` (seconds, monotonic) spends the compile
+        budget on patterns not in the cache (none given: no budget)."""
+        if now is not None:
+            self._refill(now)
         spent = 0
         for pattern, text in filters:
             raw = go_bytes(pattern)
@@ -338,7 +355,7 @@ class TagRegexps:
                 with self._lock:
                     self.refused += 1
                 return False
-            regexp = self._regexp(raw)
+            regexp = self._regexp(raw, metered=now is not None)
             if regexp is None:
                 return False
             try:
@@ -349,14 +366,31 @@ class TagRegexps:
                 return False
         return True
 
-    def _regexp(self, pattern: bytes) -> Any:
-        """The compiled pattern, or None where it matches nothing."""
+    def _refill(self, now: float) -> None:
+        with self._lock:
+            if self._budget_at is None or now < self._budget_at:
+                # the first, or a node on another clock (a simulator's):
+                # as if long unused
+                self._budget = float(self.compile_rate)
+            else:
+                elapsed = now - self._budget_at
+                self._budget = min(float(self.compile_rate), self._budget + elapsed * self.compile_rate)
+            self._budget_at = now
+
+    def _regexp(self, pattern: bytes, metered: bool = False) -> Any:
+        """The compiled pattern, or None where it matches nothing (or, when
+        ``metered``, where compiling it would overspend the budget)."""
         with self._lock:
             if pattern in self._cache:
                 self._cache.move_to_end(pattern)
                 regexp = self._cache[pattern]
                 self.refused += regexp is None
                 return regexp
+            if metered:
+                if self._budget < len(pattern):
+                    self.over_budget += 1
+                    return None
+                self._budget -= len(pattern)
         re2 = self._engine()
         if re2 is None:
             with self._lock:
@@ -418,14 +452,17 @@ TAG_REGEXPS = TagRegexps()
 
 
 def should_process_query(filters: Iterable[bytes], node: str, tags: Mapping[str, str],
-                         limits: SerfLimits | None = None, *, regexps: TagRegexps | None = None) -> bool:
+                         limits: SerfLimits | None = None, *, regexps: TagRegexps | None = None,
+                         now: float | None = None) -> bool:
     """Whether a query's filters select this node (query.go shouldProcessQuery):
     every node filter must name it, every tag filter's regexp must match its
     tag (a missing tag is ""). An undecodable filter, a bad regexp or an unknown
     filter type means no, as in Go. Tag filters are Go regexps, decided by
     RE2 through ``regexps`` (:data:`TAG_REGEXPS` by default; see
     :class:`TagRegexps`), in linear time, once every filter has been read
-    (the answer is the same, and the cheap checks come first).
+    (the answer is the same, and the cheap checks come first). ``now``
+    meters the compiling of patterns not seen before (see
+    :data:`FILTER_COMPILE_BYTES_PER_S`).
     """
     limits = limits or SerfLimits()
     if regexps is None:
@@ -440,4 +477,4 @@ def should_process_query(filters: Iterable[bytes], node: str, tags: Mapping[str,
             searches.append((flt.expr, tags.get(flt.tag, "")))
         elif node not in flt:
             return False
-    return regexps.all_match(searches)
+    return regexps.all_match(searches, now)

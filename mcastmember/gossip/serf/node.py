@@ -43,7 +43,7 @@ from ..events import JoinResult, MemberFailed, MemberJoined, MemberLeft, MemberU
 from ..settings import GossipSettings
 from ..state import Addr, NodeInfo, ip_bytes, ip_text
 from . import messages
-from .buffers import should_process_query
+from .buffers import TAG_REGEXPS, should_process_query
 from .codec import SerfLimits
 from .coordinates import CoordinateClient, CoordinateRefused
 from .layout import (AGENT_PROTOCOL_VERSION, DEFAULT_QUERY_RESPONSE_SIZE_LIMIT, DEFAULT_QUERY_SIZE_LIMIT,
@@ -344,6 +344,9 @@ class SerfNode:
         out["queries_queued"] = len(self.queries)
         out["coordinates_cached"] = len(self._coordinate_cache)
         out["coordinate_resets"] = self.coordinates.resets if self.coordinates is not None else 0
+        # the process's query tag filters (shared by its nodes), by outcome
+        for outcome in ("compiled", "refused", "over_budget", "unavailable"):
+            out[f"tag_filters_{outcome}"] = getattr(TAG_REGEXPS, outcome)
         return out
 
     @property
@@ -613,7 +616,7 @@ class SerfNode:
     def _process_query(self, query: messages.Query, now: float) -> None:
         """The rest of handleQuery once the buffer took it: filters, ack,
         then Serf's own answer (internal queries) or the application's."""
-        if not should_process_query(query.filters, self.name, self._tags, self.serf_settings.limits):
+        if not should_process_query(query.filters, self.name, self._tags, self.serf_settings.limits, now=now):
             return
         if query.ack:
             self._send_to_asker(query, make_ack(query, self.name), now)
