@@ -193,6 +193,13 @@ def run(count: int, seed: int) -> None:
             if lzw_result(lzw.decompress_py, packed, most) != lzw_result(
                     lambda d, m: compiled_lzw(compiled, d, m), packed, most):
                 fail(packed, f"the compiled and pure-Python LZW readers disagree (max_size {most})")
+            budget = rng.choice([1, 100, 5000])
+            turns = [compiled.LzwReader(packed, most), _hot_py.LzwReader(packed, most)]
+            while (found := {repr(r.read(budget)) + repr(r.output()) for r in turns}) == {repr(None) + repr(
+                    turns[1].output())}:
+                pass
+            if found != {repr(_hot_py.lzw_decompress(packed, most)) + repr(turns[1].output())}:
+                fail(packed, f"the LZW readers read in turns of {budget} bytes disagree (max_size {most})")
         now += rng.choice([0.0, 0.05, 0.3])
         tick = rng.random() < 0.1
         states = []

@@ -593,6 +593,50 @@ def test_the_compiled_lzw_reader_gives_the_pure_readers_bytes_and_errors(case):
         assert want == plain
 
 
+def _in_turns(reader, budgets, max_size):
+    """What a reader gives turn after turn (with the bytes out so far while
+    unfinished), then read to its end."""
+    seen = []
+    for budget in budgets:
+        found = reader.read(budget)
+        seen.append((found, reader.output() if found is None else None))
+        if found is not None:
+            return seen
+    seen.append((reader.read(max_size + 1), None))
+    return seen
+
+
+@pytest.mark.parametrize("twin", TWINS)
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(st.binary(max_size=300), st.integers(0, 9000).map(lambda n: b"ab" * n),
+                 st.integers(0, 20000).map(bytes)).flatmap(lambda plain: st.tuples(
+                     st.just(plain), _mutations(lzw.compress(plain)) | st.binary(max_size=40),
+                     st.sampled_from([1 << 24, len(plain), max(len(plain) - 1, 0), 50]),
+                     st.lists(st.sampled_from([0, 1, 7, 64, 1000, 5000]), max_size=20))))
+def test_an_lzw_reader_read_in_turns_gives_what_one_read_gives(twin, case):
+    """A stream's LZW data is read a turn at a time: any turns end with the
+    bytes or the failure of one read, the twins turn for turn the same (the
+    bytes out between turns too)."""
+    plain, data, max_size, budgets = case
+    seen = _in_turns(twin.LzwReader(data, max_size), budgets, max_size)
+    assert seen[-1][0] == twin.lzw_decompress(data, max_size) == _hot_py.lzw_decompress(data, max_size)
+    assert all(found is None for found, _ in seen[:-1])
+    assert seen == _in_turns(_hot_py.LzwReader(data, max_size), budgets, max_size)
+    assert seen[-1][0] == twin.LzwReader(data, max_size).read(max_size + 1)
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_an_lzw_reader_stops_a_bomb_at_its_bound_a_turn_at_a_time(twin):
+    bomb = lzw.compress(bytes(1 << 20))
+    reader = twin.LzwReader(bomb, 100_000)
+    turns = 0
+    while (found := reader.read(30_000)) is None:
+        turns += 1
+        assert 30_000 * turns <= len(reader.output()) < 30_000 * turns + 4096
+    assert (found, turns) == ((3,), 3)
+    assert 96_000 < len(reader.output()) <= 100_000
+
+
 @needs_compiled
 def test_the_compiled_lzw_writer_writes_gos_vectors():
     for v in VECTORS["lzw"]:

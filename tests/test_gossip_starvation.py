@@ -6,16 +6,28 @@ answered between the turns. The full-size soak is bench/gossip_starvation.py."""
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import math
+import socket
+import threading
+import time
+
 import pytest
 
 pytest.importorskip("msgpack")
 
-from mcastmember.gossip import framing, hot  # noqa: E402
+from mcastmember.fronts.gossip_aio import AsyncSerfService  # noqa: E402
+from mcastmember.fronts.gossip_service import SerfService  # noqa: E402
+from mcastmember.gossip import framing, hot, lzw, messages  # noqa: E402
 from mcastmember.gossip.engine import GossipEngine  # noqa: E402
 from mcastmember.gossip.events import UserMessage  # noqa: E402
 from mcastmember.gossip.layout import MessageType  # noqa: E402
 from mcastmember.gossip.limits import Limits  # noqa: E402
 from mcastmember.gossip.settings import GossipSettings  # noqa: E402
+from mcastmember.gossip.serf.node import MemberEvent  # noqa: E402
+from mcastmember.gossip.streams import STREAM_TURN  # noqa: E402
+from support import free_gossip_port  # noqa: E402
 
 #: every way a datagram is opened: each matcher of the hot path, and the general framing alone
 PATHS = [pytest.param(module, id=f"hot-{name}") for name, module in hot.IMPLEMENTATIONS.items()
@@ -23,6 +35,9 @@ PATHS = [pytest.param(module, id=f"hot-{name}") for name, module in hot.IMPLEMEN
 ATTACKER = ("127.0.0.3", 40000)
 #: the datagram bound by default
 CAP = Limits().max_packet_decompressed
+#: what an engine made by _engine puts in its Vsn, and a Serf member
+VSN = bytes((1, 5, 2, 0, 0, 0))
+SERF_VSN = bytes((1, 5, 2, 2, 5, 4))
 
 
 def _engine(hot_module=None, **settings):
@@ -77,3 +92,255 @@ def test_the_datagram_bound_counts_every_compressed_part_of_a_compound(hot_modul
 def test_the_stream_bound_stays_the_push_pull_bound():
     limits = Limits()
     assert (limits.max_packet_decompressed, limits.max_decompressed) == (65536, 20 * 1024 * 1024)
+
+
+# ------------------------------------------------------ push/pull headers
+
+
+def _header(nodes):
+    return bytes((MessageType.PUSH_PULL,)) + messages.PushPullHeader(nodes=nodes, user_state_len=0,
+                                                                       join=False).encode_body()
+
+
+def _refusal(reply, limits=Limits()):
+    (kind, err), _used = framing.decode_stream(reply, limits)
+    assert kind == MessageType.ERR
+    return err.error
+
+
+def test_a_push_pull_announcing_more_nodes_than_the_table_holds_is_refused_at_its_header():
+    """Nothing but the header has arrived: refused at once, not waited on."""
+    engine = _engine(max_nodes=100)
+    reply = engine.receive_stream(framing.encode_stream(_header(101)), ATTACKER, 1.0)
+    assert _refusal(reply) == "push/pull announces 101 nodes, over 100"
+    stats = engine.stats()
+    assert (stats["streams_bad"], stats["bad_input.too_many"], stats["nodes"]) == (1, 1, 1)
+
+
+def test_a_push_pull_announcing_as_many_nodes_as_the_table_holds_is_read():
+    engine = _engine(max_nodes=100)
+    assert engine.receive_stream(framing.encode_stream(_header(100)), ATTACKER, 1.0) is None   # more to come
+    assert engine.stats()["streams_bad"] == 0
+
+
+def test_a_compressed_push_pull_announcing_too_many_nodes_is_refused_before_the_rest_is_decompressed():
+    """The LZW data is damaged after its first kilobytes: only reading the
+    header first (not the whole) refuses it for its count rather than for
+    the damage."""
+    nodes = [messages.PushNodeState(name=f"n{i}", addr=bytes((127, 0, 0, 3)), port=9, incarnation=1, vsn=VSN)
+             for i in range(2000)]
+    plain = messages.encode_push_pull(messages.PushPull(nodes=nodes))
+    packed = lzw.compress(plain)
+    damaged = packed[:len(packed) // 2] + b"\xff" * (len(packed) - len(packed) // 2)
+    with pytest.raises(Exception, match="invalid LZW code|without its end"):
+        lzw.decompress(damaged, Limits().max_decompressed)
+    stream = messages.encode(messages.Compress(algo=0, buf=damaged))
+    engine = _engine(max_nodes=1000)
+    assert _refusal(engine.receive_stream(stream, ATTACKER, 1.0)) == "push/pull announces 2000 nodes, over 1000"
+    assert engine.stats()["bad_input.too_many"] == 1
+    # the same stream to a table that could hold them: the damage is found
+    roomy = _engine(max_nodes=5000)
+    assert "LZW" in _refusal(roomy.receive_stream(stream, ATTACKER, 1.0))
+
+
+# ------------------------------------------------------- push/pulls in turns
+
+
+def _invented(n, tag="x", vsn=VSN):
+    return [messages.PushNodeState(name=f"{tag}{i}", addr=bytes((127, 0, 0, 3)), port=9, incarnation=1, vsn=vsn)
+            for i in range(n)]
+
+
+def _turned(engine, first, key):
+    """``first`` (a stream handed over), then turns while the engine says it has work: every result."""
+    results = [first]
+    while results[-1] in (None, False) and engine.stream_working(key):
+        results.append(engine.stream_turn(key, 1.0))
+    return results
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_a_big_push_pull_is_decoded_and_merged_a_turn_at_a_time_to_the_same_end(compress):
+    """Bounded turns (as the fronts run it) end where one call ends: the
+    same reply, table, events and counters; a plain push/pull of n nodes
+    takes 2n / STREAM_TURN turns (decoding, then merging, each node one
+    unit), a compressed one its LZW output's share more."""
+    n = 5000
+    stream = framing.encode_stream(messages.encode_push_pull(messages.PushPull(nodes=_invented(n),
+                                                                               user_state=b"theirs")),
+                                   compress=compress)
+    whole = _engine(max_nodes=10_000)
+    reply = whole.receive_stream(stream, ATTACKER, 1.0)
+    turned = _engine(max_nodes=10_000)
+    turned.stream_turn_size = STREAM_TURN
+    results = _turned(turned, turned.receive_stream(stream, ATTACKER, 1.0), ATTACKER)
+    assert results[-1] == reply and set(results[:-1]) == {None}
+    if compress:
+        assert len(results) > math.ceil(2 * n / STREAM_TURN)
+    else:
+        assert len(results) == math.ceil(2 * n / STREAM_TURN) == 10
+    assert not turned.stream_working(ATTACKER)
+    assert turned.events() == whole.events()
+    assert turned.stats() == whole.stats()
+    assert len(turned.table) == n + 1
+
+
+def test_a_push_pull_arriving_in_pieces_takes_turns_only_while_it_has_bytes_to_read():
+    """A stream waiting for bytes has no turn to take: each piece is read
+    in turns until it runs out, then the next piece goes on from there."""
+    stream = framing.encode_stream(messages.encode_push_pull(messages.PushPull(nodes=_invented(3000))))
+    engine = _engine(max_nodes=10_000)
+    engine.stream_turn_size = STREAM_TURN
+    for cut in (100, 1000, 50_000, 100_000, len(stream) - 1):
+        results = _turned(engine, engine.receive_stream(stream[:cut], ATTACKER, 1.0), ATTACKER)
+        assert set(results) == {None} and not engine.stream_working(ATTACKER)
+    results = _turned(engine, engine.receive_stream(stream, ATTACKER, 1.0), ATTACKER)
+    assert results[-1] == _engine(max_nodes=10_000).receive_stream(stream, ATTACKER, 1.0)
+    assert len(engine.table) == 3001
+
+
+def test_the_reply_to_our_own_push_pull_is_merged_a_turn_at_a_time():
+    """A join: the peer answers with 3,000 nodes, more than our table holds:
+    merged as far as it goes (a peer we chose), in turns, then the join is done."""
+    made = []
+    for bounded in (False, True):
+        engine = _engine(max_nodes=2000)
+        engine.stream_turn_size = STREAM_TURN if bounded else None
+        engine.join([("127.0.0.2", 7946)], 1.0)
+        (stream,) = engine.streams_to_open(1.0)
+        answer = framing.encode_stream(messages.encode_push_pull(messages.PushPull(nodes=_invented(3000))))
+        results = _turned(engine, engine.stream_response(stream.id, answer, 1.0), stream.id)
+        made.append((results, engine.events(), engine.stats()))
+    (whole, whole_events, whole_stats), (turned, turned_events, turned_stats) = made
+    assert whole == [True]
+    assert (turned[0], set(turned[1:-1]), turned[-1]) == (False, {None}, b"")
+    assert len(turned) == math.ceil(2 * 3000 / STREAM_TURN)
+    assert turned_events == whole_events and turned_stats == whole_stats
+    assert (whole_stats["nodes"], whole_stats["nodes_refused"], whole_stats["push_pulls"]) == (2000, 1001, 1)
+
+
+# ------------------------------------------------------- on running fronts
+
+#: how long the attack lasts; the victim's table bound; the nodes of each push/pull (all accepted)
+ATTACK_S = 3.0
+VICTIM_NODES = 8000
+PUSH_NODES = 6000
+#: memberlist's probe timeout (the observer's): the pings' bound is half of it
+PROBE_TIMEOUT = 0.5
+
+
+def _on_victim(front, port, scenario):
+    """``scenario()`` (on another thread) beside a started victim ``a`` on
+    127.0.0.1, threaded or asyncio; its result and a's counters."""
+    options = {"gossip": {"max_nodes": VICTIM_NODES}, "seed": 1}
+    if front == "threads":
+        with SerfService("a", "127.0.0.1", port, **options) as a:
+            return scenario(), a.stats()
+
+    async def main():
+        async with AsyncSerfService("a", "127.0.0.1", port, **options) as a:
+            return await asyncio.to_thread(scenario), a.stats()
+    return asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def _ping_until(port, stop, rtts):
+    """A ping to a every 20 ms from 127.0.0.4 until ``stop``; each ack's RTT
+    into ``rtts``; how many pings went unanswered."""
+    pending = {}
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+        udp.bind(("127.0.0.4", 0))
+        udp.settimeout(0.02)
+        seq = 0
+        while not stop.is_set():
+            seq += 1
+            pending[seq] = time.monotonic()
+            udp.sendto(messages.encode(messages.Ping(seq_no=seq, node="a")), ("127.0.0.1", port))
+            _acks(udp, pending, rtts)
+        time.sleep(0.3)
+        _acks(udp, pending, rtts)
+    return len(pending)
+
+
+def _acks(udp, pending, rtts):
+    """The acks waiting (maybe in a compound of broadcasts, maybe compressed): their pings' RTTs."""
+    try:
+        while True:
+            parts, _cut = framing.split_messages(udp.recv(65536), Limits())
+            for part in parts:
+                if part[0] == MessageType.ACK:
+                    rtts.append(time.monotonic() - pending.pop(messages.decode(part, Limits()).seq_no))
+    except OSError:
+        pass
+
+
+@functools.cache
+def _bomb():
+    """A datagram of 16 KB holding a user message of 20 MiB: compressed
+    message, by the compiled writer where it is built (the same bytes as the
+    pure one's, 20 times faster)."""
+    message = bytes((MessageType.USER,)) + bytes((20 << 20) - 1)
+    writer = hot.IMPLEMENTATIONS["compiled"]
+    packed = writer.lzw_compress(message) if writer is not None else lzw.compress_py(message)
+    return messages.encode(messages.Compress(algo=0, buf=packed))
+
+
+def _attack(port, stop):
+    """From 127.0.0.3 until ``stop``: 15 LZW bombs a second (each 20 MiB
+    once inflated) and four push/pulls at once, over and over, each of
+    PUSH_NODES new invented nodes."""
+    bomb = _bomb()
+    pushes = [framing.encode_stream(messages.encode_push_pull(messages.PushPull(
+        nodes=_invented(PUSH_NODES, f"g{k}-", SERF_VSN)))) for k in range(12)]
+
+    def push_pulls(first):
+        for data in pushes[first::4]:
+            if stop.is_set():
+                return
+            with socket.create_connection(("127.0.0.1", port), timeout=20, source_address=("127.0.0.3", 0)) as tcp:
+                tcp.sendall(data)
+                while tcp.recv(65536):
+                    pass
+
+    threads = [threading.Thread(target=push_pulls, args=(k,), daemon=True) for k in range(4)]
+    for thread in threads:
+        thread.start()
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+        udp.bind(("127.0.0.3", 0))
+        while not stop.wait(1 / 15):
+            udp.sendto(bomb, ("127.0.0.1", port))
+    return threads
+
+
+@pytest.mark.parametrize("front", ["threads", "asyncio"])
+def test_a_member_flooded_with_lzw_bombs_and_big_push_pulls_answers_its_pings_in_time(front):
+    """Three seconds of 15 LZW bombs a second and four push/pulls at once
+    of 6,000 new nodes each (all within a's table bound: decoded and
+    merged) to a: every ping to a is answered within half the probe
+    timeout, and b (probing a five times a second) never marks it failed. Before
+    the datagram bound and the stream turns a bomb took 70 ms and a
+    push/pull 0.4 s of a's only thread: pings waited over a second."""
+    pa, pb = free_gossip_port("127.0.0.1"), free_gossip_port("127.0.0.2")
+
+    def scenario():
+        rtts, marks = [], []
+        with SerfService("b", "127.0.0.2", pb, seed=2, gossip={"probe_interval": 0.2}) as b:
+            b.add_listener(lambda e: marks.append(e.kind) if isinstance(e, MemberEvent) and e.member.name == "a"
+                           and e.kind in ("failed", "left") else None)
+            assert b.join([("127.0.0.1", pa)]).joined == 1
+            stop_pings, stop_attack = threading.Event(), threading.Event()
+            pings = threading.Thread(target=lambda: rtts.append(_ping_until(pa, stop_pings, rtts)), daemon=True)
+            pings.start()
+            timer = threading.Timer(ATTACK_S, stop_attack.set)
+            timer.start()
+            for thread in _attack(pa, stop_attack):
+                thread.join(30)
+            stop_pings.set()
+            pings.join(10)
+            return rtts[:-1], rtts[-1], marks, {m.name: m.status.name for m in b.members()}
+
+    (rtts, unanswered, marks, b_view), a_stats = _on_victim(front, pa, scenario)
+    assert a_stats["bad_input.too_large"] >= 30                  # the bombs, refused
+    assert a_stats["streams_received"] >= 5 and a_stats["nodes"] == VICTIM_NODES
+    assert len(rtts) >= 50 and unanswered == 0
+    assert max(rtts) < PROBE_TIMEOUT / 2, sorted(rtts)[-5:]
+    assert (marks, b_view["a"]) == ([], "ALIVE")

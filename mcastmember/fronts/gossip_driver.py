@@ -46,6 +46,7 @@ from ..gossip.serf.codec import SerfLimits
 from ..gossip.serf.layout import MemberStatus
 from ..gossip.settings import GossipSettings
 from ..gossip.state import Addr
+from ..gossip.streams import STREAM_TURN
 from ..transport.listen import AcceptBackoff, ConnectionShares, host_key
 from ..wire.errors import ConfigurationError
 from .keyring_file import load_keyring, save_keyring
@@ -308,6 +309,10 @@ class _Conn:
     #: how much of ``inbuf`` the node last saw, and when to show it the rest if no more comes
     shown: int = 0
     show_at: float | None = None
+    #: the node has work left on what it was shown (a big push/pull): another turn at the next wake-up
+    working: bool = False
+    #: the peer closed its side (nothing more to read; a reply may still be written)
+    peer_closed: bool = False
     #: when it was opened or last had something to read: at the cap the idlest stranger's goes first
     heard: float = 0.0
 
@@ -346,6 +351,8 @@ class GossipFront:
         self.bind_addr = bind_addr
         self.port = port
         self.node = SerfNode(cfg.gossip, tags, cfg.serf, seed=seed)
+        # a stream's decoding and merging a bounded turn at a time (_hand_over), pings answered between
+        self.node.engine.stream_turn_size = STREAM_TURN
         self._family = cfg.family
         self._max_streams = max_streams
         self._queue_size = event_queue_size
@@ -541,8 +548,14 @@ class GossipFront:
         if deadline is not None and deadline <= now:
             self.node.handle_timer(now)
         self._resume_accepting(now)
+        turn = True
         for conn in list(self._conns.values()):
-            if conn.show_at is not None and conn.show_at <= now:
+            if turn and conn.show_at is not None and conn.show_at <= now and conn.sock in self._conns:
+                # One stream turn per wake-up, whatever the number of streams,
+                # the datagrams (pings) read between; the stream goes last in
+                # line for the next.
+                turn = False
+                self._conns[conn.sock] = self._conns.pop(conn.sock)
                 self._hand_over(conn, now)
             if conn.deadline <= now and conn.sock in self._conns:
                 self._counts["connections_timed_out"] += 1
@@ -698,10 +711,11 @@ class GossipFront:
             self._read_stream(conn)
 
     def _read_stream(self, conn: _Conn) -> None:
-        """Read what the stream has; the node sees it when it has doubled
-        since the node last looked (or at once, the first time), else once
-        the sender has been quiet for STREAM_QUIET_S: decoding what was read
-        after every piece would cost the square of a big push/pull."""
+        """Read what the stream has; the node sees it (at this wake-up's
+        tick) when it has doubled since the node last looked (or at once,
+        the first time), else once the sender has been quiet for
+        STREAM_QUIET_S: copying what was read for the node after every
+        piece would cost the square of a big push/pull."""
         closed = False
         for _ in range(STREAM_READS_PER_WAKE):
             try:
@@ -721,27 +735,44 @@ class GossipFront:
                 return
             conn.inbuf += chunk
         now = time.monotonic()
+        if closed:
+            conn.peer_closed = True
+            if conn.outbuf:
+                self._watch(conn.sock, WRITE)
+            else:
+                self._unwatch(conn.sock)         # (readable for good now)
         if closed or len(conn.inbuf) >= 2 * conn.shown:
-            self._hand_over(conn, now)
-            if closed and conn.sock in self._conns and not conn.close_after_write:
-                self._close(conn, "connection closed before a whole message")
+            conn.show_at = now
         elif len(conn.inbuf) > conn.shown:
             conn.show_at = now + STREAM_QUIET_S
 
     def _hand_over(self, conn: _Conn, now: float) -> None:
-        """Show the node the stream read so far: a whole message is answered
+        """Show the node the stream read so far, or give it another turn on
+        what it was shown (the node bounds each call's work, so a big
+        push/pull takes a turn per wake-up): a whole message is answered
         (incoming) or ends the stream (ours); else wait for more."""
         conn.show_at = None
-        if len(conn.inbuf) == conn.shown:
-            return
-        conn.shown = len(conn.inbuf)
-        if not conn.incoming:
-            if self.node.stream_response(conn.stream_id, bytes(conn.inbuf), now):
-                self._outgoing.pop(conn.stream_id, None)
-                self._close(conn, "")
-            return
-        reply = self.node.receive_stream(bytes(conn.inbuf), conn.addr, now)
+        key = conn.addr if conn.incoming else conn.stream_id
+        if len(conn.inbuf) > conn.shown:
+            conn.shown = len(conn.inbuf)
+            if conn.incoming:
+                reply = self.node.receive_stream(bytes(conn.inbuf), conn.addr, now)
+            else:
+                reply = b"" if self.node.stream_response(conn.stream_id, bytes(conn.inbuf), now) else None
+        elif conn.working:
+            reply = self.node.stream_turn(key, now)
+        else:
+            reply = None
+        conn.working = reply is None and self.node.stream_working(key)
         if reply is None:
+            if conn.working or len(conn.inbuf) > conn.shown:
+                conn.show_at = now
+            elif conn.peer_closed and not conn.close_after_write:
+                self._close(conn, "connection closed before a whole message")
+            return
+        if not conn.incoming:
+            self._outgoing.pop(conn.stream_id, None)
+            self._close(conn, "")
             return
         if not reply:
             self._close(conn, "")
@@ -754,6 +785,7 @@ class GossipFront:
         """End a connection; an outgoing stream that did not finish fails in the node."""
         if self._conns.pop(conn.sock, None) is conn and conn.incoming:
             self._shares.remove(conn.source)
+            self.node.stream_closed(conn.addr)      # its work, if any, is dropped
         self._unwatch(conn.sock)
         conn.sock.close()
         if not conn.incoming and self._outgoing.pop(conn.stream_id, None) is not None:

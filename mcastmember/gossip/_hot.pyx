@@ -12,6 +12,7 @@ reads them), and every datagram is tried compressed before it goes.
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
+from cpython.pyport cimport PY_SSIZE_T_MAX
 from libc.string cimport memcmp, memcpy, memset
 
 cdef enum:
@@ -138,7 +139,7 @@ cdef object _compressed(const unsigned char *p, Py_ssize_t pos, Py_ssize_t end, 
     cdef Py_ssize_t head = pos + COMPRESS_HEAD_SIZE, start
     cdef unsigned long long size
     cdef unsigned char b
-    cdef LzwResult res
+    cdef LzwState st
     if head >= end or memcmp(p + pos, <const char *>COMPRESS_HEAD, COMPRESS_HEAD_SIZE) != 0:
         return None
     b = p[head]
@@ -160,13 +161,14 @@ cdef object _compressed(const unsigned char *p, Py_ssize_t pos, Py_ssize_t end, 
         return None
     if size != <unsigned long long>(end - start):
         return None
-    if _lzw_read(p + start, end - start, max_size, &res) != 0:
-        PyMem_Free(res.out)
-        return None
+    st.out = NULL
     try:
-        return _messages(res.out, 0, res.size, max_messages, max_nesting)
+        _lzw_start(&st, p + start, end - start, max_size)
+        if _lzw_run(&st, &LZW_TABLE, max_size + 1) != 0:
+            return None
+        return _messages(st.out, 0, st.out_len, max_messages, max_nesting)
     finally:
-        PyMem_Free(res.out)
+        PyMem_Free(st.out)
 
 
 cdef struct Reader:
@@ -438,11 +440,36 @@ cdef void _lzw_table():
 _lzw_table()
 
 
-cdef struct LzwResult:
-    unsigned char *out      # the bytes read (the caller frees it, whatever the status)
+cdef struct LzwState:
+    # a read under way: the input, the registers, and the bytes out so far
+    const unsigned char *src
     Py_ssize_t size
-    int code                # status 2: the invalid code, and the next code then
+    Py_ssize_t pos
+    Py_ssize_t max_size
+    unsigned long long bits
+    int n_bits
+    int width
     int hi
+    int overflow
+    int last
+    unsigned char *out      # the bytes read (the owner frees it, whatever the status)
+    Py_ssize_t out_len
+    Py_ssize_t cap
+    int code                # status 2: the invalid code, and the next code then
+    int bad_hi
+
+
+cdef int _lzw_start(LzwState *st, const unsigned char *src, Py_ssize_t size, Py_ssize_t max_size) except -1:
+    """``st`` ready to read ``src``, its first buffer taken (MemoryError if not)."""
+    # a first guess at the size out: gossip compresses about 2-3x; grown by doubling
+    st.cap = min(4 * size + 64, LZW_FIRST_CAP, max(max_size, 1))
+    st.src, st.size, st.pos, st.max_size = src, size, 0, max_size
+    st.bits, st.n_bits, st.width, st.hi, st.overflow, st.last = 0, 0, 9, LZW_EOF, 512, -1
+    st.out_len = st.code = st.bad_hi = 0
+    st.out = <unsigned char *>PyMem_Malloc(st.cap)
+    if st.out == NULL:
+        raise MemoryError()
+    return 0
 
 
 def lzw_decompress(bytes data not None, Py_ssize_t max_size):
@@ -451,46 +478,96 @@ def lzw_decompress(bytes data not None, Py_ssize_t max_size):
     Returns the bytes, or on failure a tuple for the caller to raise from:
     (1,) the data ends without its end code; (2, code, next) an invalid
     code; (3,) more than ``max_size`` bytes."""
-    cdef LzwResult res
-    cdef int status = _lzw_read(<const unsigned char *>data, len(data), max_size, &res)
+    cdef LzwState st
+    st.out = NULL
     try:
-        if status == 0:
-            return PyBytes_FromStringAndSize(<char *>res.out, res.size)
-        if status == 2:
-            return (2, res.code, res.hi)
-        return (status,)
+        _lzw_start(&st, <const unsigned char *>data, len(data), max_size)
+        return _lzw_result(&st, _lzw_run(&st, &LZW_TABLE, max_size + 1))
     finally:
-        PyMem_Free(res.out)
+        PyMem_Free(st.out)
 
 
-cdef int _lzw_read(const unsigned char *src, Py_ssize_t size, Py_ssize_t max_size, LzwResult *res) except -1:
-    """The reader: 0 with the bytes in ``res.out[:res.size]``, or the
-    failure's number (see :func:`lzw_decompress`). ``res.out`` is the
-    caller's to free on every return (NULL after a MemoryError)."""
-    # a first guess at the size out: gossip compresses about 2-3x; grown by doubling
-    cdef Py_ssize_t pos = 0, out_len = 0, cap = min(4 * size + 64, LZW_FIRST_CAP, max(max_size, 1))
+cdef object _lzw_result(LzwState *st, int status):
+    """What a finished read gives Python (see :func:`lzw_decompress`); None while unfinished."""
+    if status == 0:
+        return PyBytes_FromStringAndSize(<char *>st.out, st.out_len)
+    if status == 2:
+        return (2, st.code, st.bad_hi)
+    if status < 0:
+        return None
+    return (status,)
+
+
+cdef class LzwReader:
+    """:func:`lzw_decompress` a turn at a time (the twin of
+    ``_hot_py.LzwReader``), with its own code table: a stream's 20 MiB is
+    read in pieces between which the pings are answered."""
+
+    cdef LzwState st
+    cdef LzwTable *table
+    cdef bytes data
+    cdef object result
+
+    def __cinit__(self, bytes data not None, Py_ssize_t max_size):
+        cdef int c
+        self.st.out = NULL
+        self.table = <LzwTable *>PyMem_Malloc(sizeof(LzwTable))
+        if self.table == NULL:
+            raise MemoryError()
+        for c in range(LZW_CLEAR):       # the literals; every other entry is written before it is read
+            self.table.prefix[c] = -1
+            self.table.suffix[c] = <unsigned char>c
+            self.table.first[c] = <unsigned char>c
+            self.table.length[c] = 1
+        self.data = data                  # (held: the state reads its bytes)
+        self.result = None
+        _lzw_start(&self.st, <const unsigned char *>data, len(data), max_size)
+
+    def __dealloc__(self):
+        PyMem_Free(self.st.out)
+        PyMem_Free(self.table)
+
+    def output(self):
+        """The bytes read so far (all of them once read)."""
+        return PyBytes_FromStringAndSize(<char *>self.st.out, self.st.out_len)
+
+    def read(self, Py_ssize_t budget):
+        """Read until ``budget`` more bytes are out (a code's whole string:
+        up to 4 KB past it) or the end: None if there is more to read, else
+        :func:`lzw_decompress`'s result (again on every later call)."""
+        if self.result is None:
+            self.result = _lzw_result(&self.st, _lzw_run(&self.st, self.table, budget))
+        return self.result
+
+
+cdef int _lzw_run(LzwState *st, LzwTable *table, Py_ssize_t budget) except -2:
+    """Go on reading: 0 with the bytes in ``st.out[:st.out_len]``, -1 once
+    ``budget`` more bytes are out and there is more to read, or the
+    failure's number (see :func:`lzw_decompress`)."""
+    cdef const unsigned char *src = st.src
+    cdef Py_ssize_t pos = st.pos, size = st.size, out_len = st.out_len, cap = st.cap, max_size = st.max_size
+    cdef Py_ssize_t stop = out_len + budget if budget < PY_SSIZE_T_MAX - out_len else PY_SSIZE_T_MAX
     cdef Py_ssize_t need, k, entry_len
-    cdef unsigned long long bits = 0
-    cdef int n_bits = 0, width = 9, hi = LZW_EOF, overflow = 512, last = -1, code, c
-    cdef LzwTable *table = &LZW_TABLE
-    cdef unsigned char *out = <unsigned char *>PyMem_Malloc(cap)
+    cdef unsigned long long bits = st.bits
+    cdef int n_bits = st.n_bits, width = st.width, hi = st.hi, overflow = st.overflow, last = st.last
+    cdef int code, c, status = -1
+    cdef unsigned char *out = st.out
     cdef unsigned char *grown
     cdef unsigned char head
-    res.out = out
-    res.size = 0
-    if out == NULL:
-        raise MemoryError()
     cdef int *prefix = table.prefix
     cdef unsigned char *suffix = table.suffix
     cdef unsigned char *first = table.first
     cdef int *length = table.length
-    while True:
+    while out_len < stop:
         while n_bits < width:
             if pos == size:
-                return 1
+                status = 1
+                break
             bits |= (<unsigned long long>src[pos]) << n_bits
             pos += 1
             n_bits += 8
+        if status >= 0:
+            break
         code = <int>(bits & ((1ULL << width) - 1))
         bits >>= width
         n_bits -= width
@@ -501,12 +578,13 @@ cdef int _lzw_read(const unsigned char *src, Py_ssize_t size, Py_ssize_t max_siz
             last = -1
             continue
         if code == LZW_EOF:
-            res.size = out_len
-            return 0
+            status = 0
+            break
         if code > hi:
-            res.code = code
-            res.hi = hi
-            return 2
+            st.code = code
+            st.bad_hi = hi
+            status = 2
+            break
         if code == hi and last >= 0:
             entry_len = length[last] + 1        # last's string plus its own head
             head = first[last]
@@ -514,18 +592,18 @@ cdef int _lzw_read(const unsigned char *src, Py_ssize_t size, Py_ssize_t max_siz
             entry_len = length[code]
             head = first[code]
         if out_len + entry_len > max_size:
-            return 3
+            status = 3
+            break
         need = out_len + entry_len
         if need > cap:
             while cap < need:
                 cap *= 2
             grown = <unsigned char *>PyMem_Realloc(out, cap)
             if grown == NULL:
-                PyMem_Free(out)
-                res.out = NULL
-                raise MemoryError()
+                raise MemoryError()       # (st.out is still the old buffer: its owner frees it)
             out = grown
-            res.out = out
+            st.out = out
+            st.cap = cap
         if code == hi and last >= 0:
             out[need - 1] = head
             c = last
@@ -552,6 +630,9 @@ cdef int _lzw_read(const unsigned char *src, Py_ssize_t size, Py_ssize_t max_siz
             else:
                 width += 1
                 overflow <<= 1
+    st.pos, st.out_len, st.bits = pos, out_len, bits
+    st.n_bits, st.width, st.hi, st.overflow, st.last = n_bits, width, hi, overflow, last
+    return status
 
 
 # The writer's code table, (prefix code << 8 | byte) -> code, open addressing.

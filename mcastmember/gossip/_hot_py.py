@@ -343,43 +343,92 @@ def lzw_decompress(data: bytes, max_size: int) -> bytes | tuple[int, ...]:
     raises from its failures). Returns the bytes, or on failure (1,) the
     data ends without its end code; (2, code, next) an invalid code; (3,)
     more than ``max_size`` bytes."""
-    out = bytearray()
-    table: list[bytes] = [bytes((i,)) for i in range(LZW_CLEAR)] + [b""] * (LZW_MAX_CODE + 1 - LZW_CLEAR)
-    width, hi, overflow, last = LZW_LIT_WIDTH + 1, LZW_EOF, LZW_CLEAR << 1, -1
-    bits = n_bits = pos = 0
-    size = len(data)
-    while True:
-        while n_bits < width:
-            if pos == size:
-                return (1,)
-            bits |= data[pos] << n_bits
-            pos += 1
-            n_bits += 8
-        code = bits & ((1 << width) - 1)
-        bits >>= width
-        n_bits -= width
-        if code == LZW_CLEAR:
-            width, hi, overflow, last = LZW_LIT_WIDTH + 1, LZW_EOF, LZW_CLEAR << 1, -1
-            continue
-        if code == LZW_EOF:
-            return bytes(out)
-        if code > hi:
-            return (2, code, hi)
-        if code == hi and last >= 0:
-            # The code being defined right now: last's string plus its own head.
-            entry = table[last] + table[last][:1]
-        else:
-            entry = table[code]
-        if len(out) + len(entry) > max_size:
-            return (3,)
-        out += entry
-        if last >= 0:
-            table[hi] = table[last] + entry[:1]
-        last, hi = code, hi + 1
-        if hi >= overflow:
-            if width == LZW_MAX_WIDTH:
-                # Table full: Go stops defining codes until the next clear.
-                last, hi = -1, hi - 1
+    found = LzwReader(data, max_size).read(max_size + 1)
+    assert found is not None        # (a turn stops only past max_size bytes, refused before)
+    return found
+
+
+#: the table's single-byte strings, copied into each new table
+_LITERALS = [bytes((i,)) for i in range(LZW_CLEAR)]
+
+
+class LzwReader:
+    """:func:`lzw_decompress` a turn at a time (the twin of the compiled
+    ``LzwReader``): a stream's 20 MiB is read in pieces between which the
+    pings are answered. :meth:`read` goes on from where the last turn
+    stopped; the bytes and failures are :func:`lzw_decompress`'s."""
+
+    def __init__(self, data: bytes, max_size: int) -> None:
+        self._data = data
+        self._max_size = max_size
+        self._out = bytearray()
+        self._table: list[bytes] = _LITERALS + [b""] * (LZW_MAX_CODE + 1 - LZW_CLEAR)
+        # the reader's registers: code width, next code, when to widen, the last code (-1: none), bits held
+        self._width, self._hi, self._overflow, self._last = LZW_LIT_WIDTH + 1, LZW_EOF, LZW_CLEAR << 1, -1
+        self._bits = self._n_bits = self._pos = 0
+        self._result: bytes | tuple[int, ...] | None = None
+
+    def output(self) -> bytes:
+        """The bytes read so far (all of them once read)."""
+        return bytes(self._out)
+
+    def read(self, budget: int) -> bytes | tuple[int, ...] | None:
+        """Read until ``budget`` more bytes are out (a code's whole string:
+        up to 4 KB past it) or the end: None if there is more to read, else
+        :func:`lzw_decompress`'s result (again on every later call)."""
+        if self._result is not None or budget <= 0:
+            return self._result
+        data, out, table = self._data, self._out, self._table
+        width, hi, overflow, last = self._width, self._hi, self._overflow, self._last
+        bits, n_bits, pos = self._bits, self._n_bits, self._pos
+        size = len(data)
+        room = self._max_size - len(out)     # bytes still allowed out
+        result: bytes | tuple[int, ...] | None = None
+        while True:
+            while n_bits < width and pos < size:
+                bits |= data[pos] << n_bits
+                pos += 1
+                n_bits += 8
+            if n_bits < width:
+                result = (1,)
+                break
+            code = bits & ((1 << width) - 1)
+            bits >>= width
+            n_bits -= width
+            if code == LZW_CLEAR:
+                width, hi, overflow, last = LZW_LIT_WIDTH + 1, LZW_EOF, LZW_CLEAR << 1, -1
+                continue
+            if code == LZW_EOF:
+                result = bytes(out)
+                break
+            if code > hi:
+                result = (2, code, hi)
+                break
+            if code == hi and last >= 0:
+                # The code being defined right now: last's string plus its own head.
+                entry = table[last] + table[last][:1]
             else:
-                width += 1
-                overflow <<= 1
+                entry = table[code]
+            n = len(entry)
+            if n > room:
+                result = (3,)
+                break
+            out += entry
+            room -= n
+            if last >= 0:
+                table[hi] = table[last] + entry[:1]
+            last, hi = code, hi + 1
+            if hi >= overflow:
+                if width == LZW_MAX_WIDTH:
+                    # Table full: Go stops defining codes until the next clear.
+                    last, hi = -1, hi - 1
+                else:
+                    width += 1
+                    overflow <<= 1
+            budget -= n
+            if budget <= 0:
+                break
+        self._width, self._hi, self._overflow, self._last = width, hi, overflow, last
+        self._bits, self._n_bits, self._pos = bits, n_bits, pos
+        self._result = result
+        return result

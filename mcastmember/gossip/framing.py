@@ -233,51 +233,215 @@ def encode_stream(msg: bytes, *, compress: bool = False, keyring: crypto.Keyring
 
 StreamMessage = tuple[MessageType, object]
 
+#: LZW output counted as one node state in a turn of :class:`StreamDecoder`
+#: (reading 256 bytes costs about what decoding a node state costs)
+LZW_BYTES_PER_NODE = 256
+#: LZW output read first, to see a push/pull's header (at most 45 bytes)
+#: before the rest is decompressed
+HEADER_PEEK = 64
+#: "everything": a turn without a bound
+_ALL = 1 << 62
+
 
 def decode_stream(buf: bytes, limits: Limits, *, keys: Sequence[bytes] = (), label: bytes = b"",
                   verify_incoming: bool = True) -> tuple[StreamMessage, int]:
     """readStream and what follows it: one stream message at the start of
-    ``buf`` and the number of bytes it took.
+    ``buf`` and the number of bytes it took (:class:`StreamDecoder` in one go).
 
     The result is (PUSH_PULL, PushPull), (USER, payload bytes), or (PING,
     Ping), (ACK, Ack), (ERR, Err). :class:`Truncated` means more bytes are
     needed; any other :class:`GossipWireError` that the stream is bad.
     """
-    got, pos = label_mod.split_label(buf)
-    if got != label:
-        raise GossipWireError("bad_label", f"stream label {got!r} is not the expected {label!r}")
-    if len(buf) <= pos:
-        raise Truncated("stream without a message type")
-    if buf[pos] == MessageType.ENCRYPT:
-        if not keys:
-            raise GossipWireError("bad_encryption", "remote state is encrypted and encryption is not configured")
-        inner, end = crypto.decrypt_stream(keys, buf, limits, label, pos)
-        (kind, msg), _ = _decode_inner(inner, limits)
-        return (kind, msg), end
-    if keys and verify_incoming:
-        raise GossipWireError("bad_encryption", "encryption is configured but remote state is not encrypted")
-    (kind, msg), used = _decode_inner(buf[pos:], limits)
-    return (kind, msg), pos + used
+    found = StreamDecoder(limits, keys=keys, label=label, verify_incoming=verify_incoming).decode(buf)
+    assert found is not None        # (a turn without a bound never stops short)
+    return found
 
 
-def _decode_inner(buf: bytes, limits: Limits) -> tuple[StreamMessage, int]:
-    """A possibly compressed stream message after decryption."""
-    if not buf:
-        raise Truncated("empty stream message")
-    used: int | None = None
-    if buf[0] == MessageType.COMPRESS:
-        comp, used = messages.Compress.decode_body(buf, limits, 1)
-        buf = decompress_body(comp, limits.max_decompressed)
-        if not buf:
-            raise Truncated("empty compressed stream message")
-    kind = buf[0]
-    msg: object
-    if kind == MessageType.PUSH_PULL:
-        msg, end = messages.decode_push_pull(buf, limits, 1)
-    elif kind == MessageType.USER:
-        msg, end = messages.decode_user_stream(buf, limits, 1)
-    elif kind in (MessageType.PING, MessageType.ACK, MessageType.ERR):
-        msg, end = messages.SIMPLE[MessageType(kind)].decode_body(buf, limits, 1)
-    else:
-        raise GossipWireError("bad_type", f"message type {kind} does not travel on streams")
-    return (MessageType(kind), msg), (end if used is None else used)
+class StreamDecoder:
+    """readStream and what follows it, for one stream, a turn at a time: a
+    push/pull of 100,000 node states (20 MiB once decompressed) takes a
+    second of decoding, which must not hold up the pings for that long.
+
+    :meth:`decode` is given every byte read so far (again, or with more)
+    and goes on from where it stopped: the label, the decryption (in one
+    go: its length is known), the LZW data (``turn`` bounds the bytes read
+    per call), then the message, a push/pull's node states a batch per call.
+    A push/pull's header is checked against ``limits`` as soon as it is
+    read (a compressed one's after its first bytes are decompressed): one
+    announcing too many nodes is refused before anything else is read.
+    The results and errors are :func:`decode_stream`'s.
+    """
+
+    def __init__(self, limits: Limits, *, keys: Sequence[bytes] = (), label: bytes = b"",
+                 verify_incoming: bool = True) -> None:
+        self._limits = limits
+        self._keys = keys
+        self._label = label
+        self._verify = verify_incoming
+        #: the message's bytes once known whole (decrypted or decompressed);
+        #: None while they are the stream's own, as read so far
+        self._body: bytes | None = None
+        #: where the message (its type byte) starts, once the framing before it is read
+        self._start: int | None = None
+        #: the stream bytes the message takes, when its framing tells (encrypted, compressed)
+        self._used: int | None = None
+        self._lzw: lzw.Reader | None = None
+        self._peeked = False
+        #: whether the body is what the LZW data held, and how many of its bytes earlier turns read
+        self._inflated = False
+        self._inflated_bytes = 0
+        # a push/pull being read: its header, the node states so far, where the next starts
+        self._header: messages.PushPullHeader | None = None
+        self._nodes: list[messages.PushNodeState] = []
+        self._next = 0
+        self._reader: msgpack_go.Reader | None = None
+        self._reader_of: bytes | None = None
+        #: what the last call left of its turn
+        self.left = 0
+
+    def decode(self, data: bytes, turn: int | None = None) -> tuple[StreamMessage, int] | None:
+        """Go on with ``data``: the message and the stream bytes it took, or
+        None if ``turn`` (node states, LZW output counted
+        LZW_BYTES_PER_NODE to one; None: no bound) ran out first (call
+        again, with the same bytes or more). :class:`Truncated` when more
+        bytes are needed; any other :class:`GossipWireError` when it is bad."""
+        budget = self.left = _ALL if turn is None else turn
+        if self._start is None:
+            self._frame(data)
+        assert self._start is not None
+        body = data if self._body is None else self._body
+        if self._lzw is None and not self._inflated and self._start < len(body) \
+                and body[self._start] == MessageType.COMPRESS:
+            self._compressed(body)
+        if self._lzw is not None:
+            budget = self.left = self._decompress(budget)
+            if self._lzw is not None:
+                return None
+            body = self._body
+            assert body is not None
+        if self._start >= len(body):
+            raise Truncated("empty compressed stream message" if self._inflated else "empty stream message")
+        kind = body[self._start]
+        msg: object
+        if kind == MessageType.PUSH_PULL:
+            return self._push_pull(body, budget)
+        if kind == MessageType.USER:
+            msg, end = messages.decode_user_stream(body, self._limits, self._start + 1)
+        elif kind in (MessageType.PING, MessageType.ACK, MessageType.ERR):
+            msg, end = messages.SIMPLE[MessageType(kind)].decode_body(body, self._limits, self._start + 1)
+        else:
+            raise GossipWireError("bad_type", f"message type {kind} does not travel on streams")
+        return (MessageType(kind), msg), (end if self._used is None else self._used)
+
+    def _frame(self, data: bytes) -> None:
+        """The label and the encryption, once they have arrived whole."""
+        got, pos = label_mod.split_label(data)
+        if got != self._label:
+            raise GossipWireError("bad_label", f"stream label {got!r} is not the expected {self._label!r}")
+        if len(data) <= pos:
+            raise Truncated("stream without a message type")
+        if data[pos] == MessageType.ENCRYPT:
+            if not self._keys:
+                raise GossipWireError("bad_encryption", "remote state is encrypted and encryption is not configured")
+            self._body, self._used = crypto.decrypt_stream(self._keys, data, self._limits, self._label, pos)
+            self._start = 0
+            return
+        if self._keys and self._verify:
+            raise GossipWireError("bad_encryption", "encryption is configured but remote state is not encrypted")
+        self._start = pos
+
+    def _compressed(self, body: bytes) -> None:
+        """A compress message, once whole: its LZW data to read."""
+        assert self._start is not None
+        comp, end = messages.Compress.decode_body(body, self._limits, self._start + 1)
+        if comp.algo != LZW_ALGO:
+            raise GossipWireError("bad_compression", f"unknown compression algorithm {comp.algo}")
+        if self._used is None:
+            self._used = end
+        self._lzw = lzw.reader(comp.buf, self._limits.max_decompressed)
+
+    def _decompress(self, budget: int) -> int:
+        """Read LZW data for at most ``budget``; what is left of it. Its
+        first bytes alone first: a push/pull's header is checked on them.
+        Once read whole, they are the message's bytes."""
+        assert self._lzw is not None
+        limit = self._limits.max_decompressed
+        done = None
+        if not self._peeked:
+            self._peeked = True
+            done = lzw.read_turn(self._lzw, HEADER_PEEK, limit)
+            self._peek(self._lzw.output() if done is None else done)
+        while done is None and budget > 0:
+            step = min(budget, _ALL // LZW_BYTES_PER_NODE) * LZW_BYTES_PER_NODE
+            done = lzw.read_turn(self._lzw, step, limit)
+            if done is None:
+                self._inflated_bytes += step
+                budget = 0
+        if done is not None:
+            budget -= max(0, len(done) - self._inflated_bytes) // LZW_BYTES_PER_NODE
+            self._lzw, self._body, self._start, self._inflated = None, done, 0, True
+        return budget
+
+    def _peek(self, head: bytes) -> None:
+        """A push/pull header at the start of ``head`` refused now if it
+        announces too much (anything else about it is left to the full read)."""
+        if not head or head[0] != MessageType.PUSH_PULL:
+            return
+        try:
+            header = messages.PushPullHeader.read(msgpack_go.Reader(head, self._limits, 1))
+        except GossipWireError:
+            return
+        _check_push_pull(header, self._limits)
+
+    def _push_pull(self, body: bytes, budget: int) -> tuple[StreamMessage, int] | None:
+        """A push/pull's header, then its node states, a batch of at most ``budget`` per call."""
+        limits = self._limits
+        if self._reader_of is not body:        # more bytes of a plain stream: read on from the last batch
+            assert self._start is not None
+            self._reader = msgpack_go.Reader(body, limits, self._next or self._start + 1)
+            self._reader_of = body
+        reader = self._reader
+        assert reader is not None
+        if self._header is None:
+            header = messages.PushPullHeader.read(reader)
+            _check_push_pull(header, limits)
+            self._header, self._next = header, reader.offset
+        header = self._header
+        memo = messages.decoded_memo(limits)
+        while len(self._nodes) < header.nodes:
+            if budget <= 0:
+                return None
+            count = min(header.nodes - len(self._nodes), budget)
+            self._nodes += self._batch(body, reader, memo, count)
+            self._next = reader.offset
+            budget = self.left = budget - count
+        end = self._next + header.user_state_len
+        if end > len(body):
+            raise Truncated(f"push/pull user state cut short ({len(body) - self._next} of {header.user_state_len} "
+                            "bytes)")
+        msg = messages.PushPull(join=header.join, nodes=self._nodes, user_state=bytes(body[self._next:end]))
+        return (MessageType.PUSH_PULL, msg), (end if self._used is None else self._used)
+
+    def _batch(self, body: bytes, reader: msgpack_go.Reader, memo: messages.NodeMemo[bytes, messages.NodeFields]
+               | None, count: int) -> list[messages.PushNodeState]:
+        """The next ``count`` node states, by the decode memo when there is
+        one; any trouble and they are decoded again without it, so that
+        errors are the general decoder's (as messages.decode_push_pull does)."""
+        if memo is not None:
+            try:
+                return messages._read_nodes_remembered(memo, reader, count, body, self._limits)
+            except GossipWireError:     # cut short too: the general decoder may find a fault before the cut
+                reader = self._reader = msgpack_go.Reader(body, self._limits, self._next)
+        try:
+            return [messages.PushNodeState.read(reader) for _ in range(count)]
+        except GossipWireError:
+            self._reader_of = None               # read again from the batch's start
+            raise
+
+
+def _check_push_pull(header: messages.PushPullHeader, limits: Limits) -> None:
+    """A push/pull header's counts within ``limits`` (readRemoteState's checks)."""
+    if header.nodes > limits.max_push_nodes:
+        raise GossipWireError("too_many", f"push/pull announces {header.nodes} nodes, over {limits.max_push_nodes}")
+    if header.user_state_len > limits.max_user_state:
+        raise GossipWireError("too_large", f"push/pull user state of {header.user_state_len} bytes is over the limit")

@@ -40,6 +40,8 @@ DEFAULT: ModuleType = _hot_py if _FORCE_PYTHON or _compiled is None else _compil
 #: (their twins are lzw.decompress_py and lzw.compress_py)
 COMPILED_LZW = _compiled.lzw_decompress if _compiled is not None and DEFAULT is _compiled else None
 COMPILED_LZW_WRITER = _compiled.lzw_compress if _compiled is not None and DEFAULT is _compiled else None
+#: the compiled LZW reader that reads a turn at a time (its twin is _hot_py.LzwReader)
+COMPILED_LZW_READER = _compiled.LzwReader if _compiled is not None and DEFAULT is _compiled else None
 
 
 def ack_prefix(payload: bytes) -> bytes:

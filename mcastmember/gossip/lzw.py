@@ -16,15 +16,18 @@ Debian's serf is built with, checked byte for byte against vectors:
 
 Decompression is bounded by ``max_size``: an LZW bomb (each 12-bit code can
 stand for up to 4,094 bytes) stops at the bound, with work proportional to it.
+A stream's may also be read a turn at a time (:func:`reader`), so that its
+20 MiB never hold up the datagrams for long.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 from .errors import GossipWireError, Truncated
 from . import _hot_py
-from .hot import COMPILED_LZW, COMPILED_LZW_WRITER
+from .hot import COMPILED_LZW, COMPILED_LZW_READER, COMPILED_LZW_WRITER
 from .layout import LZW_LIT_WIDTH, LZW_MAX_WIDTH
 
 _COMPILED: Callable[[bytes, int], "bytes | tuple[int, ...]"] | None = COMPILED_LZW
@@ -117,6 +120,33 @@ def decompress_py(data: bytes, max_size: int) -> bytes:
     """:func:`decompress` in pure Python (the compiled reader's twin, in the
     matcher's pure-Python twin ``_hot_py``, whose ``unwrap`` reads with it)."""
     return _opened(_hot_py.lzw_decompress(data, max_size), max_size)
+
+
+class Reader(Protocol):
+    """What :func:`reader` gives: ``_hot_py.LzwReader`` or its compiled twin."""
+
+    def output(self) -> bytes: ...
+
+    def read(self, budget: int) -> bytes | tuple[int, ...] | None: ...
+
+
+def reader(data: bytes, max_size: int) -> Reader:
+    """A reader of ``data`` as :func:`decompress` reads it (at most
+    ``max_size`` bytes out), a turn at a time (:func:`read_turn`): the
+    compiled one when it is built and chosen (see :mod:`.hot`), else its
+    pure-Python twin, which gives the same bytes and errors."""
+    if COMPILED_LZW_READER is not None and type(data) is bytes:
+        found: Reader = COMPILED_LZW_READER(data, max_size)
+        return found
+    return _hot_py.LzwReader(data, max_size)
+
+
+def read_turn(lzw_reader: Reader, budget: int, max_size: int) -> bytes | None:
+    """``lzw_reader`` (made with ``max_size``) read on until ``budget``
+    more bytes are out: all the bytes once it has read them all, None if
+    there is more to read; its failure raised as :func:`decompress` raises it."""
+    result = lzw_reader.read(budget)
+    return None if result is None else _opened(result, max_size)
 
 
 def _opened(result: bytes | tuple[int, ...], max_size: int) -> bytes:

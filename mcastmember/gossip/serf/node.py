@@ -5,8 +5,9 @@ threads or clock: every call takes ``now`` (monotonic seconds) and the
 engine's entry points pass through, so a front drives a :class:`SerfNode`
 exactly as it drives a :class:`~mcastmember.gossip.engine.GossipEngine`
 (``receive_packet``, ``receive_stream``, ``streams_to_open``,
-``stream_response``, ``stream_failed``, ``datagrams_to_send``,
-``next_deadline``, ``handle_timer``, ``events``).
+``stream_response``, ``stream_failed``, ``stream_working``, ``stream_turn``,
+``stream_closed``, ``datagrams_to_send``, ``next_deadline``,
+``handle_timer``, ``events``).
 
 What follows which Serf 0.9.4 code (Debian's ``golang-github-hashicorp-serf-dev``,
 read, never copied):
@@ -376,6 +377,18 @@ class SerfNode:
         self._now = now
         self.engine.stream_failed(stream_id, now, error)
         self._pump(now)
+
+    def stream_working(self, key: Addr | int) -> bool:
+        return self.engine.stream_working(key)
+
+    def stream_turn(self, key: Addr | int, now: float) -> bytes | None:
+        self._now = now
+        reply = self.engine.stream_turn(key, now)
+        self._pump(now)
+        return reply
+
+    def stream_closed(self, addr: Addr) -> None:
+        self.engine.stream_closed(addr)
 
     def streams_to_open(self, now: float) -> list[OutgoingStream]:
         return self.engine.streams_to_open(now)
