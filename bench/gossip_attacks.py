@@ -39,14 +39,16 @@ stream_slots  40 silent TCP connections from the attacker, then 5 joins (a      
               own; then 2,000 connections at once, then 5 joins
 broadcast_pin one LZW-compressed datagram of 1,024 user events whose Serf       peers (of 3) that get the
               messages take 4,096 bytes each (4 MiB: each too big for a gossip    victim's own event within
-              packet); then the victim's own user event, then its graceful        5 s; ``left`` or ``failed``
-              leave                                                               after the leave
+              packet); then the victim's own user event; the same events again   5 s, after each; ``left``
+              in plain datagrams of 15, the victim's own event; then its          or ``failed`` after the
+              graceful leave                                                      leave
 cpu_starve    15 LZW bombs a second for 20 s (64 KB datagrams inflating to        peers' ``failed`` marks,
               86 MB, or as far as the victim allows); once it answers pings       max ping RTT, pings lost,
               again, four concurrent push/pulls of 100,000 invented nodes each    victim CPU seconds
-event_queue   the victim has a slow listener (1 s per event; asyncio: an          victim RSS growth (MB)
-              ``events()`` stream read as slowly; agent: a ``sleep 1`` event
-              handler); 3,000 user events of 60 KB, 200 a second
+event_queue   the victim has a slow listener (1 s per event; asyncio: an          victim RSS growth (MB),
+              ``events()`` stream read as slowly; agent: a ``sleep 1`` event      each phase from its start
+              handler); 3,000 user events of 60 KB, 200 a second; then 3,000
+              of 9 KiB (the largest any Serf member sends)
 ============  ==================================================================  ==========================
 
 Prints one table (attack, figure, one column per kind) and writes every
@@ -135,7 +137,8 @@ def rss_kb(pid):
 def member_main(spec):
     """One SerfService or AsyncSerfService on 7946: JSON lines on stdout
     (``event``: ready, joining, member, user, stats, sent-event, left), its
-    stats on SIGUSR1, its own user event on SIGUSR2, a graceful leave on SIGTERM."""
+    stats on SIGUSR1, its own user event on SIGUSR2 (``own_event``), a
+    graceful leave on SIGTERM."""
     import mcastmember
     from mcastmember.gossip.serf.node import MemberEvent, UserEventReceived
 
@@ -168,6 +171,15 @@ def member_main(spec):
     def stats(svc):
         return {"event": "stats", "stats": {**svc.stats(), **counts}}
 
+    sent = [0]
+
+    def own_event(svc):
+        """The member's own user event: the payload given, then -1, -2... for the later ones."""
+        payload = event["payload"] + (f"-{sent[0]}" if sent[0] else "")
+        sent[0] += 1
+        svc.user_event(event["name"], payload.encode(), False)
+        out({"event": "sent-event", "t": time.monotonic(), "payload": payload})
+
     ready = {"event": "ready", "file": mcastmember.__file__, "compiled": compiled_parts(), "pid": os.getpid()}
     seeds = [(seed, PORT) for seed in spec.get("seeds", ())]
     event = spec.get("user_event") or {"name": "probe", "payload": "probe"}
@@ -180,9 +192,7 @@ def member_main(spec):
             leave = asyncio.Event()
             svc = AsyncSerfService(spec["name"], spec["addr"], PORT, tags=spec.get("tags", {}))
             loop.add_signal_handler(signal.SIGUSR1, lambda: out(stats(svc)))
-            loop.add_signal_handler(signal.SIGUSR2, lambda: (
-                svc.user_event(event["name"], event["payload"].encode(), False),
-                out({"event": "sent-event", "t": time.monotonic()})))
+            loop.add_signal_handler(signal.SIGUSR2, lambda: own_event(svc))
             loop.add_signal_handler(signal.SIGTERM, leave.set)
 
             def listen(ev):
@@ -250,8 +260,7 @@ def member_main(spec):
         if sig == signal.SIGUSR1:
             out(stats(svc))
         elif sig == signal.SIGUSR2:
-            svc.user_event(event["name"], event["payload"].encode(), False)
-            out({"event": "sent-event", "t": time.monotonic()})
+            own_event(svc)
         else:
             break
     started = time.monotonic()
@@ -811,35 +820,46 @@ def pin_event(ltime, size):
 
 
 def attack_broadcast_pin(lab, kind):
+    """The pinning events come twice: in one compressed datagram (the
+    brief's attack), then in plain datagrams of 15 (for a member that
+    refuses the first for its size, whether its broadcast queues refuse
+    them too); after each the victim's own event, then its leave."""
     from mcastmember.gossip import framing
     sizes = lab.sizes
     payload = f"probe-{uuid.uuid4().hex[:8]}"
     victim, peers = lab.cluster(kind, user_event={"name": "probe", "payload": payload})
     sock = lab.udp()
-    events = [user_message(pin_event(1000 + i, sizes["pin_event_bytes"])) for i in range(sizes["pin_events"])]
-    # compounds of compounds: each inner one within a compound part's 65,535 bytes
-    per = max(1, 65_000 // len(events[0]))
-    datagram = framing.compress_message(framing.make_compound(packed(events, per)))
-    sock.sendto(datagram, (lab.victim_ip, PORT))
-    time.sleep(1.0)
-    out = {"datagram_bytes": len(datagram), "events": len(events), "event_bytes": len(events[0]) - 1,
-           "carried_bytes": sum(len(e) - 1 for e in events)}
-    if kind != "agent":
-        stats = victim.stats() or {}
-        out.update({f"victim_{k}": stats.get(k) for k in ("events_queued", "events_rebroadcast", "serf_messages",
-                                                           "serf_messages_bad")})
-    cursors = [p.cursor() for p in peers]
-    start = time.monotonic()
-    if kind == "agent":
-        victim.user_event("probe", payload)
-    else:
-        victim.user_event()
-    wait_until(lambda: all(p.got_event(payload) for p in peers), sizes["event_wait"], 0.1)
-    out["peers_got_event"] = sum(p.got_event(payload) for p in peers)
-    if kind != "agent":
-        stats = victim.stats() or {}
-        out["victim_serf_broadcasts_dropped"] = stats.get("serf_broadcasts_dropped")
+    out = {}
+    for n, phase in enumerate(("compressed", "plain")):
+        ltime = 1000 + 2 * n * sizes["pin_events"]
+        events = [user_message(pin_event(ltime + i, sizes["pin_event_bytes"])) for i in range(sizes["pin_events"])]
+        # in compounds: each within a compound part's 65,535 bytes, and a datagram's
+        per = max(1, 65_000 // len(events[0]))
+        if phase == "compressed":
+            datagrams = [framing.compress_message(framing.make_compound(packed(events, per)))]
+        else:
+            datagrams = packed(events, per)
+        send_paced(sock, datagrams, (lab.victim_ip, PORT), 50)
+        time.sleep(1.0)
+        out.update({f"{phase}_datagrams": len(datagrams), f"{phase}_datagram_bytes": max(map(len, datagrams)),
+                    "events": len(events), "event_bytes": len(events[0]) - 1,
+                    "carried_bytes": sum(len(e) - 1 for e in events)})
+        if kind != "agent":
+            stats = victim.stats() or {}
+            out.update({f"{phase}_victim_{k}": stats.get(k) for k in (
+                "events_queued", "events_rebroadcast", "serf_messages", "serf_messages_bad")})
+        mine = payload + (f"-{n}" if n else "")
+        if kind == "agent":
+            victim.user_event("probe", mine)
+        else:
+            victim.user_event()
+        wait_until(lambda: all(p.got_event(mine) for p in peers), sizes["event_wait"], 0.1)
+        out[f"{phase}_peers_got_event"] = sum(p.got_event(mine) for p in peers)
+        if kind != "agent":
+            stats = victim.stats() or {}
+            out[f"{phase}_victim_serf_broadcasts_dropped"] = stats.get("serf_broadcasts_dropped")
     out["event_wait_s"] = sizes["event_wait"]
+    cursors = [p.cursor() for p in peers]
     leave_at = time.monotonic()
     victim.leave()
 
@@ -849,7 +869,6 @@ def attack_broadcast_pin(lab, kind):
     marks = [first_mark(p, c) or "none" for p, c in zip(peers, cursors)]
     out["leave_marks"] = {k: marks.count(k) for k in sorted(set(marks))}
     out["leave_seen_s"] = round(time.monotonic() - leave_at, 2)
-    out["setup_to_event_s"] = round(leave_at - start, 2)
     return out
 
 
@@ -938,45 +957,54 @@ def attack_cpu_starve(lab, kind):
 
 
 def attack_event_queue(lab, kind):
+    """The brief's 60 KB events, then as many of the largest event a Serf
+    member sends (9 KiB of name and payload: for a member that refuses the
+    first for its size, whether what waits for its listener is bounded)."""
     from mcastmember.gossip.serf import messages as serf_messages
+    from mcastmember.gossip.serf.layout import USER_EVENT_SIZE_LIMIT
     sizes = lab.sizes
     victim, peers = lab.cluster(kind, slow=True)
     sock = lab.udp()
     time.sleep(1.0)
-    before = rss_kb(victim.pid)
-    peak = [before or 0]
-    stop = threading.Event()
-
-    def sample():
-        while not stop.wait(0.2):
-            now = rss_kb(victim.pid)
-            if now:
-                peak[0] = max(peak[0], now)
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    payload = b"F" * sizes["flood_payload"]
-
-    def datagrams():
-        for i in range(sizes["flood_events"]):
-            yield user_message(serf_messages.UserEvent(ltime=2000 + i, name="atk-flood", payload=payload))
-    start = time.monotonic()
-    sent, errors = send_paced(sock, datagrams(), (lab.victim_ip, PORT), sizes["flood_rate"])
-    time.sleep(3.0)
-    stop.set()
-    sampler.join()
-    after = rss_kb(victim.pid)
-    out = {"events_sent": sent, "send_errors": errors, "event_bytes": len(payload),
-           "send_s": round(time.monotonic() - start - 3.0, 2),
-           "rss_before_mb": round(before / 1024, 1) if before else None,
-           "rss_after_mb": round(after / 1024, 1) if after else None,
-           "rss_peak_mb": round(peak[0] / 1024, 1),
-           "rss_growth_mb": round((peak[0] - before) / 1024, 1) if before else None,
-           "slow": "listener 1 s/event" if kind == "threads" else
+    out = {"slow": "listener 1 s/event" if kind == "threads" else
                    ("events() read 1 s/event" if kind == "asyncio" else "event handler 'sleep 1'")}
-    if kind != "agent":
-        stats = victim.stats() or {}
-        out.update({k: stats.get(k) for k in ("attack_user_events", "events_lost", "listener_events_dropped",
-                                              "stream_events_dropped", "events_queued", "datagrams_received")})
+    name = "atk-flood"
+    for n, (phase, size) in enumerate((("big", sizes["flood_payload"]),
+                                       ("largest", USER_EVENT_SIZE_LIMIT - len(name)))):
+        before = rss_kb(victim.pid)
+        peak = [before or 0]
+        stop = threading.Event()
+
+        def sample():
+            while not stop.wait(0.2):
+                now = rss_kb(victim.pid)
+                if now:
+                    peak[0] = max(peak[0], now)
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        payload = b"F" * size
+        first = 2000 + n * sizes["flood_events"]
+
+        def datagrams():
+            for i in range(sizes["flood_events"]):
+                yield user_message(serf_messages.UserEvent(ltime=first + i, name=name, payload=payload))
+        start = time.monotonic()
+        sent, errors = send_paced(sock, datagrams(), (lab.victim_ip, PORT), sizes["flood_rate"])
+        time.sleep(3.0)
+        stop.set()
+        sampler.join()
+        after = rss_kb(victim.pid)
+        out.update({f"{phase}_events_sent": sent, f"{phase}_send_errors": errors, f"{phase}_payload_bytes": size,
+                    f"{phase}_send_s": round(time.monotonic() - start - 3.0, 2),
+                    f"{phase}_rss_before_mb": round(before / 1024, 1) if before else None,
+                    f"{phase}_rss_after_mb": round(after / 1024, 1) if after else None,
+                    f"{phase}_rss_peak_mb": round(peak[0] / 1024, 1),
+                    f"{phase}_rss_growth_mb": round((peak[0] - before) / 1024, 1) if before else None})
+        if kind != "agent":
+            stats = victim.stats() or {}
+            out.update({f"{phase}_{k}": stats.get(k) for k in (
+                "attack_user_events", "events_lost", "listener_events_dropped", "stream_events_dropped",
+                "events_queued", "datagrams_received")})
     return out
 
 
@@ -990,10 +1018,10 @@ TABLE = {
                    "joiner_listed_s"),
     "stream_slots": ("slowloris_held_open", "slowloris_joins_ok", "flood_connected", "flood_held_open",
                      "flood_joins_ok"),
-    "broadcast_pin": ("peers_got_event", "leave_marks", "leave_seen_s"),
+    "broadcast_pin": ("compressed_peers_got_event", "plain_peers_got_event", "leave_marks", "leave_seen_s"),
     "cpu_starve": ("bombs_victim_cpu_s", "bombs_failed_marks", "bombs_max_rtt_s", "bombs_lost", "bombs_recovered_s",
                    "pushpulls_answered", "pushpull_failed_marks", "pushpull_max_rtt_s", "pushpull_victim_cpu_s"),
-    "event_queue": ("events_sent", "rss_before_mb", "rss_growth_mb"),
+    "event_queue": ("big_rss_before_mb", "big_rss_growth_mb", "largest_rss_growth_mb"),
 }
 
 
