@@ -164,7 +164,7 @@ cdef object _compressed(const unsigned char *p, Py_ssize_t pos, Py_ssize_t end, 
     st.out = NULL
     try:
         _lzw_start(&st, p + start, end - start, max_size)
-        if _lzw_run(&st, &LZW_TABLE, max_size + 1) != 0:
+        if _lzw_run(&st, &LZW_TABLE, PY_SSIZE_T_MAX) != 0:
             return None
         return _messages(st.out, 0, st.out_len, max_messages, max_nesting)
     finally:
@@ -482,7 +482,7 @@ def lzw_decompress(bytes data not None, Py_ssize_t max_size):
     st.out = NULL
     try:
         _lzw_start(&st, <const unsigned char *>data, len(data), max_size)
-        return _lzw_result(&st, _lzw_run(&st, &LZW_TABLE, max_size + 1))
+        return _lzw_result(&st, _lzw_run(&st, &LZW_TABLE, PY_SSIZE_T_MAX))
     finally:
         PyMem_Free(st.out)
 
