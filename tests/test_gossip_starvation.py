@@ -284,13 +284,16 @@ def _bomb():
     return messages.encode(messages.Compress(algo=0, buf=packed))
 
 
-def _attack(port, stop):
-    """From 127.0.0.3 until ``stop``: 15 LZW bombs a second (each 20 MiB
-    once inflated) and four push/pulls at once, over and over, each of
-    PUSH_NODES new invented nodes."""
-    bomb = _bomb()
-    pushes = [framing.encode_stream(messages.encode_push_pull(messages.PushPull(
+def _push_pulls():
+    """Twelve push/pulls, each of PUSH_NODES new invented nodes (made
+    before the clock starts: a second of this thread's Python)."""
+    return [framing.encode_stream(messages.encode_push_pull(messages.PushPull(
         nodes=_invented(PUSH_NODES, f"g{k}-", SERF_VSN)))) for k in range(12)]
+
+
+def _attack(port, stop, bomb, pushes):
+    """From 127.0.0.3 until ``stop``: 15 LZW ``bomb`` a second and four
+    of ``pushes`` at once, over and over."""
 
     def push_pulls(first):
         for data in pushes[first::4]:
@@ -327,12 +330,13 @@ def test_a_member_flooded_with_lzw_bombs_and_big_push_pulls_answers_its_pings_in
             b.add_listener(lambda e: marks.append(e.kind) if isinstance(e, MemberEvent) and e.member.name == "a"
                            and e.kind in ("failed", "left") else None)
             assert b.join([("127.0.0.1", pa)]).joined == 1
+            bomb, pushes = _bomb(), _push_pulls()
             stop_pings, stop_attack = threading.Event(), threading.Event()
             pings = threading.Thread(target=lambda: rtts.append(_ping_until(pa, stop_pings, rtts)), daemon=True)
             pings.start()
             timer = threading.Timer(ATTACK_S, stop_attack.set)
             timer.start()
-            for thread in _attack(pa, stop_attack):
+            for thread in _attack(pa, stop_attack, bomb, pushes):
                 thread.join(30)
             stop_pings.set()
             pings.join(10)

@@ -552,8 +552,9 @@ class GossipFront:
         for conn in list(self._conns.values()):
             if turn and conn.show_at is not None and conn.show_at <= now and conn.sock in self._conns:
                 # One stream turn per wake-up, whatever the number of streams,
-                # the datagrams (pings) read between; the stream goes last in
-                # line for the next.
+                # the datagrams (pings) read between and answered before it;
+                # the stream goes last in line for the next.
+                self._flush(now)
                 turn = False
                 self._conns[conn.sock] = self._conns.pop(conn.sock)
                 self._hand_over(conn, now)
