@@ -37,12 +37,12 @@ What it shows (20 s, both fronts, one run each, before the datagram bound and
 the stream turns -> now):
 
 - the defaults (15 bombs/s, four 100,000-node push/pulls): slowest ping
-  6,574 -> 4.6 ms (threads), 5,382 -> 4.8 ms (asyncio); pings unanswered 98
+  6,574 -> 5.1 ms (threads), 5,382 -> 8.3 ms (asyncio); pings unanswered 98
   and 58 -> 0; a marked failed once on each front -> never; a's CPU 27 s ->
   0.6 s (the bombs refused after 64 KiB, the push/pulls at their header);
 - ``--push-nodes 16000`` (taken and merged, in turns): slowest ping 2,361 ->
-  145 ms (threads), 2,456 -> 146 ms (asyncio), 99th percentile 2,241 -> 112
-  and 117 ms;
+  96 ms (threads), 2,456 -> 127 ms (asyncio), 99th percentile 2,241 -> 55
+  and 75 ms, median 1,007 -> 4.5 ms;
 - ``--push-pulls 0`` (bombs alone, threads): slowest ping 176 -> 4.8 ms,
   a's CPU 13.7 -> 0.5 s;
 - ``--max-nodes 131072`` (now only): slowest ping 1.2 s (threads), 1.8 s
