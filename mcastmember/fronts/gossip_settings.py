@@ -19,7 +19,7 @@ from typing import Any, Literal, TypedDict
 from ..engine.events import EVENT_QUEUE_BYTES
 from ..gossip.limits import Limits
 from ..gossip.serf.codec import SerfLimits
-from ..gossip.serf.node import SerfSettings
+from ..gossip.serf.settings import SerfSettings
 from ..gossip.settings import GossipSettings
 from ..wire.errors import ConfigurationError
 
@@ -69,7 +69,7 @@ class GossipOptions(TypedDict, total=False):
 
 class SerfOptions(TypedDict, total=False):
     """The Serf settings a front's ``serf=`` may change (the fields of
-    :class:`~mcastmember.gossip.serf.node.SerfSettings`)."""
+    :class:`~mcastmember.gossip.serf.settings.SerfSettings`)."""
 
     protocol_version: int
     broadcast_timeout: float
