@@ -621,6 +621,10 @@ def test_a_forged_indirect_ping_sends_nothing_to_an_address_no_member_has():
     net.run(net.now + 1.0)
     assert _to_victim(net, start) == []
     assert (a.stats()["sends_refused"], a.stats()["indirect_pings_relayed"]) == (3, 0)
+    # each asked for a nack: it goes at once to the requester, as no ack will come
+    nacks = [m.seq_no for _t, src, dst, data in net.sent[start:] if src == net.names["a"]
+             and dst == ("127.0.0.3", 7946) for m in _parts(data) if isinstance(m, messages.Nack)]
+    assert nacks == [1, 2, 3]
     real = messages.IndirectPing(seq_no=4, target=bytes([127, 0, 0, 2]), port=7946, node="b")
     a.receive_packet(messages.encode(real), ("127.0.0.3", 7946), net.now)
     assert (a.stats()["sends_refused"], a.stats()["indirect_pings_relayed"]) == (3, 1)

@@ -139,14 +139,15 @@ def test_compiling_new_patterns_is_metered_and_cached_ones_are_free():
     Patterns already compiled cost nothing."""
     regexps = TagRegexps(compile_rate=1024)
     first = "^(web|db)-" + "x" * 500                     # 511 bytes
-    assert not regexps.search(first, "web-", now=0.0)   # compiled: it just does not match
-    assert regexps.search("^web", "web-1", now=0.0)      # 4 bytes: 509 left
-    assert not regexps.search("^db" + "y" * 506, "db", now=0.0)     # 509 bytes: fits, no match
-    assert not regexps.search("^d", "db", now=0.0)       # nothing left for a new one
+    assert not regexps.search(first, "web-", now=10.0)  # compiled: it just does not match
+    assert regexps.search("^web", "web-1", now=10.0)     # 4 bytes cost 64: 449 left
+    assert not regexps.search("^db" + "y" * 446, "db", now=10.0)    # 449 bytes: fits, no match
+    assert not regexps.search("^d", "db", now=10.0)      # nothing left for a new one
     assert regexps.over_budget == 1 and regexps.compiled == 3
-    assert regexps.search("^web", "web-1", now=0.0)      # cached: free
-    assert regexps.search("^d", "db", now=0.5)           # half a second refills 512 bytes
-    assert (regexps.over_budget, regexps.compiled) == (1, 4)
+    assert regexps.search("^web", "web-1", now=10.0)     # cached: free
+    assert not regexps.search("^d", "db", now=9.5)       # a little behind (another thread): no refill
+    assert regexps.search("^d", "db", now=10.5)          # half a second refills 512 bytes
+    assert (regexps.over_budget, regexps.compiled) == (2, 4)
     assert regexps.search("^dd?", "db")                  # no clock: not metered
     with pytest.raises(ValueError, match="one query's patterns"):
         TagRegexps(compile_rate=MAX_FILTER_PATTERN - 1)

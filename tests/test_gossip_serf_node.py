@@ -356,6 +356,17 @@ def test_queries_and_relays_answer_members_at_their_own_address_only():
     assert net["c"].stats()["relays_forwarded"] == 0
 
 
+def test_serf_buffers_at_their_bounds_are_counted_in_stats():
+    net = cluster(["a", "b"])
+    big = messages.encode(messages.UserEvent(ltime=3, name="e", payload=bytes(9 * 1024)))   # over 9 KiB in all
+    net["a"].engine.send_user(net.names["b"], big, net.now)
+    net.run(net.now + 0.1)
+    stats = net["b"].stats()
+    assert (stats["user_events_refused"], stats["user_events_forgotten"], stats["queries_refused"],
+            stats["intents_evicted"]) == (1, 0, 0, 0)
+    assert [e for e in of(net, "b", UserEventReceived)] == []
+
+
 def test_a_healed_partition_re_merges_by_reconnecting_to_failed_members():
     net = cluster(["a", "b", "c", "d"])
     for other in "abc":

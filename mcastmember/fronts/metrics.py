@@ -304,6 +304,11 @@ GOSSIP_COUNTERS: tuple[Spec, ...] = (
      _by({"acks_refused": "acks", "alive_refused": "alive", "nodes_refused": "nodes",
           "streams_refused": "streams", "push_pulls_refused": "push_pulls",
           "serf_members_refused": "serf_members", "confirmations_refused": "confirmations"})),
+    ("serf_buffers", "Serf's recent-message buffers at their bounds, by what: user events refused (a full "
+     "event time, or bigger than Serf sends), event times forgotten to keep the buffer within its bytes, "
+     "queries refused (a full query time), intents pushed out.", ("what",),
+     _by({"user_events_refused": "user_events_refused", "user_events_forgotten": "user_events_forgotten",
+          "queries_refused": "queries_refused", "intents_evicted": "intents_evicted"})),
     ("tag_filters", "Query tag filters looked at anew, by outcome: patterns compiled, filters refused (a "
      "pattern RE2 or Go rejects, or over the bound), refused for the compile budget, refused for want of "
      "google-re2 (the process's, shared by its members).", ("outcome",),

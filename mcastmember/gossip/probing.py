@@ -43,8 +43,15 @@ class Probing(StreamSync):
         port = ind.port if ind.port and self.settings.protocol_version >= 2 else self._port
         if not self.is_member_at(ind.node, (ip_text(ind.target), port)):
             # memberlist pings whatever address it is asked to: a datagram
-            # of 50 bytes then sends a ping to a third party and an ack back
+            # of 50 bytes then sends a ping to a third party and an ack back.
+            # A requester that asked for a nack gets one at once, where the
+            # request came from (one small datagram for one): no ack will
+            # come, and memberlist counts a missing nack against its own
+            # health (a node we list dead or do not know yet is asked for
+            # in normal operation).
             self._counts["sends_refused"] += 1
+            if ind.nack:
+                self._send_msg(addr, messages.encode(messages.Nack(seq_no=ind.seq_no)))
             return
         if len(self._acks) >= self.settings.max_pending_acks:
             self._counts["acks_refused"] += 1

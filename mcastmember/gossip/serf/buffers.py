@@ -60,6 +60,10 @@ FILTER_MAX_MEM = 256 * 1024
 #: a second. Past it a pattern not in the cache matches nothing (counted in
 #: ``over_budget``); a cluster's own filters repeat, and are in the cache.
 FILTER_COMPILE_BYTES_PER_S = 2048
+#: what compiling any pattern costs of that budget at least: a flood of
+#: short distinct patterns compiles at most 32 a second, so it takes
+#: seconds to push a cluster's own patterns out of the cache
+FILTER_MIN_COMPILE_COST = 64
 #: bytes that are not UTF-8 reach a tag as lone surrogates (go_str); Go's
 #: regexp reads each as U+FFFD
 _NOT_UTF8_AS_FFFD = dict.fromkeys(range(0xD800, 0xE000), 0xFFFD)
@@ -368,13 +372,17 @@ class TagRegexps:
 
     def _refill(self, now: float) -> None:
         with self._lock:
-            if self._budget_at is None or now < self._budget_at:
+            if self._budget_at is None or now < self._budget_at - 1.0:
                 # the first, or a node on another clock (a simulator's):
                 # as if long unused
                 self._budget = float(self.compile_rate)
-            else:
+            elif now > self._budget_at:
                 elapsed = now - self._budget_at
                 self._budget = min(float(self.compile_rate), self._budget + elapsed * self.compile_rate)
+            else:
+                # members of one process on one clock, their threads
+                # interleaved: a little behind refills nothing
+                return
             self._budget_at = now
 
     def _regexp(self, pattern: bytes, metered: bool = False) -> Any:
@@ -387,10 +395,11 @@ class TagRegexps:
                 self.refused += regexp is None
                 return regexp
             if metered:
-                if self._budget < len(pattern):
+                cost = max(len(pattern), FILTER_MIN_COMPILE_COST)
+                if self._budget < cost:
                     self.over_budget += 1
                     return None
-                self._budget -= len(pattern)
+                self._budget -= cost
         re2 = self._engine()
         if re2 is None:
             with self._lock:

@@ -297,6 +297,12 @@ class SerfNode:
         out["queries_queued"] = len(self.queries)
         out["coordinates_cached"] = len(self._coordinate_cache)
         out["coordinate_resets"] = self.coordinates.resets if self.coordinates is not None else 0
+        # Serf's recent-message buffers at their bounds
+        core = self.core
+        out["user_events_refused"] = core.event_buffer.dropped
+        out["user_events_forgotten"] = core.event_buffer.evicted
+        out["queries_refused"] = core.query_buffer.dropped
+        out["intents_evicted"] = core.members.intents.evicted
         # the process's query tag filters (shared by its nodes), by outcome
         for outcome in ("compiled", "refused", "over_budget", "unavailable"):
             out[f"tag_filters_{outcome}"] = getattr(TAG_REGEXPS, outcome)
