@@ -82,7 +82,7 @@ def test_a_listener_that_blocks_gets_events_lost_past_either_bound_threads(bound
     svc = SerfService("a", "127.0.0.1", port, **settings)
     svc.add_listener(slow)
     with svc, flooder() as sock:
-        entered.wait(5)                      # the dispatcher holds our "joined": the rest queue
+        assert entered.wait(5)               # the dispatcher holds our "joined": the rest queue
         for ltime in range(1, SENT + 1):
             sock.sendto(user_event(ltime), ("127.0.0.1", port))
             wait_until(lambda: svc.stats()["datagrams_received"] == ltime)

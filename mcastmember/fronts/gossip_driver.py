@@ -57,6 +57,10 @@ MAX_INCOMING_STREAMS = 32
 #: connections taken per wake-up of the listening socket, so a flood of
 #: them does not hold up the datagrams and the node's timers
 ACCEPTS_PER_WAKE = 16
+#: how long the members' hosts (who gets a member's share of the stream
+#: slots) are taken as they were: a member that just joined is a stranger
+#: for at most this long
+MEMBER_HOSTS_TTL_S = 1.0
 #: datagrams read per wake-up before the front turns to the rest
 READ_BATCH = 256
 #: bytes read from one stream per wake-up, at most
@@ -214,6 +218,8 @@ class GossipFront:
         self._conns: dict[socket.socket, _Conn] = {}
         self._outgoing: dict[int, _Conn] = {}
         self._shares = stream_shares(max_streams)
+        self._hosts: set[str] | None = None
+        self._hosts_until = 0.0
         self._backoff = AcceptBackoff()
         #: while accept backs off (descriptors ran out): when it accepts again
         self._accept_resume: float | None = None
@@ -457,13 +463,17 @@ class GossipFront:
         within its source's share (stream_shares): refused, or taken, after
         closing the idlest connection the share names if it says so."""
         assert self._tcp is not None
-        hosts: list[set[str]] = []
 
         def member_hosts() -> set[str]:
-            # Asked only when a share decision needs it, once per wake-up.
-            if not hosts:
-                hosts.append({host_key(m.addr) for m in self.node.engine.members()})
-            return hosts[0]
+            # Asked only when a share decision needs it; made anew at most
+            # once every MEMBER_HOSTS_TTL_S: it is a pass over the table (0.1 s
+            # at 16,000 members), and a source at its share could otherwise
+            # have it made at every wake-up.
+            now = time.monotonic()
+            if self._hosts is None or now >= self._hosts_until:
+                self._hosts = {host_key(m.addr) for m in self.node.engine.members()}
+                self._hosts_until = now + MEMBER_HOSTS_TTL_S
+            return self._hosts
 
         for _ in range(ACCEPTS_PER_WAKE):
             try:
