@@ -576,6 +576,9 @@ cdef int _lzw_run(LzwState *st, LzwTable *table, Py_ssize_t budget) except -2:
             hi = LZW_EOF
             overflow = 512
             last = -1
+            # a clear puts nothing out but costs a turn as a byte out would:
+            # a stream of clears alone must end its turns too
+            stop -= 1
             continue
         if code == LZW_EOF:
             status = 0

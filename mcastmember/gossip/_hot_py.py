@@ -24,6 +24,8 @@ Read from the Go vectors (tests/gossip_vectors), never copied.
 
 from __future__ import annotations
 
+import sys
+
 import zlib
 
 PING = 0
@@ -343,8 +345,8 @@ def lzw_decompress(data: bytes, max_size: int) -> bytes | tuple[int, ...]:
     raises from its failures). Returns the bytes, or on failure (1,) the
     data ends without its end code; (2, code, next) an invalid code; (3,)
     more than ``max_size`` bytes."""
-    found = LzwReader(data, max_size).read(max_size + 1)
-    assert found is not None        # (a turn stops only past max_size bytes, refused before)
+    found = LzwReader(data, max_size).read(sys.maxsize)
+    assert found is not None        # (a turn this long ends only at the end, or a failure)
     return found
 
 
@@ -397,6 +399,11 @@ class LzwReader:
             n_bits -= width
             if code == LZW_CLEAR:
                 width, hi, overflow, last = LZW_LIT_WIDTH + 1, LZW_EOF, LZW_CLEAR << 1, -1
+                # a clear puts nothing out but costs a turn as a byte out would:
+                # a stream of clears alone must end its turns too
+                budget -= 1
+                if budget <= 0:
+                    break
                 continue
             if code == LZW_EOF:
                 result = bytes(out)
