@@ -12,6 +12,7 @@ import math
 import socket
 import threading
 import time
+import tracemalloc
 
 import pytest
 
@@ -26,7 +27,7 @@ from mcastmember.gossip.layout import MessageType  # noqa: E402
 from mcastmember.gossip.limits import Limits  # noqa: E402
 from mcastmember.gossip.settings import GossipSettings  # noqa: E402
 from mcastmember.gossip.serf.node import MemberEvent  # noqa: E402
-from mcastmember.gossip.streams import STREAM_TURN  # noqa: E402
+from mcastmember.gossip.streams import MAX_STREAM_WORK, STREAM_TURN  # noqa: E402
 from support import free_gossip_port  # noqa: E402
 
 #: every way a datagram is opened: each matcher of the hot path, and the general framing alone
@@ -217,6 +218,117 @@ def test_the_reply_to_our_own_push_pull_is_merged_a_turn_at_a_time():
     assert len(turned) == math.ceil(2 * 3000 / STREAM_TURN)
     assert turned_events == whole_events and turned_stats == whole_stats
     assert (whole_stats["nodes"], whole_stats["nodes_refused"], whole_stats["push_pulls"]) == (2000, 1001, 1)
+
+
+# ------------------------------------------- many push/pulls at once, in turns
+
+#: the engine-wide bound the tests set (the default, 64 MiB, is far more to inflate)
+HELD = 4 << 20
+
+
+def _state_push_pull(user_state_len):
+    """A compressed push/pull of no nodes and ``user_state_len`` bytes of
+    user state that compress to almost nothing (a few KB on the wire)."""
+    return framing.encode_stream(messages.encode_push_pull(messages.PushPull(user_state=bytes(user_state_len))),
+                                 compress=True)
+
+
+def _round_robin(engine, stream, sources):
+    """``stream`` from each of ``sources`` at once, then a turn for each in
+    turn while any has work: the replies by source, and the most memory
+    allocated meanwhile."""
+    tracemalloc.start()
+    try:
+        replies = {src: engine.receive_stream(stream, src, 1.0) for src in sources}
+        while any(engine.stream_working(src) for src in sources):
+            for src in sources:
+                if engine.stream_working(src):
+                    replies[src] = engine.stream_turn(src, 1.0)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    return replies, peak
+
+
+def test_concurrent_push_pulls_inflating_past_the_engine_bound_are_refused_and_counted():
+    """16 push/pulls of 3 MiB of user state each (48 MiB in all, from a few
+    KB each on the wire), driven a turn at a time side by side: the streams
+    hold at most the engine's bound together; the ones that would go past
+    it get memberlist's error reply and are counted, the others are answered."""
+    engine = _engine(limits=Limits(max_streams_decompressed=HELD))
+    engine.stream_turn_size = STREAM_TURN
+    stream = _state_push_pull(3 << 20)
+    assert len(stream) < 20_000
+    sources = [(f"127.0.1.{i}", 40000) for i in range(16)]
+    replies, peak = _round_robin(engine, stream, sources)
+    kinds = {src: framing.decode_stream(reply, Limits())[0][0] for src, reply in replies.items()}
+    refused = [src for src, kind in kinds.items() if kind == MessageType.ERR]
+    assert set(kinds.values()) <= {MessageType.ERR, MessageType.PUSH_PULL}
+    assert {_refusal(replies[src]) for src in refused} == {
+        "streams' decompressed bytes over the limit (limits.max_streams_decompressed)"}
+    stats = engine.stats()
+    assert len(refused) == 15
+    assert (stats["streams_bad"], stats["bad_input"], stats["bad_input.stream_memory"]) == (len(refused),) * 3
+    assert stats["streams_received"] == 16 - len(refused)
+    # the bound, and the stream answered as it finishes: its reader's
+    # buffer, the message read out of it, the user state handed on
+    assert peak < HELD + 3 * (3 << 20) + (1 << 20)
+
+
+def test_concurrent_push_pulls_within_the_engine_bound_are_all_answered():
+    engine = _engine(limits=Limits(max_streams_decompressed=HELD))
+    engine.stream_turn_size = STREAM_TURN
+    sources = [(f"127.0.1.{i}", 40000) for i in range(3)]
+    replies, _peak = _round_robin(engine, _state_push_pull(1 << 20), sources)
+    assert set(replies.values()) == {engine.receive_stream(framing.encode_stream(_header(0)), ATTACKER, 1.0)}
+    stats = engine.stats()
+    assert (stats["streams_received"], stats["streams_bad"], stats["bad_input"]) == (4, 0, 0)
+    assert len(engine.events()) == 3           # each one's user state handed on
+
+
+def test_the_engine_bound_on_streams_decompressed_bytes_holds_a_few_big_push_pulls():
+    assert Limits().max_streams_decompressed == 64 * 1024 * 1024 > 3 * Limits().max_decompressed
+
+
+def test_unfinished_streams_past_the_engine_bound_on_them_are_dropped_oldest_first_and_counted():
+    """A front that never says it closed a stream: past MAX_STREAM_WORK
+    unfinished ones, the oldest is forgotten (its next bytes start over),
+    counted; a stream past its tcp_timeout is forgotten without a count."""
+    engine = _engine(max_nodes=100)
+    head = framing.encode_stream(_header(1))
+    for i in range(MAX_STREAM_WORK + 2):
+        assert engine.receive_stream(head, (f"127.1.{i // 256}.{i % 256}", 9), 1.0) is None
+    assert engine.stats()["streams_dropped"] == 2
+    assert engine.receive_stream(head, ("127.0.0.9", 9), 1.0 + 3600) is None
+    assert engine.stats()["streams_dropped"] == 2
+
+
+def test_a_push_pull_read_again_without_the_decode_memo_goes_on_from_where_it_was_read(monkeypatch):
+    """When the node-state memo gives up on a batch, the batch is read by
+    the general decoder with a reader of its own: the next batch (and the
+    user state) are read on from where that reader stopped."""
+    real = messages._read_nodes_remembered
+    failed = []
+
+    def memo_gives_up_once(memo, reader, count, buf, limits):
+        if not failed:
+            failed.append(count)
+            reader.raw_values(1, buf)          # (part of the way in, then the trouble)
+            raise messages.GossipWireError("bad_msgpack", "the memo gave up")
+        return real(memo, reader, count, buf, limits)
+
+    monkeypatch.setattr(messages, "_read_nodes_remembered", memo_gives_up_once)
+    remote = messages.PushPull(nodes=_invented(3000), user_state=b"theirs")
+    stream = framing.encode_stream(messages.encode_push_pull(remote))
+    assert framing.decode_stream(stream, Limits()) == ((MessageType.PUSH_PULL, remote), len(stream))
+    assert failed == [3000]
+    failed.clear()
+    decoder = framing.StreamDecoder(Limits())        # in turns, the stream's bytes arriving meanwhile
+    results = [decoder.decode(stream[:-1], STREAM_TURN)]
+    while results[-1] is None:
+        results.append(decoder.decode(stream, STREAM_TURN))
+    assert failed == [STREAM_TURN]
+    assert results[-1] == ((MessageType.PUSH_PULL, remote), len(stream))
 
 
 # ------------------------------------------------------- on running fronts

@@ -247,8 +247,8 @@ def read_stats(stats: Callable[[], T], loop: asyncio.AbstractEventLoop | None) -
 # reason not listed here still gets one when counted. A test keeps the list
 # in step with the code.
 BAD_INPUT_REASONS = ("bad_address", "bad_compression", "bad_crc", "bad_encryption", "bad_field", "bad_label",
-                     "bad_lzw", "bad_message", "bad_msgpack", "bad_type", "bad_version", "no_key", "too_deep",
-                     "too_large", "too_many", "trailing_bytes", "truncated")
+                     "bad_lzw", "bad_message", "bad_msgpack", "bad_type", "bad_version", "no_key", "stream_memory",
+                     "too_deep", "too_large", "too_many", "trailing_bytes", "truncated")
 
 Spec = tuple[str, str, tuple[str, ...], tuple[tuple[str, tuple[str, ...]], ...]]
 
@@ -336,12 +336,15 @@ GOSSIP_COUNTERS: tuple[Spec, ...] = (
     ("refutations", "Suspicions or deaths about ourselves refuted.", (), _one("refutes")),
     ("nodes_reaped", "Dead and left nodes removed from memberlist's table.", (), _one("nodes_reaped")),
     ("name_conflicts", "Nodes claiming a known name from another address.", (), _one("name_conflicts")),
-    ("streams", "Node streams by outcome: ours opened and failed, others' received and bad.", ("outcome",),
+    ("streams", "Node streams by outcome: ours opened and failed, others' received, bad, and dropped unfinished "
+     "(past the engine's bound on the streams it works on).", ("outcome",),
      _by({"streams_opened": "opened", "streams_failed": "failed", "streams_received": "received",
-          "streams_bad": "bad"})),
+          "streams_bad": "bad", "streams_dropped": "dropped"})),
     ("push_pulls", "Push/pull state exchanges done.", (), _one("push_pulls")),
     ("serf_messages", "Serf messages received.", (), _one("serf_messages")),
     ("serf_messages_bad", "Serf messages that did not decode.", (), _one("serf_messages_bad")),
+    ("serf_states_refused", "Serf push/pull user states refused whole, a list over its bound.", (),
+     _one("serf_states_refused")),
     ("rebroadcasts", "Serf messages gossiped on, by kind.", ("kind",),
      _by({"intents_rebroadcast": "intents", "events_rebroadcast": "events", "queries_rebroadcast": "queries"})),
     ("queries_answered", "Serf's internal queries answered.", (), _one("queries_answered")),

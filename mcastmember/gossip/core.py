@@ -59,7 +59,8 @@ COUNTERS = (
     "acks_refused", "suspects", "suspects_told", "confirmations_refused", "refutes", "alive_refused",
     "nodes_refused", "nodes_evicted", "dead_nodes_evicted", "nodes_reaped", "name_conflicts",
     "broadcasts_dropped", "user_broadcasts_dropped",
-    "streams_opened", "streams_failed", "streams_refused", "streams_received", "streams_bad", "push_pulls",
+    "streams_opened", "streams_failed", "streams_refused", "streams_received", "streams_bad", "streams_dropped",
+    "push_pulls",
     "push_pulls_refused", "events_dropped", "user_messages_received", "sends_refused")
 
 

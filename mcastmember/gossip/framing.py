@@ -299,12 +299,25 @@ class StreamDecoder:
         #: what the last call left of its turn
         self.left = 0
 
-    def decode(self, data: bytes, turn: int | None = None) -> tuple[StreamMessage, int] | None:
+    @property
+    def held(self) -> int:
+        """The decompressed bytes this stream holds (its LZW output so far,
+        each read counted at what it was asked for: a code's string, at most
+        4 KB, may come past it; then the whole message); none if it is not
+        compressed."""
+        if self._lzw is not None:
+            return (HEADER_PEEK if self._peeked else 0) + self._inflated_bytes
+        return len(self._body) if self._inflated and self._body is not None else 0
+
+    def decode(self, data: bytes, turn: int | None = None, room: int | None = None
+               ) -> tuple[StreamMessage, int] | None:
         """Go on with ``data``: the message and the stream bytes it took, or
         None if ``turn`` (node states, LZW output counted
         LZW_BYTES_PER_NODE to one; None: no bound) ran out first (call
         again, with the same bytes or more). :class:`Truncated` when more
-        bytes are needed; any other :class:`GossipWireError` when it is bad."""
+        bytes are needed; any other :class:`GossipWireError` when it is bad,
+        "stream_memory" when its LZW data would decompress to more than
+        ``room`` bytes (:attr:`held` in all; None: only the limits bound it)."""
         budget = self.left = _ALL if turn is None else turn
         if self._start is None:
             self._frame(data)
@@ -314,7 +327,7 @@ class StreamDecoder:
                 and body[self._start] == MessageType.COMPRESS:
             self._compressed(body)
         if self._lzw is not None:
-            budget = self.left = self._decompress(budget)
+            budget = self.left = self._decompress(budget, _ALL if room is None else room)
             if self._lzw is not None:
                 return None
             body = self._body
@@ -360,10 +373,12 @@ class StreamDecoder:
             self._used = end
         self._lzw = lzw.reader(comp.buf, self._limits.max_decompressed)
 
-    def _decompress(self, budget: int) -> int:
-        """Read LZW data for at most ``budget``; what is left of it. Its
-        first bytes alone first: a push/pull's header is checked on them.
-        Once read whole, they are the message's bytes."""
+    def _decompress(self, budget: int, room: int) -> int:
+        """Read LZW data for at most ``budget``, holding at most ``room``
+        bytes of its output; what is left of the budget. Its first bytes
+        alone first: a push/pull's header is checked on them (a message that
+        small is read whatever the room). Once read whole, they are the
+        message's bytes."""
         assert self._lzw is not None
         limit = self._limits.max_decompressed
         done = None
@@ -373,7 +388,13 @@ class StreamDecoder:
             self._peek(self._lzw.output() if done is None else done)
         while done is None and budget > 0:
             step = min(budget, _ALL // LZW_BYTES_PER_NODE) * LZW_BYTES_PER_NODE
-            done = lzw.read_turn(self._lzw, step, limit)
+            step = min(step, room - self.held)
+            if step > 0:
+                done = lzw.read_turn(self._lzw, step, limit)
+            if done is None and step >= room - self.held:
+                self._lzw = None                # (its bytes let go now)
+                raise GossipWireError("stream_memory", "streams' decompressed bytes over the limit "
+                                      "(limits.max_streams_decompressed)")
             if done is None:
                 self._inflated_bytes += step
                 budget = 0
@@ -413,6 +434,8 @@ class StreamDecoder:
                 return None
             count = min(header.nodes - len(self._nodes), budget)
             self._nodes += self._batch(body, reader, memo, count)
+            reader = self._reader           # (the batch may have read again with a reader of its own)
+            assert reader is not None
             self._next = reader.offset
             budget = self.left = budget - count
         end = self._next + header.user_state_len

@@ -34,6 +34,16 @@ class Limits:
     max_stream: int = layout.MAX_PUSH_STATE_BYTES
     #: bytes the LZW payload of one stream message (a push/pull) may decompress to
     max_decompressed: int = layout.MAX_PUSH_STATE_BYTES
+    #: bytes the LZW payloads of all the unfinished streams others opened to
+    #: us may decompress to, together (the engine's, not one stream's): a
+    #: stream is decoded a turn at a time, its decompressed bytes held until
+    #: it is merged, so without it each of the front's stream slots could
+    #: hold ``max_decompressed`` from a few KB of LZW (32 slots, 640 MiB).
+    #: A push/pull of a 16,384-node cluster is a few MB once decompressed
+    #: and a member is sent one or two at a time: 64 MiB holds a dozen of
+    #: those, or three at the 20 MiB stream bound. The stream that would go
+    #: past it is refused (bad input "stream_memory") and its bytes let go.
+    max_streams_decompressed: int = 64 * 1024 * 1024
     #: bytes the compressed messages of one UDP packet may decompress to, all
     #: together. Far below the stream's bound, because a datagram is decoded
     #: on the thread that answers the pings: an LZW code can stand for 4 KB,

@@ -31,8 +31,12 @@ _push_fields = operator.attrgetter("name", "addr", "port", "meta", "incarnation"
 #: between the turns of a big push/pull
 STREAM_TURN = 1024
 #: streams others opened to us with work under way that the engine keeps
-#: (the fronts tell it when they close one: this only bounds a front that does not)
-MAX_STREAM_WORK = 256
+#: (the fronts tell it when they close one: this only bounds a front that
+#: does not, or one allowing more streams than this). Past it the oldest
+#: unfinished one is dropped ("streams_dropped"); a stream's work without its
+#: decompressed bytes (bounded apart, limits.max_streams_decompressed) is
+#: small, so the bound is far above the fronts' default of 32.
+MAX_STREAM_WORK = 1024
 
 
 @dataclass(eq=False)
@@ -120,11 +124,12 @@ class StreamSync(EngineCore):
         return framing.StreamDecoder(limits, keys=self.keyring.keys if self.keyring else (), label=s.label,
                                      verify_incoming=s.gossip_verify_incoming)
 
-    def _decode_turn(self, work: StreamWork) -> tuple[framing.StreamMessage, int] | None:
+    def _decode_turn(self, work: StreamWork, room: int | None = None) -> tuple[framing.StreamMessage, int] | None:
         """One turn of a stream's decoding: its message, or None (``work.waiting``:
-        for more bytes; else for another turn); GossipWireError if bad."""
+        for more bytes; else for another turn); GossipWireError if bad (or
+        if it would decompress to more than ``room``)."""
         try:
-            decoded = work.decoder.decode(work.data, self.stream_turn_size)
+            decoded = work.decoder.decode(work.data, self.stream_turn_size, room)
         except Truncated:
             if len(work.data) > self.settings.limits.max_stream:
                 raise GossipWireError("too_large", "stream message over the size limit") from None
@@ -186,16 +191,25 @@ class StreamSync(EngineCore):
         work = self._incoming_work.get(addr)
         if work is None or not data.startswith(work.data):       # a new stream from there
             for old, stale in list(self._incoming_work.items()):
-                if stale.deadline <= now or len(self._incoming_work) >= MAX_STREAM_WORK:
+                if stale.deadline <= now:
                     del self._incoming_work[old]
+                elif len(self._incoming_work) >= MAX_STREAM_WORK:
+                    del self._incoming_work[old]
+                    self._counts["streams_dropped"] += 1
             work = self._incoming_work[addr] = StreamWork(self._decoder(True), data, now + self.settings.tcp_timeout)
         work.data = data
         return self._incoming_turn(addr, work, now)
 
+    def _stream_room(self, work: StreamWork) -> int:
+        """The decompressed bytes ``work`` may hold: what the other streams
+        others opened to us leave of limits.max_streams_decompressed."""
+        others = sum(other.decoder.held for other in self._incoming_work.values() if other is not work)
+        return self.settings.limits.max_streams_decompressed - others
+
     def _incoming_turn(self, addr: Addr, work: StreamWork, now: float) -> bytes | None:
         if work.remote is None:
             try:
-                decoded = self._decode_turn(work)
+                decoded = self._decode_turn(work, self._stream_room(work))
             except GossipWireError as exc:
                 del self._incoming_work[addr]
                 self._counts["streams_bad"] += 1
