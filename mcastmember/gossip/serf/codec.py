@@ -15,10 +15,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
+import msgpack
+
 from .. import msgpack_go
 from ..errors import GossipWireError
 from ..layout import MAX_PUSH_STATE_BYTES
 from ..limits import Limits
+from .layout import DEFAULT_EVENT_BUFFER
 
 
 @dataclass(frozen=True)
@@ -34,10 +37,16 @@ class SerfLimits:
     #: entries of StatusLTimes and LeftMembers in one push/pull
     max_members: int = 100_000
     #: slots of the Events list of a push/pull (Go sends its whole event
-    #: buffer, 512 slots by default, most of them nil)
-    max_event_slots: int = 16_384
+    #: buffer, 512 slots by default, most of them nil); our own buffer keeps
+    #: that many event times, older ones it would drop anyway
+    max_event_slots: int = DEFAULT_EVENT_BUFFER
     #: events at one Lamport time inside one slot
     max_events_per_slot: int = 256
+    #: events of all the slots of one push/pull together: each costs some
+    #: microseconds to decode and merge on the thread that answers the pings,
+    #: and a peer's buffer holds one event per event time but for events made
+    #: at the same time on several nodes (8 a slot on average here)
+    max_push_events: int = 4_096
     #: entries of any other list: query filters, key lists, node filters, coordinate
     max_list: int = 1_024
     #: tags in one node meta
@@ -249,3 +258,131 @@ class SerfStruct:
             raise GossipWireError("too_large", f"Serf message of {len(buf) - offset} bytes is over the limit")
         value, end = msgpack_go.unpack(buf, limits.wire(), offset)
         return cls.from_go(value, limits), end
+
+
+def read_push_pull(buf: bytes, limits: SerfLimits, offset: int = 0) -> object:
+    """The msgpack value of a push/pull's user state (messagePushPull) at
+    ``offset``, for :meth:`SerfStruct.from_go`, each list counted against
+    its bound from its header before any of its entries is built:
+    StatusLTimes and LeftMembers ``max_members``, Events ``max_event_slots``
+    slots and ``max_push_events`` entries in all. Values under keys Serf
+    does not send are skipped, never built. A push/pull's bytes are
+    decoded on the thread that answers the pings: a state of millions of
+    empty events (megabytes once compressed from kilobytes) would hold it
+    for seconds if it were built first and counted after. Raises
+    GossipWireError ("too_many" over a bound)."""
+    if len(buf) - offset > limits.max_message:
+        raise GossipWireError("too_large", f"Serf message of {len(buf) - offset} bytes is over the limit")
+    reader = _BoundedReader(buf, offset, limits)
+    try:
+        value = reader.push_pull()
+    except GossipWireError:
+        raise
+    except msgpack.OutOfData:
+        raise GossipWireError("bad_msgpack", "Serf push/pull cut short") from None
+    except (ValueError, TypeError, RecursionError, msgpack.UnpackException) as exc:
+        raise GossipWireError("bad_msgpack", f"undecodable msgpack ({exc})") from None
+    if reader.offset != len(buf):
+        raise GossipWireError("trailing_bytes", f"{len(buf) - reader.offset} trailing bytes after a Serf push/pull")
+    return value
+
+
+def _too_many(where: str, count: int, bound: int) -> GossipWireError:
+    return GossipWireError("too_many", f"{where} has {count} entries, over the limit of {bound}")
+
+
+class _BoundedReader:
+    """msgpack read a container header at a time (see read_push_pull)."""
+
+    def __init__(self, buf: bytes, offset: int, limits: SerfLimits):
+        self.buf, self.base, self.limits = buf, offset, limits
+        self.events = 0
+        # scalars only are built whole: no container is longer than a few entries
+        self.unpacker = msgpack.Unpacker(
+            raw=True, strict_map_key=False, max_buffer_size=max(len(buf) - offset, 1),
+            max_str_len=limits.max_message, max_bin_len=limits.max_message,
+            max_array_len=0, max_map_len=0, max_ext_len=0)
+        self.unpacker.feed(memoryview(buf)[offset:])
+
+    @property
+    def offset(self) -> int:
+        return self.base + int(self.unpacker.tell())
+
+    def _peek(self) -> int:
+        if self.offset >= len(self.buf):
+            raise msgpack.OutOfData
+        return self.buf[self.offset]
+
+    def _map(self) -> int | None:
+        """A map's length (its header read), or None if the next value is nil."""
+        head = self._peek()
+        if head == 0xC0:
+            self.unpacker.skip()
+            return None
+        if 0x80 <= head <= 0x8F or head in (0xDE, 0xDF):
+            return int(self.unpacker.read_map_header())
+        raise GossipWireError("bad_field", "Serf push/pull: a map expected")
+
+    def _array(self, where: str, bound: int) -> int | None:
+        head = self._peek()
+        if head == 0xC0:
+            self.unpacker.skip()
+            return None
+        if not (0x90 <= head <= 0x9F or head in (0xDC, 0xDD)):
+            raise GossipWireError("bad_field", f"{where} is not a list")
+        count = int(self.unpacker.read_array_header())
+        if count > bound:
+            raise _too_many(where, count, bound)
+        return count
+
+    def _scalar(self) -> object:
+        return self.unpacker.unpack()    # a container here is refused (max lengths 0)
+
+    def _struct(self, fields: dict[bytes, Callable[[], object]]) -> object:
+        """A struct (nil: None): the values of ``fields`` read by their
+        readers, any other key's passed over unbuilt."""
+        count = self._map()
+        if count is None:
+            return None
+        out: dict[object, object] = {}
+        for _ in range(count):
+            key = self._scalar()
+            read = fields.get(key) if isinstance(key, bytes) else None
+            if read is None:
+                self.unpacker.skip()
+            else:
+                out[key] = read()
+        return out
+
+    def push_pull(self) -> object:
+        scalar = self._scalar
+        return self._struct({b"LTime": scalar, b"EventLTime": scalar, b"QueryLTime": scalar,
+                             b"StatusLTimes": self._status_ltimes, b"LeftMembers": self._left_members,
+                             b"Events": self._slots})
+
+    def _status_ltimes(self) -> object:
+        count = self._map()
+        if count is not None and count > self.limits.max_members:
+            raise _too_many("PushPull.StatusLTimes", count, self.limits.max_members)
+        return None if count is None else {self._scalar(): self._scalar() for _ in range(count)}
+
+    def _left_members(self) -> object:
+        count = self._array("PushPull.LeftMembers", self.limits.max_members)
+        return None if count is None else [self._scalar() for _ in range(count)]
+
+    def _slots(self) -> object:
+        count = self._array("PushPull.Events", self.limits.max_event_slots)
+        return None if count is None else [self._slot(i) for i in range(count)]
+
+    def _slot(self, index: int) -> object:
+        return self._struct({b"LTime": self._scalar, b"Events": lambda: self._slot_events(index)})
+
+    def _slot_events(self, index: int) -> object:
+        count = self._array(f"PushPull.Events[{index}].Events", self.limits.max_events_per_slot)
+        if count is None:
+            return None
+        self.events += count
+        if self.events > self.limits.max_push_events:
+            raise _too_many("PushPull.Events", self.events, self.limits.max_push_events)
+        entry = {b"Name": self._scalar, b"Payload": self._scalar}
+        return [self._struct(entry) for _ in range(count)]

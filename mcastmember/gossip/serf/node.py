@@ -44,7 +44,7 @@ from ..settings import GossipSettings
 from ..state import Addr, NodeInfo, ip_bytes, ip_text
 from . import messages
 from .buffers import TAG_REGEXPS, should_process_query
-from .codec import SerfLimits
+from .codec import SerfLimits, read_push_pull
 from .coordinates import CoordinateClient, CoordinateRefused
 from .layout import (INTERNAL_QUERY_PREFIX, MEMBERLIST_PROTOCOL_FOR, PROTOCOL_VERSION_MAX, PROTOCOL_VERSION_MIN,
                      QUERY_CONFLICT, QUERY_INSTALL_KEY, QUERY_LIST_KEYS, QUERY_MIN_PROTOCOL, QUERY_REMOVE_KEY,
@@ -69,7 +69,7 @@ COUNTERS = ("serf_messages", "serf_messages_bad", "intents_rebroadcast", "events
             "responses_received",
             "keyring_changes", "serf_broadcasts_dropped", "serf_events_dropped", "reconnects_ok",
             "reconnects_failed", "coordinate_updates", "coordinates_bad", "coordinates_refused",
-            "coordinates_unknown_node")
+            "coordinates_unknown_node", "serf_states_refused")
 
 _KEY_OPS = {QUERY_INSTALL_KEY: "install", QUERY_USE_KEY: "use", QUERY_REMOVE_KEY: "remove",
             QUERY_LIST_KEYS: "list"}
@@ -132,6 +132,8 @@ class SerfNode:
         self._counts: dict[str, int] = dict.fromkeys(COUNTERS, 0)
         self._joining = 0
         self._join_ok = 0
+        #: the limits a push/pull's user state is read with (see _merge_remote)
+        self._state_limits: SerfLimits | None = None
         self._join_errors: list[str] = []
         self._leaving: _Leaving | None = None
         #: the time of the call we are in (memberlist's leave may start inside the engine's
@@ -523,13 +525,26 @@ class SerfNode:
         return messages.encode(self.core.local_state())
 
     def _merge_remote(self, event: RemoteState, now: float) -> None:
-        try:
-            state = messages.decode(event.user_state, self.serf_settings.limits)
-        except GossipWireError:
+        """delegate.go MergeRemoteState. The state is read on the thread that
+        answers the pings: each of its lists is counted against its bound
+        before its entries are built (read_push_pull), the members' against
+        our table's (no peer knows more members than it holds), and a state
+        over a bound is refused whole (``serf_states_refused``)."""
+        buf = event.user_state
+        if buf[:1] != bytes((SerfMessageType.PUSH_PULL,)):
             self._counts["serf_messages_bad"] += 1
             return
-        if not isinstance(state, messages.PushPull):
+        limits = self._state_limits
+        if limits is None:
+            limits = self.serf_settings.limits
+            limits = self._state_limits = dataclasses.replace(
+                limits, max_members=min(limits.max_members, self.engine.settings.max_nodes))
+        try:
+            state = messages.PushPull.from_go(read_push_pull(buf, limits, 1), limits) or messages.PushPull()
+        except GossipWireError as exc:
             self._counts["serf_messages_bad"] += 1
+            if exc.reason == "too_many":
+                self._counts["serf_states_refused"] += 1
             return
         if self.core.merge_remote_state(state, event.join, now):
             self._broadcast_join(now)
