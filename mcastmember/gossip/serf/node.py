@@ -54,8 +54,8 @@ from .events import (ConflictResolved, GossipMember, JoinDone, KeyResult, Keyrin
                      UserEventReceived)
 from .members import SerfCore, SerfEvent, SerfMembers
 from .settings import SerfSettings
-from .queries import QueryTracker, answer_internal_query, default_query_timeout, make_ack, make_response, \
-    new_query
+from .queries import (QueryTracker, answer_internal_query, count_key_response, default_query_timeout, make_ack,
+                      make_response, new_query)
 from .tags import decode_tags, encode_tags
 
 # The records the node reports live in .events; importers may take them from here.
@@ -688,7 +688,7 @@ class SerfNode:
             return
         result = KeyResult(op, open_query.num_nodes, 0, 0, {}, {}, {})
         for node, payload in open_query.answers:
-            result = _count_key_response(result, node, payload, self.serf_settings.limits)
+            result = count_key_response(result, node, payload, self.serf_settings.limits)
         self._event(result)
 
     def _count_conflict(self, answers: list[tuple[str, bytes]]) -> ConflictResolved:
@@ -779,26 +779,6 @@ class SerfNode:
             self._counts["serf_events_dropped"] += 1
             return
         self._events.append(event)
-
-
-def _count_key_response(result: KeyResult, node: str, payload: bytes, limits: SerfLimits) -> KeyResult:
-    """keymanager.go streamKeyResp, for one node's answer."""
-    num_err = result.num_err
-    try:
-        answer = messages.decode(payload, limits)
-    except GossipWireError:
-        answer = None
-    if not isinstance(answer, messages.KeyResponse):
-        result.messages[node] = f"Invalid key query response type: {payload!r}"
-        return dataclasses.replace(result, num_resp=result.num_resp + 1, num_err=num_err + 1)
-    if not answer.result:
-        num_err += 1
-    if answer.message:
-        result.messages[node] = answer.message
-    for key in answer.keys:
-        result.keys[key] = result.keys.get(key, 0) + 1
-    result.primary_keys[answer.primary_key] = result.primary_keys.get(answer.primary_key, 0) + 1
-    return dataclasses.replace(result, num_resp=result.num_resp + 1, num_err=num_err)
 
 
 def b64(key: bytes) -> str:

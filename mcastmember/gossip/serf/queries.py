@@ -14,6 +14,7 @@ memberlist's keyring does, with Serf's messages.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -22,7 +23,9 @@ from ..crypto import Keyring
 from ..errors import GossipWireError
 from ..layout import KEY_SIZES
 from .buffers import QueryBuffer
+from . import messages
 from .codec import SerfLimits, go_str
+from .events import KeyResult
 from .layout import (DEFAULT_QUERY_RESPONSE_SIZE_LIMIT, DEFAULT_QUERY_SIZE_LIMIT, DEFAULT_QUERY_TIMEOUT_MULT,
                      MIN_ENCODED_KEY_LENGTH, QUERY_CONFLICT, QUERY_FLAG_ACK, QUERY_INSTALL_KEY, QUERY_LIST_KEYS,
                      QUERY_REMOVE_KEY, QUERY_USE_KEY)
@@ -218,3 +221,23 @@ def _list_keys(query: Query, node: str, keyring: Keyring | None, size_limit: int
             response.keys = response.keys[:shown]
             response.message = f"truncated key list response, showing first {shown} of {total} keys"
     raise ValueError("Failed to truncate response so that it fits into message")
+
+
+def count_key_response(result: KeyResult, node: str, payload: bytes, limits: SerfLimits) -> KeyResult:
+    """keymanager.go streamKeyResp: ``result`` with one node's answer to a key query counted in."""
+    num_err = result.num_err
+    try:
+        answer = messages.decode(payload, limits)
+    except GossipWireError:
+        answer = None
+    if not isinstance(answer, messages.KeyResponse):
+        result.messages[node] = f"Invalid key query response type: {payload!r}"
+        return dataclasses.replace(result, num_resp=result.num_resp + 1, num_err=num_err + 1)
+    if not answer.result:
+        num_err += 1
+    if answer.message:
+        result.messages[node] = answer.message
+    for key in answer.keys:
+        result.keys[key] = result.keys.get(key, 0) + 1
+    result.primary_keys[answer.primary_key] = result.primary_keys.get(answer.primary_key, 0) + 1
+    return dataclasses.replace(result, num_resp=result.num_resp + 1, num_err=num_err)
