@@ -1,5 +1,5 @@
-"""Builds the Cython extensions ``mcastmember._fast`` (the heartbeat kernel) and
-``mcastmember.gossip._hot`` (the gossip hot path's matcher).
+"""Builds the Cython extensions ``mcastmember.tribes.kernel._fast`` (the heartbeat kernel) and
+``mcastmember.gossip.memberlist._matcher`` (the gossip hot path's matcher).
 
 The heartbeat path is the product, so the extension is not optional by
 default: when it cannot be built (no C compiler, no Python headers, no
@@ -32,7 +32,7 @@ def _flag(name):
 
 def _cannot_build(error):
     """The message a failed build ends with (SystemExit prints it last)."""
-    return (f"mcastmember: could not build the compiled extensions (mcastmember._fast, mcastmember.gossip._hot): {error}\n"
+    return (f"mcastmember: could not build the compiled extensions (mcastmember.tribes.kernel._fast, mcastmember.gossip.memberlist._matcher): {error}\n"
             "It needs a C compiler and Python's headers (e.g. apt-get install gcc python3-dev).\n"
             "To install the pure-Python implementation instead (the same behaviour, a costlier\n"
             f"heartbeat path), set {SWITCH}: {SWITCH} pip install ...")
@@ -66,9 +66,9 @@ def _extensions():
     try:
         from Cython.Build import cythonize
         return cythonize(
-            [Extension("mcastmember._fast", ["mcastmember/_fast.pyx"],
+            [Extension("mcastmember.tribes.kernel._fast", ["mcastmember/tribes/kernel/_fast.pyx"],
                        extra_compile_args=["-O2"]),
-             Extension("mcastmember.gossip._hot", ["mcastmember/gossip/_hot.pyx"],
+             Extension("mcastmember.gossip.memberlist._matcher", ["mcastmember/gossip/memberlist/_matcher.pyx"],
                        extra_compile_args=["-O2"])],
             compiler_directives={"language_level": "3"},
             quiet=True,

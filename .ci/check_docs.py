@@ -14,7 +14,7 @@ import re
 import sys
 
 from mcastmember import ServiceConfig
-from mcastmember.engine.config import Settings
+from mcastmember.tribes.engine.config import Settings
 
 
 class Objects(html.parser.HTMLParser):
@@ -120,7 +120,7 @@ def main(out):
                 if p.kind is inspect.Parameter.KEYWORD_ONLY]
     fronts = parse(out / "api" / "fronts.html")
     # Both fronts take ServiceConfig's settings (config.takes_settings).
-    for name in ("mcastmember.McastService", "mcastmember.fronts.aio.AsyncMembership"):
+    for name in ("mcastmember.McastService", "mcastmember.tribes.fronts.aio.AsyncMembership"):
         params = fronts.params.get(name)
         if params is None:
             problems.append(f"{name} is not on api/fronts.html")
@@ -134,7 +134,7 @@ def main(out):
             if setting.name not in fronts.literals[name]:
                 problems.append(f"{name}: {setting.name} not described")
     config = parse(out / "api" / "config.html")
-    keys = config.literals.get("mcastmember.engine.config.Settings", set())
+    keys = config.literals.get("mcastmember.tribes.engine.config.Settings", set())
     problems += [f"Settings: {key} not listed" for key in Settings.__annotations__
                  if key not in keys]
     for problem in problems:

@@ -37,8 +37,8 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from heartbeat import GROUP, SENDER_SCRIPT, build_c, free_udp_port  # noqa: E402
-from mcastmember.wire import layout as L  # noqa: E402
-from mcastmember.transport import net
+from mcastmember.tribes.wire import layout as L  # noqa: E402
+from mcastmember._runtime import net  # noqa: E402
 
 INTERFACE = "127.0.0.1"
 RCVBUF = 4 << 20            # as net.open_receiver
@@ -126,7 +126,7 @@ int main(int argc, char **argv) {
 LIBRARY_SCRIPT = r"""
 import json, resource, sys, time
 from mcastmember import implementation
-from mcastmember.fronts.service import McastService
+from mcastmember.tribes.fronts.service import McastService
 
 def cpu():
     ru = resource.getrusage(resource.RUSAGE_SELF)

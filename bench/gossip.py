@@ -14,7 +14,7 @@ of members reading their input 2-15 s late, timers on time), for plain SWIM
 and for Lifeguard: N converged members, traffic counted over ``--traffic`` s
 of steady state, then 3 crashes, a join and a leave, followed for
 ``--seconds`` s (see ``gossipsim.scenario``). All-to-all unicast heartbeats
-(mcastmember.engine, 500 ms period, 3 s drop time) are simulated up to
+(mcastmember.tribes.engine, 500 ms period, 3 s drop time) are simulated up to
 ``--heartbeat-sim-max`` members and computed above it from the real
 heartbeat's size (N - 1 datagrams per member per period): ``method`` says
 which. Rows follow issue 27's contract (``source`` "sim"); the JSON is
@@ -71,14 +71,14 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests")
 
 from gossipsim import HeartbeatNode, address, scenario  # noqa: E402
 
-from mcastmember.gossip import messages  # noqa: E402
-from mcastmember.gossip.broadcasts import retransmit_limit  # noqa: E402
-from mcastmember.gossip.engine import push_pull_scale  # noqa: E402
-from mcastmember.gossip.framing import encode_stream  # noqa: E402
-from mcastmember.gossip.layout import NodeState  # noqa: E402
-from mcastmember.gossip.settings import TELL_ACCUSED, GossipSettings  # noqa: E402
-from mcastmember.gossip.state import ip_bytes  # noqa: E402
-from mcastmember.gossip.suspicion import suspicion_timeout  # noqa: E402
+from mcastmember.gossip.memberlist import messages  # noqa: E402
+from mcastmember.gossip.memberlist.broadcasts import retransmit_limit  # noqa: E402
+from mcastmember.gossip.memberlist.engine import push_pull_scale  # noqa: E402
+from mcastmember.gossip.memberlist.framing import encode_stream  # noqa: E402
+from mcastmember.gossip.memberlist.layout import NodeState  # noqa: E402
+from mcastmember.gossip.memberlist.settings import TELL_ACCUSED, GossipSettings  # noqa: E402
+from mcastmember.gossip.memberlist.state import ip_bytes  # noqa: E402
+from mcastmember.gossip.memberlist.suspicion import suspicion_timeout  # noqa: E402
 
 COLUMNS = ("protocol", "members", "loss", "paused_fraction", "slow_fraction", "detect_median_s", "detect_p99_s", "detect_max_s",
            "false_failed_per_member_hour", "join_99_s", "leave_99_s", "datagrams_per_member_s",

@@ -43,9 +43,10 @@ import time
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from mcastmember.fronts.gossip_service import SerfService  # noqa: E402
-from mcastmember.gossip import framing, messages  # noqa: E402
-from mcastmember.gossip.serf.node import MemberEvent  # noqa: E402
+from mcastmember.gossip.fronts.service import SerfService  # noqa: E402
+from mcastmember.gossip.memberlist import framing  # noqa: E402
+from mcastmember.gossip.memberlist import messages  # noqa: E402
+from mcastmember.gossip.serf.node import SerfMemberEvent  # noqa: E402
 
 VSN = bytes((1, 5, 2, 2, 5, 4))
 
@@ -118,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
             SerfService("b", "127.0.0.2", pb, seed=2, gossip=gossip) as b, \
             socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as evil:
         evil.bind(("127.0.0.3", 0))
-        a.add_listener(lambda e: failed.append(e.kind) if isinstance(e, MemberEvent) and e.member.name == "b"
+        a.add_listener(lambda e: failed.append(e.kind) if isinstance(e, SerfMemberEvent) and e.member.name == "b"
                        and e.kind in ("failed", "left", "reaped") else None)
         if b.join([("127.0.0.1", pa)]).joined != 1:
             raise SystemExit("b could not join a")

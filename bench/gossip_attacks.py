@@ -20,7 +20,7 @@ starts a fresh cluster for each kind of victim, in turn:
 The Python members import mcastmember from ``--impl-path`` when given (it
 goes first on their PYTHONPATH; each member reports the file it imported,
 checked), else from wherever this interpreter finds it. The attack messages
-are built with the project's own encoders (mcastmember/gossip/messages.py,
+are built with the project's own encoders (mcastmember/gossip/memberlist/messages.py,
 framing.py, lzw.py, serf/messages.py) and sent from the attacker's plain UDP
 and TCP sockets to the victim only. Each attack stops by itself.
 
@@ -140,7 +140,7 @@ def member_main(spec):
     stats on SIGUSR1, its own user event on SIGUSR2 (``own_event``), a
     graceful leave on SIGTERM."""
     import mcastmember
-    from mcastmember.gossip.serf.node import MemberEvent, UserEventReceived
+    from mcastmember.gossip.serf.node import SerfMemberEvent, UserEventReceived
 
     lock = threading.Lock()
     counts = {"fake_member_events": 0, "attack_user_events": 0, "events_lost": 0}
@@ -153,7 +153,7 @@ def member_main(spec):
 
     def describe(event):
         """The line for ``event``, or None (counted) for the attack's own."""
-        if isinstance(event, MemberEvent):
+        if isinstance(event, SerfMemberEvent):
             if event.member.name.startswith(FAKE):
                 counts["fake_member_events"] += 1
                 return None
@@ -185,7 +185,7 @@ def member_main(spec):
     event = spec.get("user_event") or {"name": "probe", "payload": "probe"}
     if spec["front"] == "asyncio":
         import asyncio
-        from mcastmember.fronts.gossip_aio import AsyncSerfService
+        from mcastmember.gossip.fronts.aio import AsyncSerfService
 
         async def run():
             loop = asyncio.get_running_loop()
@@ -233,7 +233,7 @@ def member_main(spec):
 
         asyncio.run(run())
         return
-    from mcastmember.fronts.gossip_service import SerfService
+    from mcastmember.gossip.fronts.service import SerfService
     # taken with sigwait; the service's threads inherit the mask
     wanted = {signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM}
     signal.pthread_sigmask(signal.SIG_BLOCK, wanted)
@@ -277,10 +277,11 @@ def member_main(spec):
 def probe_main(spec):
     """A memberlist ping to ``target`` every PROBE_INTERVAL: prints each
     ping and each ack (``seq``, ``t``) as JSON lines, until killed."""
-    from mcastmember.gossip import framing, messages
-    from mcastmember.gossip.errors import GossipWireError
-    from mcastmember.gossip.layout import MessageType
-    from mcastmember.gossip.limits import Limits
+    from mcastmember.gossip.memberlist import framing
+    from mcastmember.gossip.memberlist import messages
+    from mcastmember.gossip.memberlist.errors import GossipWireError
+    from mcastmember.gossip.memberlist.layout import MessageType
+    from mcastmember.gossip.memberlist.limits import Limits
 
     limits = Limits()
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -556,13 +557,13 @@ def send_paced(sock, datagrams, dest, per_second):
 
 def packed(parts, per_packet):
     """Messages put in compounds of ``per_packet``."""
-    from mcastmember.gossip import framing
+    from mcastmember.gossip.memberlist import framing
     return [framing.make_compound(parts[i:i + per_packet]) for i in range(0, len(parts), per_packet)]
 
 
 def user_message(serf_message):
     """A Serf message as memberlist's user message in a packet."""
-    from mcastmember.gossip.layout import MessageType
+    from mcastmember.gossip.memberlist.layout import MessageType
     from mcastmember.gossip.serf import messages as serf_messages
     return bytes((MessageType.USER,)) + serf_messages.encode(serf_message)
 
@@ -571,8 +572,9 @@ def user_message(serf_message):
 
 def join_stream(name, addr):
     """The push/pull a joining member opens with: its own node state and Serf's user state."""
-    from mcastmember.gossip import framing, messages
-    from mcastmember.gossip.layout import NodeState
+    from mcastmember.gossip.memberlist import framing
+    from mcastmember.gossip.memberlist import messages
+    from mcastmember.gossip.memberlist.layout import NodeState
     from mcastmember.gossip.serf import messages as serf_messages
     from mcastmember.gossip.serf.tags import encode_tags
     me = messages.PushNodeState(name=name, addr=socket.inet_aton(addr), port=PORT, meta=encode_tags({"role": "joiner"}),
@@ -586,10 +588,10 @@ def join_stream(name, addr):
 def push_pull_exchange(sock, dest, data, timeout):
     """Connect, send ``data``, read the answer: "ok" (a push/pull came
     back), or why not (refused, closed, timeout, an error message)."""
-    from mcastmember.gossip import framing
-    from mcastmember.gossip.errors import GossipWireError, Truncated
-    from mcastmember.gossip.layout import MessageType
-    from mcastmember.gossip.limits import Limits
+    from mcastmember.gossip.memberlist import framing
+    from mcastmember.gossip.memberlist.errors import GossipWireError, Truncated
+    from mcastmember.gossip.memberlist.layout import MessageType
+    from mcastmember.gossip.memberlist.limits import Limits
     limits = Limits(max_push_nodes=10_000_000, max_container=1 << 24)
     deadline = time.monotonic() + timeout
     try:
@@ -643,7 +645,7 @@ def tags_for(kind, sizes):
     """The ReDoS victim's tags: ``short`` of the brief's length, ``long``
     filling the node meta to its 512 bytes (the agent's own ``role`` tag counted)."""
     from mcastmember.gossip.serf.tags import encode_tags
-    from mcastmember.wire.errors import ConfigurationError
+    from mcastmember._runtime.errors import ConfigurationError
     tags = {"role": "go" if kind == "agent" else "py", "short": "a" * sizes["short_tag"], "long": ""}
     while True:
         try:
@@ -690,7 +692,7 @@ def attack_redos(lab, kind):
 
 
 def attack_join_storm(lab, kind):
-    from mcastmember.gossip import messages
+    from mcastmember.gossip.memberlist import messages
     sizes = lab.sizes
     victim, peers = lab.cluster(kind)
     prober = lab.prober("victim")
@@ -824,7 +826,7 @@ def attack_broadcast_pin(lab, kind):
     brief's attack), then in plain datagrams of 15 (for a member that
     refuses the first for its size, whether its broadcast queues refuse
     them too); after each the victim's own event, then its leave."""
-    from mcastmember.gossip import framing
+    from mcastmember.gossip.memberlist import framing
     sizes = lab.sizes
     payload = f"probe-{uuid.uuid4().hex[:8]}"
     victim, peers = lab.cluster(kind, user_event={"name": "probe", "payload": payload})
@@ -877,7 +879,7 @@ _BOMB = {}
 
 def bomb(size):
     """A compress message of ``size`` bytes of one letter: LZW at its densest."""
-    from mcastmember.gossip import framing
+    from mcastmember.gossip.memberlist import framing
     if size not in _BOMB:
         _BOMB[size] = framing.compress_message(b"A" * size)
         if len(_BOMB[size]) > 65_507:
@@ -890,8 +892,9 @@ _PUSH = {}
 
 def invented_push_pull(lab, k, count):
     """A push/pull stream (not a join) of ``count`` invented alive nodes, all at the attacker's address."""
-    from mcastmember.gossip import framing, messages
-    from mcastmember.gossip.layout import NodeState
+    from mcastmember.gossip.memberlist import framing
+    from mcastmember.gossip.memberlist import messages
+    from mcastmember.gossip.memberlist.layout import NodeState
     from mcastmember.gossip.serf import messages as serf_messages
     key = (k, count)
     if key not in _PUSH:

@@ -38,9 +38,9 @@ import time
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from mcastmember.fronts.gossip_aio import AsyncSerfService  # noqa: E402
-from mcastmember.fronts.gossip_service import SerfService  # noqa: E402
-from mcastmember.gossip.layout import MessageType  # noqa: E402
+from mcastmember.gossip.fronts.aio import AsyncSerfService  # noqa: E402
+from mcastmember.gossip.fronts.service import SerfService  # noqa: E402
+from mcastmember.gossip.memberlist.layout import MessageType  # noqa: E402
 from mcastmember.gossip.serf import messages as serf_messages  # noqa: E402
 from support import free_gossip_port  # noqa: E402
 

@@ -55,14 +55,16 @@ sys.path.insert(0, str(HERE))
 import msgpack  # noqa: E402
 
 from heartbeat import allocation  # noqa: E402  (bench/heartbeat.py)
-from mcastmember.gossip import framing, messages  # noqa: E402
-from mcastmember.gossip.core import Probe  # noqa: E402
-from mcastmember.gossip.engine import GossipEngine  # noqa: E402
-from mcastmember.gossip.settings import GossipSettings  # noqa: E402
+from mcastmember.gossip.memberlist import framing  # noqa: E402
+from mcastmember.gossip.memberlist import messages  # noqa: E402
+from mcastmember.gossip.memberlist.core import Probe  # noqa: E402
+from mcastmember.gossip.memberlist.engine import GossipEngine  # noqa: E402
+from mcastmember.gossip.memberlist.settings import GossipSettings  # noqa: E402
 from mcastmember.gossip.serf.messages import Coordinate, encode_ack_payload  # noqa: E402
 
 try:
-    from mcastmember.gossip import hot, lzw
+    from mcastmember.gossip.memberlist import matcher as hot
+    from mcastmember.gossip.memberlist import lzw
 except ImportError:          # a build without the hot path (the "before")
     hot = lzw = None
 

@@ -26,7 +26,7 @@ seconds passed, over ``--seconds`` it measures per member:
 Then, ``--rounds`` times, one at a time, it kills (SIGKILL) a compiled
 Python member, a pure one and an agent (in each of their six orders in
 turn: ``victim_order``), each time until every other member
-marks it failed (Python members' ``MemberEvent``s; the agents' own log lines
+marks it failed (Python members' ``SerfMemberEvent``s; the agents' own log lines
 ``EventMemberFailed``), and makes one of each leave gracefully (Python:
 ``SerfService.leave()``; agent: ``serf leave``), until every other member
 marks it left. A lost agent is started again (same name) and the next victim
@@ -88,8 +88,8 @@ def member_main(spec: dict) -> None:
     """Run one SerfService: events as JSON lines on stdout (with
     time.monotonic(), which every process on the machine shares), stats on
     SIGUSR1, a graceful leave on SIGTERM."""
-    from mcastmember.fronts.gossip_service import SerfService
-    from mcastmember.gossip.serf.node import MemberEvent
+    from mcastmember.gossip.fronts.service import SerfService
+    from mcastmember.gossip.serf.node import SerfMemberEvent
 
     lock = threading.Lock()
 
@@ -105,7 +105,7 @@ def member_main(spec: dict) -> None:
                       seed=spec["seed"])
 
     def listen(event):
-        if isinstance(event, MemberEvent):
+        if isinstance(event, SerfMemberEvent):
             out({"e": "member", "t": time.monotonic(), "kind": event.kind, "name": event.member.name})
 
     svc.add_listener(listen)
@@ -126,7 +126,7 @@ def compiled_parts():
     import msgpack
     parts = [] if msgpack.Packer.__module__.endswith("fallback") else ["msgpack"]
     try:
-        from mcastmember.gossip import hot
+        from mcastmember.gossip.memberlist import matcher as hot
     except ImportError:
         return parts
     return parts + ([] if hot.DEFAULT.__name__.endswith("_py") else ["gossip hot path"])

@@ -85,8 +85,8 @@ from support import free_gossip_port as free_port  # noqa: E402
 def victim(front: str, port: int, max_nodes: int, ready: "multiprocessing.Queue[object]",
            done: "multiprocessing.Queue[object]", stop: "multiprocessing.synchronize.Event") -> None:
     """Member a, in its own process: started, then kept until ``stop``; its counters and CPU then."""
-    from mcastmember.fronts.gossip_aio import AsyncSerfService
-    from mcastmember.fronts.gossip_service import SerfService
+    from mcastmember.gossip.fronts.aio import AsyncSerfService
+    from mcastmember.gossip.fronts.service import SerfService
     options = {"gossip": {"max_nodes": max_nodes}, "seed": 1}
 
     def report(stats: dict[str, int]) -> None:
@@ -117,7 +117,8 @@ def victim(front: str, port: int, max_nodes: int, ready: "multiprocessing.Queue[
 def attacker(port: int, seconds: float, bombs: int, push_pulls: int, push_nodes: int, compress: bool,
              done: "multiprocessing.Queue[object]") -> None:
     """LZW bombs and push/pulls to a from 127.0.0.3, in its own process; what it sent."""
-    from mcastmember.gossip import framing, messages
+    from mcastmember.gossip.memberlist import framing
+    from mcastmember.gossip.memberlist import messages
     bomb = framing.compress_message(b"\x08" + bytes((20 << 20) - 1))
     deadline = time.monotonic() + seconds
     sent = {"bombs": 0, "push_pulls": 0, "push_pull_replies": 0, "push_pull_bytes": 0}
@@ -164,9 +165,10 @@ def attacker(port: int, seconds: float, bombs: int, push_pulls: int, push_nodes:
 
 def pinger(port: int, stop: threading.Event, rtts: list[float], lost: list[int]) -> None:
     """A memberlist ping to a every PING_EVERY from 127.0.0.4; the RTT of each ack."""
-    from mcastmember.gossip import framing, messages
-    from mcastmember.gossip.layout import MessageType
-    from mcastmember.gossip.limits import Limits
+    from mcastmember.gossip.memberlist import framing
+    from mcastmember.gossip.memberlist import messages
+    from mcastmember.gossip.memberlist.layout import MessageType
+    from mcastmember.gossip.memberlist.limits import Limits
     sent: dict[int, float] = {}
     seq = 0
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
@@ -197,7 +199,7 @@ def pinger(port: int, stop: threading.Event, rtts: list[float], lost: list[int])
 
 def watch(b: Any, stop: threading.Event, suspected: list[int]) -> None:
     """How b sees a, every WATCH_EVERY: 1 for each look that finds it suspect."""
-    from mcastmember.gossip.layout import NodeState
+    from mcastmember.gossip.memberlist.layout import NodeState
     while not stop.wait(WATCH_EVERY):
         with b._lock:
             node = b.node.engine.node("a")
@@ -205,8 +207,8 @@ def watch(b: Any, stop: threading.Event, suspected: list[int]) -> None:
 
 
 def run(front: str, args: argparse.Namespace) -> dict[str, object]:
-    from mcastmember.fronts.gossip_service import SerfService
-    from mcastmember.gossip.serf.node import MemberEvent
+    from mcastmember.gossip.fronts.service import SerfService
+    from mcastmember.gossip.serf.node import SerfMemberEvent
     ctx = multiprocessing.get_context("spawn")
     pa, pb = free_port("127.0.0.1"), free_port("127.0.0.2")
     ready, victim_done, attack_done = ctx.Queue(), ctx.Queue(), ctx.Queue()
@@ -218,7 +220,7 @@ def run(front: str, args: argparse.Namespace) -> dict[str, object]:
     rtts: list[float] = []
     lost: list[int] = []
     with SerfService("b", "127.0.0.2", pb, seed=2) as b:
-        b.add_listener(lambda e: marks.append(e.kind) if isinstance(e, MemberEvent) and e.member.name == "a"
+        b.add_listener(lambda e: marks.append(e.kind) if isinstance(e, SerfMemberEvent) and e.member.name == "a"
                        and e.kind in ("failed", "left") else None)
         if b.join([("127.0.0.1", pa)]).joined != 1:
             raise SystemExit("b could not join a")

@@ -56,11 +56,11 @@ import pathlib
 import sys
 import time
 
-from mcastmember.gossip import messages
-from mcastmember.gossip.layout import NodeState
+from mcastmember.gossip.memberlist import messages
+from mcastmember.gossip.memberlist.layout import NodeState
 from mcastmember.gossip.serf.layout import MemberStatus
 from mcastmember.gossip.serf.node import SerfNode
-from mcastmember.gossip.settings import GossipSettings
+from mcastmember.gossip.memberlist.settings import GossipSettings
 
 VICTIM = ("127.0.0.1", 7946)
 REAL = ("127.0.0.2", 7946)

@@ -32,8 +32,8 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests")
 
 from gossipsim import scenario  # noqa: E402
 
-from mcastmember.gossip.engine import GossipEngine  # noqa: E402
-from mcastmember.gossip.layout import NodeState  # noqa: E402
+from mcastmember.gossip.memberlist.engine import GossipEngine  # noqa: E402
+from mcastmember.gossip.memberlist.layout import NodeState  # noqa: E402
 
 FIGURES = ("false_failed_marks", "false_failed_per_member_hour", "join_99_s", "leave_99_s",
            "datagrams_per_member_s", "datagram_bytes_per_member_s")

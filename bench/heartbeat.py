@@ -43,14 +43,15 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import naive  # noqa: E402  (bench/naive.py)
-from mcastmember import _codec, _fast_py  # noqa: E402
-from mcastmember.wire import layout as L
-from mcastmember.wire import auth
-from mcastmember.engine.table import Membership  # noqa: E402
-from mcastmember.engine.engine import MembershipEngine  # noqa: E402
+from mcastmember.tribes.kernel import codec as _codec  # noqa: E402
+from mcastmember.tribes.kernel import _fast_py  # noqa: E402
+from mcastmember.tribes.wire import layout as L  # noqa: E402
+from mcastmember.tribes.wire import auth  # noqa: E402
+from mcastmember.tribes.engine.table import Membership  # noqa: E402
+from mcastmember.tribes.engine.engine import MembershipEngine  # noqa: E402
 
 try:
-    from mcastmember import _fast
+    from mcastmember.tribes.kernel import _fast
 except ImportError:
     _fast = None
 
@@ -147,7 +148,7 @@ def library_row(codec, name, rounds, keyed=False):
         packet.set_key(1, KEY)
         index.set_keys(L.AUTH_ENFORCE, {1: KEY})
         index.set_auth(slot, True, 0)
-        datagram += auth.trailer(datagram, auth.KeyRing([(1, KEY)]), 1)
+        datagram += auth.trailer(datagram, auth.HeartbeatKeys([(1, KEY)]), 1)
         name += " + auth"
     buf = bytearray(L.RECV_BUFFER_LEN)
     buf[:len(datagram)] = datagram
@@ -596,7 +597,7 @@ def fan_out_text(result):
 # -- GIL impact ------------------------------------------------------------------------------
 SENDER_SCRIPT = r"""
 import socket, sys, time
-from mcastmember import _fast_py
+from mcastmember.tribes.kernel import _fast_py
 port, members, rate, seconds = map(float, sys.argv[1:5])
 members, rate = int(members), int(rate)
 tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -647,7 +648,7 @@ def gil_impact(seconds=3.0, members=10000, rate=20000, rounds=3):
     receiver thread and the sending process share CPU 1, so what is measured
     is the library's hold on the interpreter (the GIL), not a fight for cores.
     """
-    from mcastmember.fronts.service import McastService
+    from mcastmember.tribes.fronts.service import McastService
     all_cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     pinned = bool(all_cpus and len(all_cpus) >= 2)
     work_cpu, other_cpu = ({min(all_cpus)}, set(sorted(all_cpus)[1:2])) if pinned else (None, None)
@@ -802,13 +803,13 @@ def import_time(runs=15):
             best = min(best, total)
         return best
     lib = cumulative_us("import mcastmember", "mcastmember")
-    service = lib + cumulative_us("import mcastmember.fronts.service", "mcastmember.fronts.service")
+    service = lib + cumulative_us("import mcastmember.tribes.fronts.service", "mcastmember.tribes.fronts.service")
     return {"import_mcastmember_ms": lib / 1000, "import_service_ms": service / 1000}
 
 
 def first_heartbeat(runs=5):
     """ms from McastService.start() to its first heartbeat arriving on the group."""
-    from mcastmember.fronts.service import McastService
+    from mcastmember.tribes.fronts.service import McastService
     times = []
     for _ in range(runs):
         port = free_udp_port()
@@ -832,7 +833,7 @@ def departures(runs=5):
     """ms from a member's stop() to its removal on another member (shutdown),
     and ms past the drop time before a silent member is removed (expiry)."""
     import threading as _threading
-    from mcastmember.fronts.service import McastService
+    from mcastmember.tribes.fronts.service import McastService
     shutdown, expiry = [], []
     for _ in range(runs):
         port = free_udp_port()

@@ -20,10 +20,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from support import JAVA_RPC_REQUEST, heartbeat  # noqa: E402
 
-from mcastmember import _codec, _fast_py  # noqa: E402
-from mcastmember.engine.channel import ChannelData, frame  # noqa: E402
-from mcastmember.engine.member import Member  # noqa: E402
-from mcastmember.fronts.tribes_listener import TribesListener  # noqa: E402
+from mcastmember.tribes.kernel import codec as _codec
+from mcastmember.tribes.kernel import _fast_py  # noqa: E402
+from mcastmember.tribes.engine.channel import ChannelData, frame  # noqa: E402
+from mcastmember.tribes.engine.member import Member  # noqa: E402
+from mcastmember.tribes.fronts.channel_listener import TribesListener  # noqa: E402
 
 
 def main():

@@ -23,7 +23,7 @@ import threading
 import time
 
 from mcastmember import AsyncMembership, McastService
-from mcastmember import _fast_py
+from mcastmember.tribes.kernel import _fast_py
 
 GROUP = "228.0.0.4"
 LOOPBACK = {"interface": "127.0.0.1", "ttl": 0}
@@ -136,7 +136,7 @@ def stop_time():
 
 
 def peers(records, seconds):
-    from mcastmember.discovery import resolver
+    from mcastmember.tribes.discovery import resolver
     answer = {(f"127.1.{i // 250}.{i % 250 + 1}", 45999) for i in range(records)}
     resolver.lookup = lambda query, resolver=None: set(answer)
     service = McastService(None, 45999, interface="127.0.0.1", ttl=0, multicast=False,

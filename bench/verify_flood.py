@@ -25,7 +25,8 @@ import socket
 import threading
 import time
 
-from mcastmember import AsyncMembership, McastService, _codec
+from mcastmember import AsyncMembership, McastService
+from mcastmember.tribes.kernel import codec as _codec
 
 GROUP, VICTIM = "228.0.0.4", "127.0.0.9"
 

@@ -43,7 +43,7 @@ def _list_settings(app, what, name, obj, options, lines):
     """Settings is a TypedDict: its keys are annotations, and one of them,
     ``keys``, is also dict's method, so autodoc would leave it out. List
     every key with its type from the annotations instead."""
-    if name != "mcastmember.engine.config.Settings":
+    if name != "mcastmember.tribes.engine.config.Settings":
         return
     lines += ["", "Keys (all optional):", ""]
     for key, kind in obj.__annotations__.items():

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import signal
 
-from mcastmember.fronts.aio import AsyncMembership
+from mcastmember.tribes.fronts.aio import AsyncMembership
 
 
 async def main(args):

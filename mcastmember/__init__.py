@@ -18,53 +18,55 @@ from __future__ import annotations
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     # What the checkers see: the names __getattr__ loads on first use.
-    from .fronts.aio import AsyncMembership as AsyncMembership
-    from .engine.config import ServiceConfig as ServiceConfig
-    from .wire.errors import ConfigurationError as ConfigurationError
-    from .wire.errors import MalformedPacket as MalformedPacket
-    from .engine.events import EventKind as EventKind
-    from .engine.events import EventsLost as EventsLost
-    from .engine.events import MemberEvent as MemberEvent
-    from .engine.events import Reason as Reason
-    from .engine.member import Member as Member
-    from .engine.member import domain_from_text as domain_from_text
-    from .engine.packet import decode as decode
-    from .engine.packet import encode as encode
-    from .engine.packet import implementation as implementation
-    from .fronts.service import McastService as McastService
-    from .engine.stats import Stats as Stats
-    from .engine.table import Membership as Membership
-    from .fronts.gossip_service import SerfService as SerfService
-    from .fronts.gossip_aio import AsyncSerfService as AsyncSerfService
-    from .fronts.gossip_driver import GossipMember as GossipMember
+    from .tribes.fronts.aio import AsyncMcastService as AsyncMcastService
+    from .tribes.fronts.aio import AsyncMembership as AsyncMembership
+    from .tribes.engine.config import ServiceConfig as ServiceConfig
+    from ._runtime.errors import ConfigurationError as ConfigurationError
+    from .tribes.wire.errors import MalformedPacket as MalformedPacket
+    from .tribes.engine.events import EventKind as EventKind
+    from ._runtime.events import EventsLost as EventsLost
+    from .tribes.engine.events import MemberEvent as MemberEvent
+    from .tribes.engine.events import Reason as Reason
+    from .tribes.engine.member import Member as Member
+    from .tribes.engine.member import domain_from_text as domain_from_text
+    from .tribes.engine.packet import decode as decode
+    from .tribes.engine.packet import encode as encode
+    from .tribes.engine.packet import implementation as implementation
+    from .tribes.fronts.service import McastService as McastService
+    from .tribes.engine.stats import Stats as Stats
+    from .tribes.engine.table import Membership as Membership
+    from .gossip.fronts.service import SerfService as SerfService
+    from .gossip.fronts.aio import AsyncSerfService as AsyncSerfService
+    from .gossip.fronts.driver import GossipMember as GossipMember
 
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "McastService": "fronts.service",
-    "AsyncMembership": "fronts.aio",
-    "EventsLost": "engine.events",
-    "ServiceConfig": "engine.config",
-    "Member": "engine.member",
-    "domain_from_text": "engine.member",
-    "Membership": "engine.table",
-    "MemberEvent": "engine.events",
-    "EventKind": "engine.events",
-    "Reason": "engine.events",
-    "MalformedPacket": "wire.errors",
-    "ConfigurationError": "wire.errors",
-    "decode": "engine.packet",
-    "encode": "engine.packet",
-    "implementation": "engine.packet",
-    "Stats": "engine.stats",
+    "McastService": "tribes.fronts.service",
+    "AsyncMcastService": "tribes.fronts.aio",
+    "AsyncMembership": "tribes.fronts.aio",
+    "EventsLost": "_runtime.events",
+    "ServiceConfig": "tribes.engine.config",
+    "Member": "tribes.engine.member",
+    "domain_from_text": "tribes.engine.member",
+    "Membership": "tribes.engine.table",
+    "MemberEvent": "tribes.engine.events",
+    "EventKind": "tribes.engine.events",
+    "Reason": "tribes.engine.events",
+    "MalformedPacket": "tribes.wire.errors",
+    "ConfigurationError": "_runtime.errors",
+    "decode": "tribes.engine.packet",
+    "encode": "tribes.engine.packet",
+    "implementation": "tribes.engine.packet",
+    "Stats": "tribes.engine.stats",
     # gossip (the ``gossip`` extra: without it, a one-sentence ModuleNotFoundError)
-    "SerfService": "fronts.gossip_service",
-    "AsyncSerfService": "fronts.gossip_aio",
-    "GossipMember": "fronts.gossip_driver",
+    "SerfService": "gossip.fronts.service",
+    "AsyncSerfService": "gossip.fronts.aio",
+    "GossipMember": "gossip.fronts.driver",
 }
 
 # Spelled out, for the checkers and IDEs (a test keeps it sorted(_EXPORTS)).
-__all__ = ["AsyncMembership", "AsyncSerfService", "ConfigurationError", "EventKind", "EventsLost",
+__all__ = ["AsyncMcastService", "AsyncMembership", "AsyncSerfService", "ConfigurationError", "EventKind", "EventsLost",
            "GossipMember", "MalformedPacket", "McastService", "Member", "MemberEvent", "Membership", "Reason",
            "SerfService", "ServiceConfig", "Stats", "decode", "domain_from_text", "encode", "implementation"]
 

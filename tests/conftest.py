@@ -9,12 +9,13 @@ import socket
 import pytest
 
 import mcastmember
-from mcastmember import _codec, _fast_py
+from mcastmember.tribes.kernel import codec as _codec
+from mcastmember.tribes.kernel import _fast_py
 
 from tribes import build_harness
 
 try:
-    _fast = importlib.import_module("mcastmember._fast")
+    _fast = importlib.import_module("mcastmember.tribes.kernel._fast")
     _MISSING = None
 except ImportError as error:
     _fast, _MISSING = None, error

@@ -26,11 +26,11 @@ import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 
-from mcastmember.wire import layout as L        # noqa: E402
-from mcastmember.wire import javaser             # noqa: E402
-from mcastmember.engine.channel import (ACK_FRAME, FRAME_HEAD_LIMIT, ChannelConnection,  # noqa: E402
+from mcastmember.tribes.wire import layout as L  # noqa: E402
+from mcastmember.tribes.wire import javaser  # noqa: E402
+from mcastmember.tribes.engine.channel import (ACK_FRAME, FRAME_HEAD_LIMIT, ChannelConnection,  # noqa: E402
                                  ChannelCounters, ChannelData, ChannelError, FrameReader, frame)
-from mcastmember.engine.member import Member       # noqa: E402
+from mcastmember.tribes.engine.member import Member       # noqa: E402
 
 from fuzz_receive import mutate  # noqa: E402  (the same mutations as the datagram fuzzer)
 from support import (JAVA_GET_ALL_SESSIONS, JAVA_NO_RPC_REPLY, JAVA_RPC_REQUEST,  # noqa: E402

@@ -45,11 +45,12 @@ import time
 import traceback
 from collections.abc import Callable
 
-from mcastmember.gossip import crypto, framing
-from mcastmember.gossip import messages as wire
-from mcastmember.gossip.label import add_label
-from mcastmember.gossip.layout import MessageType, NodeState
-from mcastmember.gossip.settings import GossipSettings
+from mcastmember.gossip.memberlist import crypto
+from mcastmember.gossip.memberlist import framing
+from mcastmember.gossip.memberlist import messages as wire
+from mcastmember.gossip.memberlist.label import add_label
+from mcastmember.gossip.memberlist.layout import MessageType, NodeState
+from mcastmember.gossip.memberlist.settings import GossipSettings
 from mcastmember.gossip.serf import messages as serf
 from mcastmember.gossip.serf.buffers import TAG_REGEXPS
 from mcastmember.gossip.serf.layout import (QUERY_CONFLICT, QUERY_INSTALL_KEY, QUERY_LIST_KEYS, QUERY_PING,

@@ -29,12 +29,16 @@ import pathlib
 import random
 import sys
 
-from mcastmember.gossip import _hot_py, framing, hot, lzw, messages
-from mcastmember.gossip.errors import GossipWireError
-from mcastmember.gossip.engine import GossipEngine
-from mcastmember.gossip.label import add_label
-from mcastmember.gossip.limits import Limits
-from mcastmember.gossip.settings import GossipSettings
+from mcastmember.gossip.memberlist import _matcher_py as _hot_py
+from mcastmember.gossip.memberlist import framing
+from mcastmember.gossip.memberlist import matcher as hot
+from mcastmember.gossip.memberlist import lzw
+from mcastmember.gossip.memberlist import messages
+from mcastmember.gossip.memberlist.errors import GossipWireError
+from mcastmember.gossip.memberlist.engine import GossipEngine
+from mcastmember.gossip.memberlist.label import add_label
+from mcastmember.gossip.memberlist.limits import Limits
+from mcastmember.gossip.memberlist.settings import GossipSettings
 
 CORPUS = pathlib.Path(__file__).parent / "corpus" / "gossip_hot"
 ME = "py-1"

@@ -35,22 +35,22 @@ import socket
 import sys
 import time
 
-from mcastmember import _fast_py
+from mcastmember.tribes.kernel import _fast_py
 
-from mcastmember.wire import layout as L
+from mcastmember.tribes.wire import layout as L
 
-from mcastmember.wire import auth
-from mcastmember.wire.errors import MalformedPacket
-from mcastmember.engine.table import Membership
+from mcastmember.tribes.wire import auth
+from mcastmember.tribes.wire.errors import MalformedPacket
+from mcastmember.tribes.engine.table import Membership
 
 try:
-    from mcastmember import _fast
+    from mcastmember.tribes.kernel import _fast
 except ImportError:
     _fast = None
 
 CORPUS = pathlib.Path(__file__).parent / "corpus"
-RING = auth.KeyRing([(1, bytes(range(32))), (2, bytes(range(32, 64)))])
-WRONG = auth.KeyRing([(3, bytes(range(32)))])        # a key id the tables do not hold
+RING = auth.HeartbeatKeys([(1, bytes(range(32))), (2, bytes(range(32, 64)))])
+WRONG = auth.HeartbeatKeys([(3, bytes(range(32)))])        # a key id the tables do not hold
 WALL_US = 1_800_000_000_000_000     # the keyed tables' wall clock
 INTERESTING = [0, 1, 4, 16, 0x7F, 0x80, 0xFF, -1, 2**31 - 1, -2**31, 65507, 77]
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import heapq
 import itertools
 
-from mcastmember.gossip.engine import GossipEngine
-from mcastmember.gossip.layout import NodeState
-from mcastmember.gossip.settings import GossipSettings
+from mcastmember.gossip.memberlist.engine import GossipEngine
+from mcastmember.gossip.memberlist.layout import NodeState
+from mcastmember.gossip.memberlist.settings import GossipSettings
 
 PORT = 7946
 

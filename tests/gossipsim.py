@@ -34,13 +34,15 @@ import math
 import random
 from dataclasses import dataclass
 
-from mcastmember.gossip import framing, label as gossip_label, messages
-from mcastmember.gossip.engine import GossipEngine, push_pull_scale
-from mcastmember.gossip.errors import GossipWireError
-from mcastmember.gossip.events import MemberFailed, MemberJoined, MemberLeft
-from mcastmember.gossip.layout import MessageType, NodeState
-from mcastmember.gossip.settings import GossipSettings
-from mcastmember.gossip.state import Node, ip_bytes, ip_text
+from mcastmember.gossip.memberlist import framing
+from mcastmember.gossip.memberlist import label as gossip_label
+from mcastmember.gossip.memberlist import messages
+from mcastmember.gossip.memberlist.engine import GossipEngine, push_pull_scale
+from mcastmember.gossip.memberlist.errors import GossipWireError
+from mcastmember.gossip.memberlist.events import MemberFailed, MemberJoined, MemberLeft
+from mcastmember.gossip.memberlist.layout import MessageType, NodeState
+from mcastmember.gossip.memberlist.settings import GossipSettings
+from mcastmember.gossip.memberlist.state import Node, ip_bytes, ip_text
 
 PORT = 7946
 #: settings that turn Lifeguard's three parts off: no awareness scaling, no
@@ -106,13 +108,13 @@ class GossipNode:
 
 
 class HeartbeatNode:
-    """A heartbeat engine (mcastmember.engine) in unicast mode, every other
+    """A heartbeat engine (mcastmember.tribes.engine) in unicast mode, every other
     member listed as a peer: all-to-all heartbeats, for contrast. Its real
     heartbeat bytes go to each peer every period; its table hears them."""
 
     def __init__(self, i: int, n: int, codec=None, **options):
-        from mcastmember.engine.config import ServiceConfig
-        from mcastmember.engine.engine import MembershipEngine
+        from mcastmember.tribes.engine.config import ServiceConfig
+        from mcastmember.tribes.engine.engine import MembershipEngine
 
         self.addr = address(i)
         self.name = self.addr[0]

@@ -16,8 +16,8 @@ import signal
 import sys
 import threading
 
-from mcastmember.fronts.gossip_service import SerfService
-from mcastmember.gossip.serf.node import MemberEvent, SerfSettings, UserEventReceived
+from mcastmember.gossip.fronts.service import SerfService
+from mcastmember.gossip.serf.node import SerfMemberEvent, SerfSettings, UserEventReceived
 
 lock, asked, leave = threading.Lock(), threading.Event(), threading.Event()
 
@@ -37,7 +37,7 @@ def main():
     svc = SerfService(settings["name"], settings["bind"], tags=settings.get("tags", {}), gossip=gossip, serf=serf)
 
     def listen(event):
-        if isinstance(event, MemberEvent):
+        if isinstance(event, SerfMemberEvent):
             out({"event": event.kind, "name": event.member.name, "status": event.member.status.name.lower()})
         elif isinstance(event, UserEventReceived):
             out({"event": "user", "name": event.name, "payload": event.payload.decode("utf-8", "replace")})

@@ -8,7 +8,7 @@ import shlex
 import socket
 import time
 
-from mcastmember import _fast_py
+from mcastmember.tribes.kernel import _fast_py
 
 # WIRE.md §7, produced by Tomcat 10.1.60 (alive normalised to 12345).
 UID = bytes(range(16))

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from mcastmember import McastService
-from mcastmember.fronts.aio import AsyncMembership, EventsLost
+from mcastmember.tribes.fronts.aio import AsyncMembership, EventsLost
 
 from support import GROUP, LOOPBACK, fake_members
 

@@ -11,8 +11,8 @@ import re
 import pytest
 
 from mcastmember import EventKind, Member, MemberEvent, Reason
-from mcastmember.wire import layout as L
-from mcastmember.engine.table import Membership
+from mcastmember.tribes.wire import layout as L
+from mcastmember.tribes.engine.table import Membership
 
 from support import LOCALHOST, heartbeat
 from test_table import _member, _uid, feed, hb
@@ -141,7 +141,7 @@ def test_help_shows_every_setting_with_its_default_on_both_fronts():
     import pydoc
     import typing
     from mcastmember import AsyncMembership, McastService, ServiceConfig
-    from mcastmember.engine.config import Settings
+    from mcastmember.tribes.engine.config import Settings
     config = {name: p.default for name, p in inspect.signature(ServiceConfig).parameters.items()
               if p.kind is inspect.Parameter.KEYWORD_ONLY}
     assert set(typing.get_type_hints(Settings)) == set(config)      # one list of names

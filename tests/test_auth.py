@@ -7,14 +7,14 @@ import os
 
 import pytest
 
-from mcastmember.wire import layout as L
-from mcastmember.wire import auth
-from mcastmember.wire.errors import ConfigurationError
+from mcastmember.tribes.wire import layout as L
+from mcastmember.tribes.wire import auth
+from mcastmember._runtime.errors import ConfigurationError
 
 from support import V2
 
 KEY = bytes(range(32))
-RING = auth.KeyRing([(1, KEY)])
+RING = auth.HeartbeatKeys([(1, KEY)])
 SEQUENCE = 0x0102030405060708
 # V2 + trailer for key id 1, KEY, SEQUENCE; the MAC is the first 16 bytes of
 # `openssl dgst -sha256 -mac HMAC -macopt hexkey:000102...1f` over V2 + header.
@@ -43,7 +43,7 @@ def test_check_verdicts():
 
 def test_every_key_verifies_the_first_signs():
     new = os.urandom(32)
-    rotating = auth.KeyRing([(2, new), (1, KEY)])
+    rotating = auth.HeartbeatKeys([(2, new), (1, KEY)])
     assert rotating.signing_id == 2
     assert auth.check(V2 + TRAILER, rotating) == (auth.AUTH_OK, 1, SEQUENCE)
     signed = V2 + auth.trailer(V2, rotating, 5)
@@ -82,7 +82,7 @@ def write(tmp_path, text, mode=0o600):
 
 def test_key_file(tmp_path):
     path = write(tmp_path, f"# cluster keys\n\n7 {'ab' * 32}   # new\n1 {KEY.hex()}\n")
-    ring = auth.KeyRing.from_file(path)
+    ring = auth.HeartbeatKeys.from_file(path)
     assert ring.signing_id == 7
     assert ring.keys == {7: bytes([0xab] * 32), 1: KEY}
 
@@ -99,19 +99,19 @@ def test_key_file(tmp_path):
 ])
 def test_bad_key_files_say_which_line_and_why(tmp_path, text, message):
     with pytest.raises(ConfigurationError, match=message):
-        auth.KeyRing.from_file(write(tmp_path, text))
+        auth.HeartbeatKeys.from_file(write(tmp_path, text))
 
 
 def test_missing_key_file(tmp_path):
     with pytest.raises(ConfigurationError, match="No such file or directory"):
-        auth.KeyRing.from_file(tmp_path / "absent")
+        auth.HeartbeatKeys.from_file(tmp_path / "absent")
 
 
 @pytest.mark.parametrize("mode", [0o644, 0o604, 0o602, 0o666], ids="{:03o}".format)
 def test_a_key_file_every_user_may_read_or_write_is_refused(tmp_path, mode):
     path = write(tmp_path, f"1 {KEY.hex()}\n", mode=mode)
     with pytest.raises(ConfigurationError) as caught:
-        auth.KeyRing.from_file(path)
+        auth.HeartbeatKeys.from_file(path)
     assert str(caught.value) == (f"key file {path} can be read or written by every user of "
                                  f"this host (mode {mode:03o}): chmod 600 it")
 
@@ -119,7 +119,7 @@ def test_a_key_file_every_user_may_read_or_write_is_refused(tmp_path, mode):
 @pytest.mark.parametrize("mode", [0o640, 0o660, 0o440, 0o620], ids="{:03o}".format)
 def test_a_key_file_its_group_may_read_or_write_is_warned_about(tmp_path, caplog, mode):
     with caplog.at_level(logging.WARNING, logger="mcastmember"):
-        ring = auth.KeyRing.from_file(write(tmp_path, f"1 {KEY.hex()}\n", mode=mode))
+        ring = auth.HeartbeatKeys.from_file(write(tmp_path, f"1 {KEY.hex()}\n", mode=mode))
     assert ring.keys == {1: KEY}
     [record] = caplog.records
     assert record.getMessage().endswith(f"can be read or written by its group (mode {mode:03o}): "
@@ -130,13 +130,13 @@ def test_a_key_file_its_group_may_read_or_write_is_warned_about(tmp_path, caplog
 @pytest.mark.parametrize("mode", [0o600, 0o400], ids="{:03o}".format)
 def test_a_key_file_only_its_owner_may_read_is_taken_silently(tmp_path, caplog, mode):
     with caplog.at_level(logging.WARNING, logger="mcastmember"):
-        auth.KeyRing.from_file(write(tmp_path, f"1 {KEY.hex()}\n", mode=mode))
+        auth.HeartbeatKeys.from_file(write(tmp_path, f"1 {KEY.hex()}\n", mode=mode))
     assert caplog.records == []
 
 
 def test_new_key_line_reads_back(tmp_path):
     line = auth.new_key_line(9)
-    ring = auth.KeyRing.from_file(write(tmp_path, line + "\n"))
+    ring = auth.HeartbeatKeys.from_file(write(tmp_path, line + "\n"))
     assert ring.signing_id == 9 and len(ring.keys[9]) == 32
 
 

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from mcastmember.wire import auth
+from mcastmember.tribes.wire import auth
 
 from support import GROUP
 from test_cli import read_event, run, start_join
@@ -21,7 +21,7 @@ def key_file(tmp_path, text, name="keys", mode=0o600):
 def test_keygen_prints_a_key_file_line(tmp_path):
     result = run(["keygen", "--id", "7"], tmp_path)
     assert result.returncode == 0 and result.stderr == ""
-    ring = auth.KeyRing.from_file(key_file(tmp_path, result.stdout))
+    ring = auth.HeartbeatKeys.from_file(key_file(tmp_path, result.stdout))
     assert list(ring.keys) == [7] and ring.signing_id == 7
     assert run(["keygen"], tmp_path).stdout != result.stdout        # random
     bad = run(["keygen", "--id", "0"], tmp_path)

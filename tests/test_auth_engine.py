@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from mcastmember.wire import layout as L
-from mcastmember.wire import auth
-from mcastmember.engine.engine import MALFORMED_REPORT_S
+from mcastmember.tribes.wire import layout as L
+from mcastmember.tribes.wire import auth
+from mcastmember.tribes.engine.engine import MALFORMED_REPORT_S
 
 from support import heartbeat
 from test_engine import make  # noqa: F401 (the fixture: an engine of the codec under test)
@@ -26,7 +26,7 @@ def sent(packet):
 def test_heartbeats_and_the_goodbye_are_signed_with_growing_sequences(make, codec):
     engine = make(keys=[OLD])
     engine.start(0.0)
-    ring = auth.KeyRing([OLD])
+    ring = auth.HeartbeatKeys([OLD])
     first = engine.outgoing(0.0)
     verdict, key_id, seq1 = auth.check(sent(first), ring)
     assert (verdict, key_id) == (auth.AUTH_OK, 1)
@@ -46,10 +46,10 @@ def test_set_keys_signs_with_the_new_key_at_once_and_off_sends_plain(make):
     engine.start(0.0)
     packet = engine.outgoing(0.0)
     engine.set_keys([NEW, OLD])
-    assert auth.check(sent(packet), auth.KeyRing([NEW]))[:2] == (auth.AUTH_OK, 2)
+    assert auth.check(sent(packet), auth.HeartbeatKeys([NEW]))[:2] == (auth.AUTH_OK, 2)
     engine.set_keys(None)
     assert engine.auth == "off"
-    assert auth.check(sent(packet), auth.KeyRing([NEW]))[0] == auth.NO_TRAILER
+    assert auth.check(sent(packet), auth.HeartbeatKeys([NEW]))[0] == auth.NO_TRAILER
 
 
 def test_the_engine_judges_what_it_receives_and_reports_failures_rate_limited(make, codec,
@@ -76,7 +76,7 @@ def test_a_sender_whose_clock_is_off_is_counted_as_skew_and_the_log_says_so(make
     engine.start(0.0)
     packet = heartbeat(codec, port=4009)
     behind = time.time_ns() // 1000 - 120_000_000              # its clock 120 s behind ours
-    packet += auth.trailer(packet, auth.KeyRing([OLD]), behind)
+    packet += auth.trailer(packet, auth.HeartbeatKeys([OLD]), behind)
     caplog.set_level(logging.WARNING, logger="mcastmember")
     engine.receive(bytearray(packet), len(packet), 0.0)
     engine.on_timer(MALFORMED_REPORT_S + 0.1)

@@ -12,9 +12,10 @@ import time
 
 import pytest
 
-from mcastmember import ConfigurationError, McastService, _codec
-from mcastmember.wire import layout as L
-from mcastmember.wire import auth
+from mcastmember import ConfigurationError, McastService
+from mcastmember.tribes.kernel import codec as _codec
+from mcastmember.tribes.wire import layout as L
+from mcastmember.tribes.wire import auth
 
 from test_lifecycle import front  # noqa: F401 (the fixture: a factory of members of one front)
 from fronts import FAST
@@ -124,7 +125,7 @@ def test_floods_of_forgeries_and_replays_change_nothing(group_port, caplog):
     shutdown, at loopback's full rate, with forged members and replayed
     captures: the member stays, nobody is added, drops are counted by
     reason, two log lines at most."""
-    ring = auth.KeyRing([OLD])
+    ring = auth.HeartbeatKeys([OLD])
     events = []
     # A drop time longer than the flood: on a loaded machine the flood may
     # crowd real heartbeats out of the socket buffer (capacity, not
@@ -137,14 +138,14 @@ def test_floods_of_forgeries_and_replays_change_nothing(group_port, caplog):
         wait_until(lambda: [m.port for m in a.members()] == [4002])
         goodbye = b.config.encode(L.SHUTDOWN_COMMAND)
         heartbeat = b.config.encode()
-        wrong = auth.KeyRing([(1, os.urandom(32))])
+        wrong = auth.HeartbeatKeys([(1, os.urandom(32))])
         stranger = McastService(GROUP, group_port, member_port=5000, unique_id=bytes(16),
                                 **LOOPBACK).config.encode()
         now_us = time.time_ns() // 1000
         floods = [stranger + auth.trailer(stranger, wrong, now_us),      # forged members
                   goodbye,                                               # no trailer
                   goodbye + auth.trailer(goodbye, wrong, now_us),        # bad MAC
-                  goodbye + auth.trailer(goodbye, auth.KeyRing([(9, OLD[1])]), now_us),
+                  goodbye + auth.trailer(goodbye, auth.HeartbeatKeys([(9, OLD[1])]), now_us),
                   goodbye + auth.trailer(goodbye, ring, now_us - 10**6),  # a replay
                   heartbeat + auth.trailer(heartbeat, ring, now_us - 10**6)]
         rate = 0 if _codec.IMPLEMENTATION == "compiled" else PURE_PYTHON_FLOOD_RATE

@@ -12,19 +12,19 @@ import socket
 
 import pytest
 
-from mcastmember.wire import layout as L
-from mcastmember.wire import auth
-from mcastmember.engine.table import MemberEvent, Membership
+from mcastmember.tribes.wire import layout as L
+from mcastmember.tribes.wire import auth
+from mcastmember.tribes.engine.table import MemberEvent, Membership
 
 from support import heartbeat
 
 try:
-    from mcastmember import _fast
+    from mcastmember.tribes.kernel import _fast
 except ImportError:
     _fast = None
 
 KEY1, KEY2 = bytes(range(32)), bytes(range(100, 132))
-RING = auth.KeyRing([(1, KEY1)])
+RING = auth.HeartbeatKeys([(1, KEY1)])
 NOW_US = 1_800_000_000_000_000        # the tables' wall clock (µs)
 
 
@@ -153,7 +153,7 @@ def test_enforce_index_admits_fresh_and_drops_the_rest_by_reason(codec):
     assert index.sequence(slot) == 101 and index.hits == 1
     forged = bytearray(signed(packet, 500))
     forged[-1] ^= 1
-    other = auth.KeyRing([(2, KEY2)])
+    other = auth.HeartbeatKeys([(2, KEY2)])
     for datagram in (signed(packet, 101), signed(packet, 50), packet, bytes(forged),
                      signed(packet, 600, other), packet + b"\0" * L.AUTH_TRAILER_LEN):
         assert _lookup(index, datagram) == L.INDEX_DROPPED
@@ -211,7 +211,7 @@ def test_forged_shutdown_changes_nothing_under_enforce(codec):
     table = keyed_table(codec)
     assert kinds(feed(table, signed(hb(codec), NOW_US), 0.0)) == [("added", None)]
     shutdown = hb(codec, command=L.SHUTDOWN_COMMAND)
-    forged = signed(shutdown, NOW_US + 1, auth.KeyRing([(1, KEY2)]))    # a wrong key
+    forged = signed(shutdown, NOW_US + 1, auth.HeartbeatKeys([(1, KEY2)]))    # a wrong key
     for t, datagram in enumerate((shutdown, forged, shutdown + b"junk"), 1):
         assert feed(table, datagram, 0.1 * t) == ()
     assert len(table) == 1
@@ -322,10 +322,10 @@ def test_rotation_on_a_running_table_removes_no_member(codec):
 
     for ring_here, signing in (([old], [old]), ([old, new], [old]), ([new, old], [new]),
                                ([new], [new])):
-        table.set_keys(L.AUTH_ENFORCE, auth.KeyRing(ring_here))
+        table.set_keys(L.AUTH_ENFORCE, auth.HeartbeatKeys(ring_here))
         for _ in range(4):
-            beat(auth.KeyRing(signing), 1)
-            beat(auth.KeyRing(signing), 2)
+            beat(auth.HeartbeatKeys(signing), 1)
+            beat(auth.HeartbeatKeys(signing), 2)
             t += 0.5
             events.extend(table.expire(t))
     assert kinds(events) == [("added", None), ("added", None)]

@@ -8,14 +8,14 @@ import time
 
 import pytest
 
-from mcastmember.wire import auth
+from mcastmember.tribes.wire import auth
 
 from support import GROUP
 from test_interop import Events, free_tcp_port, python_service  # noqa: F401
 from tribes import TribesNode
 
 pytestmark = pytest.mark.network
-RING = auth.KeyRing([(7, bytes(range(32)))])
+RING = auth.HeartbeatKeys([(7, bytes(range(32)))])
 
 
 @pytest.fixture

@@ -15,8 +15,8 @@ import tempfile
 
 import pytest
 
-from mcastmember.wire import layout as L
-from mcastmember.engine.table import Membership
+from mcastmember.tribes.wire import layout as L
+from mcastmember.tribes.engine.table import Membership
 
 from support import V1, heartbeat
 
@@ -61,7 +61,7 @@ def test_bench_encode(benchmark, codec):
 def _bench(name):
     """bench/<name>.py, imported; skipped without gcc (its C floor) or the
     compiled extension."""
-    if shutil.which("gcc") is None or importlib.util.find_spec("mcastmember._fast") is None:
+    if shutil.which("gcc") is None or importlib.util.find_spec("mcastmember.tribes.kernel._fast") is None:
         pytest.skip("needs gcc and the compiled extension")
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "bench"))
     return importlib.import_module(name)

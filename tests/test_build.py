@@ -89,7 +89,7 @@ def link_lines(lines):
 def test_the_extension_is_linked_stripped(tree, tmp_path):
     done, lines, built = build(tree, tmp_path)
     assert done.returncode == 0, done.stderr
-    assert built == ["_fast", "_hot"]
+    assert built == ["_fast", "_matcher"]
     assert all("-s" in line for line in link_lines(lines))
 
 

@@ -8,12 +8,12 @@ import pytest
 
 import fuzz_channel
 
-from mcastmember import _codec
-from mcastmember.wire import layout as L
-from mcastmember.wire import javaser
-from mcastmember.engine.channel import (ACK_FRAME, ChannelConnection, ChannelCounters, ChannelData,
+from mcastmember.tribes.kernel import codec as _codec
+from mcastmember.tribes.wire import layout as L
+from mcastmember.tribes.wire import javaser
+from mcastmember.tribes.engine.channel import (ACK_FRAME, ChannelConnection, ChannelCounters, ChannelData,
                                  ChannelError, FrameReader, frame)
-from mcastmember.engine.member import Member
+from mcastmember.tribes.engine.member import Member
 
 from support import (JAVA_GET_ALL_SESSIONS, JAVA_NO_RPC_REPLY, JAVA_RPC_REQUEST,
                      JAVA_RPC_REQUEST_LONG_ID, V2, heartbeat)

@@ -12,8 +12,8 @@ import pytest
 
 pytest.importorskip("msgpack")
 
-from mcastmember.fronts.gossip_service import SerfService  # noqa: E402
-from mcastmember.gossip.serf.node import KeyResult, MemberEvent  # noqa: E402
+from mcastmember.gossip.fronts.service import SerfService  # noqa: E402
+from mcastmember.gossip.serf.node import KeyResult, SerfMemberEvent  # noqa: E402
 from support import next_line, wait_until  # noqa: E402
 from test_cli import DEMO, run  # noqa: E402
 from test_gossip_front import free_port, view  # noqa: E402
@@ -64,7 +64,7 @@ def test_the_demo_joins_a_python_member_shows_events_and_leaves_on_sigterm(tmp_p
             demo.send_signal(signal.SIGTERM)
             assert demo.wait(20) == 0, demo.stderr.read()
             wait_until(lambda: view(b)["a"][1] == "left", timeout=10)
-            assert [e.kind for e in events if isinstance(e, MemberEvent) and e.member.name == "a"] \
+            assert [e.kind for e in events if isinstance(e, SerfMemberEvent) and e.member.name == "a"] \
                 == ["joined", "left"]
         finally:
             demo.kill()

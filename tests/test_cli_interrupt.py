@@ -35,7 +35,7 @@ sys.meta_path.insert(0, _InterruptAt())
 
 
 @pytest.mark.parametrize("name", ["mcastmember.tools.view",       # the CLI's own imports
-                                  "mcastmember.fronts.service"])    # the service's, in main()
+                                  "mcastmember.tribes.fronts.service"])    # the service's, in main()
 def test_ctrl_c_while_starting_ends_quietly_with_status_130(group_port, tmp_path, name):
     hooks = tmp_path / "hooks"
     hooks.mkdir()

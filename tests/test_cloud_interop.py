@@ -33,7 +33,7 @@ import pytest
 
 pytest.importorskip("dns.resolver", reason="dnspython is not installed")
 
-from mcastmember.engine.config import ServiceConfig  # noqa: E402
+from mcastmember.tribes.engine.config import ServiceConfig  # noqa: E402
 
 import dnslab  # noqa: E402
 from netlab import JsonProcess, Lan, assert_alternating, demo_command, event, run_in_netns  # noqa: E402

@@ -4,8 +4,8 @@ import struct
 
 import pytest
 
-from mcastmember.wire import layout as L
-from mcastmember.wire.errors import MalformedPacket
+from mcastmember.tribes.wire import layout as L
+from mcastmember.tribes.wire.errors import MalformedPacket
 
 from support import LOCALHOST, UID, V1, V2, VECTORS, heartbeat
 
@@ -178,7 +178,7 @@ def test_heartbeat_packet_refuses_malformed_templates(codec):
 
 @pytest.mark.parametrize("name", sorted(VECTORS))
 def test_identity_without_parsing(codec, name):
-    from mcastmember.engine.member import Member
+    from mcastmember.tribes.engine.member import Member
     packet, fields = VECTORS[name]
     assert codec.identity(packet) == Member.from_fields(fields).identity
     with pytest.raises(MalformedPacket):

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from mcastmember import ConfigurationError, McastService
-from mcastmember.engine.config import ServiceConfig
+from mcastmember.tribes.engine.config import ServiceConfig
 
 from support import GROUP, LOOPBACK
 
@@ -83,7 +83,7 @@ def test_wait_for_raises_the_builtin_timeout_error_where_asyncio_has_its_own(mon
                                                                             group_port):
     """On Python 3.10 asyncio.wait_for raises asyncio.TimeoutError, which is
     not the builtin; docs/asyncio.md promises the builtin. Stand that in here."""
-    from mcastmember.fronts.aio import AsyncMembership
+    from mcastmember.tribes.fronts.aio import AsyncMembership
 
     class OldAsyncioTimeout(Exception):
         pass
@@ -108,13 +108,13 @@ def test_wait_for_raises_the_builtin_timeout_error_where_asyncio_has_its_own(mon
 def test_multicast_all_fallback_number_is_linux_only(platform, expected):
     code = ("import sys, socket; sys.platform = sys.argv[1]; "
             "socket.__dict__.pop('IP_MULTICAST_ALL', None); "
-            "from mcastmember.transport import net; print(net.IP_MULTICAST_ALL)")
+            "from mcastmember._runtime import net; print(net.IP_MULTICAST_ALL)")
     out = subprocess.run([sys.executable, "-c", code, platform], check=True,
                          capture_output=True, text=True, cwd="/").stdout.strip()
     assert out == expected
 
 
-@pytest.mark.parametrize("front", ["McastService", "AsyncMembership"])
+@pytest.mark.parametrize("front", ["McastService", "AsyncMcastService"])
 @pytest.mark.parametrize("name, message", [
     ("intreface", "got an unexpected keyword argument 'intreface'. Did you mean 'interface'?"),
     ("drop_tim", "got an unexpected keyword argument 'drop_tim'. Did you mean 'drop_time'?"),
@@ -132,7 +132,7 @@ def test_a_mistyped_setting_is_named_with_the_front_and_the_likely_one(front, na
     assert isinstance(raised.value, TypeError)      # what Python raises for a wrong keyword
 
 
-@pytest.mark.parametrize("front", ["McastService", "AsyncMembership"])
+@pytest.mark.parametrize("front", ["McastService", "AsyncMcastService"])
 def test_no_group_without_multicast_false_says_what_to_give(front):
     import mcastmember
 

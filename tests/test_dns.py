@@ -12,8 +12,8 @@ import dns.exception                     # noqa: E402
 import dns.name                          # noqa: E402
 import dns.resolver                      # noqa: E402
 
-from mcastmember.discovery import resolver as mdns  # noqa: E402
-from mcastmember.discovery.peers import PeerSet    # noqa: E402
+from mcastmember.tribes.discovery import resolver as mdns  # noqa: E402
+from mcastmember.tribes.discovery.peers import PeerSet    # noqa: E402
 
 import dnslab                            # noqa: E402
 from netlab import Lan, run_in_netns     # noqa: E402

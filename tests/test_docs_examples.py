@@ -35,8 +35,9 @@ import pytest
 
 from mcastmember import McastService
 
-from mcastmember.tools import cli, gossip_cli
-from mcastmember.wire.errors import ConfigurationError
+from mcastmember.tools import cli
+from mcastmember.tools import gossip_cli
+from mcastmember._runtime.errors import ConfigurationError
 
 import support
 
@@ -82,8 +83,8 @@ def python_pages():
 GUARD = """\
 import ipaddress as _ip, os as _os
 from mcastmember import McastService as _Threads
-from mcastmember.fronts.aio import AsyncMembership as _Async
-from mcastmember.discovery.peers import parse_peer as _parse_peer
+from mcastmember.tribes.fronts.aio import AsyncMembership as _Async
+from mcastmember.tribes.discovery.peers import parse_peer as _parse_peer
 
 def _loopback_only(front):
     cfg = front.config
@@ -101,7 +102,7 @@ for _front in (_Threads, _Async):
     _front.start = _start
 
 # A gossip member bound to loopback sends nowhere else.
-from mcastmember.fronts.gossip_driver import GossipFront as _Gossip
+from mcastmember.gossip.fronts.driver import GossipFront as _Gossip
 
 def _bind(self, _bind=_Gossip._bind):
     if not _ip.ip_address(self.bind_addr).is_loopback:
@@ -263,12 +264,12 @@ def test_the_gossip_json_examples_have_the_keys_gossip_prints():
     import dataclasses
 
     from mcastmember.gossip.serf.layout import MemberStatus
-    from mcastmember.gossip.serf.node import GossipMember as Member, MemberEvent, UserEventReceived
+    from mcastmember.gossip.serf.node import GossipMember as Member, SerfMemberEvent, UserEventReceived
     from mcastmember.tools.gossip_view import event_json
 
     member = Member("go1", "127.0.0.1", 7946, {"role": "go"}, MemberStatus.ALIVE)
-    made = {"added": event_json(MemberEvent("joined", member)),
-            "removed": event_json(MemberEvent("left", dataclasses.replace(member, status=MemberStatus.LEFT))),
+    made = {"added": event_json(SerfMemberEvent("joined", member)),
+            "removed": event_json(SerfMemberEvent("left", dataclasses.replace(member, status=MemberStatus.LEFT))),
             "user": event_json(UserEventReceived("deploy", b"v42", 1, True))}
     shown = [e for e in json_examples()["docs/cli.md"] if "unique_id" not in e.get("member", {})]
     assert [e["event"] for e in shown] == ["added", "user", "removed"]

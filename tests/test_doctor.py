@@ -18,7 +18,7 @@ import pytest
 from mcastmember import McastService
 from mcastmember.tools.cli import main
 from mcastmember.tools.doctor import estimate
-from mcastmember.transport.interfaces import list_interfaces
+from mcastmember.tribes.net.interfaces import list_interfaces
 
 from fronts import Events
 from support import GROUP, LOOPBACK, fix_flag, heartbeat, loopback_sender

@@ -16,9 +16,10 @@ import pytest
 
 pytest.importorskip("msgpack")
 
-from mcastmember.fronts.gossip_service import SerfService  # noqa: E402
-from mcastmember.gossip import framing, messages  # noqa: E402
-from mcastmember.gossip.layout import NodeState  # noqa: E402
+from mcastmember.gossip.fronts.service import SerfService  # noqa: E402
+from mcastmember.gossip.memberlist import framing
+from mcastmember.gossip.memberlist import messages  # noqa: E402
+from mcastmember.gossip.memberlist.layout import NodeState  # noqa: E402
 from mcastmember.tools.cli import main  # noqa: E402
 from test_cli_gossip import K1, K2, b64  # noqa: E402
 from test_gossip_front import free_port  # noqa: E402

@@ -6,11 +6,11 @@ import logging
 
 import pytest
 
-from mcastmember.wire import layout as L
-from mcastmember.engine.config import ServiceConfig
-from mcastmember.engine.engine import (ERROR_BACKOFF_S, EXPIRY_SLACK_S, MALFORMED_REPORT_S,
+from mcastmember.tribes.wire import layout as L
+from mcastmember.tribes.engine.config import ServiceConfig
+from mcastmember.tribes.engine.engine import (ERROR_BACKOFF_S, EXPIRY_SLACK_S, MALFORMED_REPORT_S,
                                 RECEIVE, RECOVERY_ERRORS, SEND, MembershipEngine)
-from mcastmember.engine.member import Member
+from mcastmember.tribes.engine.member import Member
 
 from support import GROUP, LOOPBACK, heartbeat
 

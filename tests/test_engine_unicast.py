@@ -8,10 +8,10 @@ import socket
 
 import pytest
 
-from mcastmember.engine.config import ServiceConfig
-from mcastmember.engine.engine import MembershipEngine
-from mcastmember.wire.errors import ConfigurationError
-from mcastmember.discovery.resolver import Answer, DnsFailure
+from mcastmember.tribes.engine.config import ServiceConfig
+from mcastmember.tribes.engine.engine import MembershipEngine
+from mcastmember._runtime.errors import ConfigurationError
+from mcastmember.tribes.discovery.resolver import Answer, DnsFailure
 
 from support import heartbeat
 

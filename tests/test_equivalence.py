@@ -4,17 +4,17 @@ agree with the construct schema (an independent statement of the layout)."""
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from mcastmember import _fast_py
+from mcastmember.tribes.kernel import _fast_py
 
-from mcastmember.wire import layout as L
+from mcastmember.tribes.wire import layout as L
 
-from mcastmember.wire import schema
-from mcastmember.wire.errors import MalformedPacket
+from mcastmember.tribes.wire import schema
+from mcastmember.tribes.wire.errors import MalformedPacket
 
 from support import UID, VECTORS
 
 try:
-    from mcastmember import _fast
+    from mcastmember.tribes.kernel import _fast
 except ImportError:
     _fast = None
 
@@ -129,12 +129,12 @@ AUTH_KEYS = {1: bytes(range(32)), 2: bytes(range(32, 64))}
 def keyed(draw):
     """A member's packet, its stored form, and a datagram of it: with a trailer
     (any key id, sequence, MAC bytes or a valid MAC), cut, extended, mutated."""
-    from mcastmember.wire import auth
+    from mcastmember.tribes.wire import auth
     packet = draw(packets())
     key_id = draw(st.sampled_from([0, 1, 2, 3, 255]))
     sequence = draw(st.integers(0, 2**64 - 1))
     if key_id in AUTH_KEYS and draw(st.booleans()):
-        trailer = auth.trailer(packet, auth.KeyRing([(key_id, AUTH_KEYS[key_id])]), sequence)
+        trailer = auth.trailer(packet, auth.HeartbeatKeys([(key_id, AUTH_KEYS[key_id])]), sequence)
     else:
         trailer = (L.AUTH_MAGIC + bytes((L.AUTH_VERSION, key_id)) + sequence.to_bytes(8, "big")
                    + draw(st.binary(min_size=16, max_size=16)))

@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from mcastmember.wire import layout as L
+from mcastmember.tribes.wire import layout as L
 
 from netlab import Lan, run_in_netns
 from support import heartbeat

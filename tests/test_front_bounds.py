@@ -10,7 +10,7 @@ import time
 import pytest
 
 from mcastmember import AsyncMembership, EventsLost, McastService
-from mcastmember import _fast_py
+from mcastmember.tribes.kernel import _fast_py
 
 from support import GROUP, LOCALHOST, LOOPBACK, fake_members, loopback_sender, wait_until
 

@@ -5,10 +5,10 @@ import pathlib
 
 import pytest
 
-from mcastmember import _fast_py
-from mcastmember.wire.layout import SHUTDOWN_COMMAND
-from mcastmember.wire.errors import MalformedPacket
-from mcastmember.engine.table import Membership
+from mcastmember.tribes.kernel import _fast_py
+from mcastmember.tribes.wire.layout import SHUTDOWN_COMMAND
+from mcastmember.tribes.wire.errors import MalformedPacket
+from mcastmember.tribes.engine.table import Membership
 
 import fuzz_receive
 
@@ -60,7 +60,7 @@ def test_short_pump_fuzz_run_is_clean():
 def test_short_keyed_fuzz_runs_are_clean(mode):
     """Trailers valid, replayed, wrongly keyed, forged, cut: the same verdicts,
     events and counters from both implementations, through receive and pump."""
-    from mcastmember.wire import layout as L
+    from mcastmember.tribes.wire import layout as L
     stats, growth = fuzz_receive.run(6000, seed=3, report=False, mode=L.AUTH_MODES[mode])
     assert stats["members"] <= 64 and growth < 20000
     assert stats["auth.bad_mac"] > 0 and stats["auth.replay"] > 0

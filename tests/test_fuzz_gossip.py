@@ -13,9 +13,9 @@ pytest.importorskip("msgpack")
 from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
 
 import fuzz_gossip  # noqa: E402
-from mcastmember.gossip import framing  # noqa: E402
-from mcastmember.gossip import messages as wire  # noqa: E402
-from mcastmember.gossip.layout import MessageType  # noqa: E402
+from mcastmember.gossip.memberlist import framing  # noqa: E402
+from mcastmember.gossip.memberlist import messages as wire  # noqa: E402
+from mcastmember.gossip.memberlist.layout import MessageType  # noqa: E402
 from mcastmember.gossip.serf import messages as serf  # noqa: E402
 
 CORPUS = sorted(fuzz_gossip.CORPUS.glob("*.txt"))

@@ -12,9 +12,10 @@ import pytest
 
 pytest.importorskip("msgpack")
 
-from mcastmember.fronts.gossip_service import SerfService  # noqa: E402
-from mcastmember.gossip import framing, messages  # noqa: E402
-from mcastmember.gossip.serf.node import MemberEvent  # noqa: E402
+from mcastmember.gossip.fronts.service import SerfService  # noqa: E402
+from mcastmember.gossip.memberlist import framing
+from mcastmember.gossip.memberlist import messages  # noqa: E402
+from mcastmember.gossip.serf.node import SerfMemberEvent  # noqa: E402
 from support import wait_until  # noqa: E402
 from test_gossip_front import free_port, view  # noqa: E402
 
@@ -40,7 +41,7 @@ def test_a_running_member_keeps_its_live_members_and_its_bounds_under_abuse():
             socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as evil:
         evil.bind((ATTACKER, 0))
         failed = []
-        a.add_listener(lambda e: failed.append(e) if isinstance(e, MemberEvent) and e.member.name == "b"
+        a.add_listener(lambda e: failed.append(e) if isinstance(e, SerfMemberEvent) and e.member.name == "b"
                        and e.kind in ("failed", "left", "reaped") else None)
         assert b.join([("127.0.0.1", pa)]).joined == 1
         wait_until(lambda: set(view(a)) == {"a", "b"} and view(a)["b"][1] == "alive" and view(b)["a"][1] == "alive")

@@ -1,4 +1,4 @@
-"""AsyncSerfService (mcastmember.fronts.gossip_aio) on loopback, beside the
+"""AsyncSerfService (mcastmember.gossip.fronts.aio) on loopback, beside the
 threaded SerfService: the same API on asyncio (``async with``, join, leave,
 members, listeners, an ``events()`` stream, user events, queries, stats),
 the same settings errors from both fronts, and the public GossipMember."""
@@ -13,7 +13,7 @@ pytest.importorskip("msgpack")
 
 from mcastmember import AsyncSerfService, ConfigurationError, EventsLost, GossipMember, SerfService  # noqa: E402
 from mcastmember.gossip.serf.layout import MemberStatus  # noqa: E402
-from mcastmember.gossip.serf.node import (KeyResult, MemberEvent, QueryAnswer, QueryFinished,  # noqa: E402
+from mcastmember.gossip.serf.node import (KeyResult, SerfMemberEvent, QueryAnswer, QueryFinished,  # noqa: E402
                                           QueryReceived, UserEventReceived)
 from support import free_gossip_port, wait_until  # noqa: E402
 
@@ -52,12 +52,12 @@ def test_two_async_members_join_see_tags_and_events_and_leave():
             await b.wait_for(lambda ms: view(ms) == expected, 5)
             b.user_event("deploy", b"v1")
             seen = await until(stream, lambda e: isinstance(e, UserEventReceived))
-            assert [(e.kind, e.member.name) for e in seen if isinstance(e, MemberEvent)] \
+            assert [(e.kind, e.member.name) for e in seen if isinstance(e, SerfMemberEvent)] \
                 == [("joined", "a"), ("joined", "b")]
             assert (seen[-1].name, seen[-1].payload) == ("deploy", b"v1")
             assert (await b.leave()).ok
             await a.wait_for(lambda ms: view(ms)["b"][1] == "left", 5)
-            assert [e.kind for e in heard if isinstance(e, MemberEvent) and e.member.name == "b"] \
+            assert [e.kind for e in heard if isinstance(e, SerfMemberEvent) and e.member.name == "b"] \
                 == ["joined", "left"]
             stats = a.stats()
             assert stats["connections_accepted"] >= 1 and stats["datagrams_received"] >= 1
@@ -66,7 +66,7 @@ def test_two_async_members_join_see_tags_and_events_and_leave():
             assert [stats[k] for k in ("connections_refused", "connections_too_big",
                                        "listener_events_dropped", "stream_events_dropped")] == [0, 0, 0, 0]
         rest = [event async for event in stream]      # the stop ends the stream
-        assert [(e.kind, e.member.name) for e in rest if isinstance(e, MemberEvent)] == [("left", "b")]
+        assert [(e.kind, e.member.name) for e in rest if isinstance(e, SerfMemberEvent)] == [("left", "b")]
     run(main)
 
 
@@ -241,9 +241,9 @@ def test_the_typed_settings_name_every_field_but_the_fronts_own():
     stay the fields of GossipSettings and SerfSettings."""
     import dataclasses
 
-    from mcastmember.fronts.gossip_driver import GossipOptions, SerfOptions
+    from mcastmember.gossip.fronts.driver import GossipOptions, SerfOptions
     from mcastmember.gossip.serf.node import SerfSettings
-    from mcastmember.gossip.settings import GossipSettings
+    from mcastmember.gossip.memberlist.settings import GossipSettings
     fields = {f.name for f in dataclasses.fields(GossipSettings)}
     assert set(GossipOptions.__annotations__) == fields - {"name", "advertise_addr", "advertise_port"}
     assert set(SerfOptions.__annotations__) == {f.name for f in dataclasses.fields(SerfSettings)}

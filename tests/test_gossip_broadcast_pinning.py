@@ -17,13 +17,14 @@ import pytest
 pytest.importorskip("msgpack")
 
 from gossipnet import Net  # noqa: E402
-from mcastmember.fronts.gossip_aio import AsyncSerfService  # noqa: E402
-from mcastmember.fronts.gossip_service import SerfService  # noqa: E402
-from mcastmember.gossip import framing  # noqa: E402
-from mcastmember.gossip.broadcasts import BroadcastQueue  # noqa: E402
-from mcastmember.gossip.layout import MessageType  # noqa: E402
-from mcastmember.gossip.limits import Limits  # noqa: E402
-from mcastmember.gossip.serf import MemberStatus, messages  # noqa: E402
+from mcastmember.gossip.fronts.aio import AsyncSerfService  # noqa: E402
+from mcastmember.gossip.fronts.service import SerfService  # noqa: E402
+from mcastmember.gossip.memberlist import framing  # noqa: E402
+from mcastmember.gossip.memberlist.broadcasts import BroadcastQueue  # noqa: E402
+from mcastmember.gossip.memberlist.layout import MessageType  # noqa: E402
+from mcastmember.gossip.memberlist.limits import Limits  # noqa: E402
+from mcastmember.gossip.serf import MemberStatus
+from mcastmember.gossip.serf import messages  # noqa: E402
 from mcastmember.gossip.serf.node import LeaveDone, SerfNode, UserEventReceived  # noqa: E402
 from support import free_gossip_port, wait_until  # noqa: E402
 

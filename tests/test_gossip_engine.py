@@ -1,4 +1,4 @@
-"""The sans-IO gossip engine (mcastmember.gossip.engine): several engines wired
+"""The sans-IO gossip engine (mcastmember.gossip.memberlist.engine): several engines wired
 through tests/gossipnet.py's deterministic network on a fake clock. No sockets,
 no real time; pure Python (one implementation)."""
 
@@ -9,14 +9,16 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from gossipnet import Net, NodeState
-from mcastmember.wire.errors import ConfigurationError
-from mcastmember.gossip import Limits, framing, messages
-from mcastmember.gossip.broadcasts import BroadcastQueue, retransmit_limit
-from mcastmember.gossip.engine import GossipEngine, push_pull_scale
-from mcastmember.gossip.events import JoinResult, MemberFailed, MemberJoined, MemberLeft, UserMessage
-from mcastmember.gossip.layout import MessageType
-from mcastmember.gossip.settings import GossipSettings
-from mcastmember.gossip.suspicion import Suspicion, SuspicionTimers, suspicion_timeout
+from mcastmember._runtime.errors import ConfigurationError
+from mcastmember.gossip import Limits
+from mcastmember.gossip.memberlist import framing
+from mcastmember.gossip.memberlist import messages
+from mcastmember.gossip.memberlist.broadcasts import BroadcastQueue, retransmit_limit
+from mcastmember.gossip.memberlist.engine import GossipEngine, push_pull_scale
+from mcastmember.gossip.memberlist.events import JoinResult, MemberFailed, MemberJoined, MemberLeft, UserMessage
+from mcastmember.gossip.memberlist.layout import MessageType
+from mcastmember.gossip.memberlist.settings import GossipSettings
+from mcastmember.gossip.memberlist.suspicion import Suspicion, SuspicionTimers, suspicion_timeout
 
 LIMITS = Limits()
 

@@ -17,10 +17,10 @@ pytest.importorskip("msgpack")
 
 from mcastmember import (AsyncMembership, AsyncSerfService, ConfigurationError, EventsLost,  # noqa: E402
                          McastService, SerfService)
-from mcastmember.engine.events import EVENT_QUEUE_BYTES  # noqa: E402
-from mcastmember.gossip.layout import MessageType  # noqa: E402
+from mcastmember._runtime.events import EVENT_QUEUE_BYTES  # noqa: E402
+from mcastmember.gossip.memberlist.layout import MessageType  # noqa: E402
 from mcastmember.gossip.serf import messages as serf_messages  # noqa: E402
-from mcastmember.gossip.serf.node import MemberEvent, UserEventReceived  # noqa: E402
+from mcastmember.gossip.serf.node import SerfMemberEvent, UserEventReceived  # noqa: E402
 from mcastmember.tools.gossip_view import event_json, event_text  # noqa: E402
 from support import free_gossip_port, wait_until  # noqa: E402
 
@@ -53,7 +53,7 @@ def flood_summary(seen):
     """What a reader got: ("joined", name), ("user", ltime) and EventsLost."""
     out = []
     for event in seen:
-        if isinstance(event, MemberEvent):
+        if isinstance(event, SerfMemberEvent):
             out.append((event.kind, event.member.name))
         elif isinstance(event, UserEventReceived):
             out.append(("user", event.ltime))

@@ -1,4 +1,4 @@
-"""SerfService (mcastmember.fronts.gossip_service) on loopback: two Python
+"""SerfService (mcastmember.gossip.fronts.service) on loopback: two Python
 Serf members on real sockets, the bounds on streams others open to us, and
 its errors for bad settings. The real Serf agent is in test_gossip_serf_agent."""
 
@@ -13,14 +13,15 @@ import pytest
 
 pytest.importorskip("msgpack")
 
-from mcastmember.fronts.gossip_aio import AsyncSerfService  # noqa: E402
-from mcastmember.fronts.gossip_service import FRONT_COUNTERS, SerfService  # noqa: E402
-from mcastmember.gossip import framing, messages  # noqa: E402
-from mcastmember.gossip.errors import Truncated  # noqa: E402
-from mcastmember.gossip.layout import MessageType, NodeState  # noqa: E402
-from mcastmember.gossip.limits import Limits  # noqa: E402
-from mcastmember.gossip.serf.node import MemberEvent, UserEventReceived  # noqa: E402
-from mcastmember.wire.errors import ConfigurationError  # noqa: E402
+from mcastmember.gossip.fronts.aio import AsyncSerfService  # noqa: E402
+from mcastmember.gossip.fronts.service import FRONT_COUNTERS, SerfService  # noqa: E402
+from mcastmember.gossip.memberlist import framing
+from mcastmember.gossip.memberlist import messages  # noqa: E402
+from mcastmember.gossip.memberlist.errors import Truncated  # noqa: E402
+from mcastmember.gossip.memberlist.layout import MessageType, NodeState  # noqa: E402
+from mcastmember.gossip.memberlist.limits import Limits  # noqa: E402
+from mcastmember.gossip.serf.node import SerfMemberEvent, UserEventReceived  # noqa: E402
+from mcastmember._runtime.errors import ConfigurationError  # noqa: E402
 from support import free_gossip_port as free_port, silent_port, wait_until  # noqa: E402
 
 
@@ -43,7 +44,7 @@ def test_two_fronts_join_see_tags_and_events_and_leave():
         assert [(e.name, e.payload) for e in events if isinstance(e, UserEventReceived)] == [("deploy", b"v1")]
         assert b.leave().ok
         wait_until(lambda: view(a)["b"][1] == "left")
-        kinds = [e.kind for e in events if isinstance(e, MemberEvent) and e.member.name == "b"]
+        kinds = [e.kind for e in events if isinstance(e, SerfMemberEvent) and e.member.name == "b"]
         assert kinds == ["joined", "left"]
         stats = a.stats()
         assert stats["connections_accepted"] >= 1 and stats["datagrams_received"] >= 1

@@ -1,4 +1,4 @@
-"""The gossip hot path (mcastmember.gossip.hot): the byte-level matcher, its
+"""The gossip hot path (mcastmember.gossip.memberlist.matcher): the byte-level matcher, its
 compiled and pure-Python twins, and the engine with it against the engine
 without it (the general msgpack path): the same state, the same bytes sent,
 the same events and counters, on Go's vectors and on fuzzed packets. The volume fuzz is tests/fuzz_gossip_hot.py."""
@@ -13,13 +13,18 @@ import msgpack
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from mcastmember.gossip import _hot_py, framing, hot, lzw, messages, msgpack_go
-from mcastmember.gossip.crypto import Keyring
-from mcastmember.gossip.engine import GossipEngine
-from mcastmember.gossip.errors import GossipWireError
-from mcastmember.gossip.label import add_label
-from mcastmember.gossip.limits import Limits
-from mcastmember.gossip.settings import GossipSettings
+from mcastmember.gossip.memberlist import _matcher_py as _hot_py
+from mcastmember.gossip.memberlist import framing
+from mcastmember.gossip.memberlist import matcher as hot
+from mcastmember.gossip.memberlist import lzw
+from mcastmember.gossip.memberlist import messages
+from mcastmember.gossip.memberlist import msgpack_go
+from mcastmember.gossip.memberlist.crypto import Keyring
+from mcastmember.gossip.memberlist.engine import GossipEngine
+from mcastmember.gossip.memberlist.errors import GossipWireError
+from mcastmember.gossip.memberlist.label import add_label
+from mcastmember.gossip.memberlist.limits import Limits
+from mcastmember.gossip.memberlist.settings import GossipSettings
 
 # Every test here runs both matchers itself (the twins), so CI's pure-Python
 # pass need not repeat them.
@@ -539,7 +544,7 @@ def test_fuzz_corpus_entry_does_the_same_with_and_without_the_hot_path(twin, pat
 
 def test_the_stub_names_what_both_twins_have():
     import ast
-    stub = pathlib.Path(hot.__file__).with_name("_hot.pyi")
+    stub = pathlib.Path(hot.__file__).with_name("_matcher.pyi")
     tree = ast.parse(stub.read_text())
     names = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
     names |= {n.target.id for n in tree.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}

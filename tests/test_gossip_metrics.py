@@ -17,7 +17,7 @@ pytest.importorskip("prometheus_client")
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
 from mcastmember import AsyncSerfService, SerfService  # noqa: E402
-from mcastmember.fronts.metrics import BAD_INPUT_REASONS, GossipCollector, serve  # noqa: E402
+from mcastmember.metrics import BAD_INPUT_REASONS, GossipCollector, serve  # noqa: E402
 from support import free_gossip_port, wait_until  # noqa: E402
 
 ROOT = pathlib.Path(__file__).parent.parent

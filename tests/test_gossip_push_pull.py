@@ -6,13 +6,16 @@ same merge (events, counters, datagrams, random draws)."""
 
 from hypothesis import given, settings, strategies as st
 
-from mcastmember.gossip import GossipWireError, Limits, framing, messages, msgpack_go
-from mcastmember.gossip.engine import GossipEngine
-from mcastmember.gossip.events import JoinResult
-from mcastmember.gossip.layout import NodeState
-from mcastmember.gossip.settings import GossipSettings
-from mcastmember.gossip.state import ip_text
-from mcastmember.gossip.streams import protocol_mismatch
+from mcastmember.gossip import GossipWireError, Limits
+from mcastmember.gossip.memberlist import framing
+from mcastmember.gossip.memberlist import messages
+from mcastmember.gossip.memberlist import msgpack_go
+from mcastmember.gossip.memberlist.engine import GossipEngine
+from mcastmember.gossip.memberlist.events import JoinResult
+from mcastmember.gossip.memberlist.layout import NodeState
+from mcastmember.gossip.memberlist.settings import GossipSettings
+from mcastmember.gossip.memberlist.state import ip_text
+from mcastmember.gossip.memberlist.streams import protocol_mismatch
 
 LIMITS = Limits()
 VSN = bytes((1, 5, 2, 0, 0, 0))   # what the engine speaks

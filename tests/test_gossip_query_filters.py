@@ -15,8 +15,8 @@ import pytest
 pytest.importorskip("msgpack")
 pytest.importorskip("re2")
 
-from mcastmember.fronts.gossip_aio import AsyncSerfService  # noqa: E402
-from mcastmember.fronts.gossip_service import SerfService  # noqa: E402
+from mcastmember.gossip.fronts.aio import AsyncSerfService  # noqa: E402
+from mcastmember.gossip.fronts.service import SerfService  # noqa: E402
 from mcastmember.gossip.serf import messages as m  # noqa: E402
 from mcastmember.gossip.serf.buffers import (MAX_FILTER_PATTERN, TagRegexps,  # noqa: E402
                                              should_process_query)

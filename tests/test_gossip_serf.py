@@ -11,16 +11,16 @@ import pathlib
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from mcastmember.wire.errors import ConfigurationError
+from mcastmember._runtime.errors import ConfigurationError
 from mcastmember.gossip import GossipWireError, Truncated
-from mcastmember.gossip.crypto import Keyring
+from mcastmember.gossip.memberlist.crypto import Keyring
 from mcastmember.gossip.serf import LamportClock, MemberStatus, SerfLimits, SerfMessageType, decode_tags, encode_tags
 from mcastmember.gossip.serf import messages as m
 from mcastmember.gossip.serf.layout import (QUERY_CONFLICT, QUERY_INSTALL_KEY, QUERY_LIST_KEYS, QUERY_PING,
                                             QUERY_REMOVE_KEY, QUERY_USE_KEY)
 from mcastmember.gossip.serf.queries import (QueryTracker, answer_internal_query, default_query_timeout, make_ack,
                                              make_response, new_query)
-from mcastmember.gossip.serf.buffers import EventBuffer, IntentBuffer, QueryBuffer, should_process_query
+from mcastmember.gossip.serf.buffers import UserEventBuffer, IntentBuffer, QueryBuffer, should_process_query
 from mcastmember.gossip.serf.members import SerfCore, SerfMembers
 
 VECTORS = json.loads((pathlib.Path(__file__).parent / "gossip_vectors" / "serf_vectors.json").read_text())
@@ -309,7 +309,7 @@ def test_lamport_clock_steps_as_go():
 @pytest.mark.parametrize("vector", VECTORS["buffers"], ids=lambda v: v["name"])
 def test_buffers_decide_as_go(vector):
     if vector["kind"] == "event":
-        buffer = EventBuffer(size=vector["size"])
+        buffer = UserEventBuffer(size=vector["size"])
     else:
         buffer = QueryBuffer(size=vector["size"])
     buffer.min_time = vector["min_time"]
@@ -327,7 +327,7 @@ def test_buffers_decide_as_go(vector):
 
 
 def test_event_slot_is_bounded_and_counted():
-    buffer = EventBuffer(size=4, max_per_slot=2)
+    buffer = UserEventBuffer(size=4, max_per_slot=2)
     assert [buffer.handle(m.UserEvent(ltime=1, name=str(i))) for i in range(4)] == [True, True, False, False]
     assert buffer.dropped == 2
     queries = QueryBuffer(size=4, max_per_slot=1)
@@ -336,7 +336,7 @@ def test_event_slot_is_bounded_and_counted():
 
 
 def test_event_buffer_refuses_events_bigger_than_serf_sends():
-    buffer = EventBuffer()
+    buffer = UserEventBuffer()
     largest = m.UserEvent(ltime=1, name="e", payload=bytes(9 * 1024 - 1))
     assert buffer.handle(largest)
     assert not buffer.handle(m.UserEvent(ltime=1, name="e", payload=bytes(9 * 1024)))
@@ -344,7 +344,7 @@ def test_event_buffer_refuses_events_bigger_than_serf_sends():
 
 
 def test_event_buffer_bytes_forget_the_oldest_times_never_the_newest_event():
-    buffer = EventBuffer(size=8, max_bytes=3 * 9 * 1024)
+    buffer = UserEventBuffer(size=8, max_bytes=3 * 9 * 1024)
     big = bytes(9 * 1024 - 2)
     for ltime in (3, 1, 2):
         assert buffer.handle(m.UserEvent(ltime=ltime, name="e" + str(ltime), payload=big))
@@ -360,11 +360,11 @@ def test_event_buffer_bytes_forget_the_oldest_times_never_the_newest_event():
 
 def test_event_buffer_needs_room_for_one_event():
     with pytest.raises(ValueError, match="at least one event of 9216 bytes"):
-        EventBuffer(max_bytes=9 * 1024 - 1)
+        UserEventBuffer(max_bytes=9 * 1024 - 1)
 
 
 def test_new_event_follows_serf_user_event():
-    buffer = EventBuffer()
+    buffer = UserEventBuffer()
     msg, raw = buffer.new_event("deploy", b"v1.2", coalesce=True)
     assert raw == bytes.fromhex(_vector("user-event")["wire"]).replace(b"LTime\x03", b"LTime\x00")
     assert (msg.ltime, buffer.clock.time()) == (0, 1)

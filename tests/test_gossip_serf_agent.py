@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from netlab import JsonProcess, Lan, nft_available, run_in_netns  # noqa: E402
 from serflab import REPAIR_BOUND, Agent, b64, detection_bound, member_command, wait_until  # noqa: E402
 
-from mcastmember.fronts.gossip_service import SerfService  # noqa: E402
-from mcastmember.gossip.serf.node import MemberEvent, QueryReceived, SerfSettings, UserEventReceived  # noqa: E402
+from mcastmember.gossip.fronts.service import SerfService  # noqa: E402
+from mcastmember.gossip.serf.node import SerfMemberEvent, QueryReceived, SerfSettings, UserEventReceived  # noqa: E402
 
 WAIT = 20.0
 #: what polling adds on our side: one round of `serf members` or members() after the fact
@@ -69,7 +69,7 @@ def py_status(svc, name):
 
 
 def member_kinds(events, name, since=0):
-    return [e.kind for e in events[since:] if isinstance(e, MemberEvent) and e.member.name == name]
+    return [e.kind for e in events[since:] if isinstance(e, SerfMemberEvent) and e.member.name == name]
 
 
 def wait_status(observers, names, status, timeout=REPAIRED):
@@ -373,7 +373,7 @@ def test_serf_keys_rotation_on_a_mixed_cluster_removes_nobody(mixed):
     seen = wait_status(mixed.observers(), everyone, "alive")
     assert set(seen.values()) == {"alive"}, seen
     for name, (_svc, events) in mixed.fronts.items():     # nobody failed, left or came back meanwhile
-        assert [e for e in events[marks[name]:] if isinstance(e, MemberEvent)] == [], name
+        assert [e for e in events[marks[name]:] if isinstance(e, SerfMemberEvent)] == [], name
 
 
 def test_a_python_member_with_a_wrong_key_joins_nobody_and_counts_what_it_refused(mixed):
@@ -474,7 +474,7 @@ def test_sigkill_is_failed_within_memberlists_bound_both_ways(mixed):
     assert sorted(seen) == ["go1", "go2", "py1", "py2"], (seen, bound)
     for name in ("py1", "py2"):       # and no one else failed meanwhile
         events = mixed.fronts[name][1]
-        assert [(e.kind, e.member.name) for e in events[marks[name]:] if isinstance(e, MemberEvent)] == [
+        assert [(e.kind, e.member.name) for e in events[marks[name]:] if isinstance(e, SerfMemberEvent)] == [
             ("failed", "pyk"), ("failed", "go3")], name
 
 

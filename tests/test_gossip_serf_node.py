@@ -5,14 +5,16 @@ sockets, no real time; pure Python (one implementation)."""
 import pytest
 
 from gossipnet import Net
-from mcastmember.wire.errors import ConfigurationError
-from mcastmember.gossip import Limits, framing
-from mcastmember.gossip import messages as wire
-from mcastmember.gossip.layout import MessageType
-from mcastmember.gossip.settings import GossipSettings
-from mcastmember.gossip.serf import MemberStatus, SerfLimits, SerfMessageType, decode_tags, messages
+from mcastmember._runtime.errors import ConfigurationError
+from mcastmember.gossip import Limits
+from mcastmember.gossip.memberlist import framing
+from mcastmember.gossip.memberlist import messages as wire
+from mcastmember.gossip.memberlist.layout import MessageType
+from mcastmember.gossip.memberlist.settings import GossipSettings
+from mcastmember.gossip.serf import MemberStatus, SerfLimits, SerfMessageType, decode_tags
+from mcastmember.gossip.serf import messages
 from mcastmember.gossip.serf.node import (ConflictResolved, JoinDone, KeyResult, KeyringChanged, LeaveDone,
-                                          MemberEvent, QueryAnswer, QueryFinished, QueryReceived, SerfNode,
+                                          SerfMemberEvent, QueryAnswer, QueryFinished, QueryReceived, SerfNode,
                                           SerfSettings, UserEventReceived, b64)
 
 TAGS = {"a": {"role": "web", "dc": "east"}, "b": {"role": "db"}, "c": {"role": "cache"},
@@ -39,7 +41,7 @@ def of(net, name, kind):
 
 
 def member_events(net, name, about):
-    return [e.kind for e in of(net, name, MemberEvent) if e.member.name == about]
+    return [e.kind for e in of(net, name, SerfMemberEvent) if e.member.name == about]
 
 
 def test_versions_and_tags_are_what_a_serf_agent_advertises():
@@ -50,7 +52,7 @@ def test_versions_and_tags_are_what_a_serf_agent_advertises():
     me = node.engine.node("py")
     assert me.meta == b"\xff\x81\xa4role\xa3web" and decode_tags(me.meta) == {"role": "web"}
     (joined,) = node.events()
-    assert joined == MemberEvent("joined", node.member("py")) and joined.member.status == MemberStatus.ALIVE
+    assert joined == SerfMemberEvent("joined", node.member("py")) and joined.member.status == MemberStatus.ALIVE
 
 
 def test_five_nodes_join_and_see_each_others_tags():
@@ -59,13 +61,13 @@ def test_five_nodes_join_and_see_each_others_tags():
     expected = {n: ("alive", TAGS[n]) for n in names}
     for name in names:
         assert view(net, name) == expected
-        assert sorted(e.member.name for e in of(net, name, MemberEvent) if e.kind == "joined") == names
+        assert sorted(e.member.name for e in of(net, name, SerfMemberEvent) if e.kind == "joined") == names
         assert of(net, name, JoinDone) == ([] if name == "a" else [JoinDone(1, ())])
         # every joiner's intent reached everyone (the seed a joined nobody, so sent none)
         times = {n: m.status_ltime for n, m in net[name].core.members.members.items()}
         assert sorted(n for n, t in times.items() if t > 0) == names[1:]
     # a joiner hears of the seed's members before its join is done
-    kinds = [e.kind if isinstance(e, MemberEvent) else type(e).__name__ for _t, e in net.events["b"]]
+    kinds = [e.kind if isinstance(e, SerfMemberEvent) else type(e).__name__ for _t, e in net.events["b"]]
     assert kinds[:3] == ["joined", "joined", "JoinDone"]
 
 
@@ -122,7 +124,7 @@ def _leave_on_the_wire(settle, **overrides):
     for name in "abde":
         assert member_events(net, name, "c") == ["joined", "left"]
         left += [round(t - t0, 3) for t, e in net.events[name]
-                 if isinstance(e, MemberEvent) and e.member.name == "c" and e.kind == "left"]
+                 if isinstance(e, SerfMemberEvent) and e.member.name == "c" and e.kind == "left"]
     return sent, sorted(left)
 
 

@@ -14,12 +14,14 @@ import pytest
 
 pytest.importorskip("msgpack")
 
-from mcastmember.gossip import framing, msgpack_go  # noqa: E402
-from mcastmember.gossip import messages as wire  # noqa: E402
-from mcastmember.gossip.serf import SerfLimits, messages  # noqa: E402
+from mcastmember.gossip.memberlist import framing
+from mcastmember.gossip.memberlist import msgpack_go  # noqa: E402
+from mcastmember.gossip.memberlist import messages as wire  # noqa: E402
+from mcastmember.gossip.serf import SerfLimits
+from mcastmember.gossip.serf import messages  # noqa: E402
 from mcastmember.gossip.serf.node import SerfNode, UserEventReceived  # noqa: E402
-from mcastmember.gossip.settings import GossipSettings  # noqa: E402
-from mcastmember.gossip.streams import STREAM_TURN  # noqa: E402
+from mcastmember.gossip.memberlist.settings import GossipSettings  # noqa: E402
+from mcastmember.gossip.memberlist.streams import STREAM_TURN  # noqa: E402
 
 STRANGER = ("127.0.0.3", 40000)
 #: the longest call the attack may take: a stream turn is about 10 ms

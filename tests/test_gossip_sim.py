@@ -12,8 +12,9 @@ import sys
 import pytest
 
 from gossipsim import PLAIN_SWIM, Link, Sim, gossip_cluster, tallies
-from mcastmember.gossip import framing, messages
-from mcastmember.gossip.layout import NodeState
+from mcastmember.gossip.memberlist import framing
+from mcastmember.gossip.memberlist import messages
+from mcastmember.gossip.memberlist.layout import NodeState
 
 pytestmark = pytest.mark.single_pass
 

@@ -18,16 +18,19 @@ import pytest
 
 pytest.importorskip("msgpack")
 
-from mcastmember.fronts.gossip_aio import AsyncSerfService  # noqa: E402
-from mcastmember.fronts.gossip_service import SerfService  # noqa: E402
-from mcastmember.gossip import framing, hot, lzw, messages  # noqa: E402
-from mcastmember.gossip.engine import GossipEngine  # noqa: E402
-from mcastmember.gossip.events import UserMessage  # noqa: E402
-from mcastmember.gossip.layout import MessageType  # noqa: E402
-from mcastmember.gossip.limits import Limits  # noqa: E402
-from mcastmember.gossip.settings import GossipSettings  # noqa: E402
-from mcastmember.gossip.serf.node import MemberEvent  # noqa: E402
-from mcastmember.gossip.streams import MAX_STREAM_WORK, STREAM_TURN  # noqa: E402
+from mcastmember.gossip.fronts.aio import AsyncSerfService  # noqa: E402
+from mcastmember.gossip.fronts.service import SerfService  # noqa: E402
+from mcastmember.gossip.memberlist import framing
+from mcastmember.gossip.memberlist import matcher as hot
+from mcastmember.gossip.memberlist import lzw
+from mcastmember.gossip.memberlist import messages  # noqa: E402
+from mcastmember.gossip.memberlist.engine import GossipEngine  # noqa: E402
+from mcastmember.gossip.memberlist.events import UserMessage  # noqa: E402
+from mcastmember.gossip.memberlist.layout import MessageType  # noqa: E402
+from mcastmember.gossip.memberlist.limits import Limits  # noqa: E402
+from mcastmember.gossip.memberlist.settings import GossipSettings  # noqa: E402
+from mcastmember.gossip.serf.node import SerfMemberEvent  # noqa: E402
+from mcastmember.gossip.memberlist.streams import MAX_STREAM_WORK, STREAM_TURN  # noqa: E402
 from support import free_gossip_port  # noqa: E402
 
 #: every way a datagram is opened: each matcher of the hot path, and the general framing alone
@@ -439,7 +442,7 @@ def test_a_member_flooded_with_lzw_bombs_and_big_push_pulls_answers_its_pings_in
     def scenario():
         rtts, marks = [], []
         with SerfService("b", "127.0.0.2", pb, seed=2, gossip={"probe_interval": 0.2}) as b:
-            b.add_listener(lambda e: marks.append(e.kind) if isinstance(e, MemberEvent) and e.member.name == "a"
+            b.add_listener(lambda e: marks.append(e.kind) if isinstance(e, SerfMemberEvent) and e.member.name == "a"
                            and e.kind in ("failed", "left") else None)
             assert b.join([("127.0.0.1", pa)]).joined == 1
             bomb, pushes = _bomb(), _push_pulls()

@@ -14,18 +14,19 @@ import pytest
 
 pytest.importorskip("msgpack")
 
-from mcastmember.fronts.gossip_aio import AsyncSerfService  # noqa: E402
-from mcastmember.fronts.gossip_service import SerfService  # noqa: E402
-from mcastmember.gossip import framing, messages  # noqa: E402
-from mcastmember.gossip.engine import GossipEngine  # noqa: E402
-from mcastmember.gossip.events import MemberJoined  # noqa: E402
-from mcastmember.gossip.layout import NodeState  # noqa: E402
+from mcastmember.gossip.fronts.aio import AsyncSerfService  # noqa: E402
+from mcastmember.gossip.fronts.service import SerfService  # noqa: E402
+from mcastmember.gossip.memberlist import framing
+from mcastmember.gossip.memberlist import messages  # noqa: E402
+from mcastmember.gossip.memberlist.engine import GossipEngine  # noqa: E402
+from mcastmember.gossip.memberlist.events import MemberJoined  # noqa: E402
+from mcastmember.gossip.memberlist.layout import NodeState  # noqa: E402
 from mcastmember.gossip.serf import MemberStatus  # noqa: E402
 from mcastmember.gossip.serf import messages as serf_messages  # noqa: E402
 from mcastmember.gossip.serf.members import SerfCore, SerfMembers  # noqa: E402
-from mcastmember.gossip.serf.node import MemberEvent, SerfNode, SerfSettings  # noqa: E402
-from mcastmember.gossip.settings import GossipSettings  # noqa: E402
-from mcastmember.wire.errors import ConfigurationError  # noqa: E402
+from mcastmember.gossip.serf.node import SerfMemberEvent, SerfNode, SerfSettings  # noqa: E402
+from mcastmember.gossip.memberlist.settings import GossipSettings  # noqa: E402
+from mcastmember._runtime.errors import ConfigurationError  # noqa: E402
 from support import free_gossip_port  # noqa: E402
 
 VSN = bytes((1, 5, 2, 2, 5, 5))
@@ -266,7 +267,7 @@ def test_a_serf_node_after_the_storm_lists_a_real_member_at_once():
     assert victim.engine.node("real").state == NodeState.ALIVE
     assert victim.member("real").status == MemberStatus.ALIVE
     assert victim.engine.node("ghost-0") is None and victim.member("ghost-0") is None
-    assert [(e.kind, e.member.name) for e in victim.events() if isinstance(e, MemberEvent)] == [
+    assert [(e.kind, e.member.name) for e in victim.events() if isinstance(e, SerfMemberEvent)] == [
         ("reaped", "ghost-0"), ("joined", "real")]
     assert _counts(victim.stats(), "nodes", "nodes_refused", "nodes_evicted", "serf_members", "members.failed",
                    "serf_members_refused", "serf_members_evicted", "serf_failed_evicted") == {

@@ -16,10 +16,10 @@ import pytest
 
 pytest.importorskip("msgpack")
 
-from mcastmember.fronts.gossip_aio import AsyncSerfService  # noqa: E402
-from mcastmember.fronts.gossip_service import SerfService  # noqa: E402
-from mcastmember.gossip import messages  # noqa: E402
-from mcastmember.gossip.layout import NodeState  # noqa: E402
+from mcastmember.gossip.fronts.aio import AsyncSerfService  # noqa: E402
+from mcastmember.gossip.fronts.service import SerfService  # noqa: E402
+from mcastmember.gossip.memberlist import messages  # noqa: E402
+from mcastmember.gossip.memberlist.layout import NodeState  # noqa: E402
 from support import free_gossip_port, wait_until  # noqa: E402
 
 FRONTS = ["threads", "asyncio"]

@@ -11,9 +11,14 @@ import msgpack
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from mcastmember.gossip import GossipWireError, Limits, Truncated, crypto, framing, label, lzw, messages
-from mcastmember.gossip import msgpack_go
-from mcastmember.gossip.layout import MessageType, NodeState
+from mcastmember.gossip import GossipWireError, Limits, Truncated
+from mcastmember.gossip.memberlist import crypto
+from mcastmember.gossip.memberlist import framing
+from mcastmember.gossip.memberlist import label
+from mcastmember.gossip.memberlist import lzw
+from mcastmember.gossip.memberlist import messages
+from mcastmember.gossip.memberlist import msgpack_go
+from mcastmember.gossip.memberlist.layout import MessageType, NodeState
 
 VECTORS = json.loads((pathlib.Path(__file__).parent / "gossip_vectors" / "vectors.json").read_text())
 LIMITS = Limits()

@@ -16,9 +16,9 @@ import time
 
 import pytest
 
-from mcastmember.wire import layout as L
-from mcastmember.wire.errors import MalformedPacket
-from mcastmember.engine.table import Membership
+from mcastmember.tribes.wire import layout as L
+from mcastmember.tribes.wire.errors import MalformedPacket
+from mcastmember.tribes.engine.table import Membership
 
 from support import heartbeat
 
@@ -364,7 +364,7 @@ def test_send_to_something_not_a_socket_fails_with_enotsock(codec):
 def test_an_oserror_without_errno_counts_as_eio(monkeypatch):
     """The twin returns -errno; an OSError raised without one (the checkers'
     ``int | None``) is -EIO, not a TypeError from negating None."""
-    from mcastmember import _fast_py
+    from mcastmember.tribes.kernel import _fast_py
 
     def write(fd, data):
         raise OSError("no errno")
@@ -390,7 +390,7 @@ def test_pump_refuses_a_buffer_some_datagram_would_not_fit(codec, pair):
 # -- 8. the table hash is seeded per process -----------------------------------------------
 
 def test_table_hash_differs_between_processes(codec):
-    code = (f"import sys; from mcastmember import {codec.__name__.rsplit('.', 1)[1]} as c; "
+    code = (f"import sys; from mcastmember.tribes.kernel import {codec.__name__.rsplit('.', 1)[1]} as c; "
             "sys.path.insert(0, sys.argv[1]); from support import heartbeat; "
             "print(c._key_hash(heartbeat(c)))")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}

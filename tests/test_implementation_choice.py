@@ -32,7 +32,7 @@ def layout(tmp_path, checkout=False, broken=False):
         (root / "setup.py").write_text("")
     if broken:
         suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
-        (root / "mcastmember" / f"_fast{suffix}").write_bytes(b"not a shared object")
+        (root / "mcastmember" / "tribes" / "kernel" / f"_fast{suffix}").write_bytes(b"not a shared object")
     return root
 
 

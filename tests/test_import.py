@@ -23,18 +23,18 @@ def _python(code, **env):
 
 def test_import_does_not_load_construct_or_the_service():
     out = _python("import sys, mcastmember; mcastmember.decode; "
-                  "print(sorted(m for m in ('construct', 'mcastmember.fronts.service', 'threading', "
-                  "'mcastmember.wire.schema') if m in sys.modules))")
-    assert "construct" not in out and "mcastmember.wire.schema" not in out
-    assert "mcastmember.fronts.service" not in out
+                  "print(sorted(m for m in ('construct', 'mcastmember.tribes.fronts.service', 'threading', "
+                  "'mcastmember.tribes.wire.schema') if m in sys.modules))")
+    assert "construct" not in out and "mcastmember.tribes.wire.schema" not in out
+    assert "mcastmember.tribes.fronts.service" not in out
 
 
 def test_import_does_not_load_prometheus_client_or_the_metrics():
-    """mcastmember.fronts.metrics (the optional Prometheus collector) is imported
+    """mcastmember.metrics (the optional Prometheus collector) is imported
     only by who asks for it, mcast-demo only with --metrics-port."""
     out = _python("import sys, mcastmember, mcastmember.tools.cli; mcastmember.McastService; "
                   "mcastmember.AsyncMembership; print(sorted(m for m in ('prometheus_client', "
-                  "'mcastmember.fronts.metrics') if m in sys.modules))")
+                  "'mcastmember.metrics') if m in sys.modules))")
     assert out == "[]"
 
 
@@ -51,14 +51,14 @@ def test_import_does_not_load_the_gossip_extra_nor_the_gossip_fronts():
     package, loaded (with msgpack and cryptography) only on first use."""
     out = _python("import sys, mcastmember; mcastmember.McastService; mcastmember.AsyncMembership; "
                   "print(sorted(m for m in sys.modules if m.partition('.')[0] in ('msgpack', 'cryptography') "
-                  "or m.startswith('mcastmember.fronts.gossip')))")
+                  "or m.startswith('mcastmember.tribes.fronts.gossip')))")
     assert out == "[]"
     if not GOSSIP_EXTRA:
         pytest.skip("the gossip extra is not installed (the packaging check installs the package alone)")
     out = _python("import sys, mcastmember; from mcastmember import AsyncSerfService, GossipMember, SerfService; "
                   "print(AsyncSerfService.__module__, SerfService.__module__, GossipMember.__name__, "
                   "'msgpack' in sys.modules)")
-    assert out == "mcastmember.fronts.gossip_aio mcastmember.fronts.gossip_service GossipMember True"
+    assert out == "mcastmember.gossip.fronts.aio mcastmember.gossip.fronts.service GossipMember True"
 
 
 @pytest.mark.parametrize("missing", ["msgpack", "cryptography"])

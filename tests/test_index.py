@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from mcastmember.wire import layout as L
+from mcastmember.tribes.wire import layout as L
 
 from support import heartbeat
 

@@ -6,7 +6,7 @@ import socket
 import pytest
 
 from mcastmember import McastService
-from mcastmember.engine.config import ServiceConfig
+from mcastmember.tribes.engine.config import ServiceConfig
 
 from support import GROUP, wait_until
 

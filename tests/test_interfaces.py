@@ -8,8 +8,8 @@ import uuid
 
 import pytest
 
-from mcastmember.transport import interfaces
-from mcastmember.wire.errors import ConfigurationError
+from mcastmember.tribes.net import interfaces
+from mcastmember._runtime.errors import ConfigurationError
 
 from netlab import Lan, run_in_netns
 

@@ -21,7 +21,7 @@ import time
 import pytest
 
 from mcastmember import McastService
-from mcastmember.fronts.aio import AsyncMembership
+from mcastmember.tribes.fronts.aio import AsyncMembership
 
 from support import GROUP, LOOPBACK
 from tribes import TribesNode
@@ -265,7 +265,7 @@ def tomcat_reads(classpath, data):
 
 
 def test_tomcat_reads_our_answers_as_its_own_classes(classpath):
-    from mcastmember.wire import javaser
+    from mcastmember.tribes.wire import javaser
     from support import JAVA_GET_ALL_SESSIONS, JAVA_RPC_REQUEST_LONG_ID
     request = javaser.rpc_request(JAVA_RPC_REQUEST_LONG_ID)
     assert tomcat_reads(classpath, javaser.no_rpc_reply(request)) == [

@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from mcastmember.fronts.aio import AsyncMembership
+from mcastmember.tribes.fronts.aio import AsyncMembership
 
 from netlab import (JsonProcess, Lan, added, assert_alternating, check_partition_heals,
                     count_datagrams, demo_command, event, run_in_netns, wait_all_see_all)

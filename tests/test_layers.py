@@ -1,9 +1,12 @@
-"""The package's import graph: layers import only downward, and no private
-name crosses modules (docs/design.md, "Layers").
+"""The package's import graph: two wings (``tribes``, ``gossip``) on one
+runtime (``_runtime``), the tools above both, and the lazy ``mcastmember``
+above all (docs/design.md, "Layers"). Within a wing, layers import only
+downward; neither wing imports the other; the runtime imports neither; no
+private name crosses modules; no import circles.
 
-Every module of the installed package is parsed (``ast``; the compiled
+Every module of the installed package is parsed (``ast``; a compiled
 kernel's ``.pyx`` by its ``from`` lines), each of its imports of the package
-resolved to a module, and that module's layer compared with the importer's.
+resolved to a module, and that module's place compared with the importer's.
 Imports under ``if TYPE_CHECKING:`` count too: a type is a dependency.
 """
 
@@ -11,41 +14,74 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 import mcastmember
 
 PACKAGE = Path(mcastmember.__file__).parent
 
-# Lowest first: a module may import its own layer and the layers before it.
-RANKS = {
-    "wire": 0,          # bytes only: layout, schema, trailer, Java serialization, errors
-    "kernel": 1,        # the compiled kernel and its pure-Python twin, and the choice between them
-    "transport": 2,     # sockets and network cards
-    "discovery": 3,     # peer lists and DNS
-    "engine": 4,        # the sans-IO protocol: table, detector, engine, settings, channel
-    "gossip": 4,        # the second membership protocol, beside the engine
-    "fronts": 5,        # the engine driven by sockets and a clock: threads, asyncio, listener, metrics
-    "tools": 6,         # the CLI, its live view, the doctor
-    "api": 7,           # mcastmember itself (the lazy re-exports) and python -m mcastmember
+# Where each module sits: (place, rank in that place). A module may import
+# the runtime, its own place at its rank or below, and (tools and the api)
+# every place below them. Lowest first within a wing.
+WINGS = {
+    "tribes": {
+        "wire": 0,          # bytes only: layout, schema, trailer, Java serialization, the codec's error
+        "kernel": 1,        # the compiled heartbeat kernel, its pure-Python twin, the choice between them
+        "net": 2,           # network cards
+        "discovery": 3,     # peer lists and DNS
+        "engine": 4,        # the sans-IO protocol: table, detector, engine, settings, channel
+        "fronts": 5,        # the engine driven by sockets and a clock: threads, asyncio, TCP listener
+    },
+    "gossip": {
+        "memberlist": 0,    # memberlist's wire, matcher and sans-IO engine
+        "serf": 1,          # Serf's layer on memberlist, sans-IO
+        "fronts": 2,        # the Serf node driven by sockets and a clock: threads, asyncio
+    },
 }
-KERNEL = {"mcastmember._fast", "mcastmember._fast_py", "mcastmember._codec"}
-# The gossip hot path's matcher, compiled and its pure-Python twin: in the
-# gossip layer (it imports nothing of the package), chosen by gossip/hot.py.
-GOSSIP_KERNEL = {"mcastmember.gossip._hot", "mcastmember.gossip._hot_py"}
-# The kernels' modules are private by the project's layout (mcastmember/_fast.pyx):
-# importing them is how the layers above reach a kernel.
-PRIVATE_ALLOWED = KERNEL | GOSSIP_KERNEL
+# Above both wings: the CLI, its live views, the doctor, the metrics server.
+TOOLS = {"tools", "metrics", "__main__"}
+KERNELS = {"mcastmember.tribes.kernel._fast", "mcastmember.tribes.kernel._fast_py",
+           "mcastmember.gossip.memberlist._matcher", "mcastmember.gossip.memberlist._matcher_py"}
+# The kernels' modules are private by the project's layout (_fast.pyx beside
+# _fast_py.py): importing them is how the module that chooses reaches one.
+PRIVATE_ALLOWED = KERNELS | {"mcastmember._runtime"}
 
 
-def layer(module: str) -> str:
-    if module in KERNEL:
-        return "kernel"
+def place(module: str) -> tuple[str, int]:
+    """(place, rank): "runtime" 0, a wing and its layer's rank, "tools", "api"."""
     parts = module.split(".")
-    if len(parts) == 1 or parts[1] in ("__init__", "__main__"):
-        return "api"
-    assert parts[1] in RANKS, f"{module} is in no layer folder"
-    return parts[1]
+    if len(parts) == 1 or parts[1] == "__init__":
+        return ("api", 0)
+    if parts[1] == "_runtime":
+        return ("runtime", 0)
+    if parts[1] in TOOLS:
+        return ("tools", 0)
+    wing = WINGS.get(parts[1])
+    assert wing is not None, f"{module} is in no wing, nor the runtime or the tools"
+    if len(parts) == 2:
+        return (parts[1], -1)           # the wing's own __init__
+    assert parts[2] in wing, f"{module} is in no layer of {parts[1]}"
+    return (parts[1], wing[parts[2]])
+
+
+def allowed(importer: str, target: str) -> bool:
+    (mine, my_rank), (theirs, their_rank) = place(importer), place(target)
+    if theirs == "runtime":
+        return True
+    if mine == "api":
+        return True
+    if mine == "tools":
+        return theirs != "api"
+    if mine == "runtime":
+        return False
+    # a wing: its own layers at or below its rank (its __init__ re-exports from all)
+    if theirs != mine:
+        return False
+    return my_rank == -1 or 0 <= their_rank <= my_rank
 
 
 def modules() -> dict[str, Path]:
@@ -99,28 +135,27 @@ def imports(module: str, path: Path) -> list[tuple[str, str | None, int]]:
 def _private(module: str, name: str | None) -> bool:
     if module in PRIVATE_ALLOWED and name is None:
         return False
-    parts = module.split(".")[1:] + ([name] if name else [])
-    return any(p.startswith("_") and not p.startswith("__") for p in parts
-               if ".".join(["mcastmember", p]) not in PRIVATE_ALLOWED)
+    parts = module.split(".") + ([name] if name else [])
+    # A private part is fine where it names an allowed module (a kernel, the runtime).
+    return any(p.startswith("_") and not p.startswith("__") and ".".join(parts[:i + 1]) not in PRIVATE_ALLOWED
+               for i, p in enumerate(parts) if i)
 
 
-def test_every_module_is_in_a_layer_folder():
+def test_every_module_is_in_a_wing_the_runtime_or_the_tools():
     for module in modules():
-        layer(module)        # asserts
+        place(module)        # asserts
 
 
-def test_no_module_imports_a_layer_above_it():
-    upward = []
+def test_no_module_imports_up_a_layer_or_across_the_wings():
+    wrong = []
     for module, path in modules().items():
-        mine = RANKS[layer(module)]
         for target, _name, line in imports(module, path):
             if target == "mcastmember" or target == module:
                 continue      # the package's own __version__, a module's own name
-            theirs = RANKS[layer(target)]
-            if theirs > mine:
-                upward.append(f"{path.relative_to(PACKAGE)}:{line} ({layer(module)}) imports "
-                              f"{target} ({layer(target)})")
-    assert upward == []
+            if not allowed(module, target):
+                wrong.append(f"{path.relative_to(PACKAGE)}:{line} ({place(module)[0]}) imports "
+                             f"{target} ({place(target)[0]})")
+    assert wrong == []
 
 
 def test_every_package_import_names_a_module_that_exists():
@@ -134,15 +169,6 @@ def test_every_package_import_names_a_module_that_exists():
     assert missing == []
 
 
-def test_gossip_imports_only_the_wire_layer():
-    """The second protocol shares the errors, nothing of Tribes' engine or fronts."""
-    found = [f"{path.relative_to(PACKAGE)}:{line} imports {target}"
-             for module, path in modules().items() if layer(module) == "gossip"
-             for target, _name, line in imports(module, path)
-             if layer(target) not in ("gossip", "wire")]
-    assert found == []
-
-
 def test_no_private_name_crosses_modules():
     crossing = []
     for module, path in modules().items():
@@ -153,26 +179,91 @@ def test_no_private_name_crosses_modules():
     assert crossing == []
 
 
-def test_the_rule_sees_an_upward_import_and_a_private_name():
+def test_the_rule_sees_an_upward_import_a_crossing_and_a_private_name():
     """The checks above are not vacuous: the resolver finds what they look for."""
     found = imports("mcastmember", PACKAGE / "__init__.py")
-    assert ("mcastmember.fronts.service", "McastService", found[0][2]) in found or any(
-        target == "mcastmember.fronts.service" for target, _n, _l in found)
-    assert RANKS[layer("mcastmember.fronts.service")] > RANKS[layer("mcastmember.engine.table")]
-    assert _private("mcastmember.fronts.tribes_listener", "_family")
-    assert not _private("mcastmember._codec", None)
-    assert _private("mcastmember._codec", "_internal")
+    assert any(target == "mcastmember.tribes.fronts.service" for target, _n, _l in found)
+    assert not allowed("mcastmember.tribes.engine.table", "mcastmember.tribes.fronts.service")
+    assert not allowed("mcastmember.gossip.fronts.driver", "mcastmember.tribes.engine.events")
+    assert not allowed("mcastmember.tribes.fronts.driver", "mcastmember.gossip.serf.node")
+    assert not allowed("mcastmember._runtime.events", "mcastmember.tribes.engine.events")
+    assert allowed("mcastmember.gossip.fronts.driver", "mcastmember._runtime.listen")
+    assert allowed("mcastmember.tools.cli", "mcastmember.gossip.fronts.service")
+    assert _private("mcastmember.tribes.fronts.channel_listener", "_family")
+    assert not _private("mcastmember.tribes.kernel.codec", None)
+    assert _private("mcastmember.tribes.kernel.codec", "_internal")
+
+
+def _runtime_imports(module: str, path: Path) -> set[str]:
+    """The package modules ``module`` imports when it is imported: at its top
+    level, not under ``if TYPE_CHECKING:`` nor inside a function."""
+    tree = ast.parse(path.read_text()) if path.suffix == ".py" else None
+    if tree is None:
+        return {t for t, _n, _l in imports(module, path)}
+    lines = set()
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            lines.add(node.lineno)
+        elif isinstance(node, ast.Try):
+            for inner in ast.walk(node):
+                if isinstance(inner, (ast.Import, ast.ImportFrom)):
+                    lines.add(inner.lineno)
+    return {t for t, _n, line in imports(module, path) if line in lines and t != module}
+
+
+def test_no_import_circles():
+    """No module imports, at import time, a module that imports it back
+    (through any chain): each can be read and loaded on its own."""
+    known = modules()
+    graph = {m: {t for t in _runtime_imports(m, p) if t in known} for m, p in known.items()}
+    circles = []
+    state: dict[str, int] = {}
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                circles.append(" -> ".join(stack[stack.index(nxt):] + [node, nxt]) if nxt in stack
+                               else f"{node} -> {nxt}")
+            elif nxt not in state:
+                visit(nxt, stack + [node])
+        state[node] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [])
+    assert circles == []
+
+
+def _loaded_by(statement: str) -> list[str]:
+    code = f"import sys\n{statement}\nprint('\\n'.join(sorted(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return done.stdout.split()
+
+
+@pytest.mark.parametrize("name", ["SerfService", "AsyncSerfService"])
+def test_a_gossip_service_loads_nothing_of_tribes(name):
+    loaded = _loaded_by(f"from mcastmember import {name}")
+    assert [m for m in loaded if m.startswith("mcastmember.tribes")] == []
+    assert f"mcastmember.gossip.fronts.{'aio' if name.startswith('Async') else 'service'}" in loaded
+
+
+@pytest.mark.parametrize("name", ["McastService", "AsyncMcastService"])
+def test_a_tribes_service_loads_nothing_of_gossip_nor_its_packages(name):
+    loaded = _loaded_by(f"from mcastmember import {name}")
+    assert [m for m in loaded if m.startswith(("mcastmember.gossip", "msgpack", "cryptography", "re2"))] == []
+    assert "mcastmember.tribes.kernel.codec" in loaded
 
 
 def test_the_gossip_matcher_is_in_the_gossip_layer_and_imports_nothing_of_the_package():
     found = modules()
-    assert {"mcastmember.gossip._hot", "mcastmember.gossip._hot_py"} <= set(found)
-    assert layer("mcastmember.gossip._hot") == "gossip"
-    assert imports("mcastmember.gossip._hot", found["mcastmember.gossip._hot"]) == []
-    assert imports("mcastmember.gossip._hot_py", found["mcastmember.gossip._hot_py"]) == []
+    assert {"mcastmember.gossip.memberlist._matcher", "mcastmember.gossip.memberlist._matcher_py"} <= set(found)
+    assert place("mcastmember.gossip.memberlist._matcher") == ("gossip", 0)
+    assert imports("mcastmember.gossip.memberlist._matcher", found["mcastmember.gossip.memberlist._matcher"]) == []
+    assert imports("mcastmember.gossip.memberlist._matcher_py", found["mcastmember.gossip.memberlist._matcher_py"]) == []
 
 
-# The data path (issue 25): a front moves bytes through the engine's DataPath
+# The data path: a Tribes front moves bytes through the engine's DataPath
 # and nothing else. The table and the heartbeat packet stay the engine's: no
 # front names them (not even as a type), reads ``.table`` or ``.targets``, or
 # calls the kernel's data-path methods on anything but the data path.
@@ -209,7 +300,7 @@ def _is_socket_or_data_path(receiver: ast.expr, method: str) -> bool:
 def test_no_front_reaches_past_the_data_path():
     reaches = {}
     for module, path in modules().items():
-        if layer(module) == "fronts":
+        if module.startswith("mcastmember.tribes.fronts."):
             found = _data_path_reaches(ast.parse(path.read_text()))
             if found:
                 reaches[module] = found

@@ -14,7 +14,7 @@ import warnings
 import pytest
 
 from mcastmember import AsyncMembership, EventsLost, McastService
-from mcastmember.transport import net
+from mcastmember._runtime import net
 
 from fronts import FAST, FRONTS, Events
 from support import GROUP, LOOPBACK, fake_members, wait_until

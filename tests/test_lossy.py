@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from mcastmember.engine.verify import MAX_PROBE_SOCKETS, MAX_PROBES, PROBE_ATTEMPTS, PROBES_PER_SILENCE
+from mcastmember.tribes.engine.verify import MAX_PROBE_SOCKETS, MAX_PROBES, PROBE_ATTEMPTS, PROBES_PER_SILENCE
 
 from fronts import Asyncio, FRONTS, Threaded
 from netlab import (JsonProcess, Lan, demo_command, event, loss_rules, nft_available,
@@ -261,7 +261,7 @@ class Sampler:
 
 
 def flood(lan, kind, group_port):
-    from mcastmember import _codec
+    from mcastmember.tribes.kernel import codec as _codec
     node = FRONTS[kind](group_port, 4000, verify=True, verify_timeout=int(FLOOD_BOUND * 1000),
                         frequency=100, drop_time=int(FLOOD_DROP * 1000))
     real = Threaded(group_port, 4001, frequency=100, drop_time=int(FLOOD_DROP * 1000))

@@ -20,7 +20,7 @@ from test_cli import read_event, run, start_join
 prometheus_client = pytest.importorskip("prometheus_client")
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from mcastmember.fronts.metrics import serve  # noqa: E402
+from mcastmember.metrics import serve  # noqa: E402
 
 pytestmark = pytest.mark.network
 
@@ -48,7 +48,7 @@ def value(samples, name, **labels):
 
 @pytest.mark.parametrize("kind", sorted(FRONTS))
 def test_a_scrape_sees_the_counters_move(kind, group_port, monkeypatch):
-    from mcastmember.fronts import metrics_http      # (it polls: no rate for this one)
+    from mcastmember._runtime import metrics_http  # (it polls: no rate for this one)
     for name in ("SOURCE_REQUEST_RATE", "SOURCE_REQUEST_BURST", "REQUEST_RATE", "REQUEST_BURST"):
         monkeypatch.setattr(metrics_http, name, 10**6, raising=False)
     front = FRONTS[kind](group_port, 4001, max_members=1)
@@ -199,7 +199,7 @@ def test_half_sent_requests_take_neither_threads_nor_more_than_a_share(kind, gro
     """1,014 half-sent requests once held 1,013 threads and every descriptor:
     now one thread serves them all, one source holds at most its share (the
     rest are refused, counted), and another source is still served."""
-    from mcastmember.fronts import metrics_http
+    from mcastmember._runtime import metrics_http
     front = FRONTS[kind](group_port, 4001)
     front.start()
     server = serve(front.front, 0)
@@ -228,7 +228,7 @@ def test_a_scraper_gets_in_past_a_crowd_of_half_sent_requests(monkeypatch, group
     """Sources that never completed a request, one connection each, fill
     the server: a source that was answered before (the scraper) closes the
     oldest of theirs to get in."""
-    from mcastmember.fronts import metrics_http
+    from mcastmember._runtime import metrics_http
     monkeypatch.setattr(metrics_http, "MAX_CONNECTIONS", 4)
     front = FRONTS["threads"](group_port, 4001)
     server = serve(front.front, 0)
@@ -253,7 +253,7 @@ def test_a_scraper_gets_in_past_a_crowd_of_half_sent_requests(monkeypatch, group
 def test_requests_from_one_source_are_rate_bounded(monkeypatch, group_port):
     """Six clients once got 18,035 scrapes in 15 s: past a source's rate a
     request gets 429 without the collector being called."""
-    from mcastmember.fronts import metrics_http
+    from mcastmember._runtime import metrics_http
     monkeypatch.setattr(metrics_http, "SOURCE_REQUEST_BURST", 2, raising=False)
     monkeypatch.setattr(metrics_http, "SOURCE_REQUEST_RATE", 1e-9, raising=False)
     front = FRONTS["threads"](group_port, 4001)
@@ -272,7 +272,7 @@ def test_requests_from_one_source_are_rate_bounded(monkeypatch, group_port):
 
 
 def test_a_request_never_finished_is_closed_at_the_timeout(monkeypatch, group_port):
-    from mcastmember.fronts import metrics_http
+    from mcastmember._runtime import metrics_http
     monkeypatch.setattr(metrics_http, "REQUEST_TIMEOUT_S", 0.5)
     front = FRONTS["threads"](group_port, 4001)
     server = serve(front.front, 0)
@@ -290,7 +290,7 @@ def test_a_request_never_finished_is_closed_at_the_timeout(monkeypatch, group_po
 
 _EXHAUSTED = """
 import json, resource, socket, sys, threading, time
-from mcastmember.fronts.metrics_http import MetricsHTTPServer
+from mcastmember._runtime.metrics_http import MetricsHTTPServer
 def app(environ, start_response):
     start_response("200 OK", [("Content-Type", "text/plain")])
     return [b"ok"]
@@ -319,7 +319,7 @@ sys.stdin.readline()
 
 
 def test_accept_backs_off_when_descriptors_run_out():
-    from mcastmember.transport import listen
+    from mcastmember._runtime import listen
     child = subprocess.Popen([sys.executable, "-c", _EXHAUSTED], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, text=True)
     try:
@@ -369,7 +369,7 @@ def test_first_scrape_has_every_removal_reason_and_doctor_probes_apart(group_por
 def scrape_collector(front):
     """What a scrape of ``front``'s collector shows (as scrape())."""
     from prometheus_client import CollectorRegistry, generate_latest
-    from mcastmember.fronts.metrics import MembershipCollector
+    from mcastmember.metrics import MembershipCollector
     registry = CollectorRegistry()
     registry.register(MembershipCollector(front))
     return parse(generate_latest(registry).decode())
@@ -377,13 +377,13 @@ def scrape_collector(front):
 
 def test_importing_metrics_without_prometheus_client_says_what_to_install():
     code = ("import sys; sys.modules['prometheus_client'] = None\n"
-            "try:\n    import mcastmember.fronts.metrics\n"
+            "try:\n    import mcastmember.metrics\n"
             "except ImportError as error:\n"
             "    print(type(error).__name__, error.name, error, sep='|')\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=30)
     assert (result.returncode, result.stderr) == (0, "")
-    assert result.stdout == ("ModuleNotFoundError|prometheus_client|mcastmember.fronts.metrics needs "
+    assert result.stdout == ("ModuleNotFoundError|prometheus_client|mcastmember.metrics needs "
                              "prometheus_client: pip install 'mcastmember[prometheus]'\n")
 
 
@@ -393,8 +393,8 @@ def test_every_stats_key_is_exported_once_and_listed_in_the_docs():
     import pathlib
     import types
 
-    from mcastmember.fronts.metrics import MembershipCollector
-    from mcastmember.engine.stats import Stats
+    from mcastmember.metrics import MembershipCollector
+    from mcastmember.tribes.engine.stats import Stats
     keys = [k for k in Stats.__annotations__ if k not in ("implementation", "healthy")]
     stats = {key: 1000 + n for n, key in enumerate(keys)}
     stats.update(implementation="compiled", healthy=True)

@@ -2,8 +2,8 @@
 
 import pytest
 
-from mcastmember.wire.errors import ConfigurationError
-from mcastmember.discovery.peers import parse_peer
+from mcastmember._runtime.errors import ConfigurationError
+from mcastmember.tribes.discovery.peers import parse_peer
 
 
 @pytest.mark.parametrize("spec, expected", [
@@ -40,15 +40,15 @@ def test_bad_peer_specs_say_what_is_wrong(spec, message):
 
 def test_static_host_names_go_to_the_system_resolver():
     # "localhost" comes from /etc/hosts: nothing is asked of any DNS server.
-    from mcastmember.discovery.peers import Lookup
-    from mcastmember.discovery.resolver import lookup
+    from mcastmember.tribes.discovery.peers import Lookup
+    from mcastmember.tribes.discovery.resolver import lookup
     answer = lookup(Lookup("localhost", 45570, 5.0, system=True))
     assert ("127.0.0.1", 45570) in answer
     assert {port for _, port in answer} == {45570}
 
 
 def test_the_peer_set_is_the_union_of_its_sources_without_us():
-    from mcastmember.discovery.peers import PeerSet
+    from mcastmember.tribes.discovery.peers import PeerSet
     peers = PeerSet(["10.0.0.5", "10.0.0.6:5000", "node-1"], port=45564,
                     own=(bytes([10, 0, 0, 9]), 45564), interval=5.0, dns="members.test",
                     max_peers=1024)

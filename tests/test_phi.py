@@ -6,12 +6,12 @@ import math
 
 import pytest
 
-from mcastmember.wire import layout as L
-from mcastmember.engine import detector
-from mcastmember.engine.config import ServiceConfig
-from mcastmember.engine.engine import MembershipEngine
-from mcastmember.wire.errors import ConfigurationError
-from mcastmember.engine.table import Membership
+from mcastmember.tribes.wire import layout as L
+from mcastmember.tribes.engine import detector
+from mcastmember.tribes.engine.config import ServiceConfig
+from mcastmember.tribes.engine.engine import MembershipEngine
+from mcastmember._runtime.errors import ConfigurationError
+from mcastmember.tribes.engine.table import Membership
 
 from support import GROUP, LOOPBACK, heartbeat
 
@@ -45,9 +45,9 @@ def test_arrival_statistics_give_each_member_its_deadline(codec):
 
 
 def test_both_implementations_keep_the_same_statistics():
-    from mcastmember import _fast_py
+    from mcastmember.tribes.kernel import _fast_py
     try:
-        from mcastmember import _fast
+        from mcastmember.tribes.kernel import _fast
     except ImportError:
         pytest.skip("the compiled extension is not built")
     times = [0.0, 0.4, 1.3, 1.5, 2.9, 3.0, 3.2, 4.8]

@@ -11,8 +11,9 @@ import tracemalloc
 
 import pytest
 
-from mcastmember import McastService, _codec
-from mcastmember.engine.table import Membership
+from mcastmember import McastService
+from mcastmember.tribes.kernel import codec as _codec
+from mcastmember.tribes.engine.table import Membership
 
 from support import GROUP, LOOPBACK, next_line, rest_of_stdout
 
@@ -21,7 +22,7 @@ PURE_PYTHON_FLOOD_RATE = 40000     # datagrams/s of junk
 
 FLOODER = r"""
 import random, socket, sys, time
-from mcastmember import _fast_py
+from mcastmember.tribes.kernel import _fast_py
 port, seconds, rate = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
 tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 tx.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton("127.0.0.1"))

@@ -10,7 +10,7 @@ import pytest
 
 from mcastmember import ConfigurationError, McastService
 
-from mcastmember.wire import layout as L
+from mcastmember.tribes.wire import layout as L
 
 from fronts import Events as Recorder
 from support import GROUP, LOOPBACK, fake_members
@@ -170,7 +170,7 @@ def test_set_domain_changes_what_filter_domain_keeps(group_port, front):
     """A member of the other domain, already recognised on the fast path as
     filtered, is added once we move to its domain; ours is then removed."""
     import asyncio
-    from mcastmember.fronts.aio import AsyncMembership
+    from mcastmember.tribes.fronts.aio import AsyncMembership
     ours, theirs = Recorder(), Recorder()
     b = service(group_port, 4002, domain="b")
     c = service(group_port, 4003, domain="a")

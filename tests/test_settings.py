@@ -16,8 +16,8 @@ import typing
 import pytest
 
 from mcastmember import AsyncMembership, ConfigurationError, McastService, ServiceConfig
-from mcastmember.engine.config import CheckedSettings, Settings
-from mcastmember.engine.settings import DEFAULT_PORT, SETTINGS
+from mcastmember.tribes.engine.config import CheckedSettings, Settings
+from mcastmember.tribes.engine.settings import DEFAULT_PORT, SETTINGS
 from mcastmember.tools import cli
 from mcastmember.tools.doctor import Doctor
 
@@ -122,7 +122,7 @@ def no_io(monkeypatch, tmp_path):   # (tmp_path made before the I/O stops)
     def refuse(*args, **kwargs):
         raise AssertionError(f"I/O while checking settings: {args!r}")
 
-    from mcastmember.transport import interfaces
+    from mcastmember.tribes.net import interfaces
     for owner, name in ((socket, "socket"), (builtins, "open"), (io, "open"),
                         (os, "open"), (interfaces, "list_interfaces")):
         monkeypatch.setattr(owner, name, refuse)

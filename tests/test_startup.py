@@ -61,7 +61,7 @@ def test_start_spawns_no_process_and_loads_only_what_it_needs(front, implementat
         env["MCASTMEMBER_NO_EXTENSIONS"] = "1"
     else:
         env.pop("MCASTMEMBER_NO_EXTENSIONS", None)
-        pytest.importorskip("mcastmember._fast", reason="compiled extension not built")
+        pytest.importorskip("mcastmember.tribes.kernel._fast", reason="compiled extension not built")
     done = subprocess.run([sys.executable, "-c", CHILD, front, str(group_port)],
                           capture_output=True, text=True, env=env, timeout=60, check=False,
                           cwd=tmp_path)     # the installed package, not the source folder

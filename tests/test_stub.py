@@ -14,14 +14,14 @@ import pytest
 
 from support import heartbeat
 
-STUB = ast.parse((importlib.resources.files("mcastmember") / "_fast.pyi").read_text())
+STUB = ast.parse((importlib.resources.files("mcastmember.tribes.kernel") / "_fast.pyi").read_text())
 STUB_FUNCTIONS = {node.name: node for node in STUB.body if isinstance(node, ast.FunctionDef)}
 STUB_CLASSES = {node.name: node for node in STUB.body if isinstance(node, ast.ClassDef)}
 STUB_CONSTANTS = {node.target.id for node in STUB.body
                   if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)}
 CONSTRUCTOR = {"__init__", "__new__"}
 # The compiled module's source ships with it (package data).
-PYX = (importlib.resources.files("mcastmember") / "_fast.pyx").read_text()
+PYX = (importlib.resources.files("mcastmember.tribes.kernel") / "_fast.pyx").read_text()
 
 
 def public(name):

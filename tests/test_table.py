@@ -2,9 +2,9 @@
 
 import pytest
 
-from mcastmember.wire import layout as L
-from mcastmember.engine.member import Member
-from mcastmember.engine.table import MemberEvent, Membership
+from mcastmember.tribes.wire import layout as L
+from mcastmember.tribes.engine.member import Member
+from mcastmember.tribes.engine.table import MemberEvent, Membership
 
 from support import LOCALHOST, heartbeat
 

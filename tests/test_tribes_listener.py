@@ -14,17 +14,17 @@ import threading
 
 import pytest
 
-from mcastmember import _codec
+from mcastmember.tribes.kernel import codec as _codec
 
-from mcastmember.transport import listen
+from mcastmember._runtime import listen
 
-from mcastmember.fronts import tribes_listener as probe
+from mcastmember.tribes.fronts import channel_listener as probe
 
-from mcastmember.fronts import tribes_listener_aio as probe_aio
-from mcastmember.wire import layout as L
-from mcastmember.engine.channel import ACK_FRAME, ChannelData, FrameReader, frame
-from mcastmember.engine.config import ServiceConfig
-from mcastmember.engine.member import Member
+from mcastmember.tribes.fronts import channel_listener_aio as probe_aio
+from mcastmember.tribes.wire import layout as L
+from mcastmember.tribes.engine.channel import ACK_FRAME, ChannelData, FrameReader, frame
+from mcastmember.tribes.engine.config import ServiceConfig
+from mcastmember.tribes.engine.member import Member
 
 from fronts import FAST, FRONTS
 from support import (GROUP, JAVA_GET_ALL_SESSIONS, JAVA_NO_RPC_REPLY, JAVA_RPC_REQUEST, LOOPBACK,
@@ -305,7 +305,7 @@ def test_the_listener_binds_the_advertised_address_never_all():
 def test_async_membership_stops_while_tomcat_holds_a_connection(group_port):
     """Python 3.12.1+'s Server.wait_closed waits for open connections, and
     Tomcat keeps its sender connections open: stop() must close them itself."""
-    from mcastmember.fronts.aio import AsyncMembership
+    from mcastmember.tribes.fronts.aio import AsyncMembership
 
     async def main():
         member = AsyncMembership(GROUP, group_port, **LOOPBACK, member_port=0, tomcat=True)
@@ -322,8 +322,8 @@ def test_async_membership_stops_while_tomcat_holds_a_connection(group_port):
 
 _EXHAUSTED = textwrap.dedent("""
     import asyncio, json, resource, socket, sys, threading, time
-    from mcastmember.fronts import tribes_listener as probe
-    from mcastmember.fronts import tribes_listener_aio as probe_aio
+    from mcastmember.tribes.fronts import channel_listener as probe
+    from mcastmember.tribes.fronts import channel_listener_aio as probe_aio
     kind = sys.argv[1]
     resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
     if kind == "threads":

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from mcastmember import _codec
+from mcastmember.tribes.kernel import codec as _codec
 
 from support import heartbeat, wait_until
 

@@ -22,9 +22,10 @@ import uuid
 
 import pytest
 
-from mcastmember import _codec, _fast_py
+from mcastmember.tribes.kernel import codec as _codec
+from mcastmember.tribes.kernel import _fast_py
 
-from mcastmember.wire import layout as _layout
+from mcastmember.tribes.wire import layout as _layout
 
 import dnslab
 from netlab import (JsonProcess, Lan, assert_alternating, count_datagrams, demo_command, event,

@@ -7,11 +7,11 @@ import time
 
 import pytest
 
-from mcastmember import _codec
-from mcastmember.engine.config import ServiceConfig
-from mcastmember.wire import auth
-from mcastmember.engine.engine import MembershipEngine
-from mcastmember.engine.verify import (LOST_ATTEMPT_S, MAX_PROBE_SOCKETS, MAX_PROBES, PROBE_ATTEMPTS, PROBE_RATE,
+from mcastmember.tribes.kernel import codec as _codec
+from mcastmember.tribes.engine.config import ServiceConfig
+from mcastmember.tribes.wire import auth
+from mcastmember.tribes.engine.engine import MembershipEngine
+from mcastmember.tribes.engine.verify import (LOST_ATTEMPT_S, MAX_PROBE_SOCKETS, MAX_PROBES, PROBE_ATTEMPTS, PROBE_RATE,
                                        PROBES_PER_SILENCE)
 
 from support import GROUP, LOOPBACK, heartbeat, silent_port, wait_until
@@ -414,7 +414,7 @@ def test_permissive_probes_authenticated_suspects_only(make, codec):
     engine.start(0.0)
     plain = heartbeat(codec, port=4002, uid=uid(2))
     keyed = heartbeat(codec, port=4003, uid=uid(3))
-    keyed += auth.trailer(keyed, auth.KeyRing([key]), time.time_ns() // 1000)
+    keyed += auth.trailer(keyed, auth.HeartbeatKeys([key]), time.time_ns() // 1000)
     for packet in (plain, keyed):
         engine.receive(bytearray(packet), len(packet), 0.0)
     engine.on_timer(DROP + 0.01)
@@ -429,7 +429,7 @@ def test_the_prober_tells_acceptance_refusal_and_no_answer_and_keeps_no_socket()
     import queue
     from types import SimpleNamespace
 
-    from mcastmember.fronts.verify_prober import Prober
+    from mcastmember.tribes.fronts.verify_prober import Prober
 
     def attempt(address, timeout):
         return SimpleNamespace(member=SimpleNamespace(address=address[0], port=address[1]),

@@ -11,9 +11,10 @@ import subprocess
 
 import pytest
 
-from mcastmember import ConfigurationError, McastService, _fast_py, implementation
-from mcastmember.engine.config import ServiceConfig
-from mcastmember.engine.engine import RECEIVE, MembershipEngine
+from mcastmember import ConfigurationError, McastService, implementation
+from mcastmember.tribes.kernel import _fast_py
+from mcastmember.tribes.engine.config import ServiceConfig
+from mcastmember.tribes.engine.engine import RECEIVE, MembershipEngine
 
 from fronts import FAST, FRONTS
 from support import GROUP, LOOPBACK, heartbeat, rest_of_stdout, wait_until

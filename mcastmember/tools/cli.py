@@ -41,10 +41,11 @@ if TYPE_CHECKING:
 
     from typing_extensions import Self
 
-    from ..engine.config import Settings
-    from ..engine.events import EventsLost, MemberEvent
-    from ..fronts.metrics import MetricsServer
-    from ..fronts.service import McastService
+    from ..tribes.engine.config import Settings
+    from .._runtime.events import EventsLost
+    from ..tribes.engine.events import MemberEvent
+    from ..metrics import MetricsServer
+    from ..tribes.fronts.service import McastService
     from . import doctor
 
 
@@ -68,7 +69,7 @@ class _Version(argparse.Action):
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: object, option_string: str | None = None) -> None:
         from .. import __version__
-        from ..engine.packet import implementation
+        from ..tribes.engine.packet import implementation
 
         print(f"{parser.prog} {__version__} ({implementation()} codec)")
         parser.exit(0)
@@ -201,7 +202,7 @@ def _add_member_settings(parser: argparse.ArgumentParser) -> None:
 def _default(name: str) -> str:
     """The library's default of setting ``name``, for a flag's help: the
     flag itself has none (a flag not given is a setting not given)."""
-    from ..engine.settings import SETTINGS
+    from ..tribes.engine.settings import SETTINGS
 
     return f"({SETTINGS[name].shown()})"
 
@@ -213,7 +214,7 @@ def _see(page: str) -> str:
 
 
 def _add_listening(command: argparse.ArgumentParser) -> None:
-    from ..engine.settings import DEFAULT_PORT
+    from ..tribes.engine.settings import DEFAULT_PORT
 
     command.add_argument("--port", type=int, default=DEFAULT_PORT,
                          help=f"membership port, of the group and of unicast peers "
@@ -413,8 +414,8 @@ def _decode_capture(lines: Iterable[str], name: str, json_lines: bool) -> int:
 def _show_packet(data: bytes, json_lines: bool, where: str = "",
                  extra: dict[str, object] | None = None) -> bool:
     """Print a packet's fields; False (and why, on stderr) when it is malformed."""
-    from ..wire.errors import MalformedPacket
-    from ..engine.packet import decode
+    from ..tribes.wire.errors import MalformedPacket
+    from ..tribes.engine.packet import decode
 
     try:
         member = decode(data)
@@ -461,7 +462,7 @@ between hosts, on each at once, naming the others (like omping):
 
 def _doctor(args: argparse.Namespace) -> int:
     from . import doctor
-    from ..wire.errors import ConfigurationError
+    from .._runtime.errors import ConfigurationError
 
     try:
         if not 0 <= args.wait < float("inf"):
@@ -491,7 +492,7 @@ _GOSSIP_FLAGS = ("--bind", "--join", "--node", "--tag", "--encrypt", "--keyring-
 def _doctor_gossip(args: argparse.Namespace) -> doctor.Report:
     """doctor --gossip: the checks of a gossip member (ConfigurationError)."""
     from .doctor import gossip
-    from ..wire.errors import ConfigurationError
+    from .._runtime.errors import ConfigurationError
 
     if args.group is not None or args.pair:
         raise ConfigurationError("--gossip checks a gossip member: leave out the heartbeat "
@@ -504,8 +505,8 @@ def _doctor_gossip(args: argparse.Namespace) -> doctor.Report:
 
 # -- keygen -------------------------------------------------------------------------
 def _keygen(args: argparse.Namespace) -> int:
-    from ..wire import layout as L
-    from ..wire.auth import new_key_line
+    from ..tribes.wire import layout as L
+    from ..tribes.wire.auth import new_key_line
 
     if args.id not in L.AUTH_KEY_IDS:
         print(f"mcast-demo keygen: error: key id {args.id} is not 1-255", file=sys.stderr)
@@ -518,7 +519,7 @@ def _keygen(args: argparse.Namespace) -> int:
 def _settings(args: argparse.Namespace) -> Settings:
     """McastService's settings from join's, watch's or doctor's arguments
     (ConfigurationError for a combination that cannot work)."""
-    from ..wire.errors import ConfigurationError
+    from .._runtime.errors import ConfigurationError
 
     if getattr(args, "duration", None) is not None and not args.duration >= 0:
         raise ConfigurationError("--duration must be a positive number of seconds")
@@ -585,7 +586,7 @@ _OTHER_DEST = {"keys": "key_file", "dns_servers": "dns_server", "multicast": "no
 
 
 def _dests() -> dict[str, str]:
-    from ..engine.settings import SETTINGS
+    from ..tribes.engine.settings import SETTINGS
 
     return {name: _OTHER_DEST.get(name, name) for name in SETTINGS if name not in _NOT_FLAGS}
 
@@ -631,14 +632,14 @@ def _flag_names(message: str) -> str:
 def _serve_metrics(service: McastService, args: argparse.Namespace) -> MetricsServer:
     """The metrics server of ``--metrics-port``, bound before we join (so a
     taken port stops us before a heartbeat goes out); ConfigurationError."""
-    from ..wire.errors import ConfigurationError
+    from .._runtime.errors import ConfigurationError
 
     try:
         import prometheus_client  # noqa: F401
     except ImportError:
         raise ConfigurationError("--metrics-port needs prometheus_client: "
                                  "pip install 'mcastmember[prometheus]'") from None
-    from ..fronts.metrics import serve
+    from ..metrics import serve
 
     cfg = service.config
     address = args.metrics_address
@@ -653,8 +654,8 @@ def _serve_metrics(service: McastService, args: argparse.Namespace) -> MetricsSe
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..wire.errors import ConfigurationError
-    from ..fronts.service import McastService
+    from .._runtime.errors import ConfigurationError
+    from ..tribes.fronts.service import McastService
 
     prog = f"mcast-demo {args.command}"
     metrics = None

@@ -20,7 +20,7 @@ import socket
 import sys
 import threading
 
-from ..wire.errors import ConfigurationError
+from .._runtime.errors import ConfigurationError
 from .view import host_port
 
 # typing.TYPE_CHECKING without importing typing (as cli.py: decode and keygen
@@ -30,9 +30,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Protocol
 
-    from ..engine.events import EventsLost
-    from ..fronts.gossip_driver import GossipOptions
-    from ..fronts.gossip_service import SerfService
+    from .._runtime.events import EventsLost
+    from ..gossip.fronts.driver import GossipOptions
+    from ..gossip.fronts.service import SerfService
     from ..gossip.serf.node import JoinDone, SerfNodeEvent
 
     class Stopper(Protocol):
@@ -97,7 +97,7 @@ class Options:
 
 
 def _address(flag: str, spec: str) -> tuple[str, int]:
-    from ..discovery.peers import parse_peer
+    from ..tribes.discovery.peers import parse_peer
 
     try:
         return parse_peer(spec, DEFAULT_PORT)
@@ -110,7 +110,7 @@ def options(args: argparse.Namespace, read_keyring: bool = True) -> Options:
     """The flags, checked (ConfigurationError: one sentence naming the flag);
     the keyring file read unless ``read_keyring`` is false (SerfService
     reads it itself)."""
-    from ..fronts.keyring_file import decode_key, load_keyring
+    from ..gossip.fronts.keyring_file import decode_key, load_keyring
 
     if getattr(args, "duration", None) is not None and not args.duration >= 0:
         raise ConfigurationError("--duration must be a positive number of seconds")
@@ -169,7 +169,7 @@ def resolve(host: str, version: int) -> str:
 
 def run(args: argparse.Namespace, stop: Stopper, silence: Callable[[], None]) -> int:
     """mcast-demo gossip: start, join, show, and leave when asked."""
-    from ..fronts.gossip_service import SerfService
+    from ..gossip.fronts.service import SerfService
     from ..gossip.serf.node import ConflictResolved
     from .gossip_view import choose
 

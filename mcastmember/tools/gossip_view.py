@@ -16,9 +16,9 @@ import json
 import time
 from typing import TYPE_CHECKING, Any
 
-from ..engine.events import EventsLost, iso_time
-from ..gossip.events import NameConflict
-from ..gossip.serf.node import ConflictResolved, GossipMember, KeyringChanged, MemberEvent, UserEventReceived
+from .._runtime.events import EventsLost, iso_time
+from ..gossip.memberlist.events import NameConflict
+from ..gossip.serf.node import ConflictResolved, GossipMember, KeyringChanged, SerfMemberEvent, UserEventReceived
 from .view import JsonView, LineView, TableView, host_port
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import TextIO
 
-    from ..fronts.gossip_service import SerfService
+    from ..gossip.fronts.service import SerfService
     from ..gossip.serf.node import SerfNodeEvent
 
 # Serf's event kinds as join's JSON names them: (event, reason); reaped (a
@@ -45,7 +45,7 @@ def event_json(event: SerfNodeEvent | EventsLost, now: float | None = None) -> d
     """An event as its ``--json`` line, or None for one not shown (queries,
     acks, a join's or a leave's end)."""
     stamp = iso_time(time.time() if now is None else now)
-    if isinstance(event, MemberEvent):
+    if isinstance(event, SerfMemberEvent):
         if event.kind not in KINDS:
             return None
         kind, reason = KINDS[event.kind]

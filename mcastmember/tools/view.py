@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 
-from ..engine.units import seconds
+from .._runtime.units import seconds
 
 # typing.TYPE_CHECKING without importing typing (mcast-demo decode and keygen
 # never load it): both checkers take this name for it.
@@ -29,10 +29,11 @@ if TYPE_CHECKING:
 
     from typing_extensions import TypeAlias
 
-    from ..engine.events import EventsLost, MemberEvent
-    from ..engine.member import Member
-    from ..fronts.metrics import MetricsServer
-    from ..fronts.service import McastService
+    from .._runtime.events import EventsLost
+    from ..tribes.engine.events import MemberEvent
+    from ..tribes.engine.member import Member
+    from ..metrics import MetricsServer
+    from ..tribes.fronts.service import McastService
 
     # A column of the table: title, width (None: the widest value; 0: what
     # is left) and the text of a member's value (None: computed apart).
@@ -101,7 +102,7 @@ def paint(kind: str | None, text: str, colour: bool) -> str:
 def fallback_note() -> str | None:
     """"note: the pure-Python implementation runs: why", when it runs though
     nobody asked for it (MCASTMEMBER_NO_EXTENSIONS=1), else None."""
-    from .._codec import FALLBACK
+    from ..tribes.kernel.codec import FALLBACK
     return None if FALLBACK is None else f"note: {FALLBACK}"
 
 

@@ -3,7 +3,7 @@
 - :class:`IntentBuffer`: join/leave intents for nodes memberlist has not
   reported yet (serf.go ``recentIntents``, ``upsertIntent``, ``recentIntent``,
   ``reapIntents``);
-- :class:`EventBuffer`: user events by event time (serf.go ``handleUserEvent``
+- :class:`UserEventBuffer`: user events by event time (serf.go ``handleUserEvent``
   and ``UserEvent``);
 - :class:`QueryBuffer`: query IDs by query time (serf.go ``handleQuery``) and
   the filters that decide whether this node answers (query.go
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from ..errors import GossipWireError
+from ..memberlist.errors import GossipWireError
 from .clock import LamportClock
 from .codec import SerfLimits, go_bytes
 from .layout import (DEFAULT_EVENT_BUFFER, DEFAULT_QUERY_BUFFER, DEFAULT_RECENT_INTENT_TIMEOUT,
@@ -127,9 +127,9 @@ class IntentBuffer:
         return len(expired)
 
 
-class EventBuffer:
+class UserEventBuffer:
     """Recent user events, one slot per event time modulo ``size`` (Serf's
-    EventBuffer, 512 by default), and the event clock.
+    UserEventBuffer, 512 by default), and the event clock.
 
     ``min_time``: events before it are ignored (a join that ignores old events).
     """

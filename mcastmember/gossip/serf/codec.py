@@ -1,7 +1,7 @@
 """Serf's structs as go-msgpack writes them, with bounds on what is read.
 
 Serf encodes its messages with the same go-msgpack handle as memberlist (see
-:mod:`mcastmember.gossip.msgpack_go`): structs are maps keyed by the Go field
+:mod:`mcastmember.gossip.memberlist.msgpack_go`): structs are maps keyed by the Go field
 names in sorted order, strings and byte slices are raw, nil slices are nil.
 Serf's structs also hold lists, maps, nested structs and floats, so each field
 here has a *kind* that knows how to write and check its value. Maps Serf keeps
@@ -17,10 +17,10 @@ from typing import Any, ClassVar, TypeVar
 
 import msgpack
 
-from .. import msgpack_go
-from ..errors import GossipWireError
-from ..layout import MAX_PUSH_STATE_BYTES
-from ..limits import Limits
+from ..memberlist import msgpack_go
+from ..memberlist.errors import GossipWireError
+from ..memberlist.layout import MAX_PUSH_STATE_BYTES
+from ..memberlist.limits import Limits
 from .layout import DEFAULT_EVENT_BUFFER
 
 

@@ -25,7 +25,7 @@ import math
 import random
 from dataclasses import dataclass
 
-from ...wire.errors import ConfigurationError
+from ..._runtime.errors import ConfigurationError
 from .layout import (ADJUSTMENT_WINDOW_SIZE, COORDINATE_DIMENSIONALITY, COORDINATE_ZERO_THRESHOLD, GRAVITY_RHO,
                      HEIGHT_MIN, LATENCY_FILTER_SIZE, MAX_RTT_NS, VIVALDI_CC, VIVALDI_CE, VIVALDI_ERROR_MAX)
 from .messages import Coordinate

@@ -9,12 +9,12 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Union
 
-from ..events import NameConflict
+from ..memberlist.events import NameConflict
 from . import messages
 from .layout import MemberStatus
 
 __all__ = ["ConflictResolved", "GossipMember", "JoinDone", "KeyResult", "KeyringChanged", "LeaveDone",
-           "MemberEvent", "QueryAnswer", "QueryFinished", "QueryReceived", "SerfNodeEvent", "Tags",
+           "SerfMemberEvent", "QueryAnswer", "QueryFinished", "QueryReceived", "SerfNodeEvent", "Tags",
            "UserEventReceived"]
 
 
@@ -77,7 +77,7 @@ class GossipMember:
 
 
 @dataclass(frozen=True)
-class MemberEvent:
+class SerfMemberEvent:
     """``kind``: joined, updated, left, failed or reaped (Serf's member-join,
     member-update, member-leave, member-failed, member-reap)."""
 
@@ -182,5 +182,5 @@ class KeyringChanged:
     keys: tuple[bytes, ...]
 
 
-SerfNodeEvent = Union[MemberEvent, UserEventReceived, QueryReceived, QueryAnswer, QueryFinished, KeyResult,
+SerfNodeEvent = Union[SerfMemberEvent, UserEventReceived, QueryReceived, QueryAnswer, QueryFinished, KeyResult,
                       JoinDone, LeaveDone, KeyringChanged, ConflictResolved, NameConflict]

@@ -26,9 +26,9 @@ out that long.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from .buffers import EventBuffer, IntentBuffer, QueryBuffer
+from .buffers import UserEventBuffer, IntentBuffer, QueryBuffer
 from .clock import LamportClock
 from .layout import (DEFAULT_RECONNECT_TIMEOUT, DEFAULT_TOMBSTONE_TIMEOUT, LAMPORT_MASK, MemberStatus,
                      SerfMessageType)
@@ -317,10 +317,10 @@ class SerfCore:
     """Serf's state machine for one node: members, user events, queries and
     the push/pull user state that carries them between nodes."""
 
-    def __init__(self, name: str, members: SerfMembers | None = None, events: EventBuffer | None = None,
+    def __init__(self, name: str, members: SerfMembers | None = None, events: UserEventBuffer | None = None,
                  queries: QueryBuffer | None = None):
         self.members = members or SerfMembers(name)
-        self.event_buffer = events or EventBuffer()
+        self.event_buffer = events or UserEventBuffer()
         self.query_buffer = queries or QueryBuffer()
         #: ignore events older than a join's push/pull: set it during a join
         #: unless replaying (``serf join`` ignores old events, ``-replay`` does not)

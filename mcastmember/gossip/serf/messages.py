@@ -17,8 +17,8 @@ import ipaddress
 from dataclasses import dataclass, field
 from typing import ClassVar, Union
 
-from .. import msgpack_go
-from ..errors import GossipWireError, Truncated
+from ..memberlist import msgpack_go
+from ..memberlist.errors import GossipWireError, Truncated
 from .codec import (BOOL, BYTES, FLOAT, I64, STR, U8, U16, U32, U64, Field, ListOf, MapOf, Nested, go_bytes,
                     SerfLimits, SerfStruct)
 from .layout import PING_VERSION, QUERY_FLAG_ACK, QUERY_FLAG_NO_BROADCAST, FilterType, MemberStatus, SerfMessageType

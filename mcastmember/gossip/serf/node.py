@@ -3,7 +3,7 @@
 One object that behaves as serf.Serf on memberlist does, with no sockets,
 threads or clock: every call takes ``now`` (monotonic seconds) and the
 engine's entry points pass through, so a front drives a :class:`SerfNode`
-exactly as it drives a :class:`~mcastmember.gossip.engine.GossipEngine`
+exactly as it drives a :class:`~mcastmember.gossip.memberlist.engine.GossipEngine`
 (``receive_packet``, ``receive_stream``, ``streams_to_open``,
 ``stream_response``, ``stream_failed``, ``stream_working``, ``stream_turn``,
 ``stream_closed``, ``datagrams_to_send``, ``next_deadline``,
@@ -35,13 +35,13 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from ..broadcasts import BroadcastQueue
-from ..engine import GossipEngine, OutgoingStream
-from ..errors import GossipWireError
-from ..events import JoinResult, MemberFailed, MemberJoined, MemberLeft, MemberUpdated, NameConflict, \
+from ..memberlist.broadcasts import BroadcastQueue
+from ..memberlist.engine import GossipEngine, OutgoingStream
+from ..memberlist.errors import GossipWireError
+from ..memberlist.events import JoinResult, MemberFailed, MemberJoined, MemberLeft, MemberUpdated, NameConflict, \
     PingCompleted, RemoteState, UserMessage
-from ..settings import GossipSettings
-from ..state import Addr, NodeInfo, ip_bytes, ip_text
+from ..memberlist.settings import GossipSettings
+from ..memberlist.state import Addr, NodeInfo, ip_bytes, ip_text
 from . import messages
 from .buffers import TAG_REGEXPS, should_process_query
 from .codec import SerfLimits, read_push_pull
@@ -50,7 +50,7 @@ from .layout import (INTERNAL_QUERY_PREFIX, MEMBERLIST_PROTOCOL_FOR, PROTOCOL_VE
                      QUERY_CONFLICT, QUERY_INSTALL_KEY, QUERY_LIST_KEYS, QUERY_MIN_PROTOCOL, QUERY_REMOVE_KEY,
                      QUERY_USE_KEY, MemberStatus, SerfMessageType)
 from .events import (ConflictResolved, GossipMember, JoinDone, KeyResult, KeyringChanged, LeaveDone,
-                     MemberEvent, QueryAnswer, QueryFinished, QueryReceived, SerfNodeEvent, Tags,
+                     SerfMemberEvent, QueryAnswer, QueryFinished, QueryReceived, SerfNodeEvent, Tags,
                      UserEventReceived)
 from .members import SerfCore, SerfEvent, SerfMembers
 from .settings import SerfSettings
@@ -60,7 +60,7 @@ from .tags import decode_tags, encode_tags
 
 # The records the node reports live in .events; importers may take them from here.
 __all__ = ["COUNTERS", "ConflictResolved", "GossipMember", "JoinDone", "KeyResult", "KeyringChanged", "LeaveDone",
-           "MemberEvent", "QueryAnswer", "QueryFinished", "QueryReceived", "SerfNode", "SerfNodeEvent",
+           "SerfMemberEvent", "QueryAnswer", "QueryFinished", "QueryReceived", "SerfNode", "SerfNodeEvent",
            "SerfSettings", "Tags", "UserEventReceived", "b64"]
 
 #: every counter, present from the start
@@ -495,7 +495,7 @@ class SerfNode:
             return
         state = self.core.members.members.get(event.name)
         status = state.status if state is not None else MemberStatus.LEFT
-        self._event(MemberEvent(kind, self._member(info, status)))
+        self._event(SerfMemberEvent(kind, self._member(info, status)))
         if kind == "reaped":
             del self._known[event.name]
             self._coordinate_cache.pop(event.name, None)

@@ -7,7 +7,7 @@ queries a Serf node answers by itself (serf/internal_query.go, serf/query.go).
 to every node and counts the answers (type 8 and a
 :class:`~.messages.KeyResponse`): a node that does not answer makes the
 command fail. :func:`answer_internal_query` gives the answer Serf would,
-changing the :class:`~mcastmember.gossip.crypto.Keyring` in place as
+changing the :class:`~mcastmember.gossip.memberlist.crypto.Keyring` in place as
 memberlist's keyring does, with Serf's messages.
 """
 
@@ -19,9 +19,9 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ..crypto import Keyring
-from ..errors import GossipWireError
-from ..layout import KEY_SIZES
+from ..memberlist.crypto import Keyring
+from ..memberlist.errors import GossipWireError
+from ..memberlist.layout import KEY_SIZES
 from .buffers import QueryBuffer
 from . import messages
 from .codec import SerfLimits, go_str

@@ -1,12 +1,12 @@
 """Serf's own settings for a node (config.go DefaultConfig, the agent's
 protocol), checked when made; memberlist's are
-:class:`~mcastmember.gossip.settings.GossipSettings`."""
+:class:`~mcastmember.gossip.memberlist.settings.GossipSettings`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...wire.errors import ConfigurationError
+from ..._runtime.errors import ConfigurationError
 from .codec import SerfLimits
 from .layout import (AGENT_PROTOCOL_VERSION, DEFAULT_QUERY_RESPONSE_SIZE_LIMIT, DEFAULT_QUERY_SIZE_LIMIT,
                      DEFAULT_QUERY_TIMEOUT_MULT, DEFAULT_REAP_INTERVAL, DEFAULT_RECONNECT_TIMEOUT,

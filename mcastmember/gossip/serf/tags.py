@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ...wire.errors import ConfigurationError
-from .. import msgpack_go
-from ..errors import GossipWireError
-from ..layout import META_MAX_SIZE
+from ..._runtime.errors import ConfigurationError
+from ..memberlist import msgpack_go
+from ..memberlist.errors import GossipWireError
+from ..memberlist.layout import META_MAX_SIZE
 from .codec import STR, MapOf, SerfLimits, go_bytes, go_str
 from .layout import TAG_MAGIC_BYTE, TAGS_MIN_PROTOCOL
 
@@ -26,7 +26,7 @@ _TAGS = MapOf(STR, "max_tags")
 def encode_tags(tags: Mapping[str, str], protocol: int = TAGS_MIN_PROTOCOL) -> bytes:
     """The node meta for ``tags``; below Serf protocol 3, the bare ``role`` tag.
 
-    Raises :class:`~mcastmember.wire.errors.ConfigurationError` if the result is
+    Raises :class:`~mcastmember._runtime.errors.ConfigurationError` if the result is
     over memberlist's 512-byte meta limit or a tag is not a string.
     """
     for key, value in tags.items():

@@ -39,7 +39,7 @@ from .report import Check, Report
 from .session import Doctor
 
 if TYPE_CHECKING:
-    from ...engine.config import Settings
+    from ...tribes.engine.config import Settings
 
 __all__ = ["Check", "Doctor", "Report", "estimate", "run", "sequence_loss"]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING
 
-from ...wire import layout as L
+from ...tribes.wire import layout as L
 
 if TYPE_CHECKING:
     from typing import Literal

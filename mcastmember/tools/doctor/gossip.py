@@ -24,16 +24,17 @@ import socket
 import time
 from typing import TYPE_CHECKING
 
-from ...gossip import framing, messages
-from ...gossip.crypto import Keyring
-from ...gossip.streams import protocol_mismatch
-from ...gossip.errors import GossipWireError
-from ...gossip.layout import MessageType, NodeState
-from ...gossip.label import split_label
-from ...gossip.limits import Limits
+from ...gossip.memberlist import framing
+from ...gossip.memberlist import messages
+from ...gossip.memberlist.crypto import Keyring
+from ...gossip.memberlist.streams import protocol_mismatch
+from ...gossip.memberlist.errors import GossipWireError
+from ...gossip.memberlist.layout import MessageType, NodeState
+from ...gossip.memberlist.label import split_label
+from ...gossip.memberlist.limits import Limits
 from ...gossip.serf.node import SerfNode
-from ...gossip.settings import GossipSettings
-from ...gossip.state import ip_text
+from ...gossip.memberlist.settings import GossipSettings
+from ...gossip.memberlist.state import ip_text
 from .report import FAIL, PASS, WARN, Report, count, hostport
 
 if TYPE_CHECKING:

@@ -11,12 +11,12 @@ import socket
 import struct
 from typing import TYPE_CHECKING
 
-from ...transport import net
+from ..._runtime import net
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
-    from ...transport.interfaces import Interface
+    from ...tribes.net.interfaces import Interface
 
 # The multicast range of each IP version, as a route names it.
 MULTICAST_ROUTE = {4: "224.0.0.0/4", 6: "ff00::/8"}

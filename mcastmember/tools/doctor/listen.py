@@ -8,9 +8,9 @@ import ipaddress
 import time
 from typing import TYPE_CHECKING
 
-from ...engine.packet import decode
-from ...transport import net
-from ...wire.errors import MalformedPacket
+from ...tribes.engine.packet import decode
+from ..._runtime import net
+from ...tribes.wire.errors import MalformedPacket
 from . import datagrams
 from .host import MULTICAST_ROUTE, kernel_groups
 from .measure import span
@@ -173,7 +173,7 @@ def _peer_addresses(doctor: Doctor) -> list[str]:
     peer_set = doctor.config.peer_set()
     resolver = None
     for lookup in peer_set.due(time.monotonic()):
-        from ...discovery import resolver as dns
+        from ...tribes.discovery import resolver as dns
         try:
             if not lookup.system and resolver is None:
                 resolver = dns.make_resolver(doctor.config.dns_servers)

@@ -6,17 +6,17 @@ from __future__ import annotations
 import ipaddress
 from typing import TYPE_CHECKING
 
-from ...engine.config import DEFAULT_GROUP, DEFAULT_GROUP_IPV6, CheckedSettings
-from ...transport import net
-from ...transport.interfaces import list_interfaces
-from ...wire.errors import ConfigurationError
+from ...tribes.engine.config import DEFAULT_GROUP, DEFAULT_GROUP_IPV6, CheckedSettings
+from ..._runtime import net
+from ...tribes.net.interfaces import list_interfaces
+from ..._runtime.errors import ConfigurationError
 from .host import MULTICAST_ROUTE, ipv4_route_card, port_holders, route_card, rp_filter, \
     rp_filter_setting
 from .report import FAIL, PASS, WARN
 from .sockets import cannot_send, taken
 
 if TYPE_CHECKING:
-    from ...engine.config import ServiceConfig
+    from ...tribes.engine.config import ServiceConfig
     from .session import Doctor
 
 

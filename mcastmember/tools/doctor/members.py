@@ -8,8 +8,8 @@ import ipaddress
 import shlex
 from typing import TYPE_CHECKING
 
-from ...engine.config import DEFAULT_PORT
-from ...transport import net
+from ...tribes.engine.config import DEFAULT_PORT
+from ..._runtime import net
 from .measure import LOSSY, estimate
 from .report import PASS, WARN, count, domain_flag, hostport, ms, pct, periods, round_period, \
     show_domain

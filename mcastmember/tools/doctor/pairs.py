@@ -7,7 +7,7 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING
 
-from ...engine.settings import DEFAULT_PORT, default
+from ...tribes.engine.settings import DEFAULT_PORT, default
 from .measure import LOSSY, sequence_loss
 from .report import FAIL, PASS, WARN, domain_flag, ms, pct
 

@@ -113,7 +113,7 @@ class Report:
     def lines(self, colour: bool = False) -> list[str]:
         """The report as text; ``colour``: verdicts coloured as the live view
         colours (the CLI passes view.colour_wanted)."""
-        from ..._codec import FALLBACK
+        from ...tribes.kernel.codec import FALLBACK
         # Not a check (the --json contract lists those): a note on the install.
         out = [] if FALLBACK is None else [f"NOTE {FALLBACK}"]
         out += [check.line(colour) for check in self.checks]

@@ -13,18 +13,21 @@ import math
 import os
 from typing import TYPE_CHECKING
 
-from ...engine.config import CheckedSettings, ServiceConfig, choose_interface
-from ...transport import net
-from ...wire.errors import ConfigurationError
-from . import listen, local, members, pairs
+from ...tribes.engine.config import CheckedSettings, ServiceConfig, choose_interface
+from ..._runtime import net
+from ..._runtime.errors import ConfigurationError
+from . import listen
+from . import local
+from . import members
+from . import pairs
 from .report import Report
 
 if TYPE_CHECKING:
     from typing import Literal
 
-    from ...engine.config import Settings
-    from ...engine.member import Member
-    from ...transport.interfaces import Choice, Interface
+    from ...tribes.engine.config import Settings
+    from ...tribes.engine.member import Member
+    from ...tribes.net.interfaces import Choice, Interface
     from .listen import PeerState, Way
 
 

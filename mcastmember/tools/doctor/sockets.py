@@ -9,15 +9,15 @@ import selectors
 import socket
 from typing import TYPE_CHECKING, cast
 
-from ...wire import layout as L
-from ...transport import net
+from ...tribes.wire import layout as L
+from ..._runtime import net
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from typing_extensions import TypeAlias
 
-    from ...transport.interfaces import Choice
+    from ...tribes.net.interfaces import Choice
 
     # A socket address as recvfrom gives it: (host, port), IPv6 with flow
     # info and scope id.
