@@ -120,7 +120,7 @@ def main(out):
                 if p.kind is inspect.Parameter.KEYWORD_ONLY]
     fronts = parse(out / "api" / "fronts.html")
     # Both fronts take ServiceConfig's settings (config.takes_settings).
-    for name in ("mcastmember.McastService", "mcastmember.tribes.fronts.aio.AsyncMembership"):
+    for name in ("mcastmember.McastService", "mcastmember.AsyncMcastService"):
         params = fronts.params.get(name)
         if params is None:
             problems.append(f"{name} is not on api/fronts.html")
