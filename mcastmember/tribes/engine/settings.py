@@ -4,8 +4,9 @@
 arguments of ServiceConfig and both fronts (``**settings: Unpack[Settings]``);
 each field's ``Annotated`` metadata, a :class:`Setting` (a NamedTuple:
 frozen, and lighter to import than a dataclass for mcast-demo), holds its default,
-its description and whether it is a time in milliseconds. From that one
-declaration come: the signatures ``help()`` and ``inspect.signature`` show and
+its description and whether it is a time in milliseconds. The machinery that
+reads it is the runtime's (``_runtime/settings.py``), shared with the gossip
+wing's declaration. From that one declaration come: the signatures ``help()`` and ``inspect.signature`` show and
 the list of settings in the docstrings (``takes_settings``), the defaults
 ServiceConfig fills in (``with_defaults``), mcast-demo's flag defaults
 (tools/cli.py) and the one conversion of times to seconds
@@ -21,14 +22,13 @@ No ``from __future__ import annotations`` here: the annotations are
 evaluated as the class is made, so their metadata can be read at run time.
 """
 
-import functools
 import os
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, Literal, NamedTuple, TypedDict, TypeVar, Union, \
-    get_args, get_origin, get_type_hints
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypedDict, TypeVar, Union
 
 from ..wire import auth
 from .detector import DEFAULT_MIN_STD_MS, DEFAULT_THRESHOLD
+from ..._runtime.settings import Declaration, Setting
 from ..._runtime.units import seconds
 
 if TYPE_CHECKING:
@@ -47,25 +47,6 @@ Interfaces = Union[Card, list[Card], tuple[Card, ...], None]
 Keys = Union[auth.HeartbeatKeys, str, os.PathLike[str], Sequence[tuple[int, bytes]], None]
 AuthMode = Literal["off", "permissive", "enforce"]
 Detector = Literal["fixed", "phi"]
-
-
-class Setting(NamedTuple):
-    """One setting's metadata: its ``default``, what it is (``doc``, a
-    phrase for the docstrings), what a default of None stands for
-    (``otherwise``), and ``ms``: a time in milliseconds, as Tomcat's
-    ``server.xml`` has it (the engine gets it in seconds)."""
-
-    default: object
-    doc: str
-    otherwise: str = ""
-    ms: bool = False
-
-    def shown(self) -> str:
-        """The default as the docstrings and docs/usage.md show it."""
-        value = self.default
-        if self.otherwise:
-            return self.otherwise
-        return repr(value).replace("'", '"') if isinstance(value, (str, bytes)) else str(value)
 
 
 class Settings(TypedDict, total=False):
@@ -159,23 +140,19 @@ class Settings(TypedDict, total=False):
                "neither ``tomcat``, ``verify`` nor ``tcp_listener`` (each sends)")]
 
 
-def _declared() -> dict[str, tuple[Setting, object]]:
-    hints = get_type_hints(Settings, include_extras=True)
-    return {name: (hint.__metadata__[0], get_args(hint)[0]) for name, hint in hints.items()}
-
-
-_DECLARED = _declared()
-SETTINGS: dict[str, Setting] = {name: spec for name, (spec, _) in _DECLARED.items()}
+_DECLARATION = Declaration(
+    Settings, "Settings (keyword-only; times in milliseconds, as in Tomcat's ``server.xml``):")
+SETTINGS: dict[str, Setting] = _DECLARATION.specs
 
 
 def default(name: str) -> Any:
     """The default of the setting ``name`` (KeyError for no setting)."""
-    return SETTINGS[name].default
+    return _DECLARATION.default(name)
 
 
 def with_defaults(settings: Mapping[str, object]) -> dict[str, Any]:
     """Every setting: those given, the others at their default."""
-    return {name: settings.get(name, spec.default) for name, spec in SETTINGS.items()}
+    return _DECLARATION.with_defaults(settings)
 
 
 def in_seconds(settings: Mapping[str, object]) -> dict[str, float]:
@@ -190,60 +167,19 @@ def in_seconds(settings: Mapping[str, object]) -> dict[str, float]:
 DEFAULT_SECONDS = in_seconds({name: spec.default for name, spec in SETTINGS.items()})
 
 
-@functools.cache
 def settings_doc() -> str:
-    """The list of settings for a docstring, with their defaults (made once:
-    each class that takes the settings shows it)."""
-    import textwrap
-
-    lines = ["Settings (keyword-only; times in milliseconds, as in Tomcat's ``server.xml``):",
-             ""]
-    for name, spec in SETTINGS.items():
-        lines.extend(textwrap.wrap(f"- ``{name}``: {spec.doc} (default: {spec.shown()}).",
-                                   76, subsequent_indent="  "))
-    return "\n".join(lines)
+    """The list of settings for a docstring, with their defaults."""
+    return _DECLARATION.settings_doc()
 
 
 def parameters() -> "list[inspect.Parameter]":
     """The settings as keyword-only parameters with their defaults (and
     their types as text), for ``inspect.signature`` and ``help()``."""
-    import inspect
-
-    return [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=spec.default,
-                              annotation=_type_text(kind))
-            for name, (spec, kind) in _DECLARED.items()]
-
-
-def _type_text(kind: object) -> str:
-    """A type as the declaration above spells it (``int | None``)."""
-    if kind is type(None):
-        return "None"
-    args = get_args(kind)
-    origin = get_origin(kind)
-    if origin is Union:
-        return " | ".join(_type_text(arg) for arg in args)
-    if origin is Literal:
-        return f"Literal[{', '.join(repr(arg).replace(chr(39), chr(34)) for arg in args)}]"
-    if origin is not None:
-        name = getattr(origin, "__name__", str(origin))
-        return f"{name}[{', '.join('...' if a is Ellipsis else _type_text(a) for a in args)}]"
-    return getattr(kind, "__qualname__", str(kind))
+    return _DECLARATION.parameters()
 
 
 def takes_settings(cls: type[_Class]) -> type[_Class]:
     """Class decorator of a class whose ``__init__`` takes ``**settings``:
     ``help()`` and ``inspect.signature`` then show every setting with its
     default, and its docstring lists them (the declaration above)."""
-    import inspect
-
-    own = inspect.signature(cls.__init__)
-    params = [p for p in own.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
-    # setattr: __signature__ is no attribute of a function's type, for the checkers.
-    setattr(cls.__init__, "__signature__", own.replace(parameters=params + parameters()))
-    if cls.__doc__ is not None:     # python -OO strips docstrings
-        cls.__doc__ = cls.__doc__.rstrip() + "\n\n" + _indent(settings_doc(), "    ")
-    return cls
-
-
-def _indent(text: str, prefix: str) -> str:
-    return "\n".join(prefix + line if line else line for line in text.splitlines())
+    return _DECLARATION.takes_settings(cls)
