@@ -24,8 +24,9 @@ A failing local check ends the run: nothing is sent then. The doctor's
 datagrams (``datagrams``) are taken by no member for a heartbeat: Tomcat
 ignores them without a word, mcastmember counts them as ``doctor_probes``.
 
-The modules: ``session`` (the ``Doctor``: what a run knows, the order of the
-checks), ``local``, ``listen``, ``members`` and ``pairs`` (the checks),
+The modules: ``context`` (the ``DoctorContext``: what a run knows), ``session``
+(the ``Doctor``: a context that runs the checks in order), ``local``,
+``listen``, ``members`` and ``pairs`` (the checks, functions of a context),
 ``host`` (what the kernel says: /proc), ``sockets``, ``datagrams``,
 ``measure`` (period, loss) and ``report`` (the report and its English).
 """

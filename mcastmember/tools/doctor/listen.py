@@ -19,32 +19,17 @@ from .sockets import receive
 
 if TYPE_CHECKING:
     import socket
-    from typing import Literal, TypedDict
 
-    from typing_extensions import TypeAlias
-
-    from .datagrams import Counts, Datagram
-    from .session import Doctor
+    from .context import DoctorContext, Way
+    from .datagrams import Datagram
     from .sockets import SockAddress
-
-    # Which socket heard a member: the group's or the unicast one.
-    Way: TypeAlias = Literal["multicast", "unicast"]
-
-    class PeerState(TypedDict):
-        """The datagram counters of one peer (Doctor.peers)."""
-        m_in: set[int]                # sequences of its multicast datagrams heard
-        u_in: set[int]                # sequences of its unicast datagrams heard
-        rtt: list[float]              # round trips of our unicast datagrams, ms
-        report: Counts | None         # the newest report of what it heard of ours
-        report_at: int                # the sequence of the datagram that carried it
-        ident: bytes | None           # its doctor id, once heard
 
 LOOP_DATAGRAMS = 3
 LOOP_WAIT_S = 0.5             # how long the loop datagrams may take to come back
 PAIR_INTERVAL_S = 0.1         # one multicast and one unicast datagram per peer this often
 
 
-def open_sockets(doctor: Doctor
+def open_sockets(doctor: DoctorContext
                  ) -> tuple[list[socket.socket], list[socket.socket], socket.socket | None]:
     """The receivers and senders of the group (multicast) and the unicast
     socket (with peers or ``pair``, when the port is ours to bind)."""
@@ -77,7 +62,7 @@ def open_sockets(doctor: Doctor
     return receivers, senders, unicast
 
 
-def loop(doctor: Doctor, receivers: list[socket.socket], senders: list[socket.socket]) -> None:
+def loop(doctor: DoctorContext, receivers: list[socket.socket], senders: list[socket.socket]) -> None:
     back: set[int]                    # the sequences of our L datagrams heard back
     failed: list[str]                 # why a send failed, each time one did
     config, back, failed = doctor.config, set(), []
@@ -118,12 +103,12 @@ def loop(doctor: Doctor, receivers: list[socket.socket], senders: list[socket.so
                           f"udp dport {doctor.port} accept")
 
 
-def _link_name(doctor: Doctor, number: int) -> str:
+def _link_name(doctor: DoctorContext, number: int) -> str:
     cards = doctor.cards_used()
     return cards[number].name if number < len(cards) else "the kernel's card"
 
 
-def joined(doctor: Doctor) -> None:
+def joined(doctor: DoctorContext) -> None:
     config = doctor.config
     assert config is not None and doctor.family is not None     # multicast only
     joined = kernel_groups(doctor.family)
@@ -141,7 +126,7 @@ def joined(doctor: Doctor) -> None:
                                                    f"with --interface")
 
 
-def listen(doctor: Doctor, sockets: list[socket.socket], senders: list[socket.socket],
+def listen(doctor: DoctorContext, sockets: list[socket.socket], senders: list[socket.socket],
            unicast: socket.socket | None) -> None:
     peers = _peer_addresses(doctor) if doctor.pair else []
     for peer in peers:
@@ -167,7 +152,7 @@ def listen(doctor: Doctor, sockets: list[socket.socket], senders: list[socket.so
                 _on_datagram(doctor, got, source, sock is unicast, unicast)
 
 
-def _peer_addresses(doctor: Doctor) -> list[str]:
+def _peer_addresses(doctor: DoctorContext) -> list[str]:
     """The peers' addresses (text), names resolved once."""
     assert doctor.config is not None
     peer_set = doctor.config.peer_set()
@@ -186,7 +171,7 @@ def _peer_addresses(doctor: Doctor) -> list[str]:
                   - own)
 
 
-def _send_pair_datagrams(doctor: Doctor, sequence: int, senders: list[socket.socket],
+def _send_pair_datagrams(doctor: DoctorContext, sequence: int, senders: list[socket.socket],
                          unicast: socket.socket | None) -> None:
     now = time.monotonic_ns()
     reports = {peer: (len(state["m_in"]), span(state["m_in"]), len(state["u_in"]),
@@ -210,7 +195,7 @@ def _send_pair_datagrams(doctor: Doctor, sequence: int, senders: list[socket.soc
             pass
 
 
-def _on_datagram(doctor: Doctor, got: Datagram, source: SockAddress, by_unicast: bool,
+def _on_datagram(doctor: DoctorContext, got: Datagram, source: SockAddress, by_unicast: bool,
                  unicast: socket.socket | None) -> None:
     kind, sender, sequence, sent_ns, report = got
     state = doctor.peers.get(str(net.unscoped(source[0])))
@@ -235,7 +220,7 @@ def _on_datagram(doctor: Doctor, got: Datagram, source: SockAddress, by_unicast:
         state["rtt"].append((time.monotonic_ns() - sent_ns) / 1e6)
 
 
-def _heard_datagram(doctor: Doctor, data: bytes, source: SockAddress,
+def _heard_datagram(doctor: DoctorContext, data: bytes, source: SockAddress,
                     way: Way = "multicast") -> None:
     try:
         member = decode(data)

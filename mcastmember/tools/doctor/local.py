@@ -17,10 +17,10 @@ from .sockets import cannot_send, taken
 
 if TYPE_CHECKING:
     from ...tribes.engine.config import ServiceConfig
-    from .session import Doctor
+    from .context import DoctorContext
 
 
-def checks(doctor: Doctor) -> bool:
+def checks(doctor: DoctorContext) -> bool:
     doctor.cards = list_interfaces()
     if doctor.multicast and not group_is_multicast(doctor):
         return False
@@ -39,13 +39,13 @@ def checks(doctor: Doctor) -> bool:
     return doctor.report.ok
 
 
-def settings(doctor: Doctor) -> ServiceConfig:
+def settings(doctor: DoctorContext) -> ServiceConfig:
     """join's settings, the group given included, resolved on this host
     (once the checks above passed: the card and the group are usable)."""
     return CheckedSettings(doctor.group, doctor.port, **doctor.settings).resolve()
 
 
-def group_is_multicast(doctor: Doctor) -> bool:
+def group_is_multicast(doctor: DoctorContext) -> bool:
     group = ipaddress.ip_address(str(doctor.group))
     if group.is_multicast:
         return True
@@ -55,7 +55,7 @@ def group_is_multicast(doctor: Doctor) -> bool:
     return False
 
 
-def interfaces(doctor: Doctor) -> bool:
+def interfaces(doctor: DoctorContext) -> bool:
     spec = doctor.settings.get("interface")
     if spec is None:
         if doctor.multicast:
@@ -100,7 +100,7 @@ def interfaces(doctor: Doctor) -> bool:
     return True
 
 
-def route(doctor: Doctor) -> None:
+def route(doctor: DoctorContext) -> None:
     add, group, family = doctor.report.add, str(doctor.group), doctor.family
     assert family is not None          # the route of a group: multicast only
     doctor.via = via = route_card(group, doctor.cards)
@@ -159,7 +159,7 @@ def route(doctor: Doctor) -> None:
         add("route", PASS, f"the kernel routes {group} through {via.name}, the card given")
 
 
-def group_scope(doctor: Doctor) -> None:
+def group_scope(doctor: DoctorContext) -> None:
     assert doctor.config is not None and doctor.config.address is not None   # multicast only
     group, ttl = ipaddress.ip_address(doctor.config.address), doctor.config.ttl
     loopback = all(card.loopback for card in doctor.cards_used())
@@ -193,7 +193,7 @@ def group_scope(doctor: Doctor) -> None:
                                          f"reaches {reach}")
 
 
-def port(doctor: Doctor) -> None:
+def port(doctor: DoctorContext) -> None:
     config, add = doctor.config, doctor.report.add
     assert config is not None
     holders = port_holders(doctor.port)
@@ -226,7 +226,7 @@ def port(doctor: Doctor) -> None:
         f"runs), or use another --port on every node")
 
 
-def reverse_path(doctor: Doctor) -> None:
+def reverse_path(doctor: DoctorContext) -> None:
     cards = [card for card in doctor.cards_used() if not card.loopback]
     if doctor.family != 4 or not cards:
         doctor.report.add("rp_filter", PASS, "no reverse-path filtering applies "

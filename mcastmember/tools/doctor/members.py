@@ -16,13 +16,13 @@ from .report import PASS, WARN, count, domain_flag, hostport, ms, pct, periods, 
 
 if TYPE_CHECKING:
     from .report import MemberJson
-    from .session import Doctor
+    from .context import DoctorContext
 
 SAFE_PERIODS = 3              # a drop time under this many periods flaps
 SUGGESTED_PERIODS = 6         # the drop time we suggest (Tomcat's 3000 ms for 500 ms)
 
 
-def judge(doctor: Doctor) -> None:
+def judge(doctor: DoctorContext) -> None:
     for (_, _, _, source), (member, ways) in doctor.heard.items():
         # Each way apart: a member stamps its multicast and its unicast
         # copy of one beat each with its own alive time, often a
@@ -50,7 +50,7 @@ def judge(doctor: Doctor) -> None:
     _identity(doctor, members)
 
 
-def _nobody_heard_fix(doctor: Doctor) -> str:
+def _nobody_heard_fix(doctor: DoctorContext) -> str:
     if _on_loopback(doctor):
         # Loopback reaches no other host: a member here is the test.
         command = _loopback_member_command(doctor)
@@ -65,7 +65,7 @@ def _nobody_heard_fix(doctor: Doctor) -> str:
             f"is blocked, join with --peers or --dns")
 
 
-def _on_loopback(doctor: Doctor) -> bool:
+def _on_loopback(doctor: DoctorContext) -> bool:
     """Whether the doctor hears on loopback only (the group's cards, or
     the unicast address without multicast)."""
     if doctor.multicast:
@@ -74,7 +74,7 @@ def _on_loopback(doctor: Doctor) -> bool:
     return ipaddress.ip_address(doctor.me()).is_loopback
 
 
-def _loopback_member_command(doctor: Doctor) -> str | None:
+def _loopback_member_command(doctor: DoctorContext) -> str | None:
     """A join command line for a member on this host that the doctor,
     listening on loopback, hears (None for unicast on ::1, which has no
     second address to send from)."""
@@ -98,7 +98,7 @@ def _loopback_member_command(doctor: Doctor) -> str | None:
     return command + (" " + domain_flag(config.domain) if config.domain else "")
 
 
-def _domains(doctor: Doctor, members: list[MemberJson]) -> None:
+def _domains(doctor: DoctorContext, members: list[MemberJson]) -> None:
     assert doctor.config is not None
     ours = doctor.config.domain
     others = [m for m in members if bytes.fromhex(m["domain_hex"]) != ours]
@@ -118,7 +118,7 @@ def _domains(doctor: Doctor, members: list[MemberJson]) -> None:
         doctor.report.add("domain", PASS, f"every member is in this host's domain {mine}")
 
 
-def _drop_time(doctor: Doctor, members: list[MemberJson]) -> None:
+def _drop_time(doctor: DoctorContext, members: list[MemberJson]) -> None:
     assert doctor.config is not None
     drop = doctor.config.drop_time
     own = doctor.config.frequency
@@ -154,7 +154,7 @@ def _drop_time(doctor: Doctor, members: list[MemberJson]) -> None:
                                              f"({heard})")
 
 
-def _loss(doctor: Doctor, members: list[MemberJson]) -> None:
+def _loss(doctor: DoctorContext, members: list[MemberJson]) -> None:
     lossy = [m for m in members if m["loss"] is not None and m["loss"] > LOSSY]
     if lossy:
         who = ", ".join(f"{hostport(m['host'], m['port'])} {pct(m['loss'])}"
@@ -173,7 +173,7 @@ def _loss(doctor: Doctor, members: list[MemberJson]) -> None:
         doctor.report.add("loss", PASS, "nothing to measure (nobody heard)")
 
 
-def _identity(doctor: Doctor, members: list[MemberJson]) -> None:
+def _identity(doctor: DoctorContext, members: list[MemberJson]) -> None:
     problems, fixes = [], []
     by_address: dict[tuple[str, int], set[str]]     # (host, port) -> unique ids
     by_id: dict[str, dict[str, str]]                # unique id -> {source: host}

@@ -12,10 +12,10 @@ from .measure import LOSSY, sequence_loss
 from .report import FAIL, PASS, WARN, domain_flag, ms, pct
 
 if TYPE_CHECKING:
-    from .session import Doctor
+    from .context import DoctorContext
 
 
-def judge(doctor: Doctor) -> None:
+def judge(doctor: DoctorContext) -> None:
     add = doctor.report.add
     unresolved = "; ".join(doctor.unresolved)
     fix = "give the peers' addresses in --peers, or make their names resolve on this host"
@@ -48,7 +48,7 @@ def judge(doctor: Doctor) -> None:
         _pair_verdict(doctor, peer, m_in, m_out, u_in, u_out, rtt)
 
 
-def _pair_verdict(doctor: Doctor, peer: str, m_in: float | None, m_out: float | None, u_in: float,
+def _pair_verdict(doctor: DoctorContext, peer: str, m_in: float | None, m_out: float | None, u_in: float,
                   u_out: float | None, rtt: float | None) -> None:
     assert doctor.config is not None
     add, port, group = doctor.report.add, doctor.port, doctor.config.address
@@ -109,7 +109,7 @@ def _pair_verdict(doctor: Doctor, peer: str, m_in: float | None, m_out: float | 
                               f"{ms(rtt, 2)}")
 
 
-def _join_command(doctor: Doctor) -> str:
+def _join_command(doctor: DoctorContext) -> str:
     """The join command line for this host without multicast."""
     config = doctor.config
     assert config is not None
