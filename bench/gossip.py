@@ -17,7 +17,7 @@ of steady state, then 3 crashes, a join and a leave, followed for
 (mcastmember.tribes.engine, 500 ms period, 3 s drop time) are simulated up to
 ``--heartbeat-sim-max`` members and computed above it from the real
 heartbeat's size (N - 1 datagrams per member per period): ``method`` says
-which. Rows follow issue 27's contract (``source`` "sim"); the JSON is
+which. Rows carry ``source`` "sim" (a real cluster's, the same fields, "real"); the JSON is
 written after every row, so a long run can be cut short.
 
 ``--tell-accused prober`` runs the simulated gossip members with that
@@ -53,7 +53,7 @@ one run follow each other (a finished simulation is freed before the next is
 built); two such runs at once do not fit in 23.5 GiB. ``--model-sizes`` prints the figures memberlist's formulas
 and the real message sizes predict (not rows).
 
-The same run can add the other tables of issue 27: ``--real 30,15,3`` appends
+The same run can add the real cluster's rows and the hot messages' table: ``--real 30,15,3`` appends
 the rows of a real mixed cluster (that many Python members, of them pure
 Python, and Serf agents, in network namespaces: bench/gossip_real.py; root,
 ``serf`` and ``nft`` needed) with ``source`` "real", and ``--hot`` prints the

@@ -3,7 +3,7 @@
 
     python bench/gossip_real.py [--python 30] [--pure 15] [--agents 3] [--seconds 120] [--json out.json]
 
-Issue 27, item 3. In network namespaces it creates (tests/netlab.py: one
+In network namespaces it creates (tests/netlab.py: one
 namespace per member, each with one veth card on a bridge in a "switch"
 namespace, 10.250.0.N; never the machine's own interfaces) it starts
 ``--agents`` Debian ``serf agent``s and ``--python`` Python members, each its
@@ -44,7 +44,7 @@ how many times a member marked a leaver of this kind ``failed`` before
 ``left`` (Serf 0.9.4 does so when the dead message comes before the leave
 intent; push/pull corrects it later).
 
-Rows in issue 27's contract (``source: "real"``, ``protocol: "lifeguard"``),
+Rows with bench/gossip.py's fields (``source: "real"``, ``protocol: "lifeguard"``),
 one per kind of node (``python-compiled``, ``python-pure``, ``serf``), from
 ``real_rows(**options)`` too. Needs root, iproute2, nftables and ``serf``.
 CPU figures are noisy on a shared machine: compare the kinds within one run
@@ -328,7 +328,7 @@ def _mark_times(procs, victim, kind, since, timeout, quiet):
 
 def real_rows(python=30, pure=15, agents=3, seconds=120.0, settle=10.0, kills=True, leaves=True, rounds=2,
               detect_timeout=90.0, quiet=False, details=None):
-    """Run the mixed cluster and return issue 27's rows (one per kind of node).
+    """Run the mixed cluster and return its rows (one per kind of node, bench/gossip.py's fields).
     ``details``, a dict if given, receives every per-member figure and time."""
     sys.path.insert(0, str(HERE.parent / "tests"))
     from netlab import Lan

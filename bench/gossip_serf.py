@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Python Serf members beside Debian's real Serf agents (issue 26): one run.
+"""Python Serf members beside Debian's real Serf agents: one run.
 
     sudo python bench/gossip_serf.py [--seconds S] [--encrypt] [--json PATH]
 

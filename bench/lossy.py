@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Membership on a lossy LAN (issue 14): false removals and crash detection, side by side.
+"""Membership on a lossy LAN: false removals and crash detection, side by side.
 
     sudo python bench/lossy.py [--quick] [--hosts N] [--seconds S] [--json PATH]
     python bench/lossy.py --table-from bench/lossy-results.json

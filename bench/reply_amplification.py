@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Figures for the TCP listener's replies (security review, item 1), on
-loopback only: a client sends RPC frames whose sender is a member's packet
-(public bytes) for a few seconds; how many connections and bytes reach the
+"""Figures for the TCP listener's replies (the amplification a forged sender
+could cause), on loopback only: a client sends RPC frames whose sender is a
+member's packet (public bytes) for a few seconds; how many connections and bytes reach the
 member's receiver, with our packet carrying a 60 KB payload.
 
     python bench/reply_amplification.py [--source 127.0.0.7] [--seconds 3]

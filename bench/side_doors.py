@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Figures for issue 23's front-side items, on loopback (TTL 0) only.
+"""Figures for the fronts' side doors (a listener that never reads, stop, the
+peers list), on loopback (TTL 0) only.
 
     python bench/side_doors.py events [--front threads|asyncio] [--updates 4000]
     python bench/side_doors.py stop

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What a Python member does to a real Tomcat 10.1 cluster (issue 17), side by side.
+"""What a Python member does to a real Tomcat 10.1 cluster, side by side.
 
     sudo python bench/tomcat_cluster.py [--json out.json] [--quick]
     python bench/tomcat_cluster.py --table-from out.json

@@ -1,5 +1,5 @@
-"""Forged heartbeats against a member with ``verify=True`` (issue 23 item 1),
-on loopback only: what they make it hold and what they make it connect to.
+"""Forged heartbeats against a member with ``verify=True`` (the probes a
+forger could make it send), on loopback only: what they make it hold and what they make it connect to.
 
 A "victim" process listens on 127.0.0.9 and counts the connections it
 accepts. This process runs a member (threaded front, verify on) and sends
