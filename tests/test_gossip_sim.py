@@ -97,31 +97,31 @@ def test_by_type_counts_each_datagram_by_its_messages():
 
 def _bench_table_in_docs(rows: str, *options: str) -> str:
     """bench/gossip.py's table of bench/``rows``, checked to be in
-    docs/gossip.md as printed; returns it."""
+    bench/README.md (where the figures' method is) as printed; returns it."""
     root = pathlib.Path(__file__).resolve().parent.parent
     out = subprocess.run([sys.executable, str(root / "bench" / "gossip.py"), "--table",
                           str(root / "bench" / rows), *options],
                          capture_output=True, text=True, check=True).stdout
-    assert out.strip() in (root / "docs" / "gossip.md").read_text()
+    assert out.strip() in (root / "bench" / "README.md").read_text()
     return out
 
 
 def test_the_docs_breakdown_is_the_bench_table_of_its_rows():
-    """docs/gossip.md's by-type breakdown is what bench/gossip.py prints
+    """bench/README.md's by-type breakdown is what bench/gossip.py prints
     from bench/gossip-by-type.json, the rows whose figures the text quotes."""
     out = _bench_table_in_docs("gossip-by-type.json", "--by-type")
     assert "| refutations in the window | 21, 14, 15, 22, 15 | 14, 15, 12, 17, 14 |" in out
 
 
 def test_the_docs_table_is_the_bench_table_of_its_rows():
-    """docs/gossip.md's scale table is what bench/gossip.py prints from
+    """bench/README.md's scale table is what bench/gossip.py prints from
     bench/gossip-results.json (the 10,000-member rows included)."""
     out = _bench_table_in_docs("gossip-results.json")
     assert "| 10,000 | lifeguard | 0% | 0% | 0% | 18.0 / 18.3 / 18.5 |" in out
 
 
 def test_the_docs_tell_accused_table_is_the_bench_table_of_its_rows():
-    """docs/gossip.md's comparison of the two tell_accused settings is what
+    """bench/README.md's comparison of the two tell_accused settings is what
     bench/gossip.py prints from bench/gossip-tell-accused.json (a 10,000-member
     row included)."""
     out = _bench_table_in_docs("gossip-tell-accused.json")
