@@ -1,4 +1,4 @@
-"""An asyncio service that follows the group with AsyncMembership, no threads.
+"""An asyncio service that follows the group with AsyncMcastService, no threads.
 
     python examples/async_service.py --member-port 4001
     python examples/async_service.py --member-port 4002 --wait-for 1
@@ -13,12 +13,12 @@ import asyncio
 import contextlib
 import signal
 
-from mcastmember.tribes.fronts.aio import AsyncMembership
+from mcastmember import AsyncMcastService
 
 
 async def main(args):
-    async with AsyncMembership(args.group, args.port, interface=args.interface, ttl=args.ttl,
-                               member_port=args.member_port, payload=args.role) as m:
+    async with AsyncMcastService(args.group, args.port, interface=args.interface, ttl=args.ttl,
+                                 member_port=args.member_port, payload=args.role) as m:
         me = m.local_member
         print(f"joined as {me.address}:{me.port} ({args.role})")
         if args.wait_for:
