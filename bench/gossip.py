@@ -127,7 +127,7 @@ def model(n: int) -> dict:
 
 
 def markdown(rows: list) -> str:
-    """The rows as the table docs/gossip.md shows."""
+    """The rows as the table bench/README.md shows."""
     def cell(value, form="g"):
         if value is None:
             return "–"

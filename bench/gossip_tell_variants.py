@@ -19,7 +19,7 @@ tell the accused of:
   to a random live member instead of the accused.
 
 Also ``every`` and ``prober``, the two settings unpatched. At 1,000 members
-and 30% loss each row costs 4-8 minutes of CPU. docs/gossip.md ("Suspicions
+and 30% loss each row costs 4-8 minutes of CPU. bench/README.md ("Suspicions
 told to the accused") quotes a run of the three variants.
 """
 
