@@ -115,8 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     gossip = {"max_nodes": args.max_nodes}
     samples = []
     failed = []
-    with SerfService("a", "127.0.0.1", pa, seed=1, gossip=gossip) as a, \
-            SerfService("b", "127.0.0.2", pb, seed=2, gossip=gossip) as b, \
+    with SerfService("a", "127.0.0.1", pa, seed=1, **gossip) as a, \
+            SerfService("b", "127.0.0.2", pb, seed=2, **gossip) as b, \
             socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as evil:
         evil.bind(("127.0.0.3", 0))
         a.add_listener(lambda e: failed.append(e.kind) if isinstance(e, SerfMemberEvent) and e.member.name == "b"

@@ -87,7 +87,7 @@ def victim(front: str, port: int, max_nodes: int, ready: "multiprocessing.Queue[
     """Member a, in its own process: started, then kept until ``stop``; its counters and CPU then."""
     from mcastmember.gossip.fronts.aio import AsyncSerfService
     from mcastmember.gossip.fronts.service import SerfService
-    options = {"gossip": {"max_nodes": max_nodes}, "seed": 1}
+    options = {"max_nodes": max_nodes, "seed": 1}
 
     def report(stats: dict[str, int]) -> None:
         usage = resource.getrusage(resource.RUSAGE_SELF)

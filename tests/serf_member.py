@@ -17,7 +17,7 @@ import sys
 import threading
 
 from mcastmember.gossip.fronts.service import SerfService
-from mcastmember.gossip.serf.node import SerfMemberEvent, SerfSettings, UserEventReceived
+from mcastmember.gossip.serf.node import SerfMemberEvent, UserEventReceived
 
 lock, asked, leave = threading.Lock(), threading.Event(), threading.Event()
 
@@ -32,9 +32,9 @@ def main():
     settings = json.loads(sys.argv[1])
     signal.signal(signal.SIGUSR1, lambda *_: asked.set())
     signal.signal(signal.SIGTERM, lambda *_: leave.set())
-    gossip = {"keys": tuple(base64.b64decode(k) for k in settings.get("keys", ()))}
-    serf = SerfSettings(reconnect_interval=settings.get("reconnect_interval", 30.0))
-    svc = SerfService(settings["name"], settings["bind"], tags=settings.get("tags", {}), gossip=gossip, serf=serf)
+    svc = SerfService(settings["name"], settings["bind"], tags=settings.get("tags", {}),
+                      keys=tuple(base64.b64decode(k) for k in settings.get("keys", ())),
+                      reconnect_interval=settings.get("reconnect_interval", 30.0))
 
     def listen(event):
         if isinstance(event, SerfMemberEvent):

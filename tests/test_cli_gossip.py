@@ -99,7 +99,7 @@ def test_the_keyring_file_follows_key_rotation_and_stays_private(tmp_path):
     demo = start(tmp_path, "--bind", f"127.0.0.1:{pa}", "--node", "a", "--keyring-file", str(keyring), "--json")
     try:
         lines_until(demo, lambda e: e["event"] == "added")
-        with SerfService("b", "127.0.0.2", pb, gossip={"keys": (K1,)}, seed=2) as b:
+        with SerfService("b", "127.0.0.2", pb, keys=(K1,), seed=2) as b:
             results = []
             b.add_listener(lambda e: isinstance(e, KeyResult) and results.append(e))
             assert b.join([("127.0.0.1", pa)]).joined == 1

@@ -47,7 +47,7 @@ ALL_PASS = [("gossip_bind", "pass"), ("seed_tcp", "pass"), ("label", "pass"), ("
 @pytest.fixture
 def seed(request):
     port = free_port("127.0.0.2")
-    with SerfService("py1", "127.0.0.2", port, gossip=getattr(request, "param", {})) as svc:
+    with SerfService("py1", "127.0.0.2", port, **getattr(request, "param", {})) as svc:
         yield f"127.0.0.2:{port}", svc
 
 

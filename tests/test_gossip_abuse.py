@@ -36,8 +36,8 @@ def _push_pull_header(nodes, user_state_len):
 def test_a_running_member_keeps_its_live_members_and_its_bounds_under_abuse():
     pa, pb = free_port("127.0.0.1"), free_port("127.0.0.2")
     gossip = {"max_nodes": MAX_NODES}
-    with SerfService("a", "127.0.0.1", pa, seed=1, gossip=gossip) as a, \
-            SerfService("b", "127.0.0.2", pb, seed=2, gossip=gossip) as b, \
+    with SerfService("a", "127.0.0.1", pa, seed=1, **gossip) as a, \
+            SerfService("b", "127.0.0.2", pb, seed=2, **gossip) as b, \
             socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as evil:
         evil.bind((ATTACKER, 0))
         failed = []

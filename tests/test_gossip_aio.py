@@ -12,6 +12,8 @@ import pytest
 pytest.importorskip("msgpack")
 
 from mcastmember import AsyncSerfService, ConfigurationError, EventsLost, GossipMember, SerfService  # noqa: E402
+from mcastmember._runtime.errors import UnknownSetting  # noqa: E402
+from mcastmember.gossip.serf.codec import SerfLimits  # noqa: E402
 from mcastmember.gossip.serf.layout import MemberStatus  # noqa: E402
 from mcastmember.gossip.serf.node import (KeyResult, SerfMemberEvent, QueryAnswer, QueryFinished,  # noqa: E402
                                           QueryReceived, UserEventReceived)
@@ -137,7 +139,7 @@ def test_join_and_leave_need_a_started_service_and_events_after_stop_end_at_once
 def test_streams_past_the_cap_are_refused_and_idle_ones_time_out_on_asyncio_too():
     async def main():
         port = free_gossip_port()
-        async with AsyncSerfService("a", "127.0.0.1", port, max_streams=1, gossip={"tcp_timeout": 0.3}) as a:
+        async with AsyncSerfService("a", "127.0.0.1", port, max_streams=1, tcp_timeout=0.3) as a:
             first, first_w = await asyncio.open_connection("127.0.0.1", port)
             while a.stats()["connections_accepted"] < 1:
                 await asyncio.sleep(0.01)
@@ -156,8 +158,8 @@ def test_a_key_rotation_from_an_async_member_reaches_a_threaded_one():
     async def main():
         pa, pt = free_gossip_port("127.0.0.1"), free_gossip_port("127.0.0.2")
         old, new = bytes(16), bytes(range(16))
-        with SerfService("t", "127.0.0.2", pt, seed=2, gossip={"keys": [old]}) as t:
-            async with AsyncSerfService("a", "127.0.0.1", pa, seed=1, gossip={"keys": [old]}) as a:
+        with SerfService("t", "127.0.0.2", pt, seed=2, keys=[old]) as t:
+            async with AsyncSerfService("a", "127.0.0.1", pa, seed=1, keys=[old]) as a:
                 assert (await a.join([("127.0.0.2", pt)])).joined == 1
                 await a.wait_for(lambda ms: len(ms) == 2, 5)
                 await asyncio.get_running_loop().run_in_executor(None, wait_until, lambda: len(t.members()) == 2)
@@ -186,18 +188,19 @@ FRONTS = {"threads": SerfService, "asyncio": AsyncSerfService}
     (("",), {}, "a gossip node needs a name"),
     (("a",), {"max_streams": 0}, "max_streams must be at least 1"),
     (("a",), {"event_queue_size": 0}, "event_queue_size must be at least 1"),
-    (("a",), {"gossip": {"nope": 1}}, "unknown gossip setting 'nope'"),
-    (("a",), {"gossip": {"probe_interval": "1s"}}, "gossip setting 'probe_interval' must be a number, not '1s'"),
-    (("a",), {"gossip": {"probe_interval": 0}}, "probe_interval must be positive"),
-    (("a",), {"gossip": {"enable_compression": 1}},
-     "gossip setting 'enable_compression' must be true or false, not 1"),
-    (("a",), {"gossip": {"indirect_checks": 2.5}}, "gossip setting 'indirect_checks' must be a whole number, "
-                                                   "not 2.5"),
-    (("a",), {"gossip": {"keys": [b"short"]}}, "an encryption key must be 16, 24 or 32 bytes, not 5"),
-    (("a",), {"gossip": {"label": "dc1"}}, "gossip setting 'label' must be bytes, not 'dc1'"),
-    (("a",), {"serf": {"nope": 1}}, "unknown serf setting 'nope'"),
-    (("a",), {"serf": {"reap_interval": -1}}, "reap_interval must be positive"),
-    (("a",), {"serf": {"protocol_version": 9}}, "Serf protocol_version 9 is outside 2-5"),
+    (("a",), {"max_outgoing_streams": 0}, "max_outgoing_streams must be at least 1"),
+    (("a",), {"probe_interval": "1s"}, "probe_interval must be a number, not '1s'"),
+    (("a",), {"probe_interval": 0}, "probe_interval must be positive"),
+    (("a",), {"enable_compression": 1}, "enable_compression must be True or False, not 1"),
+    (("a",), {"indirect_checks": 2.5}, "indirect_checks must be a whole number, not 2.5"),
+    (("a",), {"keys": [b"short"]}, "an encryption key must be 16, 24 or 32 bytes, not 5"),
+    (("a",), {"keys": ["dc1"]}, "keys must be a list of bytes, not ['dc1']"),
+    (("a",), {"label": "dc1"}, "label must be bytes, not 'dc1'"),
+    (("a",), {"tell_accused": "all"}, "tell_accused must be one of 'every', 'prober', not 'all'"),
+    (("a",), {"tags": ["role"]}, "tags must be a mapping or None, not ['role']"),
+    (("a",), {"serf_limits": {}}, "serf_limits must be a SerfLimits, not {}"),
+    (("a",), {"reap_interval": -1}, "reap_interval must be positive"),
+    (("a",), {"protocol_version": 9}, "Serf protocol_version 9 is outside 2-5"),
 ])
 def test_bad_settings_are_the_same_clear_sentence_from_both_fronts(front, args, kwargs, message):
     with pytest.raises(ConfigurationError) as caught:
@@ -206,10 +209,23 @@ def test_bad_settings_are_the_same_clear_sentence_from_both_fronts(front, args, 
 
 
 @pytest.mark.parametrize("front", sorted(FRONTS))
-def test_settings_taken_from_the_front_name_the_front(front):
-    with pytest.raises(ConfigurationError) as caught:
-        FRONTS[front]("a", gossip={"name": "b"})
-    assert str(caught.value) == f"gossip setting 'name' comes from {front_name(front)}'s own arguments"
+@pytest.mark.parametrize("kwargs, message", [
+    ({"probe_intervall": 2}, "got an unexpected keyword argument 'probe_intervall'. Did you mean 'probe_interval'?"),
+    ({"bind_adr": "127.0.0.1"}, "got an unexpected keyword argument 'bind_adr'. Did you mean 'bind_addr'?"),
+    ({"name": "b"}, "got multiple values for argument 'name'"),
+    ({"gossip": {"probe_interval": 2}}, "got an unexpected keyword argument 'gossip': memberlist's settings are "
+                                        "keywords of their own now (SerfService(name, probe_interval=0.5), not "
+                                        "gossip={...})"),
+])
+def test_a_keyword_that_is_no_setting_names_the_front_and_the_likeliest_one(front, kwargs, message):
+    """UnknownSetting, a ConfigurationError and the TypeError Python raises
+    for a wrong keyword, as the heartbeat fronts raise it."""
+    with pytest.raises(TypeError) as caught:
+        FRONTS[front]("a", **kwargs)
+    assert str(caught.value).endswith(message)
+    if "multiple" not in message:
+        assert isinstance(caught.value, UnknownSetting)
+        assert str(caught.value) == f"{front_name(front)}() {message}"
 
 
 def front_name(front):
@@ -218,11 +234,14 @@ def front_name(front):
 
 @pytest.mark.parametrize("front", sorted(FRONTS))
 def test_good_settings_reach_the_node(front):
-    svc = FRONTS[front]("a", "127.0.0.1", 7000, gossip={"keys": [bytes(16)], "probe_interval": 2},
-                        serf={"reap_interval": 5})
+    svc = FRONTS[front]("a", "127.0.0.1", 7000, keys=[bytes(16)], probe_interval=2, reap_interval=5,
+                        max_outgoing_streams=7, serf_limits=SerfLimits(max_tags=9), max_streams=3)
     assert svc.node.engine.settings.keys == (bytes(16),)
     assert svc.node.engine.settings.probe_interval == 2
+    assert svc.node.engine.settings.max_streams == 7
     assert svc.node.serf_settings.reap_interval == 5
+    assert svc.node.serf_settings.limits == SerfLimits(max_tags=9)
+    assert svc._max_streams == 3
 
 
 def test_the_public_gossip_member():
@@ -236,14 +255,17 @@ def test_the_public_gossip_member():
     assert pickle.loads(pickle.dumps(member)) == member
 
 
-def test_the_typed_settings_name_every_field_but_the_fronts_own():
-    """GossipOptions and SerfOptions (what checkers see for gossip= and serf=)
-    stay the fields of GossipSettings and SerfSettings."""
+def test_the_declared_settings_are_every_field_of_the_engines_settings_but_serfs_own():
+    """Every field of GossipSettings and SerfSettings is a keyword of the
+    fronts (two renamed), but those the fronts' positional arguments give
+    and memberlist's versions, which Serf sets from its protocol."""
     import dataclasses
 
-    from mcastmember.gossip.fronts.driver import GossipOptions, SerfOptions
-    from mcastmember.gossip.serf.node import SerfSettings
+    from mcastmember.gossip.fronts.settings import MEMBERLIST, SERF
     from mcastmember.gossip.memberlist.settings import GossipSettings
+    from mcastmember.gossip.serf.node import SerfSettings
     fields = {f.name for f in dataclasses.fields(GossipSettings)}
-    assert set(GossipOptions.__annotations__) == fields - {"name", "advertise_addr", "advertise_port"}
-    assert set(SerfOptions.__annotations__) == {f.name for f in dataclasses.fields(SerfSettings)}
+    assert set(MEMBERLIST.values()) == fields - {"name", "advertise_addr", "advertise_port", "protocol_version",
+                                                 "delegate_protocol_min", "delegate_protocol_max",
+                                                 "delegate_protocol_version"}
+    assert set(SERF.values()) == {f.name for f in dataclasses.fields(SerfSettings)}

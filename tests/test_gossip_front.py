@@ -54,7 +54,7 @@ def test_two_fronts_join_see_tags_and_events_and_leave():
 
 def test_streams_past_the_cap_are_refused_and_idle_ones_time_out():
     port = free_port("127.0.0.1")
-    with SerfService("a", "127.0.0.1", port, max_streams=1, gossip={"tcp_timeout": 0.3}) as a:
+    with SerfService("a", "127.0.0.1", port, max_streams=1, tcp_timeout=0.3) as a:
         first = socket.create_connection(("127.0.0.1", port))
         wait_until(lambda: a.stats()["connections_accepted"] == 1)
         second = socket.create_connection(("127.0.0.1", port))
@@ -69,7 +69,7 @@ def test_streams_past_the_cap_are_refused_and_idle_ones_time_out():
 
 def test_a_join_to_a_closed_port_or_a_silent_one_fails_with_the_reason():
     closed = free_port("127.0.0.2")
-    with SerfService("a", "127.0.0.1", free_port("127.0.0.1"), gossip={"tcp_timeout": 0.5}) as a, \
+    with SerfService("a", "127.0.0.1", free_port("127.0.0.1"), tcp_timeout=0.5) as a, \
             silent_port() as silent:
         done = a.join([("127.0.0.2", closed), silent])
         assert done.joined == 0
@@ -100,8 +100,8 @@ def test_the_fronts_counters_do_not_hide_the_nodes():
     (("a", "here"), {}, "bind address 'here' is not an IP address"),
     (("a", "127.0.0.1", 0), {}, "port 0 is not between 1 and 65535"),
     (("a",), {"max_streams": 0}, "max_streams must be at least 1"),
-    (("a",), {"gossip": {"nope": 1}}, "unknown gossip setting 'nope'"),
-    (("a",), {"gossip": {"name": "b"}}, "gossip setting 'name' comes from SerfService's own arguments"),
+    (("a",), {"nope": 1}, "SerfService() got an unexpected keyword argument 'nope'"),
+    (("a",), {"tcp_timeout": "1s"}, "tcp_timeout must be a number, not '1s'"),
 ])
 def test_bad_settings_are_one_clear_sentence(args, kwargs, message):
     with pytest.raises(ConfigurationError) as caught:
@@ -153,7 +153,7 @@ def _on_front(front, port, work):
     """``work(svc, join)`` beside a started front ("threads" or "asyncio",
     whose loop runs meanwhile: ``join`` blocks this thread, not the loop);
     returns the front, stopped."""
-    options = {"gossip": {"enable_compression": False}}
+    options = {"enable_compression": False}
     if front == "threads":
         with SerfService("a", "127.0.0.1", port, **options) as svc:
             work(svc, svc.join)

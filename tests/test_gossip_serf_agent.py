@@ -30,7 +30,7 @@ from netlab import JsonProcess, Lan, nft_available, run_in_netns  # noqa: E402
 from serflab import REPAIR_BOUND, Agent, b64, detection_bound, member_command, wait_until  # noqa: E402
 
 from mcastmember.gossip.fronts.service import SerfService  # noqa: E402
-from mcastmember.gossip.serf.node import SerfMemberEvent, QueryReceived, SerfSettings, UserEventReceived  # noqa: E402
+from mcastmember.gossip.serf.node import SerfMemberEvent, QueryReceived, UserEventReceived  # noqa: E402
 
 WAIT = 20.0
 #: what polling adds on our side: one round of `serf members` or members() after the fact
@@ -230,7 +230,7 @@ class Mixed:
 
     def front(self, name, keys=(K1,)):
         svc, events = start_front(self.lan, PY_HOSTS.get(name, PYW), name, TAGS.get(name, {}),
-                                  gossip={"keys": keys}, serf=SerfSettings(reconnect_interval=1.0))
+                                  keys=keys, reconnect_interval=1.0)
         self.fronts[name] = (svc, events)
         return svc, events
 

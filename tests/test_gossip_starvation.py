@@ -347,7 +347,7 @@ PROBE_TIMEOUT = 0.5
 def _on_victim(front, port, scenario):
     """``scenario()`` (on another thread) beside a started victim ``a`` on
     127.0.0.1, threaded or asyncio; its result and a's counters."""
-    options = {"gossip": {"max_nodes": VICTIM_NODES}, "seed": 1}
+    options = {"max_nodes": VICTIM_NODES, "seed": 1}
     if front == "threads":
         with SerfService("a", "127.0.0.1", port, **options) as a:
             return scenario(), a.stats()
@@ -441,7 +441,7 @@ def test_a_member_flooded_with_lzw_bombs_and_big_push_pulls_answers_its_pings_in
 
     def scenario():
         rtts, marks = [], []
-        with SerfService("b", "127.0.0.2", pb, seed=2, gossip={"probe_interval": 0.2}) as b:
+        with SerfService("b", "127.0.0.2", pb, seed=2, probe_interval=0.2) as b:
             b.add_listener(lambda e: marks.append(e.kind) if isinstance(e, SerfMemberEvent) and e.member.name == "a"
                            and e.kind in ("failed", "left") else None)
             assert b.join([("127.0.0.1", pa)]).joined == 1

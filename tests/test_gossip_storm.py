@@ -325,8 +325,8 @@ def test_after_a_storm_of_invented_members_killed_a_real_member_joins_at_once(fr
     pa, pb = free_gossip_port("127.0.0.1"), free_gossip_port("127.0.0.2")
     gossip = {"max_nodes": MAX_NODES}
     if front == "threads":
-        with SerfService("a", "127.0.0.1", pa, seed=1, gossip=gossip) as a, \
-                SerfService("b", "127.0.0.2", pb, seed=2, gossip=gossip) as b:
+        with SerfService("a", "127.0.0.1", pa, seed=1, **gossip) as a, \
+                SerfService("b", "127.0.0.2", pb, seed=2, **gossip) as b:
             _send(pa, [_alive(name) for name in GHOSTS])
             a.wait_for(_filled, 5)
             _send(pa, [_dead(name) for name in GHOSTS])
@@ -337,8 +337,8 @@ def test_after_a_storm_of_invented_members_killed_a_real_member_joins_at_once(fr
             stats = _front_stats(a)
     else:
         async def main():
-            async with AsyncSerfService("a", "127.0.0.1", pa, seed=1, gossip=gossip) as a, \
-                    AsyncSerfService("b", "127.0.0.2", pb, seed=2, gossip=gossip) as b:
+            async with AsyncSerfService("a", "127.0.0.1", pa, seed=1, **gossip) as a, \
+                    AsyncSerfService("b", "127.0.0.2", pb, seed=2, **gossip) as b:
                 _send(pa, [_alive(name) for name in GHOSTS])
                 await a.wait_for(_filled, 5)
                 _send(pa, [_dead(name) for name in GHOSTS])

@@ -88,7 +88,7 @@ def join_five(port):
     done = []
     for i in range(21, 26):
         host = f"127.0.0.{i}"
-        with SerfService(f"j{i}", host, free_gossip_port(host), gossip=QUIET) as joiner:
+        with SerfService(f"j{i}", host, free_gossip_port(host), **QUIET) as joiner:
             result = joiner.join([("127.0.0.1", port)])
             done.append((result.joined, result.errors))
     return done
@@ -109,7 +109,7 @@ def test_forty_silent_connections_from_one_source_leave_room_for_five_joins(fron
         assert sum(map(is_open, held)) == 4
         for sock in held:
             sock.close()
-    on_front(front, work, gossip=QUIET)
+    on_front(front, work, **QUIET)
 
 
 @pytest.mark.parametrize("front", FRONTS)
@@ -130,7 +130,7 @@ def test_hundreds_of_connections_from_three_sources_leave_room_for_five_joins(fr
         assert counts(call, a, "connections_accepted", "connections_evicted") == [12 + 5, 0]
         for sock in held:
             sock.close()
-    on_front(front, work, gossip={**QUIET, "tcp_timeout": 30.0})
+    on_front(front, work, **QUIET, tcp_timeout=30.0)
 
 
 @pytest.mark.parametrize("front", FRONTS)
@@ -140,7 +140,7 @@ def test_a_members_host_closes_the_idlest_strangers_connection_and_a_stranger_ne
     (heard from longest ago), a second one the next idlest; then a new
     stranger is refused rather than closing b's host's."""
     def work(a, call):
-        with SerfService("b", "127.0.0.2", free_gossip_port("127.0.0.2"), gossip=QUIET) as b:
+        with SerfService("b", "127.0.0.2", free_gossip_port("127.0.0.2"), **QUIET) as b:
             assert b.join([("127.0.0.1", a.port)]).joined == 1
             wait_until(lambda: alive(call, a) == ["a", "b"] and counts(call, a, "connections_open") == [0])
             strangers = {}
@@ -163,7 +163,7 @@ def test_a_members_host_closes_the_idlest_strangers_connection_and_a_stranger_ne
             assert [is_open(s) for s in (strangers[5], strangers[8], first, second)] == [True] * 4
             for sock in (*strangers.values(), first, second, late):
                 sock.close()
-    on_front(front, work, max_streams=4, gossip=QUIET)
+    on_front(front, work, max_streams=4, **QUIET)
 
 
 @pytest.mark.parametrize("front", FRONTS)
@@ -183,7 +183,7 @@ def test_a_stream_that_trickles_is_closed_at_tcp_timeout(front):
         assert counts(call, a, "connections_timed_out", "connections_open", "streams_received") == [1, 0, 0]
         assert 1 < sent < len(data)
         sock.close()
-    on_front(front, work, gossip={**QUIET, "tcp_timeout": 0.5})
+    on_front(front, work, **QUIET, tcp_timeout=0.5)
 
 
 @pytest.mark.parametrize("front", FRONTS)
@@ -210,4 +210,4 @@ def test_accept_waits_when_descriptors_run_out_instead_of_spinning(front, monkey
         wait_until(lambda: counts(call, a, "connections_accepted") == [1])
         assert counts(call, a, "accept_errors") == [len(tries)]
         waiting.close()
-    on_front(front, work, gossip=QUIET)
+    on_front(front, work, **QUIET)

@@ -45,8 +45,7 @@ def test_the_gossip_fronts_are_typed_for_a_user() -> None:
     """Settings as typed dicts, members as GossipMember, stats as ints."""
     from mcastmember import AsyncSerfService, GossipMember, SerfService
 
-    threaded = SerfService("a", LOOPBACK, 7946, gossip={"probe_interval": 0.5, "keys": [bytes(16)]},
-                           serf={"reap_interval": 5.0})
+    threaded = SerfService("a", LOOPBACK, 7946, probe_interval=0.5, keys=[bytes(16)], reap_interval=5.0)
     probes: int = threaded.stats()["probes"] + 1
 
     async def main() -> list[GossipMember]:

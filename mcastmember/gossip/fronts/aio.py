@@ -21,21 +21,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import socket
 import time
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, TypeVar
 
 from ..._runtime.aio_events import EventStream, Waiters
-from .driver import (DEFAULT_PORT, MAX_INCOMING_STREAMS, READ, WRITE, GossipFront, GossipOptions, Listener,
-                            Predicate, SerfOptions, current, event_buffer, join_seeds)
-from ..._runtime.events import EVENT_QUEUE_BYTES
-from ..serf.node import GossipMember, JoinDone, LeaveDone, SerfNodeEvent, SerfSettings
+from .driver import (DEFAULT_BIND_ADDR, DEFAULT_PORT, READ, WRITE, GossipFront, Listener, Predicate, current,
+                     event_buffer, join_seeds)
+from .settings import takes_settings
+from ..serf.node import GossipMember, JoinDone, LeaveDone, SerfNodeEvent
 
 if TYPE_CHECKING:
-    from typing_extensions import Self
+    from typing_extensions import Self, Unpack
+
+    from .settings import SerfServiceSettings
 
 log = logging.getLogger("mcastmember")
 
@@ -47,6 +48,7 @@ T = TypeVar("T")
 __all__ = ["AsyncSerfService", "DEFAULT_EVENT_QUEUE"]
 
 
+@takes_settings
 class AsyncSerfService(GossipFront):
     """A Serf member on asyncio, with the settings of ``SerfService``:
     ``async with AsyncSerfService("py1", "10.0.0.2", tags={"role": "py"}) as node``.
@@ -59,15 +61,11 @@ class AsyncSerfService(GossipFront):
     come (they must not block), so no events wait for them.
     """
 
-    def __init__(self, name: str, bind_addr: str = "127.0.0.1", port: int = DEFAULT_PORT, *,
-                 tags: Mapping[str, str] | None = None, gossip: GossipOptions | None = None,
-                 serf: SerfSettings | SerfOptions | None = None, seed: int | None = None,
-                 max_streams: int = MAX_INCOMING_STREAMS, event_queue_size: int = DEFAULT_EVENT_QUEUE,
-                 keyring_file: str | os.PathLike[str] | None = None,
-                 event_queue_bytes: int = EVENT_QUEUE_BYTES) -> None:
-        super().__init__(name, bind_addr, port, tags=tags, gossip=gossip, serf=serf, seed=seed,
-                         max_streams=max_streams, event_queue_size=event_queue_size, keyring_file=keyring_file,
-                         lock=contextlib.nullcontext(), event_queue_bytes=event_queue_bytes)
+    _default_event_queue = DEFAULT_EVENT_QUEUE
+
+    def __init__(self, name: str, bind_addr: str = DEFAULT_BIND_ADDR, port: int = DEFAULT_PORT,
+                 **settings: Unpack[SerfServiceSettings]) -> None:
+        super().__init__(name, bind_addr, port, lock=contextlib.nullcontext(), **settings)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._watched: dict[socket.socket, int] = {}
         self._timer: asyncio.TimerHandle | None = None

@@ -1,7 +1,7 @@
 """What both gossip fronts share: SerfService (threads) and AsyncSerfService (asyncio).
 
-A :class:`GossipFront` owns the settings (checked once for both fronts, in
-:mod:`.gossip_settings`), one UDP socket and one TCP
+A :class:`GossipFront` owns the settings (declared and checked once for
+both fronts, in :mod:`.settings`), one UDP socket and one TCP
 listening socket, the TCP connections, the front's counters, and every step
 that moves bytes between them and the
 :class:`~mcastmember.gossip.serf.node.SerfNode`: datagrams in and out,
@@ -26,34 +26,34 @@ import typing
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 try:
     from ..serf.node import (GossipMember, KeyringChanged, SerfMemberEvent, QueryReceived, SerfNode,
-                                    SerfNodeEvent, SerfSettings)
+                                    SerfNodeEvent)
 except ImportError as error:
     _missing = (error.name or "").partition(".")[0]
     if _missing not in ("msgpack", "cryptography"):
         raise                           # installed, but broken: its own error says more
     raise ModuleNotFoundError("the gossip fronts need the gossip extra (msgpack and cryptography): "
                               "pip install 'mcastmember[gossip]'", name=_missing) from None
-from ..._runtime.events import EVENT_QUEUE_BYTES, EventBuffer, EventsLost
+from ..._runtime.events import EventBuffer, EventsLost
 from ..._runtime.ratelimit import RateLimitedLog
 from ..serf import messages
 from ..serf.layout import MemberStatus
 from ..memberlist.state import Addr
 from ..memberlist.streams import STREAM_TURN
 from ..._runtime.listen import AcceptBackoff, ConnectionShares, host_key
-from ..._runtime.errors import ConfigurationError
-from .settings import GossipOptions, SerfOptions, front_settings
-from .keyring_file import load_keyring, save_keyring
+from .settings import DEFAULT_BIND_ADDR, DEFAULT_PORT, MAX_INCOMING_STREAMS, front_settings, takes_settings
+from .keyring_file import save_keyring
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from .settings import SerfServiceSettings
 
 log = logging.getLogger("mcastmember")
 
-#: Serf's default bind port
-DEFAULT_PORT = 7946
-#: streams others opened to us that are still being read or answered
-MAX_INCOMING_STREAMS = 32
 #: connections taken per wake-up of the listening socket, so a flood of
 #: them does not hold up the datagrams and the node's timers
 ACCEPTS_PER_WAKE = 16
@@ -178,6 +178,7 @@ class _Conn:
         return self.deadline if self.show_at is None else min(self.deadline, self.show_at)
 
 
+@takes_settings
 class GossipFront:
     """A SerfNode on real sockets, without the waiting (see the module).
 
@@ -187,29 +188,23 @@ class GossipFront:
     it gives :meth:`_watch`, :meth:`_unwatch`, :meth:`_poke` (wake up soon:
     the node has something new) and :meth:`_deliver` (the node's events)."""
 
-    def __init__(self, name: str, bind_addr: str, port: int, *, tags: Mapping[str, str] | None,
-                 gossip: GossipOptions | None, serf: SerfSettings | SerfOptions | None, seed: int | None,
-                 max_streams: int, event_queue_size: int, lock: AbstractContextManager[Any],
-                 keyring_file: str | os.PathLike[str] | None = None,
-                 event_queue_bytes: int = EVENT_QUEUE_BYTES) -> None:
-        if keyring_file is not None:
-            if gossip and "keys" in gossip:
-                raise ConfigurationError("give the keys in the keyring file or in the gossip setting 'keys', "
-                                         "not both")
-            gossip = {**(gossip or {}), "keys": load_keyring(keyring_file)}
+    #: a front's own default of ``event_queue_size`` (the declaration leaves it to each)
+    _default_event_queue: int | None = None
+
+    def __init__(self, name: str, bind_addr: str = DEFAULT_BIND_ADDR, port: int = DEFAULT_PORT, *,
+                 lock: AbstractContextManager[Any], **settings: Unpack[SerfServiceSettings]) -> None:
+        cfg = front_settings(type(self).__name__, name, bind_addr, port, settings, self._default_event_queue)
         #: Serf's -keyring-file: the keys at start, written again when ``serf keys`` changes them
-        self.keyring_file = keyring_file
-        cfg = front_settings(type(self).__name__, name, bind_addr, port, gossip, serf, max_streams,
-                             event_queue_size, event_queue_bytes)
+        self.keyring_file = cfg.keyring_file
         self.bind_addr = bind_addr
         self.port = port
-        self.node = SerfNode(cfg.gossip, tags, cfg.serf, seed=seed)
+        self.node = SerfNode(cfg.gossip, cfg.tags, cfg.serf, seed=cfg.seed)
         # a stream's decoding and merging a bounded turn at a time (_hand_over), pings answered between
         self.node.engine.stream_turn_size = STREAM_TURN
         self._family = cfg.family
-        self._max_streams = max_streams
-        self._queue_size = event_queue_size
-        self._queue_bytes = event_queue_bytes
+        self._max_streams = cfg.max_streams
+        self._queue_size = cfg.event_queue_size
+        self._queue_bytes = cfg.event_queue_bytes
         self._max_stream_bytes = cfg.gossip.limits.max_stream
         self._tcp_timeout = cfg.gossip.tcp_timeout
         self._lock = lock
@@ -217,7 +212,7 @@ class GossipFront:
         self._listeners: list[Listener] = []
         self._conns: dict[socket.socket, _Conn] = {}
         self._outgoing: dict[int, _Conn] = {}
-        self._shares = stream_shares(max_streams)
+        self._shares = stream_shares(cfg.max_streams)
         self._hosts: set[str] | None = None
         self._hosts_until = 0.0
         self._backoff = AcceptBackoff()
@@ -668,6 +663,6 @@ def join_seeds(seeds: Iterable[tuple[str, int]]) -> list[Addr]:
     return [(host, int(port)) for host, port in seeds]
 
 
-__all__ = ["DEFAULT_PORT", "FRONT_COUNTERS", "GossipFront", "GossipMember", "GossipOptions", "Listener",
-           "MAX_INCOMING_STREAMS", "Predicate", "SerfOptions", "current", "event_buffer", "front_settings",
+__all__ = ["DEFAULT_BIND_ADDR", "DEFAULT_PORT", "FRONT_COUNTERS", "GossipFront", "GossipMember", "Listener",
+           "MAX_INCOMING_STREAMS", "Predicate", "current", "event_buffer",
            "join_seeds", "serf_event_bytes"]

@@ -14,18 +14,24 @@ member's state is) is the node's; this module only waits. Needs the
 from __future__ import annotations
 
 import logging
-import os
 import selectors
 import socket
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from .driver import (DEFAULT_PORT, FRONT_COUNTERS, MAX_INCOMING_STREAMS, GossipFront, GossipOptions,
-                            Listener, Predicate, SerfOptions, current, join_seeds, serf_event_bytes)
-from ..._runtime.events import EVENT_QUEUE_BYTES, EventQueue
-from ..serf.node import GossipMember, JoinDone, LeaveDone, SerfMemberEvent, SerfNodeEvent, SerfSettings
+from .driver import (DEFAULT_BIND_ADDR, DEFAULT_PORT, FRONT_COUNTERS, GossipFront, Listener, Predicate, current,
+                     join_seeds, serf_event_bytes)
+from .settings import takes_settings
+from ..._runtime.events import EventQueue
+from ..serf.node import GossipMember, JoinDone, LeaveDone, SerfMemberEvent, SerfNodeEvent
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from .settings import SerfServiceSettings
 
 log = logging.getLogger("mcastmember")
 
@@ -45,14 +51,15 @@ class _Replay:
     events: list[SerfMemberEvent]
 
 
+@takes_settings
 class SerfService(GossipFront):
     """A Serf member on real sockets and threads:
-    ``SerfService("py1", "10.0.0.2", tags={"role": "py"})``.
+    ``SerfService("py1", "10.0.0.2", tags={"role": "py"}, probe_interval=0.5)``.
 
     ``bind_addr`` is a specific IP address: we bind there, advertise it, and
-    open streams from it (never another address). ``gossip`` changes
-    memberlist's settings (``GossipSettings`` fields), ``serf`` Serf's (a
-    ``SerfSettings`` or its fields). ``max_streams`` bounds the streams
+    open streams from it (never another address). Every other setting is a
+    keyword (listed below): the front's own, memberlist's and Serf's, each
+    checked (a ConfigurationError names it). ``max_streams`` bounds the streams
     others keep open to us, shared per source (``stream_shares``: past its
     share a connection is refused, ``connections_refused``; at the cap the
     idlest stranger's is closed for a member's host,
@@ -72,22 +79,18 @@ class SerfService(GossipFront):
     Use as a context manager, or call :meth:`start` and :meth:`stop`.
     """
 
-    def __init__(self, name: str, bind_addr: str = "127.0.0.1", port: int = DEFAULT_PORT, *,
-                 tags: Mapping[str, str] | None = None, gossip: GossipOptions | None = None,
-                 serf: SerfSettings | SerfOptions | None = None, seed: int | None = None,
-                 max_streams: int = MAX_INCOMING_STREAMS, event_queue_size: int = EVENT_QUEUE_BOUND,
-                 keyring_file: str | os.PathLike[str] | None = None,
-                 event_queue_bytes: int = EVENT_QUEUE_BYTES) -> None:
+    _default_event_queue = EVENT_QUEUE_BOUND
+
+    def __init__(self, name: str, bind_addr: str = DEFAULT_BIND_ADDR, port: int = DEFAULT_PORT,
+                 **settings: Unpack[SerfServiceSettings]) -> None:
         lock = threading.RLock()
-        super().__init__(name, bind_addr, port, tags=tags, gossip=gossip, serf=serf, seed=seed,
-                         max_streams=max_streams, event_queue_size=event_queue_size, keyring_file=keyring_file,
-                         lock=lock, event_queue_bytes=event_queue_bytes)
+        super().__init__(name, bind_addr, port, lock=lock, **settings)
         self._done = threading.Condition(lock)
         self._join_done: JoinDone | None = None
         self._leave_done: LeaveDone | None = None
         # The heartbeat fronts' queue: bounded in events and bytes, an
         # EventsLost where the gap is; a _Replay marker always gets in.
-        self._events: EventQueue[SerfNodeEvent, _Replay] = EventQueue(event_queue_size, event_queue_bytes,
+        self._events: EventQueue[SerfNodeEvent, _Replay] = EventQueue(self._queue_size, self._queue_bytes,
                                                                       serf_event_bytes)
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)

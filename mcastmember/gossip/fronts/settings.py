@@ -1,154 +1,276 @@
-"""The gossip fronts' settings, checked once for both (SerfService and
-AsyncSerfService), so that both refuse the same bad input in the same
-words: the memberlist and Serf settings a front may change (``gossip=``,
-``serf=``), each checked against the type its dataclass field declares,
-and the front's own (address, port, stream slots, event queue bounds).
+"""Every setting of a gossip member, declared once: what ``SerfService``,
+``AsyncSerfService`` (and ``GossipFront`` below them) take as keywords,
+``SerfService(name, bind_addr, port, **settings)``.
 
+``SerfServiceSettings`` is the TypedDict type checkers see for those
+keywords (``**settings: Unpack[SerfServiceSettings]``); each field's
+``Annotated`` metadata is a :class:`~mcastmember._runtime.settings.Setting`
+(its default, its description). The runtime's machinery reads it (as it
+reads the heartbeat declaration), and from it come: the fronts' signatures,
+``help()`` and docstrings (``takes_settings``), the refusal of a mistyped
+keyword with the likeliest one meant, each value's check against its
+declared type (a ConfigurationError naming the setting), the table in
+docs/gossip.md and the defaults of ``mcast-demo gossip``'s flags
+(tests/gossip/test_gossip_settings.py keeps both to it).
+
+The settings are the front's own, memberlist's and Serf's, in that order.
+Where memberlist's or Serf's are the sans-IO engines' input (the
+``GossipSettings`` and ``SerfSettings`` dataclasses), their defaults are
+read from those dataclasses, and :func:`front_settings` is the one place
+that builds the two from what a front was given. Two names are taken by
+another part, so the declaration renames them: memberlist's ``max_streams``
+is ``max_outgoing_streams`` (the front's ``max_streams`` bounds the streams
+others open to us) and Serf's ``limits`` is ``serf_limits``. Memberlist's
+``protocol_version`` and delegate versions are none of a front's: Serf sets
+them from its own ``protocol_version`` (serf.Create does the same).
+
+No ``from __future__ import annotations`` here: the annotations are
+evaluated as the class is made, so their metadata can be read at run time.
 Needs the ``gossip`` extra (msgpack and cryptography), as the fronts do.
 """
 
-from __future__ import annotations
-
+import dataclasses
 import ipaddress
+import os
 import socket
-import typing
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, Literal, TypedDict
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, TypedDict, TypeVar, Union
 
+from ..._runtime.errors import ConfigurationError
 from ..._runtime.events import EVENT_QUEUE_BYTES
+from ..._runtime.settings import Declaration, Setting
 from ..memberlist.limits import Limits
+from ..memberlist.settings import GossipSettings
 from ..serf.codec import SerfLimits
 from ..serf.settings import SerfSettings
-from ..memberlist.settings import GossipSettings
-from ..._runtime.errors import ConfigurationError
+from .keyring_file import load_keyring
+
+_Class = TypeVar("_Class")
+
+# The positional settings: the address we bind and advertise, and Serf's port.
+DEFAULT_BIND_ADDR = "127.0.0.1"
+DEFAULT_PORT = 7946
+#: streams others opened to us that are still being read or answered
+MAX_INCOMING_STREAMS = 32
 
 
-class GossipOptions(TypedDict, total=False):
-    """The memberlist settings a front's ``gossip=`` may change: the fields of
-    :class:`~mcastmember.gossip.memberlist.settings.GossipSettings` but the three its
-    own arguments give (``name``, ``advertise_addr``, ``advertise_port``)."""
-
-    protocol_version: int
-    delegate_protocol_min: int
-    delegate_protocol_max: int
-    delegate_protocol_version: int
-    tcp_timeout: float
-    indirect_checks: int
-    retransmit_mult: int
-    suspicion_mult: int
-    suspicion_max_timeout_mult: int
-    push_pull_interval: float
-    probe_timeout: float
-    probe_interval: float
-    disable_tcp_pings: bool
-    nacks: bool
-    awareness_max_multiplier: int
-    tell_accused: Literal["every", "prober"]
-    gossip_nodes: int
-    gossip_interval: float
-    gossip_to_the_dead_time: float
-    gossip_verify_incoming: bool
-    gossip_verify_outgoing: bool
-    enable_compression: bool
-    udp_buffer_size: int
-    dead_node_reclaim_time: float
-    keys: Iterable[bytes]
-    label: bytes
-    limits: Limits
-    max_nodes: int
-    max_dead_nodes: int
-    max_broadcasts: int
-    max_broadcast_bytes: int
-    max_pending_acks: int
-    max_streams: int
-    max_datagrams: int
-    max_events: int
-    ping_events: bool
+def _defaults(kind: type) -> dict[str, Any]:
+    """The defaults of a settings dataclass's fields, by name."""
+    return {f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+            for f in dataclasses.fields(kind)
+            if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING}
 
 
-class SerfOptions(TypedDict, total=False):
-    """The Serf settings a front's ``serf=`` may change (the fields of
-    :class:`~mcastmember.gossip.serf.settings.SerfSettings`)."""
+_ML = _defaults(GossipSettings)
+_SERF = _defaults(SerfSettings)
 
-    protocol_version: int
-    broadcast_timeout: float
-    leave_propagate_delay: float
-    reap_interval: float
-    reconnect_interval: float
-    reconnect_timeout: float
-    tombstone_timeout: float
-    max_failed_members: int
-    max_left_members: int
-    query_timeout_mult: int
-    query_size_limit: int
-    query_response_size_limit: int
-    user_event_size_limit: int
-    limits: SerfLimits
-    disable_coordinates: bool
+Keys = Union[tuple[bytes, ...], list[bytes]]
 
 
-_OWN = ("name", "advertise_addr", "advertise_port")
+class _FrontSettings(TypedDict, total=False):
+    tags: Annotated[Union[Mapping[str, str], None], Setting(
+        None, "this member's tags, as ``serf members`` shows them", "none")]
+    keyring_file: Annotated[Union[str, os.PathLike[str], None], Setting(
+        None, "Serf's ``-keyring-file``: a JSON list of base64 keys, the primary first, read at "
+              "start (instead of ``keys``) and written again whenever ``serf keys`` changes "
+              "them (a failed write is logged and counted ``keyring_file_errors``)", "none")]
+    max_streams: Annotated[int, Setting(
+        MAX_INCOMING_STREAMS, "streams others keep open to us, shared per source: a member's "
+                              "host may hold half, another source an eighth; past its share a "
+                              "connection is refused (``connections_refused``), at the cap a "
+                              "member's host closes the idlest stranger's "
+                              "(``connections_evicted``)")]
+    event_queue_size: Annotated[Union[int, None], Setting(
+        None, "events waiting for the listeners (SerfService) or for each reader of "
+              "``events()`` (AsyncSerfService); past it they get one ``EventsLost`` where "
+              "events were dropped", "65,536 (SerfService), 1,024 (AsyncSerfService)")]
+    event_queue_bytes: Annotated[int, Setting(
+        EVENT_QUEUE_BYTES, "the same queues' bound in bytes of the events' names, tags and "
+                           "payloads (``serf_event_bytes``), the heartbeat fronts' bound",
+        "16,777,216 (16 MiB)")]
+    seed: Annotated[Union[int, None], Setting(
+        None, "seeds every random choice of the node (tests)", "random")]
 
 
-def _checked(kind: type[Any], values: Mapping[str, Any], what: str, own: tuple[str, ...] = (),
-             front: str = "") -> dict[str, Any]:
-    """``values`` for the dataclass ``kind``, each of the type its field
-    declares, as one sentence when not (ConfigurationError)."""
-    if not isinstance(values, Mapping):
-        raise ConfigurationError(f"{what} settings must be a mapping of names to values, not {values!r}")
-    hints = typing.get_type_hints(kind)
-    out = dict(values)
-    for name in sorted(out):
-        if name not in hints:
-            raise ConfigurationError(f"unknown {what} setting {name!r}")
-        if name in own:
-            raise ConfigurationError(f"{what} setting {name!r} comes from {front}'s own arguments")
-        out[name] = _typed(f"{what} setting {name!r}", hints[name], out[name])
-    return out
+class _MemberlistSettings(TypedDict, total=False):
+    tcp_timeout: Annotated[float, Setting(
+        _ML["tcp_timeout"], "deadline of a whole TCP stream, from its start, s")]
+    indirect_checks: Annotated[int, Setting(
+        _ML["indirect_checks"], "members asked to ping one that missed a direct ping")]
+    retransmit_mult: Annotated[int, Setting(
+        _ML["retransmit_mult"], "a broadcast is sent this many times the log of the members")]
+    suspicion_mult: Annotated[int, Setting(
+        _ML["suspicion_mult"], "the suspicion timeout's multiplier of the probe interval")]
+    suspicion_max_timeout_mult: Annotated[int, Setting(
+        _ML["suspicion_max_timeout_mult"], "Lifeguard's suspicion timeout starts at this many "
+                                           "times the least and shrinks with confirmations; 1: a "
+                                           "fixed timeout (plain SWIM)")]
+    push_pull_interval: Annotated[float, Setting(
+        _ML["push_pull_interval"], "full state exchange with a random member every so often, "
+                                   "s; 0: never")]
+    probe_timeout: Annotated[float, Setting(
+        _ML["probe_timeout"], "how long a direct ping waits for its ack, s")]
+    probe_interval: Annotated[float, Setting(
+        _ML["probe_interval"], "one member probed every so often, s")]
+    disable_tcp_pings: Annotated[bool, Setting(
+        _ML["disable_tcp_pings"], "no ping by TCP beside the indirect ones")]
+    nacks: Annotated[bool, Setting(
+        _ML["nacks"], "ask indirect probers for nacks (Lifeguard); False: plain SWIM's "
+                      "indirect pings")]
+    awareness_max_multiplier: Annotated[int, Setting(
+        _ML["awareness_max_multiplier"], "Lifeguard's local health: the probe interval is "
+                                         "scaled by up to this factor; 1 turns it off")]
+    tell_accused: Annotated[Literal["every", "prober"], Setting(
+        _ML["tell_accused"], "who also tells a new suspicion straight to the accused: "
+                             "\"every\" member that starts suspecting it, or only the "
+                             "\"prober\" that accuses in its own name")]
+    gossip_nodes: Annotated[int, Setting(
+        _ML["gossip_nodes"], "members each gossip round goes to")]
+    gossip_interval: Annotated[float, Setting(
+        _ML["gossip_interval"], "one gossip round every so often, s")]
+    gossip_to_the_dead_time: Annotated[float, Setting(
+        _ML["gossip_to_the_dead_time"], "a dead member still gets gossip for so long, s, and "
+                                        "is reaped after it")]
+    gossip_verify_incoming: Annotated[bool, Setting(
+        _ML["gossip_verify_incoming"], "with keys, refuse what is not encrypted")]
+    gossip_verify_outgoing: Annotated[bool, Setting(
+        _ML["gossip_verify_outgoing"], "with keys, encrypt what we send")]
+    enable_compression: Annotated[bool, Setting(
+        _ML["enable_compression"], "compress (LZW) what we send")]
+    udp_buffer_size: Annotated[int, Setting(
+        _ML["udp_buffer_size"], "the largest datagram we send, bytes")]
+    dead_node_reclaim_time: Annotated[float, Setting(
+        _ML["dead_node_reclaim_time"], "a dead (not left) member's name may move to a new "
+                                       "address after so long, s; 0: never")]
+    keys: Annotated[Keys, Setting(
+        _ML["keys"], "encryption keys (16, 24 or 32 bytes each), the primary first", "none: "
+                     "no encryption")]
+    label: Annotated[bytes, Setting(
+        _ML["label"], "the label every packet carries (memberlist >= 0.3's ``-label``)",
+        "none")]
+    limits: Annotated[Limits, Setting(
+        _ML["limits"], "memberlist's wire parsers' bounds", "``Limits()``")]
+    max_nodes: Annotated[int, Setting(
+        _ML["max_nodes"], "members in the table, ourselves and dead ones included; when full, a "
+                          "newcomer takes the place of the one that left or died longest ago "
+                          "(``nodes_evicted``)")]
+    max_dead_nodes: Annotated[int, Setting(
+        _ML["max_dead_nodes"], "dead and left members kept until their reaping; past it the "
+                               "oldest is forgotten early (``dead_nodes_evicted``)")]
+    max_broadcasts: Annotated[int, Setting(
+        _ML["max_broadcasts"], "queued broadcasts, memberlist's and Serf's each")]
+    max_broadcast_bytes: Annotated[int, Setting(
+        _ML["max_broadcast_bytes"], "bytes of queued broadcasts, memberlist's and Serf's each")]
+    max_pending_acks: Annotated[int, Setting(
+        _ML["max_pending_acks"], "outstanding acks: our probes and indirect pings we relay")]
+    max_outgoing_streams: Annotated[int, Setting(
+        _ML["max_streams"], "streams the node opens (push/pulls, TCP pings, reconnects) that "
+                            "have not ended")]
+    max_datagrams: Annotated[int, Setting(
+        _ML["max_datagrams"], "datagrams waiting to be sent")]
+    max_events: Annotated[int, Setting(
+        _ML["max_events"], "the node's events waiting for the front")]
+    ping_events: Annotated[bool, Setting(
+        _ML["ping_events"], "an event for every direct ack (always on with coordinates)")]
 
 
-def _typed(what: str, hint: object, value: Any) -> Any:
-    if hint is bool:
-        if not isinstance(value, bool):
-            raise ConfigurationError(f"{what} must be true or false, not {value!r}")
-    elif hint is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigurationError(f"{what} must be a number, not {value!r}")
-    elif hint is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigurationError(f"{what} must be a whole number, not {value!r}")
-    elif hint is bytes:
-        if not isinstance(value, bytes):
-            raise ConfigurationError(f"{what} must be bytes, not {value!r}")
-    elif typing.get_origin(hint) is tuple:           # keys: tuple[bytes, ...]
-        if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
-            raise ConfigurationError(f"{what} must be a list of bytes, not {value!r}")
-        value = tuple(value)
-        for item in value:
-            _typed(what, bytes, item)
-    elif isinstance(hint, type) and not isinstance(value, hint):     # Limits, SerfLimits
-        raise ConfigurationError(f"{what} must be a {hint.__name__}, not {value!r}")
-    return value
+class _SerfSettings(TypedDict, total=False):
+    protocol_version: Annotated[int, Setting(
+        _SERF["protocol_version"], "Serf's protocol (2-5); sets memberlist's")]
+    broadcast_timeout: Annotated[float, Setting(
+        _SERF["broadcast_timeout"], "how long a leave waits for its intent, then memberlist's "
+                                    "leave, to go out, s")]
+    leave_propagate_delay: Annotated[float, Setting(
+        _SERF["leave_propagate_delay"], "how long a leave stays up after memberlist's leave "
+                                        "went out, s")]
+    reap_interval: Annotated[float, Setting(
+        _SERF["reap_interval"], "failed and left members are reaped every so often, s")]
+    reconnect_interval: Annotated[float, Setting(
+        _SERF["reconnect_interval"], "a failed member is tried again every so often, s")]
+    reconnect_timeout: Annotated[float, Setting(
+        _SERF["reconnect_timeout"], "a failed member is forgotten after so long, s")]
+    tombstone_timeout: Annotated[float, Setting(
+        _SERF["tombstone_timeout"], "a left member is forgotten after so long, s")]
+    max_failed_members: Annotated[int, Setting(
+        _SERF["max_failed_members"], "failed members kept for reconnects; past it the one that "
+                                     "failed first is forgotten early (``serf_failed_evicted``)")]
+    max_left_members: Annotated[int, Setting(
+        _SERF["max_left_members"], "left members kept; past it the one that left first is "
+                                   "forgotten early (``serf_left_evicted``)")]
+    query_timeout_mult: Annotated[int, Setting(
+        _SERF["query_timeout_mult"], "a query's default timeout: this times the gossip interval "
+                                     "times the log of the members")]
+    query_size_limit: Annotated[int, Setting(
+        _SERF["query_size_limit"], "the largest query we send, bytes")]
+    query_response_size_limit: Annotated[int, Setting(
+        _SERF["query_response_size_limit"], "the largest answer to a query, bytes")]
+    user_event_size_limit: Annotated[int, Setting(
+        _SERF["user_event_size_limit"], "the largest user event, bytes")]
+    serf_limits: Annotated[SerfLimits, Setting(
+        _SERF["limits"], "Serf's decoders' bounds", "``SerfLimits()``")]
+    disable_coordinates: Annotated[bool, Setting(
+        _SERF["disable_coordinates"], "no network coordinates: acks carry none, others' are "
+                                      "ignored")]
 
 
-@dataclass(frozen=True)
+class SerfServiceSettings(_FrontSettings, _MemberlistSettings, _SerfSettings, total=False):
+    """The keyword settings of SerfService, AsyncSerfService and GossipFront,
+    with their types (``**settings: Unpack[SerfServiceSettings]``), defaults
+    and descriptions."""
+
+
+_DECLARATION = Declaration(SerfServiceSettings, "Settings (keyword-only; times in seconds):")
+#: every setting's metadata, by name, in the declaration's order
+SETTINGS: dict[str, Setting] = _DECLARATION.specs
+#: the settings that are fields of GossipSettings and SerfSettings, each by its field's name
+MEMBERLIST = {name: "max_streams" if name == "max_outgoing_streams" else name
+              for name in _MemberlistSettings.__annotations__}
+SERF = {name: "limits" if name == "serf_limits" else name for name in _SerfSettings.__annotations__}
+# What a keyword of the fronts before these settings was, and what to give instead.
+_RETIRED = {
+    "gossip": "memberlist's settings are keywords of their own now "
+              "(SerfService(name, probe_interval=0.5), not gossip={...})",
+    "serf": "Serf's settings are keywords of their own now "
+            "(SerfService(name, reap_interval=5.0), not serf={...})",
+}
+
+
+def takes_settings(cls: type[_Class]) -> type[_Class]:
+    """Class decorator of a front: its signature, ``help()`` and docstring
+    show every setting, ``event_queue_size`` with the front's own default
+    (its ``_default_event_queue``), which the declaration leaves to each."""
+    own = getattr(cls, "_default_event_queue", None)
+    return _DECLARATION.takes_settings(cls, None if own is None else {"event_queue_size": own})
+
+
+def settings_table() -> list[str]:
+    """docs/gossip.md's table of the settings, line by line."""
+    return _DECLARATION.markdown_table()
+
+
+@dataclasses.dataclass(frozen=True)
 class FrontSettings:
     """Everything a gossip front is made of, checked."""
 
     gossip: GossipSettings
     serf: SerfSettings
     family: socket.AddressFamily
+    tags: Mapping[str, str] | None
+    keyring_file: "str | os.PathLike[str] | None"
     max_streams: int
     event_queue_size: int
     event_queue_bytes: int
+    seed: int | None
 
 
-def front_settings(front: str, name: str, bind_addr: str, port: int, gossip: GossipOptions | None,
-                   serf: SerfSettings | SerfOptions | None, max_streams: int,
-                   event_queue_size: int, event_queue_bytes: int = EVENT_QUEUE_BYTES) -> FrontSettings:
-    """The settings of the front called ``front``, or a ConfigurationError
-    saying in one sentence what is wrong (the same for both fronts)."""
+def front_settings(front: str, name: str, bind_addr: str, port: int, settings: Mapping[str, Any],
+                   event_queue_size: int | None) -> FrontSettings:
+    """The settings of the front called ``front`` (``event_queue_size``: its
+    default), or a ConfigurationError saying in one sentence what is wrong,
+    naming the setting (the same for both fronts); an UnknownSetting (a
+    ConfigurationError and a TypeError) for a keyword that is no setting.
+    The keyring file, if one is given, is read here."""
+    _DECLARATION.refuse_unknown(front, settings, ("name", "bind_addr", "port"), _RETIRED)
     try:
         ip = ipaddress.ip_address(bind_addr)
     except ValueError:
@@ -157,17 +279,27 @@ def front_settings(front: str, name: str, bind_addr: str, port: int, gossip: Gos
         raise ConfigurationError(f"bind address must be a specific address (it is advertised), not {bind_addr}")
     if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
         raise ConfigurationError(f"port {port!r} is not between 1 and 65535")
-    for what, value in (("max_streams", max_streams), ("event_queue_size", event_queue_size),
-                        ("event_queue_bytes", event_queue_bytes)):
-        _typed(what, int, value)
-        if value < 1:
-            raise ConfigurationError(f"{what} must be at least 1")
-    overrides = _checked(GossipSettings, gossip or {}, "gossip", _OWN, front)
-    settings = GossipSettings(name=name, advertise_addr=bind_addr, advertise_port=port, **overrides)
-    if not isinstance(serf, SerfSettings):
-        serf = SerfSettings(**_checked(SerfSettings, serf or {}, "serf"))
+    given = {key: _DECLARATION.check(key, value) for key, value in sorted(settings.items())}
+    if given.get("event_queue_size") is None:
+        if event_queue_size is None:
+            raise ConfigurationError(f"{front} has no default event_queue_size: give one")
+        given["event_queue_size"] = event_queue_size
+    given = _DECLARATION.with_defaults(given)
+    # The bounds the engines' dataclasses do not check under these names.
+    for key in ("max_streams", "event_queue_size", "event_queue_bytes", "max_outgoing_streams"):
+        if given[key] < 1:
+            raise ConfigurationError(f"{key} must be at least 1")
+    if given["keyring_file"] is not None:
+        if "keys" in settings:
+            raise ConfigurationError("give the keys in the keyring file or in the setting 'keys', not both")
+        given["keys"] = load_keyring(given["keyring_file"])
+    gossip = GossipSettings(name=name, advertise_addr=bind_addr, advertise_port=port,
+                            **{field: given[key] for key, field in MEMBERLIST.items()})
+    serf = SerfSettings(**{field: given[key] for key, field in SERF.items()})
     family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
-    return FrontSettings(settings, serf, family, max_streams, event_queue_size, event_queue_bytes)
+    return FrontSettings(gossip, serf, family, given["tags"], given["keyring_file"], given["max_streams"],
+                         given["event_queue_size"], given["event_queue_bytes"], given["seed"])
 
 
-__all__ = ["FrontSettings", "GossipOptions", "SerfOptions", "front_settings"]
+__all__ = ["DEFAULT_BIND_ADDR", "DEFAULT_PORT", "MAX_INCOMING_STREAMS", "MEMBERLIST", "SERF", "SETTINGS",
+           "FrontSettings", "SerfServiceSettings", "front_settings", "settings_table", "takes_settings"]
