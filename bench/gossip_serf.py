@@ -41,7 +41,8 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
 from netlab import JsonProcess, Lan, nft_available  # noqa: E402
-from serflab import Agent, b64, detection_bound, member_command, wait_until  # noqa: E402
+from serflab import Agent, b64, detection_bound, member_command  # noqa: E402
+from support import wait_until  # noqa: E402
 
 AGENTS = ["go1", "go2", "go3"]
 PYTHONS = ["py1", "py2", "py3"]
@@ -139,7 +140,7 @@ def main():
             def agent(name, join=()):
                 a = Agent(lan, HOST[name], name, tmp / name, encrypt=key, join=join)
                 agents[name] = a
-                assert wait_until(lambda: a.status(name) == "alive"), "".join(a.log)
+                assert wait_until(lambda: a.status(name) == "alive", timeout=20.0, interval=0.1), "".join(a.log)
                 return a
 
             def python(name, seeds):
@@ -164,7 +165,7 @@ def main():
             result["agent_listed_by_python_s"] = python_seen(procs, "go3", "joined", started, 20)
             python("py3", ["go2"]).wait_for(lambda i: i["event"] == "ready", 20)
             everyone = AGENTS + PYTHONS
-            assert wait_until(lambda: all(a.status(n) == "alive" for a in agents.values() for n in everyone), 30)
+            assert wait_until(lambda: all(a.status(n) == "alive" for a in agents.values() for n in everyone), timeout=30, interval=0.1)
 
             # steady state
             time.sleep(2.0)

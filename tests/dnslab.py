@@ -11,7 +11,8 @@ import shutil
 import signal
 import socket
 import subprocess
-import time
+
+from support import wait_until
 
 
 def available():
@@ -71,15 +72,33 @@ class DnsServer:
                 return True
             return False
 
-        deadline = time.monotonic() + timeout
-        while True:
+        def listening():
             if self.proc.poll() is not None:
                 raise RuntimeError(f"dnsmasq did not start: {self.proc.stderr.read().decode()}")
-            if run_in_netns(self.netns, connects):
-                return
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"dnsmasq did not listen on {self.address}:53 within {timeout} s")
-            time.sleep(0.05)
+            return run_in_netns(self.netns, connects)
+        wait_until(listening, timeout, interval=0.05, message=f"dnsmasq to listen on {self.address}:53")
+
+    def _answers(self):
+        """Whether dnsmasq answers every name with its addresses now (call it
+        in the namespace): a reload has taken effect."""
+        import ipaddress
+        import dns.exception
+        import dns.resolver
+        resolver = dns.resolver.Resolver(configure=False)
+        resolver.nameservers, resolver.lifetime = [self.address], 0.5
+        for name, addresses in self.records.items():
+            wanted = {ipaddress.ip_address(address) for address in addresses}
+            for rdtype, version in (("A", 4), ("AAAA", 6)):
+                expected = {address for address in wanted if address.version == version}
+                if not expected:
+                    continue
+                try:
+                    got = {ipaddress.ip_address(r.address) for r in resolver.resolve(name, rdtype)}
+                except dns.exception.DNSException:
+                    return False
+                if got != expected:
+                    return False
+        return True
 
     def set(self, records=None, srv=None):
         """Replace the records; A/AAAA changes are picked up at once (SIGHUP),
@@ -95,7 +114,9 @@ class DnsServer:
             return
         self._write()
         self.proc.send_signal(signal.SIGHUP)
-        time.sleep(0.2)
+        from netlab import run_in_netns
+        wait_until(lambda: run_in_netns(self.netns, self._answers), interval=0.05,
+                   message=lambda: f"dnsmasq to answer {self.records}")
 
     def stop(self):
         if self.proc is not None and self.proc.poll() is None:

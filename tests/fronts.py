@@ -4,11 +4,10 @@ its own thread). Loopback only (support.LOOPBACK)."""
 
 import asyncio
 import threading
-import time
 
 from mcastmember import AsyncMembership, McastService
 
-from support import GROUP, LOOPBACK
+from support import GROUP, LOOPBACK, wait_until
 
 FAST = {"frequency": 100, "drop_time": 400}
 TIMEOUT = 10.0
@@ -20,25 +19,19 @@ class Events:
     def __init__(self):
         self.events = []
         self.threads = set()      # names of the threads that delivered them
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
 
     def __call__(self, event):
-        with self._cond:
+        with self._lock:
             self.events.append(event)
             self.threads.add(threading.current_thread().name)
-            self._cond.notify_all()
 
     def wait_for(self, predicate, timeout=5.0):
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while True:
-                found = [e for e in self.events if predicate(e)]
-                if found:
-                    return found[0]
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError(f"no matching event in {timeout}s: {self.events}")
-                self._cond.wait(left)
+        """The first event ``predicate`` accepts, once there is one."""
+        def found():
+            with self._lock:
+                return next((e for e in self.events if predicate(e)), None)
+        return wait_until(found, timeout, message=lambda: f"a matching event; got {self.events}")
 
     def kinds(self, port):
         """(kind, reason) of the events about the member on ``port``."""

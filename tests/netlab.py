@@ -20,7 +20,6 @@ receiving host draws for itself, as on a real lossy LAN).
 
 import json
 import os
-import queue
 import shutil
 import socket
 import struct
@@ -29,6 +28,9 @@ import sys
 import threading
 import time
 import uuid
+
+from support import wait_until
+
 
 def _ip(*args):
     subprocess.run(["ip", *args], check=True, capture_output=True, timeout=30)
@@ -238,7 +240,6 @@ class JsonProcess:
         self.proc = lan.run(index, argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
         self.lines = []
-        self._new = queue.Queue()
         self.stderr = ""
         threading.Thread(target=self._read, daemon=True).start()
         threading.Thread(target=self._read_err, daemon=True).start()
@@ -250,26 +251,17 @@ class JsonProcess:
             except ValueError:
                 continue
             self.lines.append(item)
-            self._new.put(item)
 
     def _read_err(self):
         for line in self.proc.stderr:      # line by line: readable while it runs
             self.stderr += line
 
     def wait_for(self, predicate, timeout=5.0):
-        deadline = time.monotonic() + timeout
-        while True:
-            for seen, item in list(self.lines):
-                if predicate(item):
-                    return seen, item
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise AssertionError(f"host {self.index}: nothing matched in {timeout}s; "
-                                     f"got {[i for _, i in self.lines]}; stderr {self.stderr}")
-            try:
-                self._new.get(timeout=min(left, 0.05))
-            except queue.Empty:
-                pass
+        """(when it was read, item) of the first line ``predicate`` accepts, once there is one."""
+        return wait_until(lambda: next(((seen, item) for seen, item in list(self.lines) if predicate(item)), None),
+                          timeout, interval=0.02,
+                          message=lambda: (f"host {self.index}: a matching line; got "
+                                           f"{[i for _, i in self.lines]}; stderr {self.stderr}"))
 
     def stats(self, timeout=5.0):
         """The ``stats()`` of a ``service_command`` process, now (it prints
@@ -344,10 +336,8 @@ def added(proc, host):
 
 def wait_added(proc, host, times, timeout=5.0):
     """Until ``proc`` saw member ``host`` added ``times`` times (back after a restart)."""
-    deadline = time.monotonic() + timeout
-    while len(added(proc, host)) < times:
-        assert time.monotonic() < deadline, (proc.index, host, times, proc.lines)
-        time.sleep(0.02)
+    wait_until(lambda: len(added(proc, host)) >= times, timeout, interval=0.02,
+               message=lambda: f"host {proc.index} to add {host} {times} times: {proc.lines}")
 
 
 def wait_all_see_all(lan, procs, timeout=5.0, address=None):
@@ -382,16 +372,12 @@ def check_partition_heals(lan, procs, address=None):
     for other in (1, 2):
         procs[0].wait_for(event("removed", address(other), "expired"), timeout=3)
         procs[other].wait_for(event("removed", address(0), "expired"), timeout=3)
-    time.sleep(0.3)
+    time.sleep(0.3)          # time for a wrong removal between the two others to show: none may come
     assert not [item for _, item in procs[1].lines
                 if item["member"]["host"] == address(2) and item["event"] == "removed"]
     lan.plug(0)
-    deadline = time.monotonic() + 3
-    pairs = [(0, 1), (0, 2), (1, 0), (2, 0)]
-    for observer, host in pairs:          # healed: back in each other's tables
-        while len(added(procs[observer], address(host))) < 2:
-            assert time.monotonic() < deadline, procs[observer].lines
-            time.sleep(0.05)
+    for observer, host in [(0, 1), (0, 2), (1, 0), (2, 0)]:   # healed: back in each other's tables
+        wait_added(procs[observer], address(host), 2, timeout=3)
     assert_alternating(lan, procs)
 
 

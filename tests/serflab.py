@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 #: each agent's RPC address, inside its own host
@@ -55,16 +54,6 @@ def detection_bound(n: int) -> float:
     k = SUSPICION_MULT - 2
     suspicion = minimum if n - 2 < k else SUSPICION_MAX_TIMEOUT_MULT * minimum
     return 2 * (n - 1) * PROBE_INTERVAL + PROBE_INTERVAL + suspicion
-
-
-def wait_until(predicate, timeout=20.0, step=0.1):
-    """Poll ``predicate`` until it returns something true; that value, or None at the timeout."""
-    end = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() > end:
-            return value
-        time.sleep(step)
 
 
 class Agent:

@@ -1,6 +1,8 @@
 """Test vectors and helpers shared by the tests (importable: tests/ is on the path)."""
 
+import asyncio
 import contextlib
+import inspect
 import os
 import re
 import select
@@ -127,12 +129,51 @@ def silent_port():
             sock.close()
 
 
-def wait_until(condition, timeout=5.0):
-    """Poll ``condition`` until it holds; fail after ``timeout`` seconds."""
+def wait_until(predicate, timeout=10.0, interval=0.01, message=None):
+    """Poll ``predicate()`` every ``interval`` seconds until it returns
+    something true, and return that value: a test waits for the thing
+    itself, never a fixed time. After ``timeout`` seconds it fails with an
+    AssertionError naming what it waited for: ``message`` (a string, or a
+    callable giving one, for details known only then) beside the
+    predicate's source. The timeout only keeps a broken test from hanging."""
     deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.01)
+    while not (value := _polled(predicate, deadline, timeout, message)):
+        time.sleep(interval)
+    return value
+
+
+async def async_wait_until(predicate, timeout=10.0, interval=0.01, message=None):
+    """wait_until for a coroutine: the event loop runs while it polls."""
+    deadline = time.monotonic() + timeout
+    while not (value := _polled(predicate, deadline, timeout, message)):
+        await asyncio.sleep(interval)
+    return value
+
+
+def _polled(predicate, deadline, timeout, message):
+    """``predicate()``'s value; an AssertionError if it is false past the deadline."""
+    value = predicate()
+    if not value and time.monotonic() >= deadline:
+        raise AssertionError(f"waited {timeout}s for {_awaited(predicate, message)}")
+    return value
+
+
+def _awaited(predicate, message):
+    """What a wait was for: the predicate's source, and ``message``'s details."""
+    try:
+        what = inspect.getsource(predicate).strip()
+    except (OSError, TypeError):
+        what = repr(predicate)
+    if message is None:
+        return what
+    return f"{what}\n{message() if callable(message) else message}"
+
+
+def child_env():
+    """The environment for a child Python that imports these helpers (support,
+    netlab...): this folder on its PYTHONPATH."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")])))
 
 
 class NoLineInTime(AssertionError):

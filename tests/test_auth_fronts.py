@@ -153,8 +153,9 @@ def test_floods_of_forgeries_and_replays_change_nothing(group_port, caplog):
                                + [d.hex() for d in floods], capture_output=True, text=True,
                                timeout=60)
         sent = int(flood.stdout)
-        time.sleep(0.3)
-        stats = a.stats()
+        stats = wait_until(lambda: (stats := a.stats()) and all(
+            stats.get(f"auth.{reason}", 0) > 0 for reason in ("no_trailer", "bad_mac", "unknown_key", "replay"))
+            and stats)
         assert [m.port for m in a.members()] == [4002]
         during = [(e.kind, e.reason, e.member.port) for e in events]
     assert during == [("added", None, 4002)]

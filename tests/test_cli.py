@@ -104,15 +104,16 @@ def test_verify_timeout_is_how_long_a_silent_port_is_probed(group_port, tmp_path
     # A member heard once whose port never answers (a full backlog: SYNs go
     # unanswered) is removed no sooner than drop time + --verify-timeout
     # after it was heard (300 ms by default would remove it at 0.7 s).
-    from support import free_tcp_port, heartbeat, loopback_sender, silent_port
+    from support import free_tcp_port, heartbeat, loopback_sender, silent_port, wait_until
 
     with silent_port() as (_, port):
         watcher = start_join(group_port, free_tcp_port(), tmp_path, "--frequency", "100",
                              "--drop-time", "400", "--verify", "--verify-timeout", "1500")
         try:
-            kinds = []
+            kinds, heard, seen = [], None, None
             with loopback_sender() as sender:
-                while not kinds:      # until the demo is up to hear it (Python starts slowly)
+                def heard_once():      # sent until the demo is up to hear it (Python starts slowly)
+                    nonlocal heard
                     # read before sending: the demo cannot hear it sooner, where a
                     # reading after the send can come later than the demo's own
                     heard = time.monotonic()
@@ -120,12 +121,19 @@ def test_verify_timeout_is_how_long_a_silent_port_is_probed(group_port, tmp_path
                     try:
                         event, _ = read_event(watcher, timeout=0.2)
                     except NoLineInTime:
-                        continue
+                        return None
                     kinds.append((event["event"], event["reason"]))
-            while len(kinds) < 3:
-                event, seen = read_event(watcher)
+                    return True
+                wait_until(heard_once, interval=0, message="the demo to hear a heartbeat")
+
+            def three_events():
+                nonlocal seen
+                event, seen_at = read_event(watcher)
                 if event["member"]["port"] == port:
                     kinds.append((event["event"], event["reason"]))
+                    seen = seen_at
+                return len(kinds) >= 3
+            wait_until(three_events, interval=0, message=lambda: f"three events about the member: {kinds}")
             assert kinds == [("added", None), ("suspect", None), ("removed", "expired")]
             assert seen - heard >= 0.4 + 1.5
         finally:

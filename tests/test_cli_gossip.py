@@ -34,12 +34,15 @@ def lines_until(proc, predicate, timeout=15.0):
     """The JSON lines of ``proc`` until one satisfies ``predicate`` (all read
     so far)."""
     seen = []
-    while not (seen and predicate(seen[-1])):
+
+    def matched():
         try:
             line = next_line(proc, timeout)
         except (AssertionError, EOFError) as error:    # no line in time, or the demo ended
             raise AssertionError(f"{error}; so far {seen}") from None
         seen.append(json.loads(line))
+        return predicate(seen[-1])
+    wait_until(matched, timeout, interval=0, message=lambda: f"a matching line; so far {seen}")
     return seen
 
 

@@ -37,6 +37,7 @@ from mcastmember.tribes.engine.config import ServiceConfig  # noqa: E402
 
 import dnslab  # noqa: E402
 from netlab import JsonProcess, Lan, assert_alternating, demo_command, event, run_in_netns  # noqa: E402
+from support import wait_until  # noqa: E402
 from tribes import TribesNode  # noqa: E402
 
 pytestmark = pytest.mark.network
@@ -133,21 +134,14 @@ def java_text(address):
 
 def wait_line(proc, predicate):
     """The first JSON line of ``proc`` for which ``predicate(time seen, line)``."""
-    deadline = time.monotonic() + WAIT
-    while time.monotonic() < deadline:
-        for seen, item in list(proc.lines):
-            if predicate(seen, item):
-                return item
-        time.sleep(0.02)
-    raise AssertionError(f"nothing matched in {WAIT} s: {proc.lines}")
+    return wait_until(lambda: next((item for seen, item in list(proc.lines) if predicate(seen, item)), None),
+                      WAIT, interval=0.02, message=lambda: f"a matching line: {proc.lines}")
 
 
 def wait_logged(node, text):
     """Tomcat logged ``text`` (JULI's console log, on stderr)."""
-    deadline = time.monotonic() + WAIT
-    while text not in "".join(node.stderr):
-        assert time.monotonic() < deadline, "".join(node.stderr)[-3000:]
-        time.sleep(0.02)
+    wait_until(lambda: text in "".join(node.stderr), WAIT, interval=0.02,
+               message=lambda: "".join(node.stderr)[-3000:])
 
 
 def assert_quiet(proc):
@@ -215,7 +209,7 @@ def test_tomcat_s_failure_detector_lists_us_only_with_our_listener_and_keeps_us_
     # Tomcat never lists us.
     deaf = python(cloud, nodes, "--no-tcp-listener")
     deaf.wait_for(event("added", cloud.address(TOMCAT)), WAIT)
-    time.sleep(5 * POLL_MS / 1000)
+    time.sleep(5 * POLL_MS / 1000)        # on purpose: five of the detector's checks, none may list us
     assert tomcat_members(node) == [] and node.events == []
     deaf.stop()
     assert_quiet(deaf)
@@ -229,7 +223,7 @@ def test_tomcat_s_failure_detector_lists_us_only_with_our_listener_and_keeps_us_
     # answer, and Tomcat keeps us.
     cloud.list(TOMCAT)
     wait_logged(node, "Verification complete. Member still alive")
-    time.sleep(5 * POLL_MS / 1000)
+    time.sleep(5 * POLL_MS / 1000)        # on purpose: five more checks, none may drop us
     assert tomcat_members(node) == [(java_text(cloud.address(PYTHON)), MEMBER_PORT,
                                      cloud.uid(PYTHON))]
     assert [m.kind for _, m in node.events] == ["ADDED"]

@@ -29,7 +29,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -226,13 +225,17 @@ def join_json_lines(group_port):
              "127.0.0.1", "--ttl", "0", "--member-port", "4001", "--json", "--duration", "20"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
-            out, deadline = b"", time.monotonic() + 15
-            while b"\n" not in out and time.monotonic() < deadline:
-                if select.select([demo.stdout], [], [], 0.5)[0]:
+            out = b""
+
+            def first_line():          # or the end of its output
+                nonlocal out
+                if select.select([demo.stdout], [], [], 0)[0]:
                     chunk = os.read(demo.stdout.fileno(), 65536)
                     if not chunk:
-                        break
+                        return True
                     out += chunk
+                return b"\n" in out
+            support.wait_until(first_line, timeout=15, interval=0.05, message=lambda: f"a line from mcast-demo: {out!r}")
             demo.send_signal(signal.SIGTERM)
             rest, err = demo.communicate(timeout=15)
         finally:

@@ -9,7 +9,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -26,6 +25,7 @@ from test_gossip_front import free_port  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 from netlab import Lan  # noqa: E402
+from support import wait_until  # noqa: E402
 
 
 def doctor(capsys, seed, *extra, node="doc"):
@@ -165,10 +165,8 @@ def test_against_a_real_serf_agent_with_encryption(capsys):
                             "-encrypt", b64(K1)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             members = ["ip", "netns", "exec", lan.hosts[0], "serf", "members", "-rpc-addr", "127.0.0.1:7373"]
-            for _ in range(100):     # the agent is up when its RPC answers
-                if subprocess.run(members, capture_output=True).returncode == 0:
-                    break
-                time.sleep(0.1)
+            # the agent is up when its RPC answers
+            wait_until(lambda: subprocess.run(members, capture_output=True).returncode == 0, interval=0.1)
             args = ["doctor", "--gossip", "--bind", lan.address(1), "--join", seed, "--wait", "2", "--json"]
             results = []
             for extra in ([], ["--encrypt", b64(K1)]):

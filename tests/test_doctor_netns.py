@@ -12,12 +12,11 @@ import shlex
 import shutil
 import subprocess
 import threading
-import time
 
 import pytest
 
 from netlab import JsonProcess, Lan, count_datagrams, demo_command, event, run_in_netns
-from support import fix_command, fix_flag
+from support import fix_command, fix_flag, wait_until
 
 pytestmark = [pytest.mark.network,
               pytest.mark.skipif(Lan.available() is not None, reason=str(Lan.available()))]
@@ -177,13 +176,16 @@ def test_on_two_cards_the_card_given_against_the_route(lan):
 def test_it_sends_only_its_loop_probes_and_only_on_the_card_given(lan):
     counts = {}
 
+    listening = {index: threading.Event() for index in (1, 2)}
+
     def count(index):
-        counts[index] = run_in_netns(lan.hosts[index], count_datagrams, GROUP, PORT, "eth0", 2.0)
+        counts[index] = run_in_netns(lan.hosts[index], count_datagrams, GROUP, PORT, "eth0", 2.0,
+                                     listening[index])
 
     threads = [threading.Thread(target=count, args=(index,)) for index in (1, 2)]
     for thread in threads:
         thread.start()
-    time.sleep(0.2)
+    wait_until(lambda: all(ready.is_set() for ready in listening.values()))
     code, report = doctor(lan, 0, "--interface", "eth0", "--wait", "1")
     for thread in threads:
         thread.join()
@@ -462,12 +464,14 @@ def test_a_firewall_dropping_the_group_fails_the_loop_and_the_rule_it_gives_lets
 def test_ttl_0_off_loopback_and_a_source_specific_group_warn_with_the_fixes_that_work(dc2):
     counted = {}
 
+    listening = threading.Event()
+
     def count():
-        counted.update(run_in_netns(dc2.hosts[0], count_datagrams, GROUP, PORT, "eth0", 1.0))
+        counted.update(run_in_netns(dc2.hosts[0], count_datagrams, GROUP, PORT, "eth0", 1.0, listening))
 
     listener = threading.Thread(target=count)
     listener.start()
-    time.sleep(0.2)
+    wait_until(listening.is_set)
     code, report = doctor(dc2, 1, "--interface", "eth0", "--ttl", "0", "--wait", "0")
     check = by_name(report)["group"]
     assert code == 0 and check == {

@@ -22,7 +22,7 @@ from mcastmember.gossip.memberlist.layout import MessageType  # noqa: E402
 from mcastmember.gossip.serf import messages as serf_messages  # noqa: E402
 from mcastmember.gossip.serf.node import SerfMemberEvent, UserEventReceived  # noqa: E402
 from mcastmember.tools.gossip_view import event_json, event_text  # noqa: E402
-from support import free_gossip_port, wait_until  # noqa: E402
+from support import async_wait_until, free_gossip_port, wait_until  # noqa: E402
 
 ATTACKER = "127.0.0.3"
 NAME, PAYLOAD = "flood", 9_000
@@ -105,8 +105,7 @@ def test_an_event_stream_that_does_not_read_gets_events_lost_past_either_bound_a
             with flooder() as sock:
                 for ltime in range(1, SENT + 1):
                     sock.sendto(user_event(ltime), ("127.0.0.1", port))
-                    while a.stats()["datagrams_received"] < ltime:
-                        await asyncio.sleep(0.002)
+                    await async_wait_until(lambda: a.stats()["datagrams_received"] >= ltime, interval=0.002)
             assert a.stats()["stream_events_dropped"] == (SENT - fit) + (SENT - min(fit, 2))
         assert flood_summary([e async for e in stream]) == expected(fit)
         assert flood_summary([e async for e in small]) == expected(min(fit, 2))

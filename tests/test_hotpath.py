@@ -20,7 +20,7 @@ from mcastmember.tribes.wire import layout as L
 from mcastmember.tribes.wire.errors import MalformedPacket
 from mcastmember.tribes.engine.table import Membership
 
-from support import heartbeat
+from support import heartbeat, wait_until
 
 
 def _uid(i):
@@ -53,16 +53,6 @@ def pair(request):
 
 def _buf():
     return bytearray(L.RECV_BUFFER_LEN)
-
-
-def _wait(condition):
-    """Wait for something another thread does (not a timing assertion: the
-    bound only keeps a broken test from hanging)."""
-    for _ in range(10000):
-        if condition():
-            return True
-        time.sleep(0.001)
-    return False
 
 
 # -- 1. HeartbeatPacket owns its bytes ---------------------------------------------
@@ -215,7 +205,7 @@ def _pumping(owner, last):
                                                                        math.inf)))
     thread.start()
     try:
-        assert _wait(lambda: getattr(owner, "busy", None) or getattr(owner, "pumping", None))
+        wait_until(lambda: getattr(owner, "busy", None) or getattr(owner, "pumping", None))
         yield results, buf, rx
     finally:
         for datagram in last:

@@ -23,7 +23,7 @@ import pytest
 from mcastmember import McastService
 from mcastmember.tribes.fronts.aio import AsyncMembership
 
-from support import GROUP, LOOPBACK
+from support import GROUP, LOOPBACK, wait_until
 from tribes import TribesNode
 
 pytestmark = pytest.mark.network
@@ -96,13 +96,9 @@ class Events:
         service.add_listener(lambda e: self.events.append((time.monotonic(), e)))
 
     def wait(self, kind, port, timeout=10.0):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for seen, event in list(self.events):
-                if event.kind == kind and event.member.port == port:
-                    return seen, event
-            time.sleep(0.01)
-        raise AssertionError(f"no {kind} for {port}: {self.events}")
+        return wait_until(lambda: next(((seen, event) for seen, event in list(self.events)
+                                        if event.kind == kind and event.member.port == port), None),
+                          timeout, message=lambda: f"{kind} for {port}: {self.events}")
 
 
 def test_each_side_sees_the_other_with_all_fields(tomcat, group_port):
@@ -181,13 +177,8 @@ def test_payload_change_reaches_tomcats_member_record(tomcat, group_port):
     with python_service(group_port, payload=b"one") as service:
         tomcat.wait_event("ADDED", service.local_member.port)
         service.set_payload(b"two")
-        deadline = time.monotonic() + 5
-        while True:
-            ours = [m for m in tomcat.members() if m.port == service.local_member.port]
-            if ours and ours[0].payload == b"two":
-                break
-            assert time.monotonic() < deadline, ours
-            time.sleep(0.1)
+        wait_until(lambda: [m.payload for m in tomcat.members() if m.port == service.local_member.port] == [b"two"],
+                   timeout=5, interval=0.1, message=tomcat.members)
 
 
 def test_tomcat_channel_frames_are_ignored_quietly(tomcat, group_port, caplog):
@@ -196,11 +187,8 @@ def test_tomcat_channel_frames_are_ignored_quietly(tomcat, group_port, caplog):
         events.wait("added", tomcat.member_port)
         for _ in range(3):
             tomcat.command("broadcast")
-        deadline = time.monotonic() + 5
-        while service.stats().get("channel_frames", 0) < 3:
-            assert time.monotonic() < deadline, service.stats()
-            time.sleep(0.05)
-        stats = service.stats()
+        stats = wait_until(lambda: (stats := service.stats()).get("channel_frames", 0) >= 3 and stats,
+                           timeout=5, message=service.stats)
     assert not [k for k, v in stats.items() if k.startswith("malformed.") and v]
     # Nothing but the member, and its removal when we stopped.
     assert [(e.kind, e.reason) for _, e in events.events] == [("added", None),
@@ -214,10 +202,9 @@ def test_probe_listener_takes_tomcats_probes_and_any_bytes(tomcat, group_port):
         tomcat.wait_event("ADDED", service.local_member.port)
         with socket.create_connection(("127.0.0.1", service.local_member.port)) as junk:
             junk.sendall(bytes(range(256)) * 400)
-        time.sleep(0.2)
-        stats = service.stats()
-        if tomcat.mode == "stack":
-            assert stats["probe_connections"] >= 2   # Tomcat's detector and our junk
+        # Tomcat's detector (its stack mode) and our junk
+        want = 2 if tomcat.mode == "stack" else 1
+        stats = wait_until(lambda: (stats := service.stats())["probe_connections"] >= want and stats)
         assert stats["members"] == 1
     with pytest.raises(OSError):    # closed on stop
         socket.create_connection(("127.0.0.1", service.local_member.port), timeout=1)
@@ -246,9 +233,8 @@ def test_without_the_listener_tomcats_stack_never_reports_us(classpath, group_po
     node = TribesNode(classpath, mode, GROUP, group_port, free_tcp_port(), **TIMING)
     try:
         with python_service(group_port, tomcat=False, tcp_listener=False) as service:
-            time.sleep(DROP_TIME / 1000 + 0.5)
-            heard = [m.port for m in node.members()]
-            assert service.local_member.port in heard       # the heartbeats arrive...
+            time.sleep(DROP_TIME / 1000 + 0.5)      # on purpose: a drop time, and the stack may not report us
+            wait_until(lambda: service.local_member.port in [m.port for m in node.members()])  # the heartbeats arrive...
             assert not [m for _, m in node.events if m.port == service.local_member.port]
     finally:
         node.kill()
@@ -321,6 +307,6 @@ def test_tomcat_sorts_a_listed_member_after_every_tomcat(stack, classpath, group
             for _ in range(4):
                 assert [m.port for m in stack.members()] == [younger.member_port,
                                                              service.local_member.port]
-                time.sleep(FREQUENCY / 1000)
+                time.sleep(FREQUENCY / 1000)       # on purpose: the order holds period after period
         finally:
             younger.kill()

@@ -28,7 +28,7 @@ import pytest
 from mcastmember.tribes.fronts.aio import AsyncMembership
 
 from netlab import (JsonProcess, Lan, added, assert_alternating, check_partition_heals,
-                    count_datagrams, demo_command, event, run_in_netns, wait_all_see_all)
+                    count_datagrams, demo_command, event, run_in_netns, wait_added, wait_all_see_all)
 from tribes import TribesNode
 
 FREQUENCY, DROP_TIME = 100, 400         # ms
@@ -108,7 +108,7 @@ async def _async_member(group, enough, **settings):
     async with AsyncMembership(group, PORT, interface="eth0", member_port=4000,
                                frequency=FREQUENCY, drop_time=DROP_TIME, **settings) as member:
         seen = await member.wait_for(enough, timeout=5)
-        await asyncio.sleep(3 * FREQUENCY / 1000)
+        await asyncio.sleep(3 * FREQUENCY / 1000)     # three more heartbeats, for the other side's wait
         return [(m.address, len(m.host)) for m in seen], member.local_member.address
 
 
@@ -143,14 +143,11 @@ def test_ipv6_link_local_hosts_only_and_a_card_down_and_up(lan_without_ula):
         lan.link(0, "down")
         for proc, other in zip(procs, hosts):
             proc.wait_for(event("removed", other, "expired"), timeout=3)
-        time.sleep(0.6)
+        time.sleep(0.6)          # on purpose: the link stays down a while longer
         up = time.monotonic()
         lan.link(0, "up")
         for proc, other in zip(procs, hosts):
-            deadline = time.monotonic() + 5
-            while len(added(proc, other)) < 2:
-                assert time.monotonic() < deadline, proc.lines
-                time.sleep(0.05)
+            wait_added(proc, other, 2)
         print(f"link-local: back in each other's table {time.monotonic() - up:.2f} s after up")
     finally:
         stop_all(procs)
@@ -243,7 +240,7 @@ def test_a_multi_homed_host_heartbeats_only_on_the_cards_it_is_given(two_bridges
         heard = run_in_netns(lan.hosts[C], count_datagrams, group, PORT, cards[C], 0.5)
         print(f"{group}, A on eth0 and eth1: bridge 1 heard {heard}")
         assert heard.get(source(A, 1), 0) > 0
-        time.sleep(2 * FREQUENCY / 1000)
+        time.sleep(2 * FREQUENCY / 1000)     # on purpose: B and C must NOT hear each other meanwhile
     finally:
         stop_all(procs)
     for observer in procs:

@@ -60,15 +60,14 @@ class Terminal:
     def wait_for(self, predicate, timeout=5.0):
         """The screen's lines once ``predicate(lines)`` holds for them; the
         colour each starts in is in ``self.colour`` (text: SGR colour or None)."""
-        deadline = time.monotonic() + timeout
-        while True:
+        def shown():
             screen = self.screen(escapes=True)
             lines = [plain(line).rstrip() for line in screen]
             if predicate(lines):
                 self.colour = dict(zip(lines, colours(screen)))
                 return lines
-            assert time.monotonic() < deadline, "\n".join(lines)
-            time.sleep(0.05)
+            return None
+        return wait_until(shown, timeout, interval=0.05, message=lambda: "\n".join(self.screen()))
 
     def raw(self):
         return self.log.read_bytes().decode("utf-8", "replace")

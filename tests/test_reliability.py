@@ -15,7 +15,7 @@ from mcastmember import McastService
 from mcastmember.tribes.kernel import codec as _codec
 from mcastmember.tribes.engine.table import Membership
 
-from support import GROUP, LOOPBACK, next_line, rest_of_stdout
+from support import GROUP, LOOPBACK, next_line, rest_of_stdout, wait_until
 
 FAST = {"frequency": 100, "drop_time": 400}
 PURE_PYTHON_FLOOD_RATE = 40000     # datagrams/s of junk
@@ -57,18 +57,17 @@ def test_malformed_flood_loses_no_member_and_is_counted(group_port, caplog):
     b.add_listener(events.append)
     with caplog.at_level(logging.DEBUG, logger="mcastmember"), b, \
             McastService(GROUP, group_port, member_port=4001, **LOOPBACK, **FAST):
-        deadline = time.monotonic() + 3
-        while not b.members() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert [m.port for m in b.members()] == [4001]
+        wait_until(lambda: [m.port for m in b.members()] == [4001], timeout=3)
         # The compiled receive loop takes loopback's full rate; the pure-Python
         # fallback is held to a rate it is known to sustain (docs/reliability.md).
         rate = 0 if _codec.IMPLEMENTATION == "compiled" else PURE_PYTHON_FLOOD_RATE
         flood = subprocess.run([sys.executable, "-c", FLOODER, str(group_port), "3", str(rate)],
                                capture_output=True, text=True, timeout=60)
         sent = int(flood.stdout)
-        time.sleep(0.3)
-        stats = b.stats()
+        stats = wait_until(lambda: (stats := b.stats())["channel_frames"] > 0 and all(
+            stats.get(f"malformed.{reason}", 0) > 0
+            for reason in ("truncated", "bad_version", "bad_end_marker", "bad_host_length", "not_membership"))
+            and stats)
         assert [m.port for m in b.members()] == [4001]      # still there, never expired
         during = [(e.kind, e.member.port) for e in events]
     assert during == [("added", 4001)]                      # nothing in between
@@ -147,7 +146,7 @@ def test_stop_while_events_flow_and_listeners_that_change_listeners(group_port):
               for i in range(5)]
     for other in others:
         other.start()
-    time.sleep(0.3)
+    wait_until(lambda: len(a.members()) == len(others))
     for other in others:
         other.stop()
     a.stop()                                # while removals are arriving
@@ -172,9 +171,9 @@ def test_a_stopped_process_gives_its_peers_grace_after_waking(group_port, tmp_pa
         with McastService(GROUP, group_port, member_port=4002, **LOOPBACK, **FAST):
             assert json.loads(next_line(frozen))["event"] == "added"
             frozen.send_signal(signal.SIGSTOP)
-            time.sleep(1.5)                      # well past the drop time
+            time.sleep(1.5)                      # on purpose: frozen well past the drop time
             frozen.send_signal(signal.SIGCONT)
-            time.sleep(0.8)                      # awake again, peer still beating
+            time.sleep(0.8)                      # on purpose: awake again, peer still beating; no removal may come
         # The peer's goodbye is the next event (waited for: under load the
         # frozen process may take a moment to read it), and the only one.
         goodbye = json.loads(next_line(frozen, 10))

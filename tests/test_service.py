@@ -13,7 +13,7 @@ from mcastmember import ConfigurationError, McastService
 from mcastmember.tribes.wire import layout as L
 
 from fronts import Events as Recorder
-from support import GROUP, LOOPBACK, fake_members
+from support import GROUP, LOOPBACK, async_wait_until, fake_members, wait_until
 
 pytestmark = pytest.mark.network
 FAST = {"frequency": 100, "drop_time": 400}
@@ -100,12 +100,8 @@ def test_malformed_datagrams_are_counted_not_raised(group_port):
     with sender, service(group_port, 4001) as a:
         for junk in (b"TRIBES-B\x01\x00garbage", b"FLT2002" + bytes(40), b"x" * 5):
             sender.sendto(junk, (GROUP, group_port))
-        deadline = time.monotonic() + 2
-        while time.monotonic() < deadline:
-            stats = a.stats()
-            if stats.get("channel_frames") and stats.get("malformed.not_membership"):
-                break
-            time.sleep(0.02)
+        stats = wait_until(lambda: (stats := a.stats()).get("channel_frames")
+                           and stats.get("malformed.not_membership") and stats)
         assert stats["malformed.truncated"] == 1
         assert stats["channel_frames"] == 1
         assert stats["malformed.not_membership"] == 1
@@ -185,9 +181,8 @@ def test_set_domain_changes_what_filter_domain_keeps(group_port, front):
             a.add_listener(ours)
             with a:
                 ours.wait_for(lambda e: e.kind == "added" and e.member.port == 4003)
-                time.sleep(0.3)      # b's heartbeats are heard (and filtered) meanwhile
+                wait_until(lambda: a.stats()["filtered"] >= 1)    # b's heartbeats are heard, and filtered
                 check(a.members())
-                assert a.stats()["filtered"] >= 1
                 a.set_domain("b")
                 ours.wait_for(lambda e: e.kind == "added" and e.member.port == 4002)
                 removed = ours.wait_for(lambda e: e.kind == "removed")
@@ -198,7 +193,7 @@ def test_set_domain_changes_what_filter_domain_keeps(group_port, front):
                 async with AsyncMembership(GROUP, group_port, **settings) as a:
                     stream = a.events()
                     await a.wait_for(lambda ms: [m.port for m in ms] == [4003], timeout=5)
-                    await asyncio.sleep(0.3)
+                    await async_wait_until(lambda: a.stats()["filtered"] >= 1)   # b heard, and filtered
                     check(a.members())
                     a.set_domain("b")
                     await a.wait_for(lambda ms: [m.port for m in ms] == [4002], timeout=5)

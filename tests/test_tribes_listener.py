@@ -28,7 +28,7 @@ from mcastmember.tribes.engine.member import Member
 
 from fronts import FAST, FRONTS
 from support import (GROUP, JAVA_GET_ALL_SESSIONS, JAVA_NO_RPC_REPLY, JAVA_RPC_REQUEST, LOOPBACK,
-                     heartbeat, wait_until)
+                     child_env, heartbeat, wait_until)
 
 OURS = heartbeat(port=4100)
 
@@ -145,10 +145,7 @@ def test_a_reply_nobody_takes_is_counted_not_retried(listener):
     with connect(listener) as sock:
         sock.sendall(message(2, JAVA_RPC_REQUEST, sender=heartbeat(port=dead_port)))
         assert read_exactly(sock, len(ACK_FRAME)) == ACK_FRAME
-        deadline = 50
-        while listener.stats()["probe_replies_failed"] == 0 and deadline:
-            threading.Event().wait(0.1)
-            deadline -= 1
+        wait_until(lambda: listener.stats()["probe_replies_failed"] > 0)
     stats = listener.stats()
     assert (stats["probe_replies_failed"], stats["probe_rpc_replies"]) == (1, 0)   # none sent
 
@@ -322,6 +319,7 @@ def test_async_membership_stops_while_tomcat_holds_a_connection(group_port):
 
 _EXHAUSTED = textwrap.dedent("""
     import asyncio, json, resource, socket, sys, threading, time
+    from support import wait_until
     from mcastmember.tribes.fronts import channel_listener as probe
     from mcastmember.tribes.fronts import channel_listener_aio as probe_aio
     kind = sys.argv[1]
@@ -346,11 +344,9 @@ _EXHAUSTED = textwrap.dedent("""
         pass
     print(listener.port, flush=True)
     sys.stdin.readline()                          # the parent connected
-    deadline = time.monotonic() + 10
-    while call(listener.stats)["probe_accept_errors"] == 0 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: call(listener.stats)["probe_accept_errors"] > 0)
     start = time.monotonic()
-    time.sleep(1.0)
+    time.sleep(1.0)                               # on purpose: the errors in one second are the rate measured
     errors = call(listener.stats)["probe_accept_errors"]
     elapsed = time.monotonic() - start
     for sock in hog:                               # descriptors again: it accepts
@@ -366,7 +362,7 @@ def test_accept_backs_off_when_descriptors_run_out(kind):
     waits: the listener must wait between attempts (not spin a core), count
     them, and serve the waiting connection once descriptors are back."""
     child = subprocess.Popen([sys.executable, "-c", _EXHAUSTED, kind], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True)
+                             stdout=subprocess.PIPE, text=True, env=child_env())
     try:
         port = int(child.stdout.readline())
         with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:

@@ -30,7 +30,7 @@ from mcastmember.tribes.wire import layout as _layout
 import dnslab
 from netlab import (JsonProcess, Lan, assert_alternating, count_datagrams, demo_command, event,
                     run_in_netns, service_command, wait_added, wait_all_see_all)
-from support import heartbeat
+from support import heartbeat, wait_until
 
 FREQUENCY, DROP_TIME, DNS_INTERVAL = 0.1, 0.6, 0.1
 # What the readers of the processes' output and a busy two-core machine add
@@ -156,13 +156,8 @@ def assert_nothing_lost(cluster):
 
 def wait_stats(proc, key, at_least, timeout=10.0):
     """``proc``'s stats once ``stats[key]`` reached ``at_least``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        stats = proc.stats()
-        if stats.get(key, 0) >= at_least:
-            return stats
-        assert time.monotonic() < deadline, (key, at_least, stats)
-        time.sleep(FREQUENCY)
+    return wait_until(lambda: (stats := proc.stats()).get(key, 0) >= at_least and stats, timeout,
+                      interval=FREQUENCY, message=lambda: f"{key} >= {at_least}")
 
 
 def send_from(address, packets, targets):
@@ -229,7 +224,7 @@ def test_all_see_all_without_multicast(cluster):
         wait_stats(procs[0], "lookups_answered", 1)
     procs += [cluster.start(index) for index in NODES[1:]]
     wait_all_see_all(cluster.lan, procs)
-    time.sleep(3 * FREQUENCY)                      # nothing more comes
+    time.sleep(3 * FREQUENCY)                      # on purpose: nothing more may come
     for proc in procs:
         for other in NODES:
             if other != proc.index:
@@ -294,7 +289,7 @@ def test_a_host_added_to_dns_joins_within_an_interval_and_a_period(cluster, dns,
     for index in NODES:
         seen, _ = late.wait_for(event("added", lan.address(index)), timeout=3)
         assert seen - changed <= DNS_INTERVAL + FREQUENCY + TIMER_SLACK
-    time.sleep(2 * FREQUENCY)
+    time.sleep(2 * FREQUENCY)                      # on purpose: no second event may come
     for proc in procs:
         assert history(proc, lan.address(LATE)) == [("added", None)]
         assert history(late, lan.address(proc.index)) == [("added", None)]
@@ -311,15 +306,15 @@ def test_the_dns_server_gone_longer_than_the_drop_time_changes_nothing(cluster, 
     dns.proc = None
     # Longer than the drop time, and than a query's 2 s timeout: at least
     # one query fails while the server is away.
-    time.sleep(2.5)
-    stats = procs[0].stats()
+    time.sleep(2.5)                                # on purpose: no member may be lost meanwhile
+    stats = wait_stats(procs[0], "lookups_failed.timeout", 1)
     dns.start()
     assert stats["peers"] == 2 and stats["members"] == 2
     failures = {key: value for key, value in stats.items()
                 if key.startswith("lookups_failed") and value}
     assert list(failures) == ["lookups_failed.timeout"] and failures["lookups_failed.timeout"] >= 1
     wait_stats(procs[0], "lookups_answered", stats["lookups_answered"] + 1, timeout=5)
-    time.sleep(DROP_TIME)
+    time.sleep(DROP_TIME)                          # on purpose: a drop time, in which no event may come
     for proc, lines in zip(procs, before):
         assert [item for _, item in proc.lines if item["event"] != "stats"] == \
             [item for _, item in lines if item["event"] != "stats"]
@@ -353,7 +348,7 @@ def test_a_forged_heartbeat_from_an_unlisted_host_is_refused(cluster):
     targets = [lan.address(i) for i in NODES]
     run_in_netns(lan.hosts[STRANGER], send_from, stranger, forged, targets)
     wait_stats(procs[0], "refused_unlisted", refused + 7)
-    time.sleep(3 * FREQUENCY)
+    time.sleep(3 * FREQUENCY)                      # on purpose: no more refusals, no stranger added
     assert procs[0].stats()["refused_unlisted"] == refused + 7
     for proc in procs:
         assert history(proc, stranger) == []
@@ -381,7 +376,7 @@ def test_a_node_doing_both_hears_a_multicast_only_and_a_unicast_only_node(lan):
         multicast = nodes.start(2, {"address": GROUP, "interface": address(2), **timing})
         for observer, host in ((both, 1), (both, 2), (unicast, 0), (multicast, 0)):
             observer.wait_for(event("added", address(host)), timeout=5)
-        time.sleep(3 * FREQUENCY)
+        time.sleep(3 * FREQUENCY)                  # a few heartbeats both ways before the goodbye
         stopped = time.monotonic()
         both.proc.send_signal(signal.SIGTERM)
         for proc in (unicast, multicast):          # its goodbye goes both ways

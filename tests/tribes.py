@@ -9,6 +9,8 @@ import subprocess
 import threading
 import time
 
+from support import wait_until
+
 HARNESS = [pathlib.Path(__file__).parent / "interop" / name
            for name in ("TribesNode.java", "TribesVectors.java")]
 JAR_DIRS = [pathlib.Path("/usr/share/java")]
@@ -127,15 +129,12 @@ class TribesNode:
     def wait_event(self, kind, port, timeout=10.0, host=None, after=None):
         """The first ADDED/GONE event about member ``port`` (and ``host``, if
         given), seen after monotonic time ``after``: (time seen, Member)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for seen, member in list(self.events):
-                if (member.kind == kind and member.port == port
-                        and (host is None or member.host == host)
-                        and (after is None or seen > after)):
-                    return seen, member
-            time.sleep(0.01)
-        raise AssertionError(f"no {kind} for port {port} in {timeout}s; events: {self.events}")
+        def found():
+            return next(((seen, member) for seen, member in list(self.events)
+                         if member.kind == kind and member.port == port
+                         and (host is None or member.host == host)
+                         and (after is None or seen > after)), None)
+        return wait_until(found, timeout, message=lambda: f"{kind} for port {port}; events: {self.events}")
 
     def command(self, text, reply="OK"):
         self.proc.stdin.write(text + "\n")

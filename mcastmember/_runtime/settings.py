@@ -14,15 +14,13 @@ refusal of a keyword that is no setting, with the likeliest one meant
 
 A declaring module must not use ``from __future__ import annotations``: the
 annotations are evaluated as the class is made, so their metadata is there
-to read. A type that module cannot import cheaply may be written as a
-string (a forward reference): it is resolved only when a value is checked,
-through the declaration's ``types``.
+to read.
 """
 
-import functools
 import os
-from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, ForwardRef, Literal, NamedTuple, TypeVar, Union, get_args, get_origin
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar, Union, get_args, get_origin, \
+    get_type_hints
 
 from .errors import ConfigurationError, UnknownSetting
 
@@ -55,20 +53,15 @@ class Setting(NamedTuple):
 class Declaration:
     """The settings a TypedDict declares (see the module), read once.
 
-    ``heading`` opens the docstrings' list; ``types`` gives the classes a
-    declaration names by string (called at the first check that needs
-    one)."""
+    ``heading`` opens the docstrings' list."""
 
-    def __init__(self, declared: type, heading: str,
-                 types: Callable[[], Mapping[str, type]] | None = None) -> None:
+    def __init__(self, declared: type, heading: str) -> None:
         self.declared = declared
         self.heading = heading
-        self._types = types
-        # The raw annotations, not get_type_hints: a forward reference stays
-        # one until a check needs it, so declaring costs no import.
-        hints = declared.__annotations__
+        hints = get_type_hints(declared, include_extras=True)
         self.kinds: dict[str, object] = {name: get_args(hint)[0] for name, hint in hints.items()}
         self.specs: dict[str, Setting] = {name: hint.__metadata__[0] for name, hint in hints.items()}
+        self._docs: dict[tuple[tuple[str, object], ...], str] = {}
 
     def __contains__(self, name: object) -> bool:
         return name in self.specs
@@ -81,39 +74,57 @@ class Declaration:
         """Every setting: those given, the others at their default."""
         return {name: settings.get(name, spec.default) for name, spec in self.specs.items()}
 
-    @functools.cache
-    def settings_doc(self) -> str:
+    def settings_doc(self, defaults: Mapping[str, object] | None = None) -> str:
         """The list of settings for a docstring, with their defaults (made
-        once: each class that takes the settings shows it)."""
-        import textwrap
+        once: each class that takes the settings shows it); ``defaults``: a
+        class's own, where the declaration leaves the default to it."""
+        key = tuple(sorted((defaults or {}).items()))
+        doc = self._docs.get(key)
+        if doc is None:
+            import textwrap
 
-        lines = [self.heading, ""]
+            lines = [self.heading, ""]
+            for name, spec in self.specs.items():
+                shown = repr(defaults[name]) if defaults and name in defaults else spec.shown()
+                lines.extend(textwrap.wrap(f"- ``{name}``: {spec.doc} (default: {shown}).",
+                                           76, subsequent_indent="  "))
+            doc = self._docs[key] = "\n".join(lines)
+        return doc
+
+    def markdown_table(self) -> list[str]:
+        """The settings as a Markdown table (a docs page's), line by line:
+        each one's name, default and description, in the declaration's order."""
+        lines = ["| setting | default | meaning |", "| --- | --- | --- |"]
         for name, spec in self.specs.items():
-            lines.extend(textwrap.wrap(f"- ``{name}``: {spec.doc} (default: {spec.shown()}).",
-                                       76, subsequent_indent="  "))
-        return "\n".join(lines)
+            cells = (f"`{name}`", spec.shown(), spec.doc)
+            lines.append("| " + " | ".join(cell.replace("``", "`").replace("|", "\\|")
+                                           for cell in cells) + " |")
+        return lines
 
-    def parameters(self) -> "list[inspect.Parameter]":
-        """The settings as keyword-only parameters with their defaults (and
-        their types as text), for ``inspect.signature`` and ``help()``."""
+    def parameters(self, defaults: Mapping[str, object] | None = None) -> "list[inspect.Parameter]":
+        """The settings as keyword-only parameters with their defaults (a
+        class's own ``defaults`` first), and their types as text, for
+        ``inspect.signature`` and ``help()``."""
         import inspect
 
-        return [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=spec.default,
+        own = defaults or {}
+        return [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=own.get(name, spec.default),
                                   annotation=type_text(self.kinds[name]))
                 for name, spec in self.specs.items()]
 
-    def takes_settings(self, cls: type[_Class]) -> type[_Class]:
+    def takes_settings(self, cls: type[_Class], defaults: Mapping[str, object] | None = None) -> type[_Class]:
         """Class decorator of a class whose ``__init__`` takes ``**settings``:
         ``help()`` and ``inspect.signature`` then show every setting with its
-        default, and its docstring lists them."""
+        default (the class's own ``defaults`` where it has them), and its
+        docstring lists them."""
         import inspect
 
         own = inspect.signature(cls.__init__)
         params = [p for p in own.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
         # setattr: __signature__ is no attribute of a function's type, for the checkers.
-        setattr(cls.__init__, "__signature__", own.replace(parameters=params + self.parameters()))
+        setattr(cls.__init__, "__signature__", own.replace(parameters=params + self.parameters(defaults)))
         if cls.__doc__ is not None:     # python -OO strips docstrings
-            cls.__doc__ = cls.__doc__.rstrip() + "\n\n" + _indent(self.settings_doc(), "    ")
+            cls.__doc__ = cls.__doc__.rstrip() + "\n\n" + _indent(self.settings_doc(defaults), "    ")
         return cls
 
     def refuse_unknown(self, front: str, given: Iterable[str], known: Iterable[str] = (),
@@ -147,8 +158,6 @@ class Declaration:
     def _typed(self, kind: object, value: object) -> tuple[Any, str]:
         """(value, "") when ``value`` is a ``kind``, else (value, what a
         ``kind`` is, in words)."""
-        if isinstance(kind, (str, ForwardRef)):
-            kind = self._resolved(kind)
         origin, args = get_origin(kind), get_args(kind)
         if origin is Union:
             wants = []
@@ -161,7 +170,7 @@ class Declaration:
         if origin is Literal:
             return value, "" if value in args and type(value) in map(type, args) else \
                 "one of " + ", ".join(repr(arg) for arg in args)
-        if origin is tuple:              # tuple[X, ...]: any iterable of X but a string
+        if origin in (tuple, list):      # tuple[X, ...], list[X]: any iterable of X but a string
             if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
                 return value, f"a list of {_words(args[0])}"
             items = tuple(value)
@@ -171,11 +180,6 @@ class Declaration:
         if origin is not None and isinstance(origin, type) and issubclass(origin, Mapping):
             return value, "" if isinstance(value, Mapping) else "a mapping"
         return value, "" if _is(kind, value) else _words(kind)
-
-    def _resolved(self, kind: "str | ForwardRef") -> object:
-        name = kind.__forward_arg__ if isinstance(kind, ForwardRef) else kind
-        assert self._types is not None, f"the declaration names {name} but gives no types"
-        return self._types()[name]
 
 
 def _is(kind: object, value: object) -> bool:
@@ -210,8 +214,6 @@ def type_text(kind: object) -> str:
     """A type as a declaration spells it (``int | None``)."""
     if kind is type(None):
         return "None"
-    if isinstance(kind, ForwardRef):
-        return kind.__forward_arg__
     args = get_args(kind)
     origin = get_origin(kind)
     if origin is Union:
