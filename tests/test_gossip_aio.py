@@ -17,7 +17,7 @@ from mcastmember.gossip.serf.codec import SerfLimits  # noqa: E402
 from mcastmember.gossip.serf.layout import MemberStatus  # noqa: E402
 from mcastmember.gossip.serf.node import (KeyResult, SerfMemberEvent, QueryAnswer, QueryFinished,  # noqa: E402
                                           QueryReceived, UserEventReceived)
-from support import free_gossip_port, wait_until  # noqa: E402
+from support import async_wait_until, free_gossip_port, wait_until  # noqa: E402
 
 
 def view(members):
@@ -141,8 +141,7 @@ def test_streams_past_the_cap_are_refused_and_idle_ones_time_out_on_asyncio_too(
         port = free_gossip_port()
         async with AsyncSerfService("a", "127.0.0.1", port, max_streams=1, tcp_timeout=0.3) as a:
             first, first_w = await asyncio.open_connection("127.0.0.1", port)
-            while a.stats()["connections_accepted"] < 1:
-                await asyncio.sleep(0.01)
+            await async_wait_until(lambda: a.stats()["connections_accepted"] >= 1)
             second, second_w = await asyncio.open_connection("127.0.0.1", port)
             assert await second.read(10) == b""          # refused: closed at once
             assert await first.read(10) == b""           # the idle one closed at tcp_timeout

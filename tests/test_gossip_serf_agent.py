@@ -27,7 +27,8 @@ pytest.importorskip("cryptography")
 
 sys.path.insert(0, str(Path(__file__).parent))
 from netlab import JsonProcess, Lan, nft_available, run_in_netns  # noqa: E402
-from serflab import REPAIR_BOUND, Agent, b64, detection_bound, member_command, wait_until  # noqa: E402
+from serflab import REPAIR_BOUND, Agent, b64, detection_bound, member_command  # noqa: E402
+from support import wait_until  # noqa: E402
 
 from mcastmember.gossip.fronts.service import SerfService  # noqa: E402
 from mcastmember.gossip.serf.node import SerfMemberEvent, QueryReceived, UserEventReceived  # noqa: E402
@@ -87,12 +88,9 @@ def wait_status(observers, names, status, timeout=REPAIRED):
                 else:
                     out[(observer.node.name, name)] = py_status(observer, name)
         return out
-    end = time.monotonic() + timeout
-    while True:
-        now = seen()
-        if all(s == status for s in now.values()) or time.monotonic() > end:
-            return now
-        time.sleep(0.1)
+    wait_until(lambda: all(s == status for s in seen().values()), timeout=timeout, interval=0.1,
+               message=lambda: f"every observer to list {names} {status}: {seen()}")
+    return seen()
 
 
 # ------------------------------------------------------- a plain cluster
@@ -112,9 +110,9 @@ def agents(lan, tmp_path):
     started = []
     try:
         started.append(Agent(lan, GO, "go1", tmp_path / "go1"))
-        assert wait_until(lambda: "go1" in started[0].members()), "".join(started[0].log)
+        wait_until(lambda: "go1" in started[0].members(), timeout=WAIT, interval=0.1, message=lambda: "".join(started[0].log))
         started.append(Agent(lan, GO2, "go2", tmp_path / "go2", join=[lan.address(GO)]))
-        assert wait_until(lambda: started[0].status("go2") == "alive"), "".join(started[1].log)
+        wait_until(lambda: started[0].status("go2") == "alive", timeout=WAIT, interval=0.1, message=lambda: "".join(started[1].log))
         yield started
     finally:
         for agent in started:
@@ -138,28 +136,28 @@ def test_python_joins_two_serf_agents_sees_their_tags_and_events_and_leaves(lan,
 
     # both agents list us alive with our tags
     for agent in agents:
-        seen = wait_until(lambda: (m := agent.members().get("py1")) and m["status"] == "alive" and m)
+        seen = wait_until(lambda: (m := agent.members().get("py1")) and m["status"] == "alive" and m, timeout=WAIT, interval=0.1)
         assert seen, "".join(agent.log)
         assert (seen["addr"], seen["status"], seen["tags"]) == (f"{lan.address(PY)}:7946", "alive",
                                                                 {"role": "py", "lang": "python"})
     # we list both alive with their tags
-    assert wait_until(lambda: py_status(svc, "go2") == "alive")
+    wait_until(lambda: py_status(svc, "go2") == "alive", timeout=WAIT, interval=0.1)
     assert py_view(svc) == {"go1": (lan.address(GO), 7946, "alive", {"role": "go"}),
                             "go2": (lan.address(GO2), 7946, "alive", {"role": "go"}),
                             "py1": (lan.address(PY), 7946, "alive", {"role": "py", "lang": "python"})}
-    assert wait_until(lambda: member_kinds(events, "go2"))
+    wait_until(lambda: member_kinds(events, "go2"), timeout=WAIT, interval=0.1)
     assert (member_kinds(events, "go1"), member_kinds(events, "go2")) == (["joined"], ["joined"])
 
     # `serf event` on an agent reaches our listener
     assert go2.serf("event", "deploy", "v42") is not None
-    got = wait_until(lambda: [e for e in events if isinstance(e, UserEventReceived)])
+    got = wait_until(lambda: [e for e in events if isinstance(e, UserEventReceived)], timeout=WAIT, interval=0.1)
     assert [(e.name, e.payload, e.coalesce) for e in got] == [("deploy", b"v42", True)]
 
     # our user event reaches both agents' event handlers (after theirs)
     svc.user_event("frompy", b"hello from python")
     for agent in agents:
-        assert wait_until(lambda: agent.received.exists() and b"hello" in agent.received.read_bytes()), \
-            "".join(agent.log)
+        wait_until(lambda: agent.received.exists() and b"hello" in agent.received.read_bytes(), timeout=WAIT,
+                   interval=0.1, message=lambda: "".join(agent.log))
         # Serf ends a handler's payload with a newline; handlers run in any order
         assert sorted(agent.received.read_bytes().splitlines(True)) == [b"hello from python\n", b"v42\n"]
 
@@ -184,17 +182,17 @@ def test_an_agent_joins_a_python_seed_and_once_killed_is_failed_within_memberlis
     svc, events = front
     agent = Agent(lan, GO, "go1", tmp_path / "go1", join=[lan.address(PY)])
     try:
-        assert wait_until(lambda: agent.status("py1") == "alive"), "".join(agent.log)
+        wait_until(lambda: agent.status("py1") == "alive", timeout=WAIT, interval=0.1, message=lambda: "".join(agent.log))
         assert agent.members()["py1"]["tags"] == {"role": "py", "lang": "python"}
-        assert wait_until(lambda: py_status(svc, "go1") == "alive")
+        wait_until(lambda: py_status(svc, "go1") == "alive", timeout=WAIT, interval=0.1)
         assert py_view(svc)["go1"] == (lan.address(GO), 7946, "alive", {"role": "go"})
         agent.stop(signal.SIGKILL)
         killed = time.monotonic()
         bound = detection_bound(2)
-        assert wait_until(lambda: py_status(svc, "go1") == "failed", bound + POLL_SLACK)
+        wait_until(lambda: py_status(svc, "go1") == "failed", timeout=bound + POLL_SLACK, interval=0.1)
         took = time.monotonic() - killed
         assert took <= bound + POLL_SLACK, (took, bound)
-        assert wait_until(lambda: member_kinds(events, "go1") == ["joined", "failed"])
+        wait_until(lambda: member_kinds(events, "go1") == ["joined", "failed"], timeout=WAIT, interval=0.1)
     finally:
         agent.stop()
 
@@ -225,7 +223,7 @@ class Mixed:
         agent = Agent(self.lan, GO_HOSTS[name], name, self.tmp / name, encrypt=K1, join=join,
                       config=self.config)
         self.agents[name] = agent
-        assert wait_until(lambda: agent.status(name) == "alive"), "".join(agent.log)
+        wait_until(lambda: agent.status(name) == "alive", timeout=WAIT, interval=0.1, message=lambda: "".join(agent.log))
         return agent
 
     def front(self, name, keys=(K1,)):
@@ -306,15 +304,15 @@ def test_user_events_both_ways(mixed):
     # (pyk started moments ago: its first may be two intervals away).
     assert go3.serf("event", "deploy", "v7") is not None
     for name, (_svc, events) in mixed.fronts.items():
-        got = wait_until(lambda: [e for e in events if isinstance(e, UserEventReceived)], REPAIRED)
+        got = wait_until(lambda: [e for e in events if isinstance(e, UserEventReceived)], timeout=REPAIRED, interval=0.1)
         assert [(e.name, e.payload) for e in got] == [("deploy", b"v7")], name
     assert mixed.pyk.wait_for(lambda i: i["event"] == "user", REPAIRED)[1] == \
         {"event": "user", "name": "deploy", "payload": "v7"}
     mixed.fronts["py2"][0].user_event("frompy", b"py2 says hi")
     # the agent's handler runs once Serf's coalescing of user events lets them go
     for agent in mixed.agents.values():
-        assert wait_until(lambda: agent.received.exists() and agent.received.read_bytes().count(b"\n") == 2,
-                          REPAIRED), "".join(agent.log)
+        wait_until(lambda: agent.received.exists() and agent.received.read_bytes().count(b"\n") == 2,
+                   timeout=REPAIRED, interval=0.1, message=lambda: "".join(agent.log))
         assert sorted(agent.received.read_bytes().splitlines(True)) == [b"py2 says hi\n", b"v7\n"], agent.name
 
 
@@ -325,11 +323,11 @@ def test_serf_rtt_estimates_round_trips_to_python_members_and_back(mixed):
     go1 = mixed.agents["go1"]
     py1 = mixed.fronts["py1"][0]
     # each member probes each other every 6 s or so (one per second, round-robin)
-    out = wait_until(lambda: go1.serf("rtt", "py1", "py2"), WAIT)
+    out = wait_until(lambda: go1.serf("rtt", "py1", "py2"), timeout=WAIT, interval=0.1)
     assert out is not None and out.startswith("Estimated py1 <-> py2 rtt: "), go1.run("rtt", "py1", "py2")
-    assert wait_until(lambda: go1.serf("rtt", "py1"), WAIT)
+    wait_until(lambda: go1.serf("rtt", "py1"), timeout=WAIT, interval=0.1)
     from mcastmember.gossip.serf import estimate_rtt
-    theirs = wait_until(lambda: py1.cached_coordinate("go1"), WAIT)
+    theirs = wait_until(lambda: py1.cached_coordinate("go1"), timeout=WAIT, interval=0.1)
     assert theirs is not None and len(theirs.vec) == 8
     assert 0 < estimate_rtt(py1.coordinate(), theirs) < 1.0
     assert py1.stats()["coordinate_updates"] > 0
@@ -368,7 +366,7 @@ def test_serf_keys_rotation_on_a_mixed_cluster_removes_nobody(mixed):
     # still one cluster, now on K2 alone: each Python member hears a probe
     # round's worth more from the others, and could read all of it
     for name, (svc, _) in mixed.fronts.items():
-        assert wait_until(lambda: svc.stats()["messages_received"] >= before[name] + 5), name
+        wait_until(lambda: svc.stats()["messages_received"] >= before[name] + 5, timeout=WAIT, interval=0.1, message=lambda: name)
         assert svc.stats()["bad_input"] == 0, svc.stats()
     seen = wait_status(mixed.observers(), everyone, "alive")
     assert set(seen.values()) == {"alive"}, seen
@@ -412,7 +410,7 @@ def test_a_partition_healed_with_nftables_merges_again(mixed):
         for mine, theirs in ((side_a, side_b), (side_b, side_a)):
             seen = wait_status([observers[n] for n in mine if n != "pyk"], theirs, "failed", detection_bound(6))
             assert set(seen.values()) == {"failed"}, seen
-        assert wait_until(lambda: all(pyk_status(mixed, n) == "failed" for n in side_a))
+        wait_until(lambda: all(pyk_status(mixed, n) == "failed" for n in side_a), timeout=WAIT, interval=0.1)
         dropped = [lan.counters(hosts[name]) for name in side_a + side_b]
         assert all(count[0] > 0 for count in dropped), dropped
     finally:
@@ -423,7 +421,7 @@ def test_a_partition_healed_with_nftables_merges_again(mixed):
     everyone = side_a + side_b
     seen = wait_status(list(observers.values()), everyone, "alive")
     assert set(seen.values()) == {"alive"}, seen
-    assert wait_until(lambda: all(pyk_status(mixed, n) == "alive" for n in side_a), REPAIRED)
+    wait_until(lambda: all(pyk_status(mixed, n) == "alive" for n in side_a), timeout=REPAIRED, interval=0.1)
     # py1 and py2 saw each member across the cut fail and come back once. A
     # member on their own side may blip (failed, then joined): the other
     # side's "dead" about it, at its incarnation, can arrive before its own
@@ -440,14 +438,16 @@ def wait_detected(observers, name, killed, bound):
     """When each observer first listed ``name`` failed, in seconds after
     ``killed``; each must within ``bound`` (and our polling's slack)."""
     seen = {}
-    end = killed + bound + POLL_SLACK
-    while len(seen) < len(observers) and time.monotonic() < end:
+
+    def all_detected():
         for observer in observers:
             key = observer.name if isinstance(observer, Agent) else observer.node.name
             status = observer.status(name) if isinstance(observer, Agent) else py_status(observer, name)
             if key not in seen and status == "failed":
                 seen[key] = round(time.monotonic() - killed, 1)
-        time.sleep(0.05)
+        return len(seen) == len(observers)
+    wait_until(all_detected, timeout=max(0.0, killed + bound + POLL_SLACK - time.monotonic()), interval=0.05,
+               message=lambda: f"every observer to list {name} failed within {bound}s: {seen}")
     return seen
 
 

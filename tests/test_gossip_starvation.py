@@ -371,7 +371,7 @@ def _ping_until(port, stop, rtts):
             pending[seq] = time.monotonic()
             udp.sendto(messages.encode(messages.Ping(seq_no=seq, node="a")), ("127.0.0.1", port))
             _acks(udp, pending, rtts)
-        time.sleep(0.3)
+        time.sleep(0.3)             # the last pings' acks, late but not lost, are counted as answered
         _acks(udp, pending, rtts)
     return len(pending)
 

@@ -173,13 +173,13 @@ def test_a_stream_that_trickles_is_closed_at_tcp_timeout(front):
     def work(a, call):
         sock = connect("127.0.0.5", a.port)
         data, sent = push_pull(), 0
-        while is_open(sock):
+        while is_open(sock) and sent < len(data):    # bounded: a stream never closed fails below
             try:
                 sock.sendall(data[sent:sent + 1])
             except OSError:         # closed meanwhile
                 break
             sent += 1
-            time.sleep(0.02)
+            time.sleep(0.02)        # paced: a byte every 20 ms, a trickle
         assert counts(call, a, "connections_timed_out", "connections_open", "streams_received") == [1, 0, 0]
         assert 1 < sent < len(data)
         sock.close()

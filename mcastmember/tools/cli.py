@@ -28,7 +28,7 @@ import sys
 import time
 
 from . import gossip_cli
-from .view import choose, colour_wanted, host_port, member_address, show_bytes
+from .view import choose_view, colour_wanted, host_port, member_address, show_bytes
 
 # typing.TYPE_CHECKING without importing typing (decode and keygen never
 # load it): both checkers take this name for it.
@@ -500,7 +500,7 @@ def _doctor_gossip(args: argparse.Namespace) -> doctor.Report:
     opts = gossip_cli.options(args)
     if not opts.seeds:
         raise ConfigurationError("--gossip checks joining: name the seeds with --join")
-    return gossip.run(opts, args.wait)
+    return gossip.run_gossip(opts, args.wait)
 
 
 # -- keygen -------------------------------------------------------------------------
@@ -667,7 +667,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"{prog}: error: {_flag_names(str(error))}", file=sys.stderr)
         return 2
 
-    view = choose(service, args.json)
+    view = choose_view(service, args.json)
     with _Stop() as stop:
         # on the dispatcher thread: a closed pipe ends the demo
         def on_event(event: MemberEvent | EventsLost) -> None:

@@ -90,7 +90,7 @@ def event_text(line: dict[str, Any]) -> str:
     return f"name conflict resolved: {line['matching']} of {line['responses']} name us"
 
 
-def choose(json_lines: bool, stream: TextIO) -> GossipJsonView:
+def choose_view(json_lines: bool, stream: TextIO) -> GossipJsonView:
     if json_lines:
         return GossipJsonView(stream)
     return GossipTableView(stream) if stream.isatty() else GossipLineView(stream)
@@ -178,4 +178,4 @@ class GossipTableView(TableView, GossipLineView):  # type: ignore[misc]  # (a Se
         return lines[:size.lines]
 
 
-__all__ = ["choose", "event_json", "member_json"]
+__all__ = ["choose_view", "event_json", "member_json"]

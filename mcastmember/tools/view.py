@@ -114,8 +114,8 @@ def reason_text(event: MemberEvent) -> str:
     return " (we stopped)" if event.reason == "stopped" else f" ({event.reason})"
 
 
-def choose(service: McastService, json_lines: bool,
-           stream: TextIO | None = None) -> JsonView:
+def choose_view(service: McastService, json_lines: bool,
+                stream: TextIO | None = None) -> JsonView:
     stream = stream or sys.stdout
     assert stream is not None       # (typed so: no console, as under pythonw)
     if json_lines:

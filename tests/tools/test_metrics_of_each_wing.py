@@ -47,8 +47,8 @@ def test_a_tribes_front_is_served_by_the_tribes_collector_without_loading_gossip
     loaded, line = scrape_in_a_fresh_interpreter(
         "from mcastmember import McastService\n"
         f"front = McastService('228.0.0.4', {group_port}, member_port=4000, interface='127.0.0.1', ttl=0)",
-        "mcastmember_members")
-    assert line == f'mcastmember_members{{group="228.0.0.4:{group_port}"}} 0.0'
+        "mcastmember_healthy")
+    assert line == f'mcastmember_healthy{{group="228.0.0.4:{group_port}"}} 1.0'
     assert "mcastmember.tribes.fronts.metrics" in loaded
     assert [m for m in loaded if m.startswith("mcastmember.gossip")] == []
 

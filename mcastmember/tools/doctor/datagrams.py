@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     # heard and span (the counts a datagram's report carries).
     Counts: TypeAlias = tuple[int, int, int, int]
     # A datagram's kind: L (loop), M (multicast), U (unicast), R (a U's echo).
-    Kind: TypeAlias = Literal[b"L", b"M", b"U", b"R"]
-    # parse(): kind, sender's doctor id, sequence, sent_ns, report.
+    DatagramKind: TypeAlias = Literal[b"L", b"M", b"U", b"R"]
+    # parse_datagram(): kind, sender's doctor id, sequence, sent_ns, report.
     Datagram: TypeAlias = tuple[bytes, bytes, int, int, Counts | None]
 
 _HEAD = struct.Struct(L.DOCTOR_DATAGRAM_HEAD)
@@ -33,8 +33,8 @@ _REPORT = struct.Struct(L.DOCTOR_DATAGRAM_REPORT)
 _ENTRY = struct.Struct(L.DOCTOR_DATAGRAM_ENTRY)
 
 
-def encode(kind: Kind, sender: bytes, sequence: int, sent_ns: int,
-           report: Counts | dict[bytes, Counts] | None = None) -> bytes:
+def encode_datagram(kind: DatagramKind, sender: bytes, sequence: int, sent_ns: int,
+                    report: Counts | dict[bytes, Counts] | None = None) -> bytes:
     """A doctor datagram. ``report``: for a U datagram, the four counts of
     what we heard from its receiver; for an M datagram, ``{doctor id: four
     counts}`` of every doctor heard."""
@@ -47,7 +47,7 @@ def encode(kind: Kind, sender: bytes, sequence: int, sent_ns: int,
     return data + _REPORT.pack(*report)
 
 
-def parse(data: bytes, me: bytes | None = None) -> Datagram | None:
+def parse_datagram(data: bytes, me: bytes | None = None) -> Datagram | None:
     """(kind, sender, sequence, sent_ns, report or None) of a doctor
     datagram, or None for any other; the report is what its sender heard
     from the doctor whose id is ``me`` (a U datagram's own, or ``me``'s

@@ -47,7 +47,7 @@ PINGS = 3           # pings by UDP before the seed is said not to answer
 LIMITS = Limits()
 
 
-def run(opts: Options, wait: float) -> Report:
+def run_gossip(opts: Options, wait: float) -> Report:
     """Every check, for the member ``opts`` describes, each network step
     given up after ``wait`` seconds."""
     report = Report()

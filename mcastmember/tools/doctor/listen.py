@@ -70,14 +70,14 @@ def loop(doctor: DoctorContext, receivers: list[socket.socket], senders: list[so
     for sequence in range(LOOP_DATAGRAMS):
         for number, sock in enumerate(senders):
             try:
-                sock.send(datagrams.encode(b"L", doctor.ident, number << 16 | sequence,
-                                           time.monotonic_ns()))
+                sock.send(datagrams.encode_datagram(b"L", doctor.ident, number << 16 | sequence,
+                                                    time.monotonic_ns()))
             except OSError as error:
                 failed.append(error.strerror or str(error))
     deadline = time.monotonic() + LOOP_WAIT_S
     while time.monotonic() < deadline and len(back) < LOOP_DATAGRAMS * len(senders):
         for data, source, _ in receive(receivers, 0.02):
-            got = datagrams.parse(data)
+            got = datagrams.parse_datagram(data)
             if got is None:
                 _heard_datagram(doctor, data, source)
             elif got[0] == b"L" and got[1] == doctor.ident:
@@ -144,7 +144,7 @@ def listen(doctor: DoctorContext, sockets: list[socket.socket], senders: list[so
             next_round += PAIR_INTERVAL_S
         wake = min(deadline, next_round) if peers else deadline
         for data, source, sock in receive(sockets, max(0.0, min(wake - now, 0.05))):
-            got = datagrams.parse(data, doctor.ident)
+            got = datagrams.parse_datagram(data, doctor.ident)
             if got is None:
                 _heard_datagram(doctor, data, source,
                                 "unicast" if sock is unicast else "multicast")
@@ -182,14 +182,14 @@ def _send_pair_datagrams(doctor: DoctorContext, sequence: int, senders: list[soc
              if state["ident"] is not None}
     for sock in senders:
         try:
-            sock.send(datagrams.encode(b"M", doctor.ident, sequence, now, heard))
+            sock.send(datagrams.encode_datagram(b"M", doctor.ident, sequence, now, heard))
         except OSError:
             pass                     # counted as loss by the other side
     if unicast is None:
         return
     for peer, report in reports.items():
         try:
-            unicast.sendto(datagrams.encode(b"U", doctor.ident, sequence, now, report),
+            unicast.sendto(datagrams.encode_datagram(b"U", doctor.ident, sequence, now, report),
                            (peer, doctor.port))
         except OSError:
             pass
@@ -213,7 +213,7 @@ def _on_datagram(doctor: DoctorContext, got: Datagram, source: SockAddress, by_u
         state["u_in"].add(sequence)
         assert unicast is not None            # it heard the U datagram
         try:
-            unicast.sendto(datagrams.encode(b"R", doctor.ident, sequence, sent_ns), source)
+            unicast.sendto(datagrams.encode_datagram(b"R", doctor.ident, sequence, sent_ns), source)
         except OSError:
             pass
     elif kind == b"R" and by_unicast and sender == state["ident"]:
