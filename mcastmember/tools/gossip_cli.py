@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     from typing import Protocol
 
     from .._runtime.events import EventsLost
-    from ..gossip.fronts.driver import GossipOptions
     from ..gossip.fronts.service import SerfService
+    from ..gossip.fronts.settings import SerfServiceSettings
     from ..gossip.serf.node import JoinDone, SerfNodeEvent
 
     class Stopper(Protocol):
@@ -44,10 +44,15 @@ if TYPE_CHECKING:
 
         def until(self, duration: float | None, refresh: float, tick: Callable[[], object]) -> None: ...
 
-#: Serf's default port, for --bind and each --join without one
+# SerfService's positional defaults (gossip/fronts/settings.py), written
+# here so that building mcast-demo's parser loads no gossip code (the tests
+# keep them equal): Serf's port, for --bind and each --join without one, and
+# where a node binds without --bind: loopback, never every card of the host.
 DEFAULT_PORT = 7946
-#: where a node binds without --bind: loopback, never every card of the host
 DEFAULT_BIND = "127.0.0.1"
+#: the flag that gives each of SerfService's keyword settings (the others
+#: keep their declared defaults); --node, --bind and --join give the rest
+FLAGS = {"tags": "--tag", "keys": "--encrypt", "keyring_file": "--keyring-file", "label": "--label"}
 
 
 def add_arguments(parser: argparse.ArgumentParser, doctor: bool = False) -> None:
@@ -88,10 +93,18 @@ class Options:
         self.keyring_file: str | None = None
         self.label = b""
 
-    def gossip_settings(self) -> GossipOptions:
-        """SerfService's ``gossip`` overrides (the keyring file aside)."""
-        settings: GossipOptions = {"label": self.label}
-        if self.keys and self.keyring_file is None:
+    def settings(self) -> SerfServiceSettings:
+        """SerfService's keyword settings the flags give (FLAGS): only those
+        given, so the others keep their declared defaults; the keys are the
+        keyring file's when one is named (SerfService reads it)."""
+        settings: SerfServiceSettings = {}
+        if self.tags:
+            settings["tags"] = self.tags
+        if self.label:
+            settings["label"] = self.label
+        if self.keyring_file is not None:
+            settings["keyring_file"] = self.keyring_file
+        elif self.keys:
             settings["keys"] = self.keys
         return settings
 
@@ -176,9 +189,7 @@ def run(args: argparse.Namespace, stop: Stopper, silence: Callable[[], None]) ->
     prog = "mcast-demo gossip"
     try:
         opts = options(args, read_keyring=False)
-        service = SerfService(opts.node, opts.bind, opts.port, tags=opts.tags,
-                              gossip=opts.gossip_settings(),
-                              keyring_file=opts.keyring_file)
+        service = SerfService(opts.node, opts.bind, opts.port, **opts.settings())
     except ConfigurationError as error:
         print(f"{prog}: error: {error}", file=sys.stderr)
         return 2
@@ -252,4 +263,4 @@ def _join(service: SerfService, seeds: list[tuple[str, int]], stop: Stopper) -> 
     return outcome
 
 
-__all__ = ["DEFAULT_BIND", "DEFAULT_PORT", "Options", "add_arguments", "options", "run"]
+__all__ = ["DEFAULT_BIND", "DEFAULT_PORT", "FLAGS", "Options", "add_arguments", "options", "run"]
