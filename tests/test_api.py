@@ -1,4 +1,4 @@
-"""What a user asks of members, events and the table (issue 15, item 3):
+"""What a user asks of members, events and the table:
 immutable, hashable values; first seen and last heard; the previous member
 of an update; event times; lookups; len, in and iteration. Table tests on a
 fake clock, against both implementations."""

@@ -1,7 +1,6 @@
-"""The fronts' table API on running groups (loopback, TTL 0; issue 15,
-items 3 and 4): lookups, len/in/iteration, a listener that replays the
-current members with no gap, the threaded ``wait_for``, the asyncio front's
-plain callbacks."""
+"""The fronts' table API on running groups (loopback, TTL 0): lookups,
+len/in/iteration, a listener that replays the current members with no gap,
+the threaded ``wait_for``, the asyncio front's plain callbacks."""
 
 import threading
 import time

@@ -72,7 +72,7 @@ def test_permissive_lists_unkeyed_members_as_unauthenticated(front):
 
 
 def test_permissive_refuses_unkeyed_forgeries_in_a_keyed_members_name(front, group_port):
-    # Issue 23: a forged payload change and a forged goodbye, without a
+    # A forged payload change and a forged goodbye, without a
     # trailer, used to update and remove the keyed member b at a.
     a = front(4001, keys=[OLD], auth="permissive")
     b = front(4002, keys=[OLD], payload=b"real")
@@ -121,7 +121,7 @@ print(sent)
 
 
 def test_floods_of_forgeries_and_replays_change_nothing(group_port, caplog):
-    """The issue's attack: copies of a member's heartbeat turned into its
+    """The attack keys exist for: copies of a member's heartbeat turned into its
     shutdown, at loopback's full rate, with forged members and replayed
     captures: the member stays, nobody is added, drops are counted by
     reason, two log lines at most."""

@@ -205,7 +205,7 @@ def test_set_keys_refuses_bad_input(codec):
             index.set_keys(mode, keys)
 
 
-# -- the table: the attacks of issue 12 --------------------------------------------------
+# -- the table: forged, replayed and unkeyed heartbeats --------------------------------
 
 def test_forged_shutdown_changes_nothing_under_enforce(codec):
     table = keyed_table(codec)
@@ -369,7 +369,7 @@ def test_compiled_signing_and_checking_allocate_nothing():
 
 
 def test_permissive_never_lets_an_unkeyed_packet_touch_a_keyed_member(codec):
-    # Issue 23: unkeyed strangers are admitted and marked, but a forged copy
+    # Unkeyed strangers are admitted and marked, but a forged copy
     # with no trailer in a keyed member's name is refused, whatever it says.
     table = keyed_table(codec, L.AUTH_PERMISSIVE, domain=b"d")
     (added,) = feed(table, signed(hb(codec, payload=b"real", domain=b"d"), NOW_US), 0.0)

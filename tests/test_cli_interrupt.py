@@ -1,4 +1,4 @@
-"""Ctrl-C while mcast-demo starts (issue 23 item 8): before the CLI has set
+"""Ctrl-C while mcast-demo starts: before the CLI has set
 its own handler, while Python still imports it, the process ends quietly
 with status 130, no traceback. On loopback (127.0.0.1, TTL 0).
 

@@ -1,4 +1,4 @@
-"""dns_members=True next to Tomcat's own cloud membership (issue 11, item 5).
+"""dns_members=True next to Tomcat's own cloud membership.
 
 A Tomcat node made of Tomcat's jars (CloudMembershipService with
 DNSMembershipProvider, tests/interop/TribesNode.java "cloud" modes) and

@@ -1,4 +1,4 @@
-"""Settings (issue 10, item 18): what each setting takes, refused with a
+"""Settings: what each setting takes, refused with a
 ConfigurationError when it is not that. No sockets are opened."""
 
 import asyncio

@@ -1,4 +1,4 @@
-"""A default member answers on its member port (issue 24, item 11).
+"""A default member answers on its member port.
 
 A Tomcat whose channel has no TcpFailureDetector lists every member it hears
 and may ask any of them for its sessions: a member that cannot answer makes

@@ -87,7 +87,7 @@ def test_a_change_is_sent_at_once_and_leaves_the_grid_alone(engine):
 
 
 def test_a_burst_of_changes_does_not_delay_the_grid(engine):
-    """Ten set_payload() calls 20 ms apart (issue 10, item 10): each is sent
+    """Ten set_payload() calls 20 ms apart: each is sent
     at once and the heartbeats stay on the grid."""
     engine.outgoing(0.0)
     sent = []
@@ -161,7 +161,7 @@ def test_a_pause_is_counted_once_by_the_engine_not_the_table(engine):
 
 
 def test_the_pause_threshold_has_a_floor(make, caplog):
-    """drop_time 100 ms (issue 10, item 12): half of it is 50 ms, well within
+    """drop_time 100 ms: half of it is 50 ms, well within
     a busy host's scheduling noise; a 60 ms late wake-up is no pause, and a
     silent member is removed on time. Such a setting is warned about."""
     with caplog.at_level(logging.WARNING, logger="mcastmember"):

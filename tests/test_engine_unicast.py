@@ -266,7 +266,7 @@ def addresses(prefix, count):
 
 def test_peers_past_max_members_are_left_out_counted_and_logged_when_first_hit(make, caplog):
     """One DNS answer of thousands of addresses made a member send thousands
-    of datagrams a period (issue 23): the peers are bounded by max_members,
+    of datagrams a period: the peers are bounded by max_members,
     the static address kept, then the resolved ones in address order."""
     engine = make(peers=["127.9.0.1", "static.test"], dns="members.test", max_members=8)
     engine.start(0.0)

@@ -1,4 +1,4 @@
-"""What a slow reader costs the fronts (issue 23, items 5 and 6), on
+"""What a slow reader costs the fronts, on
 loopback (127.0.0.1, TTL 0): waiting events are bounded in bytes as well as
 in count, and stop() returns while a listener blocks."""
 
@@ -57,7 +57,7 @@ def blocked_on_first(seen, release):
     return listener
 
 
-# -- item 5: events bounded in bytes -----------------------------------------------------------
+# -- events bounded in bytes -----------------------------------------------------------
 def test_a_blocked_listener_holds_at_most_the_byte_bound_of_large_events(group_port):
     """60 KB payloads and a listener that blocks: 279 events wait (16 MiB),
     the rest are dropped, counted and reported by one EventsLost."""
@@ -123,7 +123,7 @@ def test_a_stream_smaller_than_one_event_still_delivers_one_at_a_time(group_port
     asyncio.run(scenario())
 
 
-# -- item 6: stop() while a listener blocks ----------------------------------------------------
+# -- stop() while a listener blocks ----------------------------------------------------
 def test_stop_returns_while_a_listener_blocks_and_the_rest_is_delivered_after(group_port,
                                                                               caplog):
     watcher = McastService(GROUP, group_port, member_port=4002, **LOOPBACK, **SLOW)

@@ -1,9 +1,9 @@
 """bench/gossip_real.py in small: Python gossip members (compiled and pure,
 each its own process) and a real ``serf agent`` on a LAN of network
-namespaces the test creates. They all see each other, the rows follow issue
-27's contract, and graceful leaves are marked ``left`` by everyone. No CPU
-or time is asserted (a shared machine). The cluster test skips without root,
-nftables or ``serf``."""
+namespaces the test creates. They all see each other, each row has the
+fields the gossip benches share (CONTRACT), and graceful leaves are marked
+``left`` by everyone. No CPU or time is asserted (a shared machine). The
+cluster test skips without root, nftables or ``serf``."""
 
 import pathlib
 import shutil

@@ -1,4 +1,4 @@
-"""Issue 10's hot-path defects, each pinned by a test, against both
+"""Hot-path defects once found, each pinned by a test, against both
 implementations: the heartbeat packet owns its bytes; the pump's batch never
 outlives a clear() or its socket; a shut-down socket ends the pump; the index
 checks what it stores and refuses changes while pump runs; one clock; the

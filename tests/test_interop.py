@@ -240,7 +240,7 @@ def test_without_the_listener_tomcats_stack_never_reports_us(classpath, group_po
         node.kill()
 
 
-# -- Tribes' channel: a listed member answers at once (issue: do no harm) -----------
+# -- Tribes' channel: a listed member answers at once (do no harm) -----------
 
 def tomcat_reads(classpath, data):
     """What Tomcat's own deserializer makes of ``data``."""

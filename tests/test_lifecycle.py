@@ -1,4 +1,4 @@
-"""Lifecycle defects of the fronts (issue 10), on loopback (127.0.0.1, TTL 0):
+"""Lifecycle defects of the fronts once found, on loopback (127.0.0.1, TTL 0):
 each test failed before the engine and the drivers were rebuilt."""
 
 import asyncio
@@ -41,7 +41,7 @@ def malformed(stats):
     return {k: v for k, v in stats.items() if k.startswith("malformed.") and v}
 
 
-# -- item 3: stop() must not shut the socket down to wake the receiver -------------
+# -- stop() must not shut the socket down to wake the receiver -------------
 def test_stop_and_restart_count_no_phantom_datagrams(front):
     """shutdown(SHUT_RDWR) made recvmmsg return 0-byte datagrams until the
     receiver noticed: thousands of "not_membership" drops per stop."""
@@ -53,7 +53,7 @@ def test_stop_and_restart_count_no_phantom_datagrams(front):
     assert malformed(member.stats()) == {}
 
 
-# -- item 10: a burst of changes must not delay the heartbeats ----------------------------
+# -- a burst of changes must not delay the heartbeats ----------------------------
 def test_a_payload_burst_keeps_heartbeats_on_the_grid(front):
     """Ten changes 20 ms apart pushed the threaded front's next heartbeat one
     period later per change (2 s here); the grid must not move."""
@@ -68,7 +68,7 @@ def test_a_payload_burst_keeps_heartbeats_on_the_grid(front):
     wait_until(lambda: member.stats()["sent"] - after_burst >= 2, timeout=1.5)
 
 
-# -- item 12: a small drop time still expires silent members ----------------------------
+# -- a small drop time still expires silent members ----------------------------
 def test_a_small_drop_time_still_expires_a_silent_member(front):
     """With drop_time 100 ms every sweep gap over 50 ms counted as a pause of
     our own, and silent members were never removed."""
@@ -80,7 +80,7 @@ def test_a_small_drop_time_still_expires_a_silent_member(front):
     assert member.stats()["pauses"] == 0
 
 
-# -- item 17: stop() removes the members it still has --------------------------------------
+# -- stop() removes the members it still has --------------------------------------
 def test_stop_removes_everyone_so_a_restart_never_adds_twice(front):
     member = front(4001)
     peer = front(4002)
@@ -140,7 +140,7 @@ def test_both_fronts_count_the_same_things(group_port):
             "probe_connections"} <= keys["threads"]
 
 
-# -- item 11: listeners that stop or restart the service ------------------------------------
+# -- listeners that stop or restart the service ------------------------------------
 def service(group_port, member_port, **settings):
     options = dict(LOOPBACK, member_port=member_port, **FAST)
     options.update(settings)
@@ -282,7 +282,7 @@ def test_an_overflowing_queue_gives_listeners_an_events_lost_marker(group_port):
         assert member.stats()["events_dropped"] == sum(e.count for e in markers)
 
 
-# -- item 16: listeners and loops that fail ---------------------------------------------------
+# -- listeners and loops that fail ---------------------------------------------------
 def test_a_listener_raising_systemexit_does_not_end_the_dispatcher(group_port, caplog):
     # On the dispatcher thread a SystemExit or KeyboardInterrupt reaches
     # nobody: it would end the thread and every later event with it.
@@ -345,7 +345,7 @@ def test_demo_piped_into_head_exits_cleanly(group_port, tmp_path):
     assert "Traceback" not in err
 
 
-# -- item 13: a forked child's copy is inert ----------------------------------------------------
+# -- a forked child's copy is inert ----------------------------------------------------
 def fork_and(action):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)    # fork with threads: on purpose
@@ -397,7 +397,7 @@ def test_a_forked_child_stopping_the_async_front_leaves_the_parent_alone(group_p
     run_loop(scenario())
 
 
-# -- asyncio: items 2, 14, 15 --------------------------------------------------------------------
+# -- asyncio: cancelled stops, reader callbacks after stop, listeners --------------------
 @pytest.fixture
 def run_loop():
     return lambda coro: asyncio.run(asyncio.wait_for(coro, 30))

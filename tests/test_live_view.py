@@ -1,4 +1,4 @@
-"""The live view in a real terminal (issue 15, item 8): mcast-demo in tmux
+"""The live view in a real terminal: mcast-demo in tmux
 (a server of the test's own), its screen read with capture-pane and every
 byte it wrote recorded with pipe-pane. Loopback only, TTL 0; skipped
 without tmux."""

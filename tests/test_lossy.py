@@ -1,4 +1,4 @@
-"""The second opinion on a lossy network (issue 14), in network namespaces
+"""The second opinion on a lossy network (verify), in network namespaces
 with nftables dropping packets on a host's input hook: a member whose
 heartbeats are lost on the way but whose port answers is kept under verify
 and removed without it; a SIGKILLed member is removed under both; a flood of

@@ -1,4 +1,4 @@
-"""Prometheus metrics (issue 15, item 6): scraped over HTTP on 127.0.0.1 from
+"""Prometheus metrics: scraped over HTTP on 127.0.0.1 from
 both fronts, the counters move as a second member heartbeats on loopback."""
 
 import json
@@ -174,7 +174,7 @@ def test_without_prometheus_client_the_metrics_port_says_what_to_install(tmp_pat
                              "pip install 'mcastmember[prometheus]'\n")
 
 
-# -- the server's bounds (issue 23 item 2) ------------------------------------------
+# -- the server's bounds: connections, and accept when descriptors run out ------
 
 def _connect(port, source="127.0.0.1"):
     return socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(source, 0))

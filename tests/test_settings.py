@@ -1,4 +1,4 @@
-"""Settings declared once (issue 25, item 3): engine/settings.py's
+"""Settings declared once: engine/settings.py's
 declaration drives the TypedDict, the signatures and help() of ServiceConfig
 and both fronts, mcast-demo's flags and the table in docs/usage.md; checking
 settings does no I/O, and resolving them on this host is a step of its own,

@@ -1,4 +1,4 @@
-"""stats(): one stable shape (issue 15, item 5). Every key present from the
+"""stats(): one stable shape. Every key present from the
 start at 0, the same on both fronts whatever is configured, and exactly the
 keys the "Counters" table of docs/usage.md documents."""
 

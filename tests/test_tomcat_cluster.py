@@ -1,4 +1,4 @@
-"""Do no harm to a real Tomcat cluster (issue 17), the short version.
+"""Do no harm to a real Tomcat cluster, the short version.
 
 Two real Tomcat 10.1 servers (Debian's packages) replicating sessions, in a
 network namespace of their own (tests/interop/tomcat_cluster.py), once per
@@ -7,7 +7,7 @@ never answers costs most). Each is run without the Python member and with the
 default `mcast-demo join ...` (which answers on its member port, as --tomcat
 does: the same member), one after the other, and the run with us is compared
 with the run without us. Then one Tomcat whose channel has no
-TcpFailureDetector starts alone beside a default member (issue 24).
+TcpFailureDetector starts alone beside a default member (its TCP listener on).
 
 Behaviour is asserted, not timings (the machine is shared): no replicated write
 lost, no request stalled (over 1 s: only an ack or RPC timeout makes a local

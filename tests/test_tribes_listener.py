@@ -157,7 +157,7 @@ def quiet(sock, seconds=0.3):
 
 
 def test_a_frame_naming_a_stranger_makes_no_connection(listener, monkeypatch):
-    """Issue 23 item 3: a frame whose sender names another address (here
+    """A frame whose sender names another address (here
     127.0.0.9:port, where something listens) must not make us connect there
     (its reply is held for the sender's first heartbeat, then dropped)."""
     monkeypatch.setattr(probe, "HOLD_S", 0.3, raising=False)
@@ -178,7 +178,7 @@ def test_a_frame_naming_a_stranger_makes_no_connection(listener, monkeypatch):
 
 
 def test_frames_before_garbage_in_one_read_are_acked(listener):
-    """Issue 23 item 8: the acks of the frames that came whole are sent
+    """The acks of the frames that came whole are sent
     before the connection is closed for the garbage after them."""
     with connect(listener) as sock:
         sock.sendall(message(2, b"one") + message(6, b"two") + b"GET / HTTP/1.1\r\n\r\n")
@@ -255,7 +255,7 @@ def test_an_ipv6_source_is_counted_by_its_64():
 
 
 def test_a_flood_from_one_source_never_takes_another_sources_connection(listener, monkeypatch):
-    """Issue 23 item 7: one source opening connections without end gets its
+    """One source opening connections without end gets its
     share; the rest are refused, and a Tomcat's pooled connection from
     another source is never the one closed."""
     monkeypatch.setattr(probe, "MAX_CONNECTIONS", 6)
@@ -315,7 +315,7 @@ def test_async_membership_stops_while_tomcat_holds_a_connection(group_port):
     asyncio.run(main())
 
 
-# -- accept failing for want of descriptors (issue 23 item 2) ---------------------
+# -- accept failing for want of descriptors: back off, no busy loop ------------------
 
 _EXHAUSTED = textwrap.dedent("""
     import asyncio, json, resource, socket, sys, threading, time
@@ -385,7 +385,7 @@ def test_accept_backs_off_when_descriptors_run_out(kind):
         child.stdout.close()
 
 
-# -- through the fronts: where replies may go (issue 23 item 3) --------------------
+# -- through the fronts: replies go only to the sender's own address ------------------
 
 @pytest.mark.parametrize("kind", sorted(FRONTS))
 def test_replies_go_to_members_only(kind, group_port, monkeypatch):

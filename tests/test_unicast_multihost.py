@@ -1,5 +1,5 @@
-"""Hosts where multicast cannot pass find each other by unicast alone
-(issue 11, item 7): network namespaces whose switch floods no multicast and
+"""Hosts where multicast cannot pass find each other by unicast alone:
+network namespaces whose switch floods no multicast and
 whose routing tables hold no multicast route, discovering each other through
 a real DNS server (dnsmasq, started here) and through a static list. A crash
 is expired at the drop time, a goodbye is seen at once, a host added to DNS

@@ -337,7 +337,7 @@ def test_without_verify_the_drop_time_removes(make):
     assert engine.probes_due(3.01) == []
 
 
-# -- what the network may make us do (issue 23) -------------------------------------------
+# -- what the network may make us do: bounded work for forged members ----------------
 
 def test_suspects_count_against_max_members(make):
     # Forged members that expire into suspects whose ports answer must not
@@ -513,7 +513,7 @@ def test_a_killed_member_is_removed_within_drop_time_and_the_probe(front, group_
 
 def test_a_forged_member_naming_a_port_that_answers_costs_a_bounded_number_of_connects(
         front, group_port):
-    # Issue 23: one datagram naming someone else's listening port used to
+    # One datagram naming someone else's listening port used to
     # make a member connect there every drop time, for ever.
     victim = socket.create_server(("127.0.0.1", 0))
     victim.settimeout(0.05)

@@ -1,4 +1,4 @@
-"""Listen-only (issue 15, item 7): hear a group without joining it. The
+"""Listen-only: hear a group without joining it. The
 engine decides it (no heartbeat, no goodbye, no sender socket); both fronts
 and ``mcast-demo watch`` send nothing, counted on the group by a socket of
 the test's own. Loopback only, TTL 0."""

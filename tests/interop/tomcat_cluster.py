@@ -1,5 +1,5 @@
 """A real Tomcat 10.1 cluster in a network namespace, to measure what a Python
-member does to it (issue 17).
+member does to it.
 
 Two or three Tomcat servers from Debian's packages (libtomcat10-java +
 tomcat10-common: /usr/share/tomcat10, or $MCASTMEMBER_TOMCAT_HOME), each with
@@ -873,12 +873,12 @@ def figures(run):
 
 def expected_listing(run):
     """Whether Tomcat must list us: the Python member answers on its member
-    port (the default since issue 24, and --tomcat), so every stack lists it."""
+    port (the default, and --tomcat), so every stack lists it."""
     return run["member"] != "none"
 
 
 def verdict(base, run, stall_ms=1000.0):
-    """Failures of run against the targets of issue 17, compared with base (the
+    """Failures of run against the do-no-harm targets, compared with base (the
     run without us on the same stack); [] when every target is met."""
     failures = []
     if run.get("error"):
