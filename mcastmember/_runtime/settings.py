@@ -197,14 +197,14 @@ def _is(kind: object, value: object) -> bool:
     return isinstance(kind, type) and isinstance(value, kind)
 
 
-_WORDS = {bool: "True or False", int: "a whole number", float: "a number", bytes: "bytes", str: "text",
-          type(None): "None", os.PathLike: "a path"}
+_WORDS: dict[object, str] = {bool: "True or False", int: "a whole number", float: "a number", bytes: "bytes",
+                              str: "text", type(None): "None", os.PathLike: "a path"}
 
 
 def _words(kind: object) -> str:
     """What a value of ``kind`` is, in words, for an error message."""
     kind = get_origin(kind) or kind
-    words = _WORDS.get(kind)     # type: ignore[call-overload]
+    words = _WORDS.get(kind)
     if words is not None:
         return words
     return f"a {getattr(kind, '__name__', kind)}"

@@ -56,9 +56,13 @@ MAX_INCOMING_STREAMS = 32
 
 def _defaults(kind: type) -> dict[str, Any]:
     """The defaults of a settings dataclass's fields, by name."""
-    return {f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
-            for f in dataclasses.fields(kind)
-            if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING}
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(kind):
+        if f.default is not dataclasses.MISSING:
+            out[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            out[f.name] = f.default_factory()
+    return out
 
 
 _ML = _defaults(GossipSettings)

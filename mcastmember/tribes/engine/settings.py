@@ -23,7 +23,7 @@ evaluated as the class is made, so their metadata can be read at run time.
 """
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypedDict, TypeVar, Union
 
 from ..wire import auth
@@ -183,3 +183,10 @@ def takes_settings(cls: type[_Class]) -> type[_Class]:
     ``help()`` and ``inspect.signature`` then show every setting with its
     default, and its docstring lists them (the declaration above)."""
     return _DECLARATION.takes_settings(cls)
+
+
+def refuse_unknown(front: str, given: Iterable[str], known: Iterable[str] = ()) -> None:
+    """UnknownSetting for the first of ``given`` that is no setting, named
+    with ``front`` (the class the user called) and the likeliest setting or
+    parameter (``known``) meant."""
+    _DECLARATION.refuse_unknown(front, given, known)

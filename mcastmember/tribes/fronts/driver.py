@@ -16,6 +16,7 @@ from ..wire import layout as L
 from ..._runtime import net
 from ..._runtime.listen import host_key
 from ..engine.config import ServiceConfig, Settings
+from ..engine.settings import refuse_unknown
 from ..engine.engine import RECEIVE, SEND, UNICAST, MembershipEngine
 from ..._runtime.events import queue_bounds
 from ..engine.member import find_by_address, find_by_unique_id
@@ -89,20 +90,11 @@ class MembershipFront:
     def _refuse_unknown(self, settings: Settings) -> None:
         """UnknownSetting for a keyword that is no setting, named with this
         front (not ServiceConfig, which users never call) and the likeliest
-        one meant."""
-        unknown = [name for name in settings if name not in Settings.__optional_keys__]
-        if not unknown:
-            return
-        import difflib
-        import inspect
+        one meant (the runtime's refusal, the gossip fronts' too)."""
+        if any(name not in Settings.__optional_keys__ for name in settings):
+            import inspect
 
-        from ..._runtime.errors import UnknownSetting
-
-        front = type(self).__name__
-        known = list(inspect.signature(type(self)).parameters)
-        close = difflib.get_close_matches(unknown[0], known, n=1)
-        raise UnknownSetting(f"{front}() got an unexpected keyword argument {unknown[0]!r}"
-                             + (f". Did you mean {close[0]!r}?" if close else ""))
+            refuse_unknown(type(self).__name__, settings, inspect.signature(type(self)).parameters)
 
     # -- what the application sees ---------------------------------------------
     @property
