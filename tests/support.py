@@ -97,6 +97,20 @@ def loopback_sender():
     return sender
 
 
+def next_datagram(group_port, timeout=10.0):
+    """The next datagram sent to the group on loopback: whoever sends it is up
+    (its heartbeats flow). Shares the port as the members' sockets do."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if hasattr(socket, "SO_REUSEPORT"):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind(("", group_port))
+        sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP,
+                        socket.inet_aton(GROUP) + socket.inet_aton("127.0.0.1"))
+        sock.settimeout(timeout)
+        return sock.recv(65536)
+
+
 def fake_members(group_port, count, payload=b"", junk_first=0):
     """Heartbeats of ``count`` strangers (ports 5000...), sent once each from a
     raw socket, after ``junk_first`` malformed datagrams."""

@@ -11,7 +11,7 @@ import pytest
 
 from mcastmember.tools.cli import main
 
-from support import GROUP, V1, V3, NoLineInTime, next_line, rest_of_stdout
+from support import GROUP, V1, V3, NoLineInTime, next_datagram, next_line, rest_of_stdout
 
 DEMO = [shutil.which("mcast-demo")] if shutil.which("mcast-demo") else \
     [sys.executable, "-m", "mcastmember"]
@@ -58,7 +58,7 @@ def test_two_demo_processes_see_each_other_join_and_leave(group_port, tmp_path):
     a = start_join(group_port, 4001, tmp_path, "--payload", "hé", "--domain", "{1,-1}")
     b = None
     try:
-        time.sleep(0.5)   # a is up and heartbeating
+        next_datagram(group_port)   # a is up and heartbeating
         b = start_join(group_port, 4002, tmp_path, "--frequency", "500")
         b_started = time.monotonic()
         event, seen_at = read_event(b)
