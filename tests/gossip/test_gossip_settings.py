@@ -136,3 +136,21 @@ def test_the_engines_settings_are_built_in_one_place_from_the_declaration():
                                      "probe_interval": 2}, 100)
     assert (front.gossip.max_streams, front.gossip.probe_interval, front.serf.limits.max_tags) == (9, 2, 3)
     assert (front.max_streams, front.event_queue_size) == (declared.MAX_INCOMING_STREAMS, 100)
+
+
+@pytest.mark.parametrize("cls", [SerfService, AsyncSerfService])
+@pytest.mark.parametrize("settings, message", [
+    ({"label": b"x" * 256}, "label is at most 255 bytes, not 256"),
+    ({"udp_buffer_size": 63}, "udp_buffer_size must be at least 64 bytes"),
+    ({"max_broadcast_bytes": 1000}, "max_broadcast_bytes must hold at least one packet's worth"),
+    ({"max_outgoing_streams": 0}, "max_outgoing_streams must be at least 1"),
+    ({"max_nodes": 0}, "max_nodes must be at least 1"),
+    ({"gossip_interval": 0}, "gossip_interval must be positive"),
+    ({"tombstone_timeout": -1}, "tombstone_timeout cannot be negative"),
+    ({"max_left_members": 0}, "max_left_members must be at least 1"),
+    ({"event_queue_bytes": 0}, "event_queue_bytes must be at least 1"),
+])
+def test_a_value_out_of_its_range_is_refused_naming_its_setting(cls, settings, message):
+    with pytest.raises(ConfigurationError) as caught:
+        cls("a", **settings)
+    assert str(caught.value) == message

@@ -133,7 +133,7 @@ class GossipSettings:
             if len(key) not in layout.KEY_SIZES:
                 raise ConfigurationError(f"an encryption key must be 16, 24 or 32 bytes, not {len(key)}")
         if len(self.label) > layout.LABEL_MAX_SIZE:
-            raise ConfigurationError(f"a label is at most {layout.LABEL_MAX_SIZE} bytes")
+            raise ConfigurationError(f"label is at most {layout.LABEL_MAX_SIZE} bytes, not {len(self.label)}")
 
     @property
     def encryption_version(self) -> int:
