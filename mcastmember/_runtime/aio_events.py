@@ -8,10 +8,10 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
-from .events import EventsLost
+from .events import EventBuffer, EventsLost, queue_bounds
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, MutableSet
 
     from typing_extensions import Self
 
@@ -131,3 +131,20 @@ class EventStream(Generic[E]):
 
     async def __aexit__(self, *exc: object) -> None:
         self.close()
+
+
+def open_stream(owner: _Owner[E], size: int, max_bytes: int, cost: Callable[[E], int],
+                initial: Iterable[E], running: bool, streams: MutableSet[EventStream[E]]) -> EventStream[E]:
+    """What both asyncio fronts' ``events()`` return: a stream of at most
+    ``size`` waiting events and ``max_bytes`` of them as the protocol's
+    ``cost`` counts them (checked: ConfigurationError naming ``queue_size``
+    or ``queue_bytes``), starting with the ``initial`` events (the members
+    present), added to ``streams`` while the front runs, ended at once if
+    it does not."""
+    size, max_bytes = queue_bounds(size, max_bytes, ("queue_size", "queue_bytes"))
+    stream: EventStream[E] = EventStream(owner, EventBuffer(size, max_bytes, cost), initial)
+    if running:
+        streams.add(stream)
+    else:
+        stream.end()
+    return stream

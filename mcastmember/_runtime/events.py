@@ -60,12 +60,15 @@ EVENT_QUEUE_BYTES = 16 << 20
 
 
 def queue_bounds(size: int, max_bytes: int, names: tuple[str, str]) -> tuple[int, int]:
-    """``(size, max_bytes)`` checked: positive whole numbers (``names`` are
-    the settings' names, for the ConfigurationError)."""
+    """``(size, max_bytes)`` checked: whole numbers, at least 1 (``names``
+    are the settings' names, for the ConfigurationError, which shows the
+    value given)."""
     for value, name in zip((size, max_bytes), names):
-        if isinstance(value, bool) or int(value) != value or value < 1:
-            raise ConfigurationError(f"{name} must be a positive whole number")
-    return int(size), int(max_bytes)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigurationError(f"{name} must be a whole number, not {value!r}")
+        if value < 1:
+            raise ConfigurationError(f"{name} must be at least 1, not {value!r}")
+    return size, max_bytes
 
 
 class EventBuffer(Generic[E, M]):

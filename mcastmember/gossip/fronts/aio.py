@@ -27,9 +27,9 @@ import weakref
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, TypeVar
 
-from ..._runtime.aio_events import EventStream, Waiters
+from ..._runtime.aio_events import EventStream, Waiters, open_stream
 from .driver import (DEFAULT_BIND_ADDR, DEFAULT_PORT, READ, WRITE, GossipFront, Listener, Predicate, current,
-                     event_buffer, join_seeds)
+                     join_seeds, serf_event_bytes)
 from .settings import takes_settings
 from ..serf.node import GossipMember, JoinDone, LeaveDone, SerfNodeEvent
 
@@ -152,18 +152,9 @@ class AsyncSerfService(GossipFront):
         when the service stops. ``queue_size`` and ``queue_bytes`` (default
         ``event_queue_size`` and ``event_queue_bytes``) bound how far it may
         fall behind, in events and in their bytes, before it gets an EventsLost."""
-        size = self._queue_size if queue_size is None else queue_size
-        max_bytes = self._queue_bytes if queue_bytes is None else queue_bytes
-        for what, value in (("queue_size", size), ("queue_bytes", max_bytes)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{what} must be at least 1, not {value!r}")
-        stream: EventStream[SerfNodeEvent] = EventStream(self, event_buffer(size, max_bytes),
-                                                         current(self.node.members()))
-        if self._running:
-            self._streams.add(stream)
-        else:
-            stream.end()
-        return stream
+        return open_stream(self, self._queue_size if queue_size is None else queue_size,
+                           self._queue_bytes if queue_bytes is None else queue_bytes, serf_event_bytes,
+                           current(self.node.members()), self._running, self._streams)
 
     def add_listener(self, listener: Listener, replay: bool = False) -> None:
         """Call ``listener(event)`` for every event of the node, on the loop
@@ -171,8 +162,8 @@ class AsyncSerfService(GossipFront):
         members, as :meth:`events` starts, at once."""
         if replay:
             for event in current(self.node.members()):
-                self._call_listeners([listener], event)
-        self._listeners = self._listeners + [listener]
+                self._call_listener(listener, event)
+        self._listeners.add(listener)
 
     def _unsubscribe(self, stream: EventStream[SerfNodeEvent]) -> None:
         if stream in self._streams:
@@ -271,7 +262,8 @@ class AsyncSerfService(GossipFront):
             for kind, done in self._done:
                 if isinstance(event, kind) and not done.done():
                     done.set_result(event)
-            self._call_listeners(self._listeners, event)
+            for listener in self._listeners.listeners:
+                self._call_listener(listener, event)
             for stream in list(self._streams):
                 stream.offer(event)
         if self._waiters:

@@ -38,6 +38,7 @@ except ImportError as error:
     raise ModuleNotFoundError("the gossip fronts need the gossip extra (msgpack and cryptography): "
                               "pip install 'mcastmember[gossip]'", name=_missing) from None
 from ..._runtime.events import EventBuffer, EventsLost
+from ..._runtime.dispatch import Listeners
 from ..._runtime.ratelimit import RateLimitedLog
 from ..serf import messages
 from ..serf.layout import MemberStatus
@@ -209,7 +210,7 @@ class GossipFront:
         self._tcp_timeout = cfg.gossip.tcp_timeout
         self._lock = lock
         self._counts: dict[str, int] = dict.fromkeys(FRONT_COUNTERS, 0)
-        self._listeners: list[Listener] = []
+        self._listeners: Listeners[SerfNodeEvent] = Listeners(self._call_listener)
         self._conns: dict[socket.socket, _Conn] = {}
         self._outgoing: dict[int, _Conn] = {}
         self._shares = stream_shares(cfg.max_streams)
@@ -289,7 +290,7 @@ class GossipFront:
         self._poke()
 
     def remove_listener(self, listener: Listener) -> None:
-        self._listeners = [c for c in self._listeners if c != listener]
+        self._listeners.remove(listener)
 
     def stats(self) -> dict[str, int]:
         """The node's counters (its members by status among them:
@@ -426,6 +427,11 @@ class GossipFront:
                 log.debug("serf front: sending to %s: %s", addr, exc)
         for stream in self.node.streams_to_open(now):
             self._open(stream.id, stream.addr, stream.data, stream.deadline)
+        self._hand_out_events()
+
+    def _hand_out_events(self) -> None:
+        """The node's events so far to the front (:meth:`_deliver`), after
+        writing the keyring file if they changed the keys."""
         events = self.node.events()
         if events:
             if self.keyring_file is not None:
@@ -648,15 +654,14 @@ class GossipFront:
 
     # ------------------------------------------------------ listeners
 
-    def _call_listeners(self, listeners: Iterable[Listener], event: SerfNodeEvent | EventsLost) -> None:
-        """Each listener with ``event``; one that raises is counted and logged."""
-        for listener in listeners:
-            try:
-                listener(event)
-            except Exception:
-                with self._lock:
-                    self._counts["listener_errors"] += 1
-                log.exception("serf front: a listener failed")
+    def _call_listener(self, listener: Listener, event: SerfNodeEvent | EventsLost) -> None:
+        """``listener(event)``; what it raises is counted and logged."""
+        try:
+            listener(event)
+        except Exception:
+            with self._lock:
+                self._counts["listener_errors"] += 1
+            log.exception("serf front: a listener failed")
 
 
 def join_seeds(seeds: Iterable[tuple[str, int]]) -> list[Addr]:

@@ -19,14 +19,14 @@ import socket
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .driver import (DEFAULT_BIND_ADDR, DEFAULT_PORT, FRONT_COUNTERS, GossipFront, Listener, Predicate, current,
                      join_seeds, serf_event_bytes)
 from .settings import takes_settings
+from ..._runtime.dispatch import Replay
 from ..._runtime.events import EventQueue
-from ..serf.node import GossipMember, JoinDone, LeaveDone, SerfMemberEvent, SerfNodeEvent
+from ..serf.node import GossipMember, JoinDone, LeaveDone, SerfNodeEvent
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -41,14 +41,6 @@ EVENT_QUEUE_BOUND = 65_536
 IDLE_WAIT_S = 1.0
 #: how long stop() waits for each thread
 STOP_WAIT_S = 5.0
-
-
-@dataclass(frozen=True)
-class _Replay:
-    """In the listeners' queue: register ``listener`` here, after giving it ``events``."""
-
-    listener: Listener
-    events: list[SerfMemberEvent]
 
 
 @takes_settings
@@ -89,8 +81,8 @@ class SerfService(GossipFront):
         self._join_done: JoinDone | None = None
         self._leave_done: LeaveDone | None = None
         # The heartbeat fronts' queue: bounded in events and bytes, an
-        # EventsLost where the gap is; a _Replay marker always gets in.
-        self._events: EventQueue[SerfNodeEvent, _Replay] = EventQueue(self._queue_size, self._queue_bytes,
+        # EventsLost where the gap is; a Replay marker always gets in.
+        self._events: EventQueue[SerfNodeEvent, Replay[SerfNodeEvent]] = EventQueue(self._queue_size, self._queue_bytes,
                                                                       serf_event_bytes)
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
@@ -112,7 +104,8 @@ class SerfService(GossipFront):
         self._bind()
         self._sel.register(self._wake_r, selectors.EVENT_READ)
         self._threads = [threading.Thread(target=self._io_loop, name=f"serf-io-{self.node.name}", daemon=True),
-                         threading.Thread(target=self._dispatch, name=f"serf-events-{self.node.name}",
+                         threading.Thread(target=self._listeners.dispatch, args=(self._events,),
+                                          name=f"serf-events-{self.node.name}",
                                           daemon=True)]
         for thread in self._threads:
             thread.start()
@@ -179,10 +172,14 @@ class SerfService(GossipFront):
         with self._lock:
             if replay and self._running:
                 # The dispatcher registers it when it reaches this point of
-                # the queue: what follows happened after the snapshot.
-                self._events.put_marker(_Replay(listener, current(self.node.members())))
+                # the queue: what follows happened after the snapshot, under
+                # the same lock. What the node decided but the I/O thread has
+                # not handed out yet goes first (else a change the snapshot
+                # shows would come again after it).
+                self._hand_out_events()
+                self._listeners.add(listener, self._events, current(self.node.members()))
             else:
-                self._listeners = self._listeners + [listener]
+                self._listeners.add(listener)
 
     def wait_for(self, predicate: Predicate, timeout: float | None = None) -> list[GossipMember]:
         """Wait until ``predicate(members)`` is true (checked now and after

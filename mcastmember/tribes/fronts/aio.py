@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, cast
 
 from .driver import MembershipFront
 from ..engine.config import DEFAULT_GROUP, DEFAULT_PORT, takes_settings
-from ..._runtime.events import EVENT_QUEUE_BYTES, EventBuffer, EventsLost, queue_bounds
+from ..._runtime.events import EVENT_QUEUE_BYTES, EventsLost
 from ..engine.events import MemberEvent, event_bytes
 from ..._runtime.net import socket_family
-from ..._runtime.aio_events import EventStream, Waiters
+from ..._runtime.aio_events import EventStream, Waiters, open_stream
 from .channel_listener import probe_stats_idle
 from ..engine.table import ADDED
 
@@ -149,17 +149,10 @@ class AsyncMcastService(MembershipFront):
         (default: ``event_queue_size`` and ``event_queue_bytes``) bound how
         far this reader may fall behind, in events and in their payload,
         domain and command bytes, before it gets an EventsLost instead."""
-        size, max_bytes = queue_bounds(
-            self._queue_size if queue_size is None else queue_size,
-            self._queue_bytes if queue_bytes is None else queue_bytes,
-            ("queue_size", "queue_bytes"))
-        stream: EventStream[MemberEvent] = EventStream(
-            self, EventBuffer(size, max_bytes, event_bytes), [MemberEvent(ADDED, m) for m in self._engine.members()])
-        if self.running:
-            self._streams.add(stream)
-        else:
-            stream.end()
-        return stream
+        return open_stream(self, self._queue_size if queue_size is None else queue_size,
+                           self._queue_bytes if queue_bytes is None else queue_bytes, event_bytes,
+                           [MemberEvent(ADDED, m) for m in self._engine.members()], self.running,
+                           self._streams)
 
     def add_listener(self, callback: AsyncListener, replay: bool = False) -> None:
         """Call ``callback(event)`` for every MemberEvent, on the event loop

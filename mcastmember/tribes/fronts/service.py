@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from .driver import MembershipFront
 from ..engine.config import DEFAULT_GROUP, DEFAULT_PORT, takes_settings
+from ..._runtime.dispatch import Listeners, Replay
 from ..._runtime.events import EVENT_QUEUE_BYTES, EventQueue
 from ..engine.events import MemberEvent, event_bytes
 from .channel_listener import TribesListener, probe_stats_idle
@@ -89,14 +90,14 @@ class McastService(MembershipFront):
         self._lock = self._table_lock = threading.Lock()
         self._state = threading.Condition()   # the lifecycle phase, start/stop one at a time
         self._phase = _STOPPED
-        self._listeners: list[Listener] = []
+        self._listeners: Listeners[MemberEvent] = Listeners(self._call)
         # wait_for: a change (events published, a phase) bumps the generation.
         self._changed = threading.Condition()
         self._generation = 0
         self._io: threading.Thread | None
         self._dispatcher: threading.Thread | None
         self._io = self._dispatcher = None
-        self._events: EventQueue[MemberEvent, _Replay] | None = None
+        self._events: EventQueue[MemberEvent, Replay[MemberEvent]] | None = None
         self._wake_r: socket.socket | None
         self._wake_w: socket.socket | None
         self._wake_r = self._wake_w = None
@@ -155,7 +156,7 @@ class McastService(MembershipFront):
             self._start_engine()
         # A listener that restarted us runs on the previous dispatcher: the
         # new one waits for it to finish, so listeners never run concurrently.
-        self._dispatcher = threading.Thread(target=self._dispatch_loop,
+        self._dispatcher = threading.Thread(target=self._listeners.dispatch,
                                             args=(self._events, previous),
                                             name="mcastmember-dispatch", daemon=True)
         self._dispatchers.add(self._dispatcher)
@@ -251,6 +252,7 @@ class McastService(MembershipFront):
         self._lock = self._table_lock = threading.Lock()
         self._state = threading.Condition()
         self._changed = threading.Condition()
+        self._listeners = Listeners(self._call, self._listeners.listeners)
         self._probe = None    # the parent's listener thread does not exist here
         self._prober = None   # nor its prober thread
         self._events = EventQueue(self._queue_size, self._queue_bytes, event_bytes)
@@ -271,13 +273,13 @@ class McastService(MembershipFront):
                 pending = self._engine.events()
                 if pending:
                     self._publish(pending)
-                self._events.put_marker(_Replay(callback, self._engine.members()))
+                self._listeners.add(callback, self._events,
+                                    [MemberEvent(ADDED, m) for m in self._engine.members()])
             else:
-                self._listeners = self._listeners + [callback]
+                self._listeners.add(callback)
 
     def remove_listener(self, callback: Listener) -> None:
-        with self._lock:
-            self._listeners = [c for c in self._listeners if c != callback]
+        self._listeners.remove(callback)
 
     def wait_for(self, predicate: Callable[[list[Member]], object],
                  timeout: float | None = None) -> list[Member]:
@@ -460,32 +462,3 @@ class McastService(MembershipFront):
         with self._changed:
             self._generation += 1
             self._changed.notify_all()
-
-    def _dispatch_loop(self, events: EventQueue[MemberEvent, _Replay], previous: threading.Thread | None) -> None:
-        if previous is not None and previous is not threading.current_thread():
-            previous.join()
-        while True:
-            event = events.get()
-            if event is None:
-                return
-            if isinstance(event, _Replay):
-                self._replay(event)
-                continue
-            for callback in self._listeners:
-                self._call(callback, event)
-
-    def _replay(self, replay: _Replay) -> None:
-        for member in replay.members:
-            self._call(replay.callback, MemberEvent(ADDED, member))
-        with self._lock:
-            self._listeners = self._listeners + [replay.callback]
-
-
-class _Replay:
-    """In the event queue: register ``callback`` here, after an "added"
-    for each of ``members`` (the table as of this point of the queue)."""
-
-    __slots__ = ("callback", "members")
-
-    def __init__(self, callback: Listener, members: list[Member]) -> None:
-        self.callback, self.members = callback, members
