@@ -9,7 +9,11 @@ heartbeat (a member "added") for Tribes, a user event of our own for Serf.
 """
 
 import asyncio
+import os
 import threading
+import time
+import traceback
+import warnings
 
 import pytest
 
@@ -269,6 +273,62 @@ class Recorder:
             self.release.wait(TIMEOUT)
 
 
+# -- lifecycle ---------------------------------------------------------------------------------
+
+
+def test_start_returns_the_service_and_stop_ends_it(make_front):
+    front = make_front()
+    assert front.start() is front.service
+    assert front.running is True
+    members = front.members()
+    assert front.wait_for(lambda ms: True, TIMEOUT) == members
+    with pytest.raises(TimeoutError):
+        front.wait_for(lambda ms: False, 0.1)
+    front.stop()
+    assert front.running is False
+    with pytest.raises(RuntimeError):
+        front.wait_for(lambda ms: False, 0.1)
+
+
+@pytest.mark.parametrize("protocol", [Tribes, Serf], ids=["tribes", "gossip"])
+def test_a_threaded_service_is_its_own_context(protocol, group_port):
+    service = protocol(group_port).make(McastService if protocol is Tribes else SerfService)
+    with service as entered:
+        assert entered is service
+        assert service.running is True
+    assert service.running is False
+
+
+@pytest.mark.parametrize("protocol", [Tribes, Serf], ids=["tribes", "gossip"])
+def test_an_asyncio_service_is_its_own_context(protocol, group_port):
+    async def scenario():
+        service = protocol(group_port).make(AsyncMcastService if protocol is Tribes else AsyncSerfService)
+        async with service as entered:
+            assert entered is service
+            assert service.running is True
+        assert service.running is False
+    asyncio.run(asyncio.wait_for(scenario(), TIMEOUT))
+
+
+@pytest.mark.parametrize("protocol", [Tribes, Serf], ids=["tribes", "gossip"])
+def test_stop_waits_at_most_its_timeout_for_a_listener_that_blocks(protocol, group_port):
+    front = Front(protocol(group_port), threaded=True)
+    try:
+        front.start()
+        blocked = Recorder(front.protocol.key, hold=front.protocol.caused(0))
+        front.add_listener(blocked)
+        front.protocol.cause(front, 0)
+        wait_until(blocked.holding.is_set, timeout=TIMEOUT)
+        started = time.monotonic()
+        front.stop(timeout=0.2)
+        took = time.monotonic() - started
+        assert front.running is False
+        assert took < 2.0, f"stop(timeout=0.2) took {took:.2f} s"
+    finally:
+        blocked.release.set()
+        front.close()
+
+
 # -- listeners ---------------------------------------------------------------------------------
 
 
@@ -366,3 +426,70 @@ def test_a_reader_that_falls_behind_is_told_how_many_events_it_lost(make_front, 
     got = [k for k in read_until_lost(front, reader) if isinstance(k, EventsLost) or k[0] != "joined"]
     caused = [protocol.caused(i) for i in range(CAUSED)]
     assert got == first + caused[len(first):len(first) + fit] + [EventsLost(lost)]
+
+
+# -- fork safety -------------------------------------------------------------------------------
+
+
+def fork_and(action):
+    """Run ``action`` in a forked child; its exit status (1: it raised)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)    # fork with threads: on purpose
+        pid = os.fork()
+    if pid == 0:
+        status = 1
+        try:
+            status = action()
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(status)
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.02)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    raise AssertionError("the forked child hung")
+
+
+def test_a_forked_childs_copy_of_a_running_service_is_inert(make_front):
+    """The child stops its copy at once, sending nothing for the parent
+    (no goodbye: a peer still has the parent) and leaving the parent's
+    sockets and poller alone (the parent still hears the peer)."""
+    front = make_front()
+    front.start()
+    protocol = front.protocol
+    peer = protocol.peer()
+    try:
+        peer_events = Recorder(protocol.key)
+        peer.add_listener(peer_events)
+        protocol.meet(peer, front)
+        me, them = protocol.ident(front.service), protocol.ident(peer)
+        wait_until(lambda: them in protocol.members_of_front(front) and me in protocol.members_of(peer),
+                   timeout=TIMEOUT)
+        service = front.service
+
+        def in_the_child():
+            started = time.monotonic()
+            if front.threaded:
+                service.stop()
+            else:
+                asyncio.run(service.stop())
+            took = time.monotonic() - started
+            return 0 if took < 1.0 and service.running is False else 3
+
+        assert fork_and(in_the_child) == 0
+        assert front.running is True
+        # The parent marks itself after the child ended: once the peer has the
+        # mark, it would have had a goodbye the child sent before it.
+        front.call(protocol.mark, service, b"after")
+        wait_until(lambda: protocol.members_of(peer).get(me) == b"after", timeout=TIMEOUT)
+        assert [k for k in peer_events.got if protocol.said_goodbye(k, me)] == []
+        # And the parent still hears.
+        protocol.mark(peer, b"heard")
+        wait_until(lambda: protocol.members_of_front(front).get(them) == b"heard", timeout=TIMEOUT)
+    finally:
+        peer.stop()

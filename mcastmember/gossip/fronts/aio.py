@@ -97,11 +97,14 @@ class AsyncSerfService(GossipFront):
         every event stream; those waiting get a RuntimeError."""
         if not self._running:
             return
-        for handle in (self._timer, self._again):
-            if handle is not None:
-                handle.cancel()
+        if self._inert:
+            self._close_copies()    # a forked child's copy: the loop's epoll is the parent's too
+        else:
+            for handle in (self._timer, self._again):
+                if handle is not None:
+                    handle.cancel()
+            self._close_all()
         self._timer = self._again = self._timer_at = None
-        self._close_all()
         for stream in list(self._streams):
             self._stream_drops += stream.dropped
             stream.end()

@@ -38,6 +38,7 @@ except ImportError as error:
     raise ModuleNotFoundError("the gossip fronts need the gossip extra (msgpack and cryptography): "
                               "pip install 'mcastmember[gossip]'", name=_missing) from None
 from ..._runtime.events import EventBuffer, EventsLost
+from ..._runtime import forks
 from ..._runtime.dispatch import Listeners
 from ..._runtime.ratelimit import RateLimitedLog
 from ..serf import messages
@@ -223,10 +224,20 @@ class GossipFront:
         self._udp: socket.socket | None = None
         self._tcp: socket.socket | None = None
         self._running = False
+        # A forked child's copy of a running front: it must neither speak for
+        # the parent nor touch the sockets and poller it shares with it.
+        self._inert = False
+        forks.disarm_in_child(self)
 
     @property
     def running(self) -> bool:
         return self._running
+
+    def _become_inert(self) -> None:
+        """In a forked child (runtime.forks): from now on stop() only closes
+        our copies of the descriptors."""
+        self._inert = True
+        self._listeners = Listeners(self._call_listener, self._listeners.listeners)
 
     # ------------------------------------------------------ what it offers
 
@@ -362,6 +373,18 @@ class GossipFront:
             if sock is not None:
                 self._unwatch(sock)
                 sock.close()
+        self._udp = self._tcp = None
+
+    def _close_copies(self) -> None:
+        """A forked child's stop: our copies of the sockets closed, no poller
+        told (the epoll instance is the parent's too: removing a socket
+        there would leave the parent deaf), nothing sent."""
+        self._running = False
+        for sock in [c.sock for c in self._conns.values()] + [self._udp, self._tcp]:
+            if sock is not None:
+                sock.close()
+        self._conns.clear()
+        self._outgoing.clear()
         self._udp = self._tcp = None
 
     def _next_wake(self) -> float | None:

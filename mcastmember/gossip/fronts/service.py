@@ -93,14 +93,14 @@ class SerfService(GossipFront):
     # ------------------------------------------------------------- lifecycle
 
     def __enter__(self) -> SerfService:
-        self.start()
-        return self
+        return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def start(self) -> None:
-        """Bind both sockets and start the threads (OSError if the port is taken)."""
+    def start(self) -> SerfService:
+        """Bind both sockets and start the threads (OSError if the port is
+        taken); returns the service."""
         self._bind()
         self._sel.register(self._wake_r, selectors.EVENT_READ)
         self._threads = [threading.Thread(target=self._io_loop, name=f"serf-io-{self.node.name}", daemon=True),
@@ -109,21 +109,36 @@ class SerfService(GossipFront):
                                           daemon=True)]
         for thread in self._threads:
             thread.start()
+        return self
 
-    def stop(self) -> None:
-        """Close the sockets and end the threads (no leave: call :meth:`leave` first)."""
+    def stop(self, timeout: float | None = STOP_WAIT_S) -> None:
+        """Close the sockets and end the threads (no leave: call :meth:`leave`
+        first). Listeners get every event queued before it. Waits at most
+        ``timeout`` seconds (5; None: for ever) for each thread: past it, a
+        listener that blocks is left running on the dispatcher (a daemon
+        thread, logged), which delivers the rest once it returns and ends.
+        A forked child's copy only closes its copies of the sockets."""
         if not self._running:
+            return
+        if self._inert:
+            self._close_copies()
+            self._sel.close()      # (our copy of the epoll descriptor: the parent's stays registered)
+            self._wake_r.close()
+            self._wake_w.close()
             return
         self._running = False
         self._poke()
         io, dispatcher = self._threads
-        io.join(STOP_WAIT_S)
+        io.join(timeout)
         # After the events still queued (the I/O thread has ended: it adds
         # none); a listener that calls stop() is on the dispatcher thread,
         # which ends when that listener returns.
         self._events.close()
         if threading.current_thread() is not dispatcher:
-            dispatcher.join(STOP_WAIT_S)
+            dispatcher.join(timeout)
+            if dispatcher.is_alive():
+                log.warning("stop(): a listener has not returned within %s s: its dispatcher thread is left "
+                            "running, to deliver the events left and end", timeout)
         with self._lock:
             self._close_all()
             self._done.notify_all()
@@ -199,6 +214,13 @@ class SerfService(GossipFront):
                     raise TimeoutError(f"predicate not true within {timeout} s")
                 self._done.wait(remaining)
 
+    def _become_inert(self) -> None:
+        # In a forked child only the forking thread exists: a lock the
+        # parent's threads held would never be released here.
+        super()._become_inert()
+        self._lock = threading.RLock()
+        self._done = threading.Condition(self._lock)
+
     # ------------------------------------------------------------ waiting
 
     def _watch(self, sock: socket.socket, mask: int) -> None:
@@ -214,6 +236,8 @@ class SerfService(GossipFront):
             pass
 
     def _poke(self) -> None:
+        if self._inert:
+            return      # the wake-up socket is the parent's too
         try:
             self._wake_w.send(b"\0")
         except OSError:

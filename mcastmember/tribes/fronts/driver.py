@@ -4,16 +4,15 @@ wake-up. Neither front decides anything about time: the engine does."""
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import errno
 import logging
-import os
 import time
-import weakref
 from typing import TYPE_CHECKING, TypeVar, cast
 
 from ..wire import layout as L
-from ..._runtime import net
+from ..._runtime import forks, net
 from ..._runtime.listen import host_key
 from ..engine.config import ServiceConfig, Settings
 from ..engine.settings import refuse_unknown
@@ -48,19 +47,7 @@ log = logging.getLogger("mcastmember")
 # What a listener is given: a MemberEvent, or (threads) an EventsLost too.
 _Event = TypeVar("_Event", "MemberEvent", "MemberEvent | EventsLost")
 
-_fronts: weakref.WeakSet[MembershipFront] = weakref.WeakSet()    # every front, so a forked child can disarm its copies
-
-
-def _after_fork_in_child() -> None:
-    for front in list(_fronts):
-        front._become_inert()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-class MembershipFront:
+class MembershipFront(abc.ABC):
     """Base of McastService and AsyncMcastService: a driver of one
     :class:`mcastmember.tribes.engine.engine.MembershipEngine`. Subclasses wait (threads
     or the event loop), publish events, and guard the engine with
@@ -85,7 +72,7 @@ class MembershipFront:
         # A forked child's copy of a running front: it must neither say
         # goodbye for the parent nor touch the sockets it shares with it.
         self._inert = False
-        _fronts.add(self)
+        forks.disarm_in_child(self)
 
     def _refuse_unknown(self, settings: Settings) -> None:
         """UnknownSetting for a keyword that is no setting, named with this
@@ -358,8 +345,15 @@ class MembershipFront:
     def _stop_engine(self) -> None:
         """Stop the engine and say goodbye (unless we are a forked child's
         copy); deliver its last events."""
+        if self._inert:
+            # A forked child's copy: its engine was copied as the parent's
+            # threads left it, maybe in the middle of a step (the member
+            # index held by pump), so it is replaced, never stopped: nothing
+            # is sent and nothing of the parent's table is touched.
+            self._engine = MembershipEngine(self.config)
+            return
         goodbye = self._engine.stop(self.clock())
-        if goodbye is not None and not self._inert:
+        if goodbye is not None:
             self._send(goodbye, self.clock())   # one try: a lost goodbye costs a drop time
         events = self._engine.events()
         if events:
@@ -386,21 +380,22 @@ class MembershipFront:
             self._listener_errors += 1
             log.exception("membership listener %r failed on %r", callback, event)
 
+    @abc.abstractmethod
     def _publish(self, events: Sequence[MemberEvent]) -> None:
-        raise NotImplementedError
+        """Hand the engine's events to the listeners and waiters."""
 
     def _watch_receiver(self, fd: int | None) -> None:
         """Wait for readability of ``fd`` (None: of nothing) from now on."""
 
+    @abc.abstractmethod
     def _start_lookups(self, lookups: list[Lookup]) -> None:
         """Run each ``peers.Lookup`` away from the receive path and report it
         with ``engine.on_lookup`` (a thread, or the loop's executor)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _start_probes(self, attempts: list[ProbeAttempt]) -> None:
         """Make each probe attempt (one TCP connect, closed at once) away
         from the receive path and report it with ``engine.on_probe``."""
-        raise NotImplementedError
 
     def _resolver(self) -> dns.resolver.Resolver | None:
         """The DNS resolver lookups use (made once, on first use)."""
@@ -409,8 +404,9 @@ class MembershipFront:
             self._dns_resolver = make_resolver(self.config.dns_servers)
         return self._dns_resolver
 
+    @abc.abstractmethod
     def _front_counts(self) -> dict[str, int]:
-        raise NotImplementedError
+        """The front's own counters, for ``stats()``."""
 
 
 class _Sockets:
