@@ -201,12 +201,9 @@ def _package_imports(module: str, path: Path) -> set[str]:
     return {t for t, _n, _l in imports(module, path) if t != module}
 
 
-def test_no_import_circles():
-    """No module imports a module that imports it back (through any chain,
-    by any import: at the top, in a function, for a type only): each can be
-    read, loaded and tested on its own."""
-    known = modules()
-    graph = {m: {t for t in _package_imports(m, p) if t in known} for m, p in known.items()}
+def _circles(graph: dict[str, set[str]]) -> list[str]:
+    """Each circle found walking ``graph`` (module -> the modules it imports),
+    as "a -> b -> a"."""
     circles = []
     state: dict[str, int] = {}
 
@@ -223,7 +220,28 @@ def test_no_import_circles():
     for module in sorted(graph):
         if module not in state:
             visit(module, [])
-    assert circles == []
+    return circles
+
+
+def test_no_import_circles():
+    """No module imports a module that imports it back (through any chain,
+    by any import: at the top, in a function, for a type only): each can be
+    read, loaded and tested on its own."""
+    known = modules()
+    graph = {m: {t for t in _package_imports(m, p) if t in known} for m, p in known.items()}
+    assert _circles(graph) == []
+
+
+def test_the_circle_rule_sees_an_import_made_for_a_type_only(tmp_path):
+    """A check module that imports its caller's module for a type (under
+    TYPE_CHECKING) closes a circle the rule reports."""
+    (tmp_path / "session.py").write_text("from . import local\n")
+    (tmp_path / "local.py").write_text("from typing import TYPE_CHECKING\n"
+                                       "if TYPE_CHECKING:\n    from .session import Doctor\n")
+    doctor = "mcastmember.tools.doctor"
+    graph = {f"{doctor}.{name}": _package_imports(f"{doctor}.{name}", tmp_path / f"{name}.py")
+             for name in ("session", "local")}
+    assert _circles(graph) == [f"{doctor}.local -> {doctor}.session -> {doctor}.local"]
 
 
 def _loaded_by(statement: str) -> list[str]:
