@@ -213,8 +213,9 @@ def test_bad_settings_are_the_same_clear_sentence_from_both_fronts(front, args, 
     ({"bind_adr": "127.0.0.1"}, "got an unexpected keyword argument 'bind_adr'. Did you mean 'bind_addr'?"),
     ({"name": "b"}, "got multiple values for argument 'name'"),
     ({"gossip": {"probe_interval": 2}}, "got an unexpected keyword argument 'gossip': memberlist's settings are "
-                                        "keywords of their own now (SerfService(name, probe_interval=0.5), not "
-                                        "gossip={...})"),
+                                        "keywords of their own now (probe_interval=0.5, not gossip={...})"),
+    ({"serf": {"reap_interval": 5}}, "got an unexpected keyword argument 'serf': Serf's settings are keywords of "
+                                     "their own now (reap_interval=5.0, not serf={...})"),
 ])
 def test_a_keyword_that_is_no_setting_names_the_front_and_the_likeliest_one(front, kwargs, message):
     """UnknownSetting, a ConfigurationError and the TypeError Python raises

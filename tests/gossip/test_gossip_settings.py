@@ -161,3 +161,14 @@ def test_a_value_out_of_its_range_is_refused_naming_its_setting(cls, settings, m
     with pytest.raises(ConfigurationError) as caught:
         cls("a", **settings)
     assert str(caught.value) == message
+
+
+@pytest.mark.parametrize("cls", [SerfService, AsyncSerfService])
+def test_keys_come_from_the_keyring_file_or_the_setting_not_both(cls, tmp_path):
+    keyring = tmp_path / "keyring.json"
+    keyring.write_text('["MDEyMzQ1Njc4OWFiY2RlZg=="]')
+    keyring.chmod(0o600)
+    with pytest.raises(ConfigurationError) as caught:
+        cls("a", keyring_file=str(keyring), keys=[bytes(16)])
+    assert str(caught.value) == "give the keys in the keyring file or in the setting 'keys', not both"
+    assert cls("a", keyring_file=str(keyring)).node.engine.settings.keys == (b"0123456789abcdef",)

@@ -232,10 +232,8 @@ MEMBERLIST = {name: "max_streams" if name == "max_outgoing_streams" else name
 SERF = {name: "limits" if name == "serf_limits" else name for name in _SerfSettings.__annotations__}
 # What a keyword of the fronts before these settings was, and what to give instead.
 _RETIRED = {
-    "gossip": "memberlist's settings are keywords of their own now "
-              "(SerfService(name, probe_interval=0.5), not gossip={...})",
-    "serf": "Serf's settings are keywords of their own now "
-            "(SerfService(name, reap_interval=5.0), not serf={...})",
+    "gossip": "memberlist's settings are keywords of their own now (probe_interval=0.5, not gossip={...})",
+    "serf": "Serf's settings are keywords of their own now (reap_interval=5.0, not serf={...})",
 }
 
 
