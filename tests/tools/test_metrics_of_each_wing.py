@@ -46,7 +46,8 @@ def test_a_gossip_front_is_served_by_the_gossip_collector_without_loading_tribes
 def test_a_tribes_front_is_served_by_the_tribes_collector_without_loading_gossip(group_port):
     loaded, line = scrape_in_a_fresh_interpreter(
         "from mcastmember import McastService\n"
-        f"front = McastService('228.0.0.4', {group_port}, member_port=4000, interface='127.0.0.1', ttl=0)",
+        f"front = McastService('228.0.0.4', {group_port}, member_port=4000, interface='127.0.0.1', ttl=0, "
+        "tcp_listener=False)",
         "mcastmember_healthy")
     assert line == f'mcastmember_healthy{{group="228.0.0.4:{group_port}"}} 1.0'
     assert "mcastmember.tribes.fronts.metrics" in loaded
