@@ -54,12 +54,14 @@ def test_signatures_and_help_follow_the_declaration(cls):
 
 def test_the_docs_table_follows_the_declaration():
     """docs/gossip.md's table under "## Settings": one row per setting, in
-    the declaration's order, with its default and meaning as declared."""
+    the declaration's order, with its default and meaning as declared.
+    After a change to the declaration, the table to paste is
+    ``"\\n".join(mcastmember.gossip.fronts.settings.settings_table())``."""
     lines = DOCS.read_text().splitlines()
     section = lines.index("## Settings")
     start = lines.index("| setting | default | meaning |", section)
     end = next(i for i in range(start, len(lines)) if not lines[i].startswith("|"))
-    assert lines[start:end] == settings_table()
+    assert lines[start:end] == settings_table(), "docs/gossip.md's table is not the declaration's (see above)"
 
 
 @pytest.mark.parametrize("cls", [SerfService, AsyncSerfService])
