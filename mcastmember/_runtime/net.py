@@ -146,6 +146,36 @@ def open_listener(address: str, port: int, backlog: int = 64) -> socket.socket:
         raise
     return sock
 
+def open_datagram(address: str, port: int) -> socket.socket:
+    """A non-blocking UDP socket bound to ``address`` (a link-local IPv6
+    address's card in the bind tuple) and ``port``, for unicast datagrams
+    (the gossip fronts). Closed again if binding fails."""
+    sock = socket.socket(socket_family(address), socket.SOCK_DGRAM)
+    try:
+        sock.bind(socket_address(address, port))
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def open_connection(source: str, peer: tuple[str, int]) -> socket.socket:
+    """A non-blocking TCP socket bound to ``source`` (any port: a connection
+    leaves from the address given, never another) and connecting to
+    ``peer``: writable once connected, SO_ERROR says why not. Closed again
+    if it cannot even start; the OSError goes on to the caller."""
+    sock = socket.socket(socket_family(source), socket.SOCK_STREAM)
+    try:
+        sock.setblocking(False)
+        sock.bind(socket_address(source, 0))
+        sock.connect_ex(peer)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 def _set_receive_timeout(sock: socket.socket, seconds: float) -> None:
     micros = int(seconds * 1_000_000)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO,

@@ -10,6 +10,8 @@ heartbeat (a member "added") for Tribes, a user event of our own for Serf.
 
 import asyncio
 import os
+import socket
+import types
 import threading
 import time
 import traceback
@@ -18,6 +20,7 @@ import warnings
 import pytest
 
 from mcastmember import AsyncMcastService, McastService
+from mcastmember._runtime import net
 from mcastmember._runtime.events import EventsLost
 
 from support import GROUP, LOOPBACK, free_gossip_port, free_tcp_port, heartbeat, loopback_sender, wait_until
@@ -56,6 +59,8 @@ class Tribes:
 
     name = "tribes"
     dropped = "events_dropped"
+    # What makes the service listen on TCP too.
+    listening = {"tcp_listener": True}
 
     def __init__(self, group_port):
         self.group_port = group_port
@@ -115,6 +120,7 @@ class Serf:
 
     name = "gossip"
     dropped = "listener_events_dropped"
+    listening = {}
 
     def __init__(self, group_port):
         pass
@@ -238,11 +244,14 @@ IDS = ["tribes-threads", "tribes-asyncio", "gossip-threads", "gossip-asyncio"]
 
 @pytest.fixture(params=FRONTS, ids=IDS)
 def make_front(request, group_port):
-    """Makes the fronts of one kind (closed afterwards): make_front(**settings)."""
+    """Makes the fronts of one kind (closed afterwards): make_front(**settings)
+    (``listening``: with the protocol's settings for a TCP listener)."""
     protocol_class, threaded = request.param
     made = []
 
-    def make(**settings):
+    def make(listening=False, **settings):
+        if listening:       # on TCP too
+            settings.update(protocol_class.listening)
         front = Front(protocol_class(group_port), threaded, **settings)
         made.append(front)
         return front
@@ -426,6 +435,47 @@ def test_a_reader_that_falls_behind_is_told_how_many_events_it_lost(make_front, 
     got = [k for k in read_until_lost(front, reader) if isinstance(k, EventsLost) or k[0] != "joined"]
     caused = [protocol.caused(i) for i in range(CAUSED)]
     assert got == first + caused[len(first):len(first) + fit] + [EventsLost(lost)]
+
+
+# -- sockets -----------------------------------------------------------------------------------
+
+
+def inet_sockets():
+    """The process's IPv4 and IPv6 sockets, by inode ("socket:[...]")."""
+    found = set()
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            link = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            continue        # closed meanwhile (or listdir's own descriptor)
+        if link.startswith("socket:"):
+            with socket.socket(fileno=os.dup(int(name))) as sock:
+                if sock.family in (socket.AF_INET, socket.AF_INET6):
+                    found.add(link)
+    return found
+
+
+def test_every_socket_a_front_opens_is_made_by_the_runtime(make_front, monkeypatch):
+    """The datagram, multicast and listening sockets of both protocols are
+    opened by the runtime's net helpers, with the same options for both."""
+    made = []
+
+    def recorded(*args, **kwargs):
+        sock = socket.socket(*args, **kwargs)
+        made.append(sock)
+        return sock
+
+    proxy = types.SimpleNamespace(**{name: getattr(socket, name) for name in dir(socket)
+                                     if not name.startswith("__")})
+    proxy.socket = recorded
+    monkeypatch.setattr(net, "socket", proxy)
+    front = make_front(listening=True)
+    before = inet_sockets()
+    front.start()
+    opened = inet_sockets() - before
+    by_runtime = {os.readlink(f"/proc/self/fd/{sock.fileno()}") for sock in made if sock.fileno() >= 0}
+    assert opened
+    assert opened - by_runtime == set()
 
 
 # -- fork safety -------------------------------------------------------------------------------

@@ -38,7 +38,7 @@ except ImportError as error:
     raise ModuleNotFoundError("the gossip fronts need the gossip extra (msgpack and cryptography): "
                               "pip install 'mcastmember[gossip]'", name=_missing) from None
 from ..._runtime.events import EventBuffer, EventsLost
-from ..._runtime import forks
+from ..._runtime import forks, net
 from ..._runtime.dispatch import Listeners
 from ..._runtime.ratelimit import RateLimitedLog
 from ..serf import messages
@@ -336,22 +336,15 @@ class GossipFront:
         """Both sockets bound and watched, the node started (OSError if the port is taken)."""
         if self._running:
             raise RuntimeError("already started")
-        udp = socket.socket(self._family, socket.SOCK_DGRAM)
-        tcp = socket.socket(self._family, socket.SOCK_STREAM)
+        udp = net.open_datagram(self.bind_addr, self.port)
         try:
-            tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            udp.bind((self.bind_addr, self.port))
-            tcp.bind((self.bind_addr, self.port))
-            # As long as the kernel allows (as Go's listeners): what a flood
-            # leaves waiting is taken and refused in turn, rather than a
-            # joining member's connection dropped behind it.
-            tcp.listen(socket.SOMAXCONN)
+            # A backlog as long as the kernel allows (as Go's listeners): what
+            # a flood leaves waiting is taken and refused in turn, rather
+            # than a joining member's connection dropped behind it.
+            tcp = net.open_listener(self.bind_addr, self.port, socket.SOMAXCONN)
         except OSError:
             udp.close()
-            tcp.close()
             raise
-        udp.setblocking(False)
-        tcp.setblocking(False)
         self._udp, self._tcp = udp, tcp
         self._watch(udp, READ)
         self._watch(tcp, READ)
@@ -551,13 +544,9 @@ class GossipFront:
             self._watch(self._tcp, READ)
 
     def _open(self, stream_id: int, addr: Addr, data: bytes, deadline: float) -> None:
-        sock = socket.socket(self._family, socket.SOCK_STREAM)
         try:
-            sock.setblocking(False)
-            sock.bind((self.bind_addr, 0))    # from the given address, never another
-            sock.connect_ex(addr)
+            sock = net.open_connection(self.bind_addr, addr)    # from the given address, never another
         except OSError as exc:
-            sock.close()
             self._counts["connections_failed"] += 1
             self.node.stream_failed(stream_id, time.monotonic(), str(exc))
             return
