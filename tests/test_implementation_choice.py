@@ -154,3 +154,33 @@ def test_the_demo_from_a_checkout_says_pure_python_runs_once(tmp_path, group_por
         "compiled extension is not built: install it (pip install .) and run from another "
         "folder, build it in place (python setup.py build_ext --inplace), or set "
         "MCASTMEMBER_NO_EXTENSIONS=1 to choose pure Python"]
+
+
+MATCHER = ("from mcastmember.gossip.memberlist import matcher\n"
+           "print(matcher.DEFAULT.__name__.rpartition('.')[2])\n"
+           "print(matcher.FALLBACK)\n")
+
+
+def test_the_gossip_matcher_is_chosen_and_explained_as_the_heartbeat_kernel_is(tmp_path):
+    """One chooser for every compiled module: the gossip matcher's twin runs
+    under the same switch, with the same explained fallback and warnings."""
+    checkout = layout(tmp_path / "checkout", checkout=True)
+    why = (f"mcastmember is imported from its source folder {checkout}, where the compiled "
+           "extension is not built: install it (pip install .) and run from another "
+           "folder, build it in place (python setup.py build_ext --inplace), or set "
+           "MCASTMEMBER_NO_EXTENSIONS=1 to choose pure Python")
+    out, err = python(checkout, MATCHER)
+    assert out == f"_matcher_py\n{NOTE}{why}\n"
+    assert warning(why) in err
+    assert python(checkout, MATCHER, forced=True) == ("_matcher_py\nNone\n", "")
+    installed = layout(tmp_path / "installed")
+    why = ("the compiled extension is not installed (the package was built without it): "
+           "reinstall mcastmember where a C compiler is available, or set "
+           "MCASTMEMBER_NO_EXTENSIONS=1 to choose pure Python")
+    assert python(installed, MATCHER) == (f"_matcher_py\n{NOTE}{why}\n", "")
+    broken = layout(tmp_path / "broken")
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    (broken / "mcastmember" / "gossip" / "memberlist" / f"_matcher{suffix}").write_bytes(b"not a shared object")
+    out, err = python(broken, MATCHER)
+    assert out.startswith(f"_matcher_py\n{NOTE}the compiled extension is installed but does not load (")
+    assert warning("the compiled extension is installed but does not load (") in err

@@ -10,33 +10,32 @@ not recognise takes the general path. The compiled module also reads and
 writes LZW (compressed packets), the twins of ``lzw.decompress_py`` and
 ``lzw.compress_py``.
 
-The compiled matcher when it was built, else the twin;
-``MCASTMEMBER_NO_EXTENSIONS=1`` forces the twin, as it does for the
-heartbeat kernel. The matcher sits in the gossip layer and imports nothing
-of the package.
+The compiled matcher when it was built, else the twin, as the runtime's
+chooser picks for the heartbeat kernel too: ``MCASTMEMBER_NO_EXTENSIONS=1``
+forces the twin, and when the twin runs though nobody asked for it,
+``FALLBACK`` says why (a mistake, a source folder or an extension that does
+not load, also warns at import).
 """
 
 from __future__ import annotations
 
-import os
 from types import ModuleType
 
+from ..._runtime import chooser
 from . import _matcher_py as _hot_py
 from . import msgpack_go
 from .layout import MessageType
 
-_compiled: ModuleType | None
-try:
-    from . import _matcher as _compiled
-except ImportError:      # built without extensions
-    _compiled = None
-
-_FORCE_PYTHON = os.environ.get("MCASTMEMBER_NO_EXTENSIONS", "").strip().lower() in ("1", "true", "yes", "on")
+#: the one the engine takes unless told otherwise, and why it is the twin
+#: when nobody asked for it (None: it is not, or the switch chose it)
+DEFAULT: ModuleType
+FALLBACK: str | None
+DEFAULT, FALLBACK = chooser.choose(f"{__package__}._matcher", f"{__package__}._matcher_py")
+_compiled: ModuleType | None = (DEFAULT if DEFAULT is not _hot_py
+                                else chooser.compiled_if_built(f"{__package__}._matcher"))
 
 #: every matcher this installation has (None: not built)
 IMPLEMENTATIONS: dict[str, ModuleType | None] = {"compiled": _compiled, "python": _hot_py}
-#: the one the engine takes unless told otherwise
-DEFAULT: ModuleType = _hot_py if _FORCE_PYTHON or _compiled is None else _compiled
 #: the compiled LZW reader and writer, when the compiled matcher is chosen
 #: (their twins are lzw.decompress_py and lzw.compress_py)
 COMPILED_LZW = _compiled.lzw_decompress if _compiled is not None and DEFAULT is _compiled else None
