@@ -28,7 +28,7 @@ class Replay(Generic[E]):
     """In the event queue: give ``listener`` the ``events`` (the members as
     of this point of the queue), then register it."""
 
-    __slots__ = ("listener", "events")
+    __slots__ = ("events", "listener")
 
     def __init__(self, listener: Callable[[E], object], events: Sequence[E]) -> None:
         self.listener, self.events = listener, events

@@ -26,8 +26,8 @@ from mcastmember._runtime.events import EventsLost
 from support import GROUP, LOOPBACK, free_gossip_port, free_tcp_port, heartbeat, loopback_sender, wait_until
 
 pytest.importorskip("msgpack")
-from mcastmember.gossip.fronts.aio import AsyncSerfService  # noqa: E402
-from mcastmember.gossip.fronts.service import SerfService  # noqa: E402
+from mcastmember.gossip.fronts.aio import AsyncSerfService
+from mcastmember.gossip.fronts.service import SerfService
 
 TIMEOUT = 10.0
 
