@@ -4,7 +4,7 @@
     python bench/gossip_hot.py [--json out.json] [--quick] [--no-go]
 
 What a member receives most in a steady cluster, each through
-``GossipEngine.receive_packet`` and ``datagrams_to_send`` as a front calls
+``GossipEngine.receive`` and ``outgoing`` as a front calls
 them, with the packets Go's memberlist writes (a CRC header for a protocol-5
 receiver, as rawSendMsgPacket adds one):
 
@@ -127,14 +127,14 @@ def engine(kwargs, members=8, suspected=False):
     e.start(0.0)
     for i in range(members):
         addr = (f"127.0.0.{i + 2}", 7946)
-        e.receive_packet(messages.encode(peer_alive(f"serf-{i + 1}", addr)), addr, 0.0)
+        e.receive(messages.encode(peer_alive(f"serf-{i + 1}", addr)), addr, 0.0)
     if suspected:
-        e.receive_packet(SUSPECT_REPEAT, PEER, 0.0)
+        e.receive(SUSPECT_REPEAT, PEER, 0.0)
     now = 0.0
     while len(e.broadcasts) or len(e.user_broadcasts):
         now += 0.2
-        e.handle_timer(now)
-        e.datagrams_to_send(now)
+        e.on_timer(now)
+        e.outgoing(now)
         e.streams_to_open(now)
     e.events()
     return e, now
@@ -170,8 +170,8 @@ def packets():
 
 def receive(e, data, now):
     def call():
-        e.receive_packet(data, PEER, now)
-        e.datagrams_to_send(now)
+        e.receive(data, PEER, now)
+        e.outgoing(now)
     return call
 
 
@@ -180,21 +180,21 @@ def ack_call(e, now, count):
     node = e.table.get("serf-1")
     acks = []
     for seq in range(1_000_000, 1_000_000 + count):
-        e._acks[seq] = Probe(node, seq, now, now + 1e9, now + 1e9)
+        e.shared.acks[seq] = Probe(node, seq, now, now + 1e9, now + 1e9)
         acks.append(crc(messages.encode(messages.Ack(seq_no=seq))))
     it = iter(acks)
 
     def call():
-        e.receive_packet(next(it), PEER, now)
-        e.datagrams_to_send(now)
+        e.receive(next(it), PEER, now)
+        e.outgoing(now)
     return call
 
 
 def check_steady(e, now, data):
     """The call does what the row says: one ack out for a ping, nothing for a no-op."""
     before = e.stats()
-    e.receive_packet(data, PEER, now)
-    sent = e.datagrams_to_send(now)
+    e.receive(data, PEER, now)
+    sent = e.outgoing(now)
     after = e.stats()
     changed = {k: after[k] - before[k] for k in after if after[k] != before[k]}
     return len(sent), changed

@@ -89,7 +89,7 @@ def storm_datagrams(alive: int, more: int, revive: int) -> list[bytes]:
 def drain(node: SerfNode, now: float) -> None:
     """What a front would do with the node's output here: datagrams go
     nowhere, streams to anyone fail at once (nobody answers)."""
-    node.datagrams_to_send(now)
+    node.outgoing(now)
     for stream in node.streams_to_open(now):
         node.stream_failed(stream.id, now, "connection refused")
     node.events()
@@ -98,7 +98,7 @@ def drain(node: SerfNode, now: float) -> None:
 def tick(node: SerfNode, now: float) -> None:
     deadline = node.next_deadline()
     if deadline is not None and deadline <= now:
-        node.handle_timer(now)
+        node.on_timer(now)
     drain(node, now)
 
 
@@ -120,7 +120,7 @@ def run(alive: int, more: int, rate: float, revive: int = 0, settle: float = 60.
     while sent < len(datagrams):
         due = min(len(datagrams), int(now * rate) + 1)
         while sent < due:
-            victim.receive_packet(datagrams[sent], ATTACKER, now)
+            victim.receive(datagrams[sent], ATTACKER, now)
             sent += 1
         tick(victim, now)
         now += TICK

@@ -2,7 +2,7 @@
 """Why tell_accused="every" holds false "failed" marks down at heavy loss:
 variants of who sends a suspicion straight to whom, measured in the
 simulator (tests/gossipsim.py). An experiment, not settings: each variant
-patches the engine of this process, starting from tell_accused="prober".
+patches the engine's node-state rules in this process, starting from tell_accused="prober".
 
     python bench/gossip_tell_variants.py [--sizes 1000] [--loss 0.3]
                                          [--protocol lifeguard]
@@ -32,7 +32,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests")
 
 from gossipsim import scenario  # noqa: E402
 
-from mcastmember.gossip.memberlist.engine import GossipEngine  # noqa: E402
+from mcastmember.gossip.memberlist.rules import NodeRules  # noqa: E402
 from mcastmember.gossip.memberlist.layout import NodeState  # noqa: E402
 
 FIGURES = ("false_failed_marks", "false_failed_per_member_hour", "join_99_s", "leave_99_s",
@@ -40,38 +40,38 @@ FIGURES = ("false_failed_marks", "false_failed_per_member_hour", "join_99_s", "l
 SETTINGS = ("every", "prober")
 VARIANTS = ("token", "bare", "random")
 
-_known = GossipEngine._suspect_known
+_known = NodeRules.suspect_known
 
 
-def _untold(engine, state, incarnation, from_, now, sender, received) -> bytes | None:
+def _untold(rules, state, incarnation, from_, now, sender, received) -> bytes | None:
     """Run the engine's own rule; the suspect's bytes when it started a
     suspicion and did not tell the accused, else None."""
-    started, told = engine._counts["suspects"], engine._counts["suspects_told"]
-    _known(engine, state, incarnation, from_, now, sender, received)
-    if engine._counts["suspects"] == started or engine._counts["suspects_told"] != told:
+    started, told = rules.counts["suspects"], rules.counts["suspects_told"]
+    _known(rules, state, incarnation, from_, now, sender, received)
+    if rules.counts["suspects"] == started or rules.counts["suspects_told"] != told:
         return None
-    return engine._suspect_bytes(received, incarnation, state.name, from_)
+    return rules.suspect_bytes(received, incarnation, state.name, from_)
 
 
-def _token(engine, state, incarnation, from_, now, sender, received) -> None:
-    accusation = _untold(engine, state, incarnation, from_, now, sender, received)
-    if accusation is not None and now - getattr(engine, "_variant_told_at", -1e9) >= engine.settings.probe_interval:
-        engine._variant_told_at = now
-        engine._tell_accused(state, engine._suspicions[state.name][0], accusation)
+def _token(rules, state, incarnation, from_, now, sender, received) -> None:
+    accusation = _untold(rules, state, incarnation, from_, now, sender, received)
+    if accusation is not None and now - getattr(rules, "variant_told_at", -1e9) >= rules.settings.probe_interval:
+        rules.variant_told_at = now
+        rules.tell_accused(state, rules.suspicions[state.name][0], accusation)
 
 
-def _bare(engine, state, incarnation, from_, now, sender, received) -> None:
-    accusation = _untold(engine, state, incarnation, from_, now, sender, received)
+def _bare(rules, state, incarnation, from_, now, sender, received) -> None:
+    accusation = _untold(rules, state, incarnation, from_, now, sender, received)
     if accusation is not None:
-        engine._send_raw(state.address, accusation, None)
+        rules.outbox.send_raw(state.address, accusation, None)
 
 
-def _random(engine, state, incarnation, from_, now, sender, received) -> None:
-    accusation = _untold(engine, state, incarnation, from_, now, sender, received)
+def _random(rules, state, incarnation, from_, now, sender, received) -> None:
+    accusation = _untold(rules, state, incarnation, from_, now, sender, received)
     if accusation is not None:
-        for peer in engine.table.k_random(1, lambda n: n.name in (engine.name, state.name)
-                                          or n.state != NodeState.ALIVE):
-            engine._send_msg(peer.address, accusation)
+        for peer in rules.table.k_random(1, lambda n: n.name in (rules.name, state.name)
+                                         or n.state != NodeState.ALIVE):
+            rules.outbox.send_msg(peer.address, accusation)
 
 
 PATCHES = {"token": _token, "bare": _bare, "random": _random}
@@ -79,12 +79,12 @@ PATCHES = {"token": _token, "bare": _bare, "random": _random}
 
 def run(variant: str, n: int, loss: float, protocol: str, seconds: float, traffic: float) -> dict:
     if variant in PATCHES:
-        GossipEngine._suspect_known = PATCHES[variant]
+        NodeRules.suspect_known = PATCHES[variant]
     try:
         return scenario(n, protocol, loss=loss, seconds=seconds, traffic=traffic,
                         tell_accused="every" if variant == "every" else "prober")
     finally:
-        GossipEngine._suspect_known = _known
+        NodeRules.suspect_known = _known
 
 
 def main() -> None:

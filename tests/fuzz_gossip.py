@@ -176,7 +176,7 @@ def memberlist_message(rng: random.Random, node: SerfNode, cast: Cast) -> bytes:
         cls = rng.choice([wire.Suspect, wire.Dead])
         return wire.encode(cls(incarnation=inc, node=name, from_=rng.choice(PEERS)))
     if kind == 8:
-        seqs = list(node.engine._acks) or [0]
+        seqs = list(node.engine.shared.acks) or [0]
         payload = serf.encode_ack_payload(coordinate(rng)) if rng.random() < 0.8 else rng.randbytes(6)
         return wire.encode(wire.Ack(seq_no=rng.choice(seqs), payload=payload))
     if kind == 9:
@@ -326,8 +326,8 @@ def check_bounds(node: SerfNode) -> None:
         "left members": (len(members.left_members), members.max_left_members),
         "intents": (len(members.intents), members.intents.max_nodes),
         "known nodes": (len(node._known), s.max_nodes + s.max_dead_nodes),
-        "coordinates cached": (len(node._coordinate_cache), len(members.members) + 1),
-        "pending acks": (len(node.engine._acks), s.max_pending_acks),
+        "coordinates cached": (len(node.pings.cache), len(members.members) + 1),
+        "pending acks": (len(node.engine.shared.acks), s.max_pending_acks),
         "tag regexps": (len(TAG_REGEXPS), TAG_REGEXPS.size),
     }
     for name, memo in (("decoded", wire.DECODED), ("encoded", wire.ENCODED)):   # the process's node-state memos
@@ -364,8 +364,8 @@ def replay(path: pathlib.Path) -> None:
     node = make_node(ast.literal_eval(config))
     for now in (1.0, 2.0):
         feed(node, kind, bytes.fromhex(hexed), now)
-        node.handle_timer(now)
-        node.datagrams_to_send(now)
+        node.on_timer(now)
+        node.outgoing(now)
         node.events()
 
 
@@ -373,7 +373,7 @@ def feed(node: SerfNode, kind: str, data: bytes, now: float) -> None:
     """``data`` as a datagram ("packet") or a stream opened to the node
     (anything else: a reply, a query of its own, replayed as one)."""
     if kind == "packet":
-        node.receive_packet(data, SENDER, now)
+        node.receive(data, SENDER, now)
     else:
         node.receive_stream(data, SENDER, now)
 
@@ -414,7 +414,7 @@ def run(count: int, seed: int, report: bool = True, group: int = 2000,
             kinds[kind] += 1
             feed(node, kind, data, now)
             if rng.random() < 0.2 or node.next_deadline() is not None and node.next_deadline() <= now:
-                node.handle_timer(now)
+                node.on_timer(now)
             for out in node.streams_to_open(now):                 # our push/pulls: answered, or cut off
                 if rng.random() < 0.7:
                     kind, data = f"reply:{out.id}", stream(rng, cast, keys, label)
@@ -422,10 +422,10 @@ def run(count: int, seed: int, report: bool = True, group: int = 2000,
                     node.stream_response(out.id, data, now)
                 else:
                     node.stream_failed(out.id, now)
-            for sent, addr in node.datagrams_to_send(now):       # to ourselves (answers to our queries): back in
+            for sent, addr in node.outgoing(now):       # to ourselves (answers to our queries): back in
                 if addr == (node.engine.settings.advertise_addr, node.engine.settings.advertise_port):
                     kind, data = "packet", mutate(rng, sent, cast) if rng.random() < 0.1 else sent
-                    node.receive_packet(data, addr, now)
+                    node.receive(data, addr, now)
             node.events()
         except Exception:
             traceback.print_exc()

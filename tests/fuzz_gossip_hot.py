@@ -112,8 +112,8 @@ def packet(rng: random.Random, seqs: list[int], labelled: bool) -> bytes:
 
 def state(e: GossipEngine, now: float) -> tuple[object, ...]:
     nodes = [(n.name, n.addr, n.port, n.meta, n.incarnation, n.state, n.state_change, n.vsn) for n in e.table.nodes]
-    return (e.datagrams_to_send(now), e.streams_to_open(now), e.events(), e.stats(), nodes, sorted(e._suspicions),
-            sorted(e._acks), e.broadcasts.size, e.incarnation, e.health_score)
+    return (e.outgoing(now), e.streams_to_open(now), e.events(), e.stats(), nodes, sorted(e.shared.suspicions),
+            sorted(e.shared.acks), e.broadcasts.size, e.incarnation, e.health_score)
 
 
 def engines(labelled: bool) -> list[GossipEngine]:
@@ -209,8 +209,8 @@ def run(count: int, seed: int) -> None:
         states = []
         for e in group:
             if tick:
-                e.handle_timer(now)
-            e.receive_packet(data, SENDER, now)
+                e.on_timer(now)
+            e.receive(data, SENDER, now)
             states.append(state(e, now))
         if any(s != states[0] for s in states[1:]):
             fail(data, "the engine with the hot path differs from the general path")

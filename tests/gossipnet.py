@@ -74,7 +74,7 @@ class Net:
             for addr, engine in self.engines.items():
                 if addr in self.down:
                     continue
-                for data, dst in engine.datagrams_to_send(self.now):
+                for data, dst in engine.outgoing(self.now):
                     busy = True
                     self.sent.append((self.now, addr, dst, data))
                     if self._blocked(addr, dst) or (self.drop and self.drop(addr, dst, data)):
@@ -123,11 +123,11 @@ class Net:
             while self._flight and self._flight[0][0] <= self.now:
                 _t, _n, data, src, dst = heapq.heappop(self._flight)
                 if dst in self.engines and dst not in self.down:
-                    self.engines[dst].receive_packet(data, src, self.now)
+                    self.engines[dst].receive(data, src, self.now)
             for addr, engine in self.engines.items():
                 deadline = engine.next_deadline()
                 if addr not in self.down and deadline is not None and deadline <= self.now:
-                    engine.handle_timer(self.now)
+                    engine.on_timer(self.now)
         raise AssertionError("the network did not settle")
 
     # -- looking

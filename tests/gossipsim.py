@@ -85,13 +85,13 @@ class GossipNode:
         return self.engine.next_deadline()
 
     def timer(self, now):
-        self.engine.handle_timer(now)
+        self.engine.on_timer(now)
 
     def receive(self, data, src, now):
-        self.engine.receive_packet(data, src, now)
+        self.engine.receive(data, src, now)
 
     def outputs(self, now):
-        return self.engine.datagrams_to_send(now), self.engine.streams_to_open(now)
+        return self.engine.outgoing(now), self.engine.streams_to_open(now)
 
     def marks(self):
         """(subject name, "failed" / "left" / "joined") for each change seen."""

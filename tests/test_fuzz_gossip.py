@@ -117,8 +117,8 @@ def test_serf_messages_drawn_by_hypothesis_never_raise(config, msgs, user_state,
     for now, (kind, data) in enumerate([("packet", packet), ("packet", raw), ("stream", raw), ("stream", user),
                                         ("stream", state), ("stream", state)]):
         fuzz_gossip.feed(node, kind, data, float(now))
-        node.handle_timer(float(now))
-    node.datagrams_to_send(10.0)
+        node.on_timer(float(now))
+    node.outgoing(10.0)
     node.streams_to_open(10.0)
     node.events()
     fuzz_gossip.check_bounds(node)

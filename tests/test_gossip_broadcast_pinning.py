@@ -115,7 +115,7 @@ def test_a_pinned_node_still_gossips_its_own_event_and_leave():
     before = a.stats()["serf_messages"]
     for make in (user_event, join_intent):
         for data in attack_datagrams(make):
-            a.receive_packet(data, ("127.0.0.9", 7946), net.now)
+            a.receive(data, ("127.0.0.9", 7946), net.now)
     stats = a.stats()
     assert [stats[k] for k in ("serf_messages", "events_queued", "intents_queued", "serf_broadcasts_dropped")] \
         == [before + 2 * EVENTS, 0, 0, 2 * EVENTS]

@@ -109,13 +109,13 @@ def _unstarted_with(names):
     tick: its next deadline is its timers' alone) knowing ``names`` alive."""
     e = GossipEngine(GossipSettings(name="me", advertise_addr="127.0.0.1"), seed=1)
     for i, name in enumerate(names):
-        e.receive_packet(messages.encode(messages.Alive(incarnation=1, node=name, addr=bytes([127, 0, 0, 2 + i]),
+        e.receive(messages.encode(messages.Alive(incarnation=1, node=name, addr=bytes([127, 0, 0, 2 + i]),
                                                         port=7946, vsn=e.settings.vsn())), ("127.0.0.2", 7946), 0.0)
     return e
 
 
 def _suspect(e, node, by, now, incarnation=1):
-    e.receive_packet(messages.encode(messages.Suspect(incarnation=incarnation, node=node, from_=by)),
+    e.receive(messages.encode(messages.Suspect(incarnation=incarnation, node=node, from_=by)),
                      ("127.0.0.2", 7946), now)
 
 
@@ -136,22 +136,22 @@ def test_the_next_deadline_follows_suspicions_as_they_begin_move_end_and_expire(
     assert e.next_deadline() == pytest.approx(6.0, abs=1e-9)
     _suspect(e, "d", "nobody", 4.5)           # refused: changes nothing
     assert e.next_deadline() == pytest.approx(6.0, abs=1e-9)
-    e.receive_packet(messages.encode(messages.Alive(incarnation=2, node="d", addr=bytes([127, 0, 0, 4]), port=7946,
+    e.receive(messages.encode(messages.Alive(incarnation=2, node="d", addr=bytes([127, 0, 0, 4]), port=7946,
                                                     vsn=e.settings.vsn())), ("127.0.0.4", 7946), 5.0)
     assert e.next_deadline() == 25.0          # d refuted: b's is the soonest again
     _suspect(e, "c", "e", 6.0)
-    e.handle_timer(24.9)
+    e.on_timer(24.9)
     assert e.next_deadline() == 25.0 and e.node("b").state == NodeState.SUSPECT
-    e.handle_timer(25.0)
+    e.on_timer(25.0)
     assert e.node("b").state == NodeState.DEAD and e.next_deadline() == 30.0
     relay = messages.IndirectPing(seq_no=77, target=bytes([127, 0, 0, 5]), port=7946, node="e", nack=True)
-    e.receive_packet(messages.encode(relay), ("127.0.0.3", 7946), 26.0)
+    e.receive(messages.encode(relay), ("127.0.0.3", 7946), 26.0)
     assert e.next_deadline() == 26.5          # the relay's probe timeout
-    ((ping, _addr),) = [(d, a) for d, a in e.datagrams_to_send(26.0) if a == ("127.0.0.5", 7946)]
+    ((ping, _addr),) = [(d, a) for d, a in e.outgoing(26.0) if a == ("127.0.0.5", 7946)]
     seq = _parts(ping)[0].seq_no
-    e.receive_packet(messages.encode(messages.Ack(seq_no=seq)), ("127.0.0.5", 7946), 26.1)
+    e.receive(messages.encode(messages.Ack(seq_no=seq)), ("127.0.0.5", 7946), 26.1)
     assert e.next_deadline() == 30.0
-    e.handle_timer(30.0)
+    e.on_timer(30.0)
     assert e.node("c").state == NodeState.DEAD and e.next_deadline() is None
 
 
@@ -213,15 +213,15 @@ def test_a_refutation_beats_the_accusations_incarnation():
     net = Net()
     a = net.add("a")
     accusation = messages.encode(messages.Suspect(incarnation=7, node="a", from_="z"))
-    a.receive_packet(accusation, ("127.0.0.9", 7946), 1.0)
+    a.receive(accusation, ("127.0.0.9", 7946), 1.0)
     assert a.incarnation == 8 and a.health_score == 1
     queued = [messages.decode(m, LIMITS) for m in a.broadcasts.messages()]
     assert messages.Alive(incarnation=8, node="a", addr=bytes([127, 0, 0, 1]), port=7946,
                           vsn=bytes([1, 5, 2, 0, 0, 0])) in queued
     # an older accusation is ignored, a dead one refuted too
-    a.receive_packet(messages.encode(messages.Suspect(incarnation=7, node="a", from_="z")), ("127.0.0.9", 7946), 2.0)
+    a.receive(messages.encode(messages.Suspect(incarnation=7, node="a", from_="z")), ("127.0.0.9", 7946), 2.0)
     assert a.incarnation == 8
-    a.receive_packet(messages.encode(messages.Dead(incarnation=8, node="a", from_="z")), ("127.0.0.9", 7946), 3.0)
+    a.receive(messages.encode(messages.Dead(incarnation=8, node="a", from_="z")), ("127.0.0.9", 7946), 3.0)
     assert a.incarnation == 9 and a.stats()["refutes"] == 2
 
 
@@ -311,14 +311,14 @@ def test_suspicion_confirmations_count_only_from_known_members():
     src = ("127.0.0.9", 7946)
     for i, name in enumerate("bcde", 2):
         alive = messages.Alive(incarnation=1, node=name, addr=bytes([127, 0, 0, i]), port=7946, vsn=vsn)
-        a.receive_packet(framing.encode_packet(messages.encode(alive)), src, 0.0)
+        a.receive(framing.encode_packet(messages.encode(alive)), src, 0.0)
     for ghost in ("ghost1", "ghost2", "ghost3"):
         suspect = messages.Suspect(incarnation=1, node="e", from_=ghost)
-        a.receive_packet(framing.encode_packet(messages.encode(suspect)), src, 0.1)
+        a.receive(framing.encode_packet(messages.encode(suspect)), src, 0.1)
     now = 0.1
     while now < 5.1:
-        a.handle_timer(now)
-        a.datagrams_to_send(now)
+        a.on_timer(now)
+        a.outgoing(now)
         a.streams_to_open(now)
         now = min(a.next_deadline(), 5.1)
     assert a.node("e").state == NodeState.SUSPECT
@@ -551,8 +551,8 @@ def test_get_broadcasts_hook_replaces_the_user_queue_and_gets_what_is_left():
     a.start(0.0)
     a.broadcast_user(b"ignored")                  # the hook replaces user_broadcasts
     ping = messages.Ping(seq_no=7, node="a", source_addr=bytes([127, 0, 0, 2]), source_port=7946, source_node="b")
-    a.receive_packet(messages.encode(ping), ("127.0.0.2", 7946), 0.0)
-    ((packet, _addr),) = a.datagrams_to_send(0.0)
+    a.receive(messages.encode(ping), ("127.0.0.2", 7946), 0.0)
+    ((packet, _addr),) = a.outgoing(0.0)
     ack = messages.encode(messages.Ack(seq_no=7))
     alive = messages.encode(messages.Alive(incarnation=1, node="a", addr=bytes([127, 0, 0, 1]), port=7946,
                                            vsn=a.settings.vsn()))
@@ -573,7 +573,7 @@ def test_send_user_sends_the_message_alone():
     queued = len(a.broadcasts)
     assert queued == 1                              # our alive
     a.send_user(("127.0.0.2", 7946), b"direct", 0.0)
-    ((packet, addr),) = a.datagrams_to_send(0.0)
+    ((packet, addr),) = a.outgoing(0.0)
     assert (_parts(packet), addr, asked, len(a.broadcasts)) == ([b"direct"], ("127.0.0.2", 7946), [], queued)
 
 
@@ -593,7 +593,7 @@ def test_bounds_are_kept_and_counted():
     known = next(n for n in small.table.nodes if n.name != "f")
     ind = messages.IndirectPing(seq_no=1, target=known.addr, port=known.port, node=known.name)
     for _ in range(3):
-        small.receive_packet(messages.encode(ind), ("127.0.0.1", 7946), net.now)
+        small.receive(messages.encode(ind), ("127.0.0.1", 7946), net.now)
     assert small.stats()["acks_refused"] >= 2
     assert small.join([("127.0.0.50", 7946), ("127.0.0.51", 7946)], net.now) == 1
     assert small.stats()["streams_refused"] == 1
@@ -619,7 +619,7 @@ def test_a_forged_indirect_ping_sends_nothing_to_an_address_no_member_has():
               # a member's address under another name
               messages.IndirectPing(seq_no=3, target=bytes([127, 0, 0, 2]), port=7946, node="x", nack=True)]
     for ind in forged:
-        a.receive_packet(messages.encode(ind), ("127.0.0.3", 7946), net.now)
+        a.receive(messages.encode(ind), ("127.0.0.3", 7946), net.now)
     net.run(net.now + 1.0)
     assert _to_victim(net, start) == []
     assert (a.stats()["sends_refused"], a.stats()["indirect_pings_relayed"]) == (3, 0)
@@ -628,7 +628,7 @@ def test_a_forged_indirect_ping_sends_nothing_to_an_address_no_member_has():
              and dst == ("127.0.0.3", 7946) for m in _parts(data) if isinstance(m, messages.Nack)]
     assert nacks == [1, 2, 3]
     real = messages.IndirectPing(seq_no=4, target=bytes([127, 0, 0, 2]), port=7946, node="b")
-    a.receive_packet(messages.encode(real), ("127.0.0.3", 7946), net.now)
+    a.receive(messages.encode(real), ("127.0.0.3", 7946), net.now)
     assert (a.stats()["sends_refused"], a.stats()["indirect_pings_relayed"]) == (3, 1)
 
 
@@ -637,7 +637,7 @@ def test_a_ping_is_answered_at_its_sender_not_at_the_address_it_names():
     net.cluster(["a", "b"], settle=3.0)
     a, start = net["a"], len(net.sent)
     ping = messages.Ping(seq_no=5, node="a", source_addr=bytes([127, 0, 0, 99]), source_port=7946, source_node="b")
-    a.receive_packet(messages.encode(ping), net.names["b"], net.now)
+    a.receive(messages.encode(ping), net.names["b"], net.now)
     net.run(net.now + 0.01)
     assert _to_victim(net, start) == []
     acks = [m for _t, src, dst, data in net.sent[start:] if src == net.names["a"] and dst == net.names["b"]
@@ -648,8 +648,8 @@ def test_a_ping_is_answered_at_its_sender_not_at_the_address_it_names():
 def test_bad_packets_are_counted_by_reason():
     net = Net()
     a = net.add("a")
-    a.receive_packet(b"\x63garbage", ("127.0.0.9", 1), 0.0)
-    a.receive_packet(b"", ("127.0.0.9", 1), 0.0)
+    a.receive(b"\x63garbage", ("127.0.0.9", 1), 0.0)
+    a.receive(b"", ("127.0.0.9", 1), 0.0)
     stats = a.stats()
     assert stats["bad_input"] == 2 and stats["bad_input.bad_type"] == 1 and stats["bad_input.truncated"] == 1
 
@@ -697,9 +697,9 @@ def test_outgoing_bytes_are_valid_memberlist_messages():
     b.start(0.0)
     reply = b.receive_stream(stream.data, net.names["a"], 0.0)
     assert a.stream_response(stream.id, reply, 0.0) is True
-    a.datagrams_to_send(0.0)
-    a.handle_timer(1.0)                  # the first probe tick: b is the only one to probe
-    packets = [p for p in a.datagrams_to_send(1.0) if isinstance(_parts(p[0])[0], messages.Ping)]
+    a.outgoing(0.0)
+    a.on_timer(1.0)                  # the first probe tick: b is the only one to probe
+    packets = [p for p in a.outgoing(1.0) if isinstance(_parts(p[0])[0], messages.Ping)]
     assert [dst for _data, dst in packets] == [net.names["b"]]
     parts = _parts(packets[0][0])
     assert parts[0] == messages.Ping(seq_no=1, node="b", source_addr=bytes([127, 0, 0, 1]), source_port=7946,
@@ -707,8 +707,8 @@ def test_outgoing_bytes_are_valid_memberlist_messages():
     # what rides along is gossip: a's and b's alive messages
     assert {(m.node, m.incarnation) for m in parts[1:]} <= {("a", 1), ("b", 1)}
     # b answers with an ack of the same sequence number
-    b.receive_packet(packets[0][0], net.names["a"], 1.001)
-    (ack_packet, dst), *_ = b.datagrams_to_send(1.001)
+    b.receive(packets[0][0], net.names["a"], 1.001)
+    (ack_packet, dst), *_ = b.outgoing(1.001)
     assert dst == net.names["a"] and _parts(ack_packet)[0] == messages.Ack(seq_no=1)
 
 

@@ -319,17 +319,17 @@ def _pair(twin, **overrides):
 
 def _state(e, now):
     nodes = [(n.name, n.addr, n.port, n.meta, n.incarnation, n.state, n.state_change, n.vsn) for n in e.table.nodes]
-    return (e.datagrams_to_send(now), e.streams_to_open(now), e.events(), e.stats(), nodes,
-            sorted(e._suspicions), sorted(e._acks), e.broadcasts.size, e.incarnation, e.health_score)
+    return (e.outgoing(now), e.streams_to_open(now), e.events(), e.stats(), nodes,
+            sorted(e.shared.suspicions), sorted(e.shared.acks), e.broadcasts.size, e.incarnation, e.health_score)
 
 
 def _step(engines, now, data=None, addr=SENDER, tick=False):
     states = []
     for e in engines:
         if tick:
-            e.handle_timer(now)
+            e.on_timer(now)
         else:
-            e.receive_packet(data, addr, now)
+            e.receive(data, addr, now)
         states.append(_state(e, now))
     assert states[0] == states[1]
     return states[0]
@@ -474,7 +474,7 @@ def test_an_encrypted_engine_opens_packets_the_general_way_and_still_matches(twi
     packet = framing.encode_packet(ping, keyring=Keyring((key,)), nonce=bytes(12))
     states = []
     for e in engines:
-        e.receive_packet(packet, SENDER, 0.1)
+        e.receive(packet, SENDER, 0.1)
         sent, *rest = _state(e, 0.1)
         # the nonce is random: compare what the datagrams hold
         states.append(([framing.open_packet(data, Limits(), keys=(key,)) for data, _addr in sent], rest))
@@ -521,13 +521,13 @@ def test_a_compressed_compound_of_alives_and_suspects_does_the_same_without_the_
 
 
 def test_the_engine_takes_the_hot_path_by_default_unless_the_limits_forbid():
-    assert GossipEngine(GossipSettings(name=ME))._hot is hot.DEFAULT
+    assert GossipEngine(GossipSettings(name=ME)).shared.hot is hot.DEFAULT
     tight = GossipSettings(name=ME, limits=Limits(max_string=100))
-    assert GossipEngine(tight)._hot is None
-    assert GossipEngine(GossipSettings(name=ME), hot=None)._hot is None
+    assert GossipEngine(tight).shared.hot is None
+    assert GossipEngine(GossipSettings(name=ME), hot=None).shared.hot is None
     # a name whose bytes the general decoder would read back as another name
-    assert GossipEngine(GossipSettings(name="\udcc3\udca9"))._hot is None
-    assert GossipEngine(GossipSettings(name="n\udcff"))._hot is hot.DEFAULT
+    assert GossipEngine(GossipSettings(name="\udcc3\udca9")).shared.hot is None
+    assert GossipEngine(GossipSettings(name="n\udcff")).shared.hot is hot.DEFAULT
 
 
 CORPUS = sorted((pathlib.Path(__file__).parent / "corpus" / "gossip_hot").glob("*.hex"))

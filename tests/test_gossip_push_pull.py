@@ -224,7 +224,7 @@ def test_push_pull_after_changes_sends_what_the_general_encoder_writes():
 
 
 def _observed(engine):
-    return (engine.events(), engine.stats(), engine.datagrams_to_send(0.0), engine.members(),
+    return (engine.events(), engine.stats(), engine.outgoing(0.0), engine.members(),
             engine.rng.getstate(), len(engine.broadcasts))
 
 
@@ -244,7 +244,7 @@ def test_merge_drops_only_what_the_rules_would_ignore(first, second):
         return [messages.PushNodeState(name=n, addr=bytes((127, 0, 0, a)), port=p, meta=m, incarnation=i,
                                        state=s, vsn=v) for n, a, p, m, i, s, v in rows]
     fast, plain = _engine(), _engine()
-    plain._alive_ignored = lambda *fields: False
+    plain.rules.alive_ignored = lambda *fields: False
     for rows, now in ((first, 1.0), (second, 2.0), (second, 3.0)):
         replies = [_push(engine, states(rows), now) for engine in (fast, plain)]
         assert replies[0] == replies[1]
@@ -283,7 +283,7 @@ def test_a_large_table_pushed_again_changes_nothing():
         assert got == general_decode(messages.encode_push_pull(got))[0]
         stats = a.stats()
         _push(a, got.nodes, now)
-        assert a.events() == [] and a.datagrams_to_send(now) == []
+        assert a.events() == [] and a.outgoing(now) == []
         assert {k: (stats[k], v) for k, v in a.stats().items() if v != stats[k]} == {
             "streams_received": (stats["streams_received"], stats["streams_received"] + 1)}
         _assert_reply_is_general(a, _push(a, [], now))

@@ -66,7 +66,7 @@ def test_a_datagram_inflating_past_the_datagram_bound_is_refused_and_counted(hot
     engine = _engine(hot_module)
     _message, packet = _user_datagram(CAP + 1)
     assert len(packet) < 2000                 # a few hundred bytes on the wire
-    engine.receive_packet(packet, ATTACKER, 1.0)
+    engine.receive(packet, ATTACKER, 1.0)
     stats = engine.stats()
     assert (stats["packets_received"], stats["bad_input"], stats.get("bad_input.too_large"),
             stats["user_messages_received"]) == (1, 1, 1, 0)
@@ -77,7 +77,7 @@ def test_a_datagram_inflating_past_the_datagram_bound_is_refused_and_counted(hot
 def test_a_datagram_inflating_to_the_datagram_bound_is_taken(hot_module):
     engine = _engine(hot_module)
     message, packet = _user_datagram(CAP)
-    engine.receive_packet(packet, ATTACKER, 1.0)
+    engine.receive(packet, ATTACKER, 1.0)
     assert engine.events() == [UserMessage(message[1:], ATTACKER)]
     assert (engine.stats()["bad_input"], engine.stats()["user_messages_received"]) == (0, 1)
 
@@ -88,7 +88,7 @@ def test_the_datagram_bound_counts_every_compressed_part_of_a_compound(hot_modul
     engine = _engine(hot_module)
     half = bytes((MessageType.USER,)) + bytes(CAP // 2)
     packet = framing.make_compound([framing.compress_message(half), framing.compress_message(half + b"x")])
-    engine.receive_packet(packet, ATTACKER, 1.0)
+    engine.receive(packet, ATTACKER, 1.0)
     assert (engine.stats()["bad_input"], engine.stats().get("bad_input.too_large")) == (1, 1)
     assert engine.events() == []
 

@@ -70,22 +70,22 @@ def test_a_newcomer_takes_the_place_of_the_node_that_died_or_left_longest_ago():
     ghosts = [f"ghost-{i}" for i in range(265)]
     for name in ghosts:
         now += 0.001
-        e.receive_packet(_alive(name), ATTACKER, now)
+        e.receive(_alive(name), ATTACKER, now)
     assert (len(e.table), e.stats()["nodes_refused"]) == (256, 10)
     now += 0.001
-    e.receive_packet(_dead("ghost-0", from_="ghost-0"), ATTACKER, now)        # a leave
+    e.receive(_dead("ghost-0", from_="ghost-0"), ATTACKER, now)        # a leave
     for name in reversed(ghosts[1:255]):
         now += 0.001
-        e.receive_packet(_dead(name), ATTACKER, now)
+        e.receive(_dead(name), ATTACKER, now)
     now += 0.001
-    e.receive_packet(_alive("ghost-254", incarnation=2), ATTACKER, now)      # back: not dead any more
+    e.receive(_alive("ghost-254", incarnation=2), ATTACKER, now)      # back: not dead any more
     assert (e.node("ghost-0").state, e.node("ghost-253").state, e.node("ghost-254").state) == (
         NodeState.LEFT, NodeState.DEAD, NodeState.ALIVE)
     e.events()
 
-    e.receive_packet(_alive("real-1", addr=bytes((127, 0, 0, 2)), port=7946), ("127.0.0.2", 7946), now)
+    e.receive(_alive("real-1", addr=bytes((127, 0, 0, 2)), port=7946), ("127.0.0.2", 7946), now)
     assert e.node("real-1").state == NodeState.ALIVE and e.node("ghost-0") is None
-    e.receive_packet(_alive("real-2", addr=bytes((127, 0, 0, 4)), port=7946), ("127.0.0.4", 7946), now)
+    e.receive(_alive("real-2", addr=bytes((127, 0, 0, 4)), port=7946), ("127.0.0.4", 7946), now)
     assert e.node("real-2").state == NodeState.ALIVE and e.node("ghost-253") is None
     assert e.node("ghost-252").state == NodeState.DEAD
     assert [ev.node.name for ev in e.events() if isinstance(ev, MemberJoined)] == ["real-1", "real-2"]
@@ -98,7 +98,7 @@ def test_a_newcomer_takes_the_place_of_the_node_that_died_or_left_longest_ago():
 def test_a_table_full_of_live_nodes_still_refuses_a_newcomer():
     e = _engine(max_nodes=8)
     for i in range(8):
-        e.receive_packet(_alive(f"ghost-{i}"), ATTACKER, 0.1)
+        e.receive(_alive(f"ghost-{i}"), ATTACKER, 0.1)
     assert (len(e.table), e.node("ghost-7")) == (8, None)
     assert _counts(e.stats(), "nodes_refused", "nodes_evicted") == {"nodes_refused": 1, "nodes_evicted": 0}
 
@@ -109,9 +109,9 @@ def test_dead_and_left_nodes_are_bounded_on_their_own_oldest_out():
     dropped as they die, counted. Our own left entry is never dropped."""
     e = _engine(max_nodes=256, max_dead_nodes=16)
     for i in range(100):
-        e.receive_packet(_alive(f"ghost-{i}"), ATTACKER, 0.1)
+        e.receive(_alive(f"ghost-{i}"), ATTACKER, 0.1)
     for i in range(100):
-        e.receive_packet(_dead(f"ghost-{i}"), ATTACKER, 0.2 + i * 0.001)
+        e.receive(_dead(f"ghost-{i}"), ATTACKER, 0.2 + i * 0.001)
     assert sorted(n.name for n in e.table.nodes if n.state == NodeState.DEAD) == sorted(
         f"ghost-{i}" for i in range(84, 100))
     assert len(e.table) == 17
@@ -119,8 +119,8 @@ def test_dead_and_left_nodes_are_bounded_on_their_own_oldest_out():
                                                                          "dead_nodes_evicted": 84}
     e.leave(1.0)
     for i in range(100, 120):
-        e.receive_packet(_alive(f"ghost-{i}"), ATTACKER, 1.1)
-        e.receive_packet(_dead(f"ghost-{i}"), ATTACKER, 1.2)
+        e.receive(_alive(f"ghost-{i}"), ATTACKER, 1.1)
+        e.receive(_dead(f"ghost-{i}"), ATTACKER, 1.2)
     assert e.node("a").state == NodeState.LEFT and len(e.table) == 17
     assert e.stats()["dead_nodes_evicted"] == 104
 
@@ -130,12 +130,12 @@ def test_a_node_first_heard_of_at_incarnation_zero_is_dead_bounded_and_takes_no_
     counts as dead (bounded, evictable) and, never alive, evicts nothing."""
     e = _engine(max_nodes=4, max_dead_nodes=2)
     for i in range(3):
-        e.receive_packet(_alive(f"zero-{i}", incarnation=0), ATTACKER, 0.1 + i)
+        e.receive(_alive(f"zero-{i}", incarnation=0), ATTACKER, 0.1 + i)
     assert sorted(n.name for n in e.table.nodes) == ["a", "zero-1", "zero-2"]
-    e.receive_packet(_alive("ghost", incarnation=1), ATTACKER, 5.0)
-    e.receive_packet(_alive("zero-3", incarnation=0), ATTACKER, 6.0)
+    e.receive(_alive("ghost", incarnation=1), ATTACKER, 5.0)
+    e.receive(_alive("zero-3", incarnation=0), ATTACKER, 6.0)
     assert sorted(n.name for n in e.table.nodes) == ["a", "ghost", "zero-1", "zero-2"]
-    e.receive_packet(_alive("real", incarnation=1), ATTACKER, 7.0)
+    e.receive(_alive("real", incarnation=1), ATTACKER, 7.0)
     assert sorted(n.name for n in e.table.nodes) == ["a", "ghost", "real", "zero-2"]
     assert _counts(e.stats(), "nodes_refused", "nodes_evicted", "dead_nodes_evicted") == {
         "nodes_refused": 1, "nodes_evicted": 1, "dead_nodes_evicted": 1}
@@ -147,21 +147,21 @@ def test_reaping_and_eviction_keep_the_table_consistent():
     the names and the count agree throughout."""
     e = _engine(max_nodes=32, gossip_to_the_dead_time=5.0, probe_interval=1.0)
     for i in range(31):
-        e.receive_packet(_alive(f"ghost-{i}"), ATTACKER, 0.1)
-        e.receive_packet(_dead(f"ghost-{i}"), ATTACKER, 0.2)
-    e.receive_packet(_alive("early"), ATTACKER, 0.3)                 # evicts ghost-0
+        e.receive(_alive(f"ghost-{i}"), ATTACKER, 0.1)
+        e.receive(_dead(f"ghost-{i}"), ATTACKER, 0.2)
+    e.receive(_alive("early"), ATTACKER, 0.3)                 # evicts ghost-0
     now = 0.3
     while now < 15.0:                                                 # the probe round wraps: reaped
         now += 0.05
-        e.handle_timer(now)
-        e.datagrams_to_send(now)
+        e.on_timer(now)
+        e.outgoing(now)
         for stream in e.streams_to_open(now):
             e.stream_failed(stream.id, now, "connection refused")
     names = sorted(n.name for n in e.table.nodes)
     assert sorted(e.table.by_name) == names
     assert "ghost-5" not in names and e.stats()["nodes_reaped"] == 30
     for i in range(40):
-        e.receive_packet(_alive(f"late-{i}"), ATTACKER, now)
+        e.receive(_alive(f"late-{i}"), ATTACKER, now)
     assert len(e.table) == len(e.table.by_name) == 32
     assert _counts(e.stats(), "nodes_evicted", "nodes_refused") == {"nodes_evicted": 1, "nodes_refused": 10}
 
@@ -254,9 +254,9 @@ def test_a_serf_node_after_the_storm_lists_a_real_member_at_once():
     real = SerfNode(GossipSettings(name="real", advertise_addr="127.0.0.2"), seed=2)
     victim.start(0.0)
     for i in range(63):
-        victim.receive_packet(_alive(f"ghost-{i}"), ATTACKER, 0.1)
+        victim.receive(_alive(f"ghost-{i}"), ATTACKER, 0.1)
     for i in range(63):
-        victim.receive_packet(_dead(f"ghost-{i}"), ATTACKER, 0.2 + i * 0.001)
+        victim.receive(_dead(f"ghost-{i}"), ATTACKER, 0.2 + i * 0.001)
     victim.events()
     stats = victim.stats()
     assert (stats["nodes"], stats["serf_members"], stats["members.failed"]) == (64, 64, 63)

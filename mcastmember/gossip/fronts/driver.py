@@ -413,7 +413,7 @@ class GossipFront:
         now = time.monotonic()
         deadline = self.node.next_deadline()
         if deadline is not None and deadline <= now:
-            self.node.handle_timer(now)
+            self.node.on_timer(now)
         self._resume_accepting(now)
         turn = True
         for conn in list(self._conns.values()):
@@ -433,7 +433,7 @@ class GossipFront:
     def _flush(self, now: float) -> None:
         """Send what the node has to send, open what it asks, hand out its events."""
         assert self._udp is not None
-        for data, addr in self.node.datagrams_to_send(now):
+        for data, addr in self.node.outgoing(now):
             try:
                 self._udp.sendto(data, addr)
                 self._counts["datagrams_sent"] += 1
@@ -473,7 +473,7 @@ class GossipFront:
                 return
             self._counts["datagrams_received"] += 1
             self._counts["bytes_received.udp"] += len(data)
-            self.node.receive_packet(data, (addr[0], addr[1]), time.monotonic())
+            self.node.receive(data, (addr[0], addr[1]), time.monotonic())
 
     def _accept(self) -> None:
         """Take the connections waiting (ACCEPTS_PER_WAKE at most), each

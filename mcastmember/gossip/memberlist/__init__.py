@@ -7,8 +7,9 @@ go-msgpack writes it), ``messages``, ``lzw``, ``crypto`` (AES-GCM keyring),
 compression, whole packets and stream messages), ``limits`` and ``errors``.
 The matcher of the most frequent messages: ``_matcher`` (compiled) and
 ``_matcher_py`` (its twin), chosen by ``matcher``. The engine: ``engine``
-with its parts (``core``, ``probing``, ``fast_path``, ``streams``), the node
-table (``state``), ``awareness``, ``suspicion``, the transmit-limited queue
+and the parts it owns and calls (``fast_path``, ``probing``, ``streams``,
+``rules``, ``outbox``, over the shared state of ``core``), the node table
+(``state``), ``awareness``, ``suspicion``, the transmit-limited queue
 (``broadcasts``), ``events`` and ``settings``.
 
 It imports the shared runtime only; nothing of Serf, the fronts or Tribes.

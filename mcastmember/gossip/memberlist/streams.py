@@ -11,15 +11,15 @@ import dataclasses
 import operator
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from . import framing
 from . import messages
-from .core import EngineCore, OutgoingStream, Probe, StreamRecord
+from .core import EngineState, OutgoingStream, Probe, StreamRecord
 from .errors import GossipWireError, Truncated
 from .events import JoinResult, RemoteState, UserMessage
 from .layout import MessageType, NodeState
 from .limits import Limits
+from .rules import NodeRules
 from .state import Addr
 
 #: a table node's push/pull fields, in messages.NodeFields order
@@ -58,8 +58,9 @@ class StreamWork:
     reply: bytes = b""
 
 
-class StreamSync(EngineCore):
-    """The stream half of :class:`~mcastmember.gossip.memberlist.engine.GossipEngine`.
+class StreamSync:
+    """The engine's TCP streams, over its shared state; a remote state is
+    merged through the node-state ``rules``.
 
     A stream's decoding and merging is done in one call unless
     :attr:`stream_turn_size` bounds it: then a call does at most that much
@@ -71,41 +72,43 @@ class StreamSync(EngineCore):
     #: work one call may do on a stream (see STREAM_TURN); None: all at once
     stream_turn_size: int | None = None
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, shared: EngineState, rules: NodeRules) -> None:
+        self.shared, self.name, self.settings, self.table, self.counts = shared.held()
+        self.rules = rules
+        self._stream_id = 0
         self._incoming_work: dict[Addr, StreamWork] = {}
         self._outgoing_work: dict[int, StreamWork] = {}
         self._stream_limits: Limits | None = None
 
     # -------------------------------------------------------------- streams
 
-    def _stream_bytes(self, msg: bytes) -> bytes:
+    def stream_bytes(self, msg: bytes) -> bytes:
         """rawSendMsgStream: compression always when enabled, encryption, label."""
         s = self.settings
         return framing.encode_stream(msg, compress=s.enable_compression,
-                                     keyring=self.keyring if s.gossip_verify_outgoing else None,
+                                     keyring=self.shared.keyring if s.gossip_verify_outgoing else None,
                                      encryption_version=s.encryption_version, label=s.label)
 
     def _local_state(self, join: bool) -> bytes:
-        user = self.user_state(join) if self.user_state is not None else b""
-        return self._stream_bytes(messages.encode_push_pull_fields(join, map(_push_fields, self.table.nodes), user))
+        user = self.shared.user_state(join) if self.shared.user_state is not None else b""
+        return self.stream_bytes(messages.encode_push_pull_fields(join, map(_push_fields, self.table.nodes), user))
 
-    def _open_push_pull(self, addr: Addr, join: bool, now: float) -> bool:
-        opened = self._open_stream(addr, "push_pull", self._local_state(join), now + self.settings.tcp_timeout,
-                                   join=join)
+    def open_push_pull(self, addr: Addr, join: bool, now: float) -> bool:
+        opened = self.open_stream(addr, "push_pull", self._local_state(join), now + self.settings.tcp_timeout,
+                                  join=join)
         if not opened and join:
-            self._event(JoinResult(addr, False, "too many streams open"))
+            self.shared.event(JoinResult(addr, False, "too many streams open"))
         return opened
 
-    def _open_stream(self, addr: Addr, kind: str, data: bytes, deadline: float, *, join: bool = False,
-                     seq: int = 0) -> bool:
-        if len(self._streams) >= self.settings.max_streams:
-            self._counts["streams_refused"] += 1
+    def open_stream(self, addr: Addr, kind: str, data: bytes, deadline: float, *, join: bool = False,
+                    seq: int = 0) -> bool:
+        if len(self.shared.streams) >= self.settings.max_streams:
+            self.counts["streams_refused"] += 1
             return False
         self._stream_id += 1
-        self._streams[self._stream_id] = StreamRecord(self._stream_id, addr, kind, deadline, join, seq)
-        self._to_open.append(OutgoingStream(self._stream_id, addr, data, deadline))
-        self._counts["streams_opened"] += 1
+        self.shared.streams[self._stream_id] = StreamRecord(self._stream_id, addr, kind, deadline, join, seq)
+        self.shared.to_open.append(OutgoingStream(self._stream_id, addr, data, deadline))
+        self.counts["streams_opened"] += 1
         return True
 
     def _decoder(self, incoming: bool) -> framing.StreamDecoder:
@@ -122,7 +125,8 @@ class StreamSync(EngineCore):
             limits = self._stream_limits or dataclasses.replace(
                 limits, max_push_nodes=min(limits.max_push_nodes, s.max_nodes))
             self._stream_limits = limits
-        return framing.StreamDecoder(limits, keys=self.keyring.keys if self.keyring else (), label=s.label,
+        keyring = self.shared.keyring
+        return framing.StreamDecoder(limits, keys=keyring.keys if keyring else (), label=s.label,
                                      verify_incoming=s.gossip_verify_incoming)
 
     def _decode_turn(self, work: StreamWork, room: int | None = None) -> tuple[framing.StreamMessage, int] | None:
@@ -150,7 +154,7 @@ class StreamSync(EngineCore):
         if stop < len(remote.nodes):
             return False
         if remote.user_state:
-            self._event(RemoteState(remote.user_state, join))
+            self.shared.event(RemoteState(remote.user_state, join))
         return True
 
     def _left(self, work: StreamWork) -> int | None:
@@ -196,7 +200,7 @@ class StreamSync(EngineCore):
                     del self._incoming_work[old]
                 elif len(self._incoming_work) >= MAX_STREAM_WORK:
                     del self._incoming_work[old]
-                    self._counts["streams_dropped"] += 1
+                    self.counts["streams_dropped"] += 1
             work = self._incoming_work[addr] = StreamWork(self._decoder(True), data, now + self.settings.tcp_timeout)
         work.data = data
         return self._incoming_turn(addr, work, now)
@@ -213,12 +217,12 @@ class StreamSync(EngineCore):
                 decoded = self._decode_turn(work, self._stream_room(work))
             except GossipWireError as exc:
                 del self._incoming_work[addr]
-                self._counts["streams_bad"] += 1
-                self._bad(exc.reason)
-                return self._stream_bytes(messages.encode(messages.Err(error=str(exc))))
+                self.counts["streams_bad"] += 1
+                self.shared.bad(exc.reason)
+                return self.stream_bytes(messages.encode(messages.Err(error=str(exc))))
             if decoded is None:
                 return None
-            self._counts["streams_received"] += 1
+            self.counts["streams_received"] += 1
             (kind, msg), _used = decoded
             if not isinstance(msg, messages.PushPull):
                 del self._incoming_work[addr]
@@ -239,10 +243,10 @@ class StreamSync(EngineCore):
     def _answer(self, kind: MessageType, msg: object, addr: Addr) -> bytes:
         """What a stream other than a push/pull gets back."""
         if kind == MessageType.USER and isinstance(msg, bytes):
-            self._counts["user_messages_received"] += 1
-            self._event(UserMessage(msg, addr))
+            self.counts["user_messages_received"] += 1
+            self.shared.event(UserMessage(msg, addr))
         elif isinstance(msg, messages.Ping) and (not msg.node or msg.node == self.name):
-            return self._stream_bytes(messages.encode(messages.Ack(seq_no=msg.seq_no)))
+            return self.stream_bytes(messages.encode(messages.Ack(seq_no=msg.seq_no)))
         return b""
 
     def stream_response(self, stream_id: int, data: bytes, now: float) -> bool:
@@ -251,14 +255,14 @@ class StreamSync(EngineCore):
         :meth:`stream_working` says so, give it a :meth:`stream_turn`."""
         work = self._outgoing_work.get(stream_id)
         if work is None:
-            for old in [sid for sid in self._outgoing_work if sid not in self._streams]:
+            for old in [sid for sid in self._outgoing_work if sid not in self.shared.streams]:
                 del self._outgoing_work[old]
             work = self._outgoing_work[stream_id] = StreamWork(self._decoder(False), data, now)
         work.data = data
         return self._outgoing_turn(stream_id, work, now)
 
     def _outgoing_turn(self, stream_id: int, work: StreamWork, now: float) -> bool:
-        stream = self._streams.get(stream_id)
+        stream = self.shared.streams.get(stream_id)
         if stream is None:                  # timed out meanwhile (or never ours)
             self._outgoing_work.pop(stream_id, None)
             return True
@@ -266,7 +270,7 @@ class StreamSync(EngineCore):
             try:
                 decoded = self._decode_turn(work)
             except GossipWireError as exc:
-                self._bad(exc.reason)
+                self.shared.bad(exc.reason)
                 self._stream_done(stream, str(exc), now)
                 return True
             if decoded is None:
@@ -275,7 +279,7 @@ class StreamSync(EngineCore):
             error = ""
             if stream.kind == "ping":
                 if isinstance(msg, messages.Ack) and msg.seq_no == stream.seq:
-                    probe = self._acks.get(stream.seq)
+                    probe = self.shared.acks.get(stream.seq)
                     if isinstance(probe, Probe):
                         probe.tcp_ok = True
                     self._stream_done(stream, None, now)
@@ -297,59 +301,57 @@ class StreamSync(EngineCore):
             budget = self.stream_turn_size
         if not self._merge_turn(work, budget, stream.join, now):
             return False
-        self._counts["push_pulls"] += 1
+        self.counts["push_pulls"] += 1
         if stream.join:
-            self._event(JoinResult(stream.addr, True))
+            self.shared.event(JoinResult(stream.addr, True))
         self._stream_done(stream, None, now)
         return True
 
     def _stream_done(self, stream: StreamRecord, error: str | None, now: float) -> None:
         """One of our streams over: ``error`` (None: it went well)."""
-        self._streams.pop(stream.id, None)
+        self.shared.streams.pop(stream.id, None)
         self._outgoing_work.pop(stream.id, None)
         if error is not None:
-            self._stream_ended(stream, error, now)
+            self.stream_ended(stream, error, now)
 
     def stream_failed(self, stream_id: int, now: float, error: str = "connection failed") -> None:
         """One of our streams could not connect or broke before its reply."""
         self._outgoing_work.pop(stream_id, None)
-        stream = self._streams.pop(stream_id, None)
+        stream = self.shared.streams.pop(stream_id, None)
         if stream is not None:
-            self._stream_ended(stream, error, now)
+            self.stream_ended(stream, error, now)
 
-    def _stream_ended(self, stream: StreamRecord, error: str, now: float) -> None:
-        self._counts["streams_failed"] += 1
+    def stream_ended(self, stream: StreamRecord, error: str, now: float) -> None:
+        self.counts["streams_failed"] += 1
         if stream.kind == "push_pull" and stream.join:
-            self._event(JoinResult(stream.addr, False, error))
+            self.shared.event(JoinResult(stream.addr, False, error))
 
     def _refusal(self, remote: messages.PushPull) -> str:
         """verifyProtocol before a merge: why ``remote`` is refused (counted), '' if it is not."""
         error = self._verify_protocol(remote.nodes)
         if error:
-            self._counts["push_pulls_refused"] += 1
+            self.counts["push_pulls_refused"] += 1
         return error
 
     def _merge_nodes(self, nodes: list[messages.PushNodeState], start: int, stop: int, now: float) -> None:
         """mergeState on ``nodes[start:stop]``."""
         plain_port = self.settings.protocol_version < 2
+        me = self.name
         for index in range(start, stop):
             r = nodes[index]
-            port = self._port if plain_port or not r.port else r.port
+            port = self.shared.port if plain_port or not r.port else r.port
             if r.state == NodeState.ALIVE:
                 # what the hot path drops unread, dropped here too: a known
                 # node's old news (a whole unchanged table, mostly)
-                if self._alive_ignored(r.name, r.incarnation, r.addr, r.port, r.vsn):
+                if self.rules.alive_ignored(r.name, r.incarnation, r.addr, r.port, r.vsn):
                     continue
-                self._alive_node(messages.Alive(incarnation=r.incarnation, node=r.name, addr=r.addr, port=port,
+                self.rules.alive(messages.Alive(incarnation=r.incarnation, node=r.name, addr=r.addr, port=port,
                                                 meta=r.meta, vsn=r.vsn), now, bootstrap=False)
             elif r.state == NodeState.LEFT:
-                self._dead_node(messages.Dead(incarnation=r.incarnation, node=r.name, from_=r.name), now)
+                self.rules.dead(messages.Dead(incarnation=r.incarnation, node=r.name, from_=r.name), now)
             elif r.state in (NodeState.DEAD, NodeState.SUSPECT):
                 # A node another thinks dead is only suspected here.
-                self._suspect_node(messages.Suspect(incarnation=r.incarnation, node=r.name, from_=self.name), now)
-
-    def _alive_ignored(self, name: str, inc: int, addr: bytes, port: int, vsn: bytes) -> bool:
-        raise NotImplementedError     # written in hotpath.py
+                self.rules.suspect(messages.Suspect(incarnation=r.incarnation, node=r.name, from_=me), now)
 
     def _verify_protocol(self, remote: list[messages.PushNodeState]) -> str:
         """verifyProtocol: every node's current versions within what every

@@ -4,10 +4,10 @@ One object that behaves as serf.Serf on memberlist does, with no sockets,
 threads or clock: every call takes ``now`` (monotonic seconds) and the
 engine's entry points pass through, so a front drives a :class:`SerfNode`
 exactly as it drives a :class:`~mcastmember.gossip.memberlist.engine.GossipEngine`
-(``receive_packet``, ``receive_stream``, ``streams_to_open``,
+(``receive``, ``receive_stream``, ``streams_to_open``,
 ``stream_response``, ``stream_failed``, ``stream_working``, ``stream_turn``,
-``stream_closed``, ``datagrams_to_send``, ``next_deadline``,
-``handle_timer``, ``events``).
+``stream_closed``, ``outgoing``, ``next_deadline``,
+``on_timer``, ``events``).
 
 What follows which Serf 0.9.4 code (Debian's ``golang-github-hashicorp-serf-dev``,
 read, never copied):
@@ -32,20 +32,21 @@ from __future__ import annotations
 import base64
 import dataclasses
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..memberlist.broadcasts import BroadcastQueue
 from ..memberlist.engine import GossipEngine, OutgoingStream
 from ..memberlist.errors import GossipWireError
-from ..memberlist.events import JoinResult, MemberFailed, MemberJoined, MemberLeft, MemberUpdated, NameConflict, \
-    PingCompleted, RemoteState, UserMessage
+from ..memberlist.events import Event, JoinResult, MemberFailed, MemberJoined, MemberLeft, MemberUpdated, \
+    NameConflict, PingCompleted, RemoteState, UserMessage
 from ..memberlist.settings import GossipSettings
 from ..memberlist.state import Addr, NodeInfo, ip_bytes, ip_text
 from . import messages
 from .buffers import TAG_REGEXPS, should_process_query
 from .codec import SerfLimits, read_push_pull
-from .coordinates import CoordinateClient, CoordinateRefused
+from .coordinates import CoordinateClient
 from .layout import (INTERNAL_QUERY_PREFIX, MEMBERLIST_PROTOCOL_FOR, PROTOCOL_VERSION_MAX, PROTOCOL_VERSION_MIN,
                      QUERY_CONFLICT, QUERY_INSTALL_KEY, QUERY_LIST_KEYS, QUERY_MIN_PROTOCOL, QUERY_REMOVE_KEY,
                      QUERY_USE_KEY, MemberStatus, SerfMessageType)
@@ -53,6 +54,7 @@ from .events import (ConflictResolved, GossipMember, JoinDone, KeyResult, Keyrin
                      SerfMemberEvent, QueryAnswer, QueryFinished, QueryReceived, SerfNodeEvent, Tags,
                      UserEventReceived)
 from .members import SerfCore, SerfEvent, SerfMembers
+from .ping_delegate import PingDelegate
 from .settings import SerfSettings
 from .queries import (QueryTracker, answer_internal_query, count_key_response, default_query_timeout, make_ack,
                       make_response, new_query)
@@ -142,10 +144,19 @@ class SerfNode:
         self._next_reap = float("inf")
         self._next_reconnect = float("inf")
         self._reconnecting: list[Addr] = []
-        #: our network coordinate (None: disabled), and the last one each member acked with
+        #: our network coordinate (None: disabled), and the last one each member acked with (``pings.cache``)
         self.coordinates = None if serf.disable_coordinates else CoordinateClient(rng=self.engine.rng)
-        self._coordinate_cache: dict[str, messages.Coordinate] = {}
-        self._own_coordinate_changed()
+        self.pings = PingDelegate(self.name, self.coordinates, self.engine, serf.limits, self._counts)
+        #: what each of the engine's events does here, by its type
+        self._on_event: dict[type[Event], Callable[[Any, float], None]] = {
+            MemberJoined: self._member_joined, MemberUpdated: self._member_updated, MemberLeft: self._member_gone,
+            MemberFailed: self._member_gone, UserMessage: self._user_message_event, RemoteState: self._merge_remote,
+            JoinResult: self._join_result, PingCompleted: self._ping_completed, NameConflict: self._name_conflict}
+        #: what each Serf message a user message carries does here, by its type (NotifyMsg)
+        self._on_message: dict[type[messages.Message], Callable[[Any, bytes, float], None]] = {
+            messages.Leave: self._leave_intent, messages.Join: self._join_intent,
+            messages.UserEvent: self._user_event_message, messages.Query: self._query_message,
+            messages.QueryResponse: self._response_message}
 
     # ----------------------------------------------------------- lifecycle
 
@@ -280,7 +291,7 @@ class SerfNode:
         """The coordinate ``name`` last acked our probe with, ours for our
         name (Serf.GetCachedCoordinate); None if there is none or
         coordinates are disabled."""
-        found = self._coordinate_cache.get(name)
+        found = self.pings.cache.get(name)
         return None if found is None else dataclasses.replace(found, vec=list(found.vec))
 
     def stats(self) -> dict[str, int]:
@@ -297,7 +308,7 @@ class SerfNode:
         out["intents_queued"] = len(self.intents)
         out["events_queued"] = len(self.user_events)
         out["queries_queued"] = len(self.queries)
-        out["coordinates_cached"] = len(self._coordinate_cache)
+        out["coordinates_cached"] = len(self.pings.cache)
         out["coordinate_resets"] = self.coordinates.resets if self.coordinates is not None else 0
         # Serf's recent-message buffers at their bounds
         core = self.core
@@ -316,9 +327,9 @@ class SerfNode:
 
     # ---------------------------------------------------- the engine's surface
 
-    def receive_packet(self, data: bytes, addr: Addr, now: float) -> None:
+    def receive(self, data: bytes, addr: Addr, now: float) -> None:
         self._now = now
-        self.engine.receive_packet(data, addr, now)
+        self.engine.receive(data, addr, now)
         self._pump(now)
 
     def receive_stream(self, data: bytes, addr: Addr, now: float) -> bytes | None:
@@ -353,8 +364,8 @@ class SerfNode:
     def streams_to_open(self, now: float) -> list[OutgoingStream]:
         return self.engine.streams_to_open(now)
 
-    def datagrams_to_send(self, now: float) -> list[tuple[bytes, Addr]]:
-        return self.engine.datagrams_to_send(now)
+    def outgoing(self, now: float) -> list[tuple[bytes, Addr]]:
+        return self.engine.outgoing(now)
 
     def events(self) -> list[SerfNodeEvent]:
         out = list(self._events)
@@ -371,9 +382,9 @@ class SerfNode:
         soonest = min(times)
         return None if soonest == float("inf") else soonest
 
-    def handle_timer(self, now: float) -> None:
+    def on_timer(self, now: float) -> None:
         self._now = now
-        self.engine.handle_timer(now)
+        self.engine.on_timer(now)
         if self._next_reap <= now:
             self._next_reap = now + self.serf_settings.reap_interval
             self.core.members.reap(now)
@@ -389,79 +400,54 @@ class SerfNode:
     # ------------------------------------------------------------- inside
 
     def _pump(self, now: float) -> None:
-        """Hand the engine's events to Serf's layer, then Serf's events out."""
+        """Hand the engine's events to Serf's layer, each to its handler by
+        type (``_on_event``), then Serf's events out."""
+        on_event = self._on_event
         for event in self.engine.events():
-            if isinstance(event, MemberJoined):
-                self._known[event.node.name] = event.node
-                self.core.members.node_join(event.node.name, now)
-                if event.node.name not in self.core.members.members:
-                    del self._known[event.node.name]     # over max_members: refused and counted
-            elif isinstance(event, MemberUpdated):
-                self._known[event.node.name] = event.node
-                self.core.members.node_update(event.node.name)
-            elif isinstance(event, (MemberLeft, MemberFailed)):
-                self._known[event.node.name] = event.node
-                self.core.members.node_leave(event.node.name, now)
-            elif isinstance(event, UserMessage):
-                self._user_message(event.payload, now)
-            elif isinstance(event, RemoteState):
-                self._merge_remote(event, now)
-            elif isinstance(event, JoinResult):
-                if event.addr in self._reconnecting:
-                    self._reconnecting.remove(event.addr)
-                    self._counts["reconnects_ok" if event.ok else "reconnects_failed"] += 1
-                    continue
-                self._joining -= 1
-                if event.ok:
-                    self._join_ok += 1
-                else:
-                    self._join_errors.append(f"{event.addr[0]}:{event.addr[1]}: {event.error}")
-                if self._joining <= 0:
-                    self._join_finished(now)
-            elif isinstance(event, PingCompleted):
-                self._ping_completed(event)
-            elif isinstance(event, NameConflict):
-                self._event(event)
-                if (event.existing.name == self.name and self.serf_settings.protocol_version >= QUERY_MIN_PROTOCOL
-                        and not any(q.query.name == QUERY_CONFLICT for q in self._open.values())):
-                    # handleNodeConflict: ask the cluster who it knows by our name
-                    self.query(QUERY_CONFLICT, self.name.encode("utf-8", "surrogateescape"), now)
+            on_event[type(event)](event, now)
             self._take_core_events()
         self._take_core_events()
         self._advance_leave(now)
 
-    def _ping_completed(self, event: PingCompleted) -> None:
-        """ping_delegate.go NotifyPingComplete: the acker's coordinate and
-        the RTT move ours; the acker's is cached. Only for members Serf
-        knows (so the cache and the RTT samples hold at most those)."""
-        client, name = self.coordinates, event.node.name
-        if client is None or not event.payload:
-            return
-        try:
-            other = messages.decode_ack_payload(event.payload, self.serf_settings.limits)
-        except GossipWireError:
-            self._counts["coordinates_bad"] += 1
-            return
-        if name == self.name or name not in self.core.members.members:
-            self._counts["coordinates_unknown_node"] += 1
-            return
-        try:
-            client.update(name, other, event.rtt)
-        except CoordinateRefused:
-            self._counts["coordinates_refused"] += 1
-            return
-        self._counts["coordinate_updates"] += 1
-        self._coordinate_cache[name] = other
-        self._own_coordinate_changed()
+    def _member_joined(self, event: MemberJoined, now: float) -> None:
+        self._known[event.node.name] = event.node
+        self.core.members.node_join(event.node.name, now)
+        if event.node.name not in self.core.members.members:
+            del self._known[event.node.name]     # over max_members: refused and counted
 
-    def _own_coordinate_changed(self) -> None:
-        """Our coordinate in the cache and in our acks (PingDelegate.AckPayload),
-        encoded once per change."""
-        if self.coordinates is None:
+    def _member_updated(self, event: MemberUpdated, now: float) -> None:
+        self._known[event.node.name] = event.node
+        self.core.members.node_update(event.node.name)
+
+    def _member_gone(self, event: MemberLeft | MemberFailed, now: float) -> None:
+        self._known[event.node.name] = event.node
+        self.core.members.node_leave(event.node.name, now)
+
+    def _user_message_event(self, event: UserMessage, now: float) -> None:
+        self._user_message(event.payload, now)
+
+    def _join_result(self, event: JoinResult, now: float) -> None:
+        if event.addr in self._reconnecting:
+            self._reconnecting.remove(event.addr)
+            self._counts["reconnects_ok" if event.ok else "reconnects_failed"] += 1
             return
-        mine = self.coordinates.coordinate
-        self._coordinate_cache[self.name] = mine
-        self.engine.ack_payload = messages.encode_ack_payload(mine)
+        self._joining -= 1
+        if event.ok:
+            self._join_ok += 1
+        else:
+            self._join_errors.append(f"{event.addr[0]}:{event.addr[1]}: {event.error}")
+        if self._joining <= 0:
+            self._join_finished(now)
+
+    def _name_conflict(self, event: NameConflict, now: float) -> None:
+        self._event(event)
+        if (event.existing.name == self.name and self.serf_settings.protocol_version >= QUERY_MIN_PROTOCOL
+                and not any(q.query.name == QUERY_CONFLICT for q in self._open.values())):
+            # handleNodeConflict: ask the cluster who it knows by our name
+            self.query(QUERY_CONFLICT, self.name.encode("utf-8", "surrogateescape"), now)
+
+    def _ping_completed(self, event: PingCompleted, now: float) -> None:
+        self.pings.completed(event, self.core.members.members)
 
     def _reconnect(self, now: float) -> None:
         """serf.go reconnect: with probability failed / alive, a memberlist join
@@ -498,9 +484,7 @@ class SerfNode:
         self._event(SerfMemberEvent(kind, self._member(info, status)))
         if kind == "reaped":
             del self._known[event.name]
-            self._coordinate_cache.pop(event.name, None)
-            if self.coordinates is not None:
-                self.coordinates.forget(event.name)
+            self.pings.forget(event.name)
 
     def _member(self, info: NodeInfo, status: MemberStatus) -> GossipMember:
         try:
@@ -568,36 +552,44 @@ class SerfNode:
         except GossipWireError:
             self._counts["serf_messages_bad"] += 1
             return
-        members = self.core.members
-        if isinstance(msg, messages.Leave):
-            leave = members.leave_intent(msg, now)
-            if leave.refute:
-                self._broadcast_join(now)
-            if leave.rebroadcast:
-                self._counts["intents_rebroadcast"] += 1
-                self._queue(self.intents, buf)
-            state = members.members.get(msg.node)
-            if leave.prune and state is not None and state.status == MemberStatus.LEFT:
-                members.erase(msg.node)
-        elif isinstance(msg, messages.Join):
-            if members.join_intent(msg, now):
-                self._counts["intents_rebroadcast"] += 1
-                self._queue(self.intents, buf)
-        elif isinstance(msg, messages.UserEvent):
-            if self.core.user_event(msg):
-                self._counts["events_rebroadcast"] += 1
-                self._queue(self.user_events, buf)
-        elif isinstance(msg, messages.Query):
-            outcome = self.core.query_buffer.handle(msg)
-            if outcome.new:
-                self._process_query(msg, now)
-            if outcome.rebroadcast:
-                self._counts["queries_rebroadcast"] += 1
-                self._queue(self.queries, buf)
-        elif isinstance(msg, messages.QueryResponse):
-            self._query_response(msg, now)
-        else:
+        handler = self._on_message.get(type(msg))
+        if handler is None:
             self._counts["serf_messages_bad"] += 1
+            return
+        handler(msg, buf, now)
+
+    def _leave_intent(self, msg: messages.Leave, buf: bytes, now: float) -> None:
+        members = self.core.members
+        leave = members.leave_intent(msg, now)
+        if leave.refute:
+            self._broadcast_join(now)
+        if leave.rebroadcast:
+            self._counts["intents_rebroadcast"] += 1
+            self._queue(self.intents, buf)
+        state = members.members.get(msg.node)
+        if leave.prune and state is not None and state.status == MemberStatus.LEFT:
+            members.erase(msg.node)
+
+    def _join_intent(self, msg: messages.Join, buf: bytes, now: float) -> None:
+        if self.core.members.join_intent(msg, now):
+            self._counts["intents_rebroadcast"] += 1
+            self._queue(self.intents, buf)
+
+    def _user_event_message(self, msg: messages.UserEvent, buf: bytes, now: float) -> None:
+        if self.core.user_event(msg):
+            self._counts["events_rebroadcast"] += 1
+            self._queue(self.user_events, buf)
+
+    def _query_message(self, msg: messages.Query, buf: bytes, now: float) -> None:
+        outcome = self.core.query_buffer.handle(msg)
+        if outcome.new:
+            self._process_query(msg, now)
+        if outcome.rebroadcast:
+            self._counts["queries_rebroadcast"] += 1
+            self._queue(self.queries, buf)
+
+    def _response_message(self, msg: messages.QueryResponse, buf: bytes, now: float) -> None:
+        self._query_response(msg, now)
 
     def _process_query(self, query: messages.Query, now: float) -> None:
         """The rest of handleQuery once the buffer took it: filters, ack,
