@@ -16,6 +16,7 @@ Needs the ``gossip`` extra (msgpack and cryptography); never imported by
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import logging
 import os
@@ -181,7 +182,7 @@ class _Conn:
 
 
 @takes_settings
-class GossipFront:
+class GossipFront(abc.ABC):
     """A SerfNode on real sockets, without the waiting (see the module).
 
     A front calls :meth:`_bind` to start, :meth:`_ready` with what its
@@ -318,17 +319,21 @@ class GossipFront:
 
     # ------------------------------------------------------ what a front gives
 
+    @abc.abstractmethod
     def _watch(self, sock: socket.socket, mask: int) -> None:
-        raise NotImplementedError
+        """Wait for ``sock`` to be ready for ``mask`` (READ, WRITE) from now on."""
 
+    @abc.abstractmethod
     def _unwatch(self, sock: socket.socket) -> None:
-        raise NotImplementedError
+        """Stop waiting for ``sock``."""
 
+    @abc.abstractmethod
     def _poke(self) -> None:
-        raise NotImplementedError
+        """Wake the waiting up soon (a deadline moved or there is something to send)."""
 
+    @abc.abstractmethod
     def _deliver(self, events: list[SerfNodeEvent]) -> None:
-        raise NotImplementedError
+        """Hand the node's events to the listeners and waiters."""
 
     # ------------------------------------------------------ moving bytes
 

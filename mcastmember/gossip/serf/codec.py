@@ -11,6 +11,7 @@ so any order is read, and ours is deterministic.
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
@@ -71,14 +72,16 @@ def go_bytes(text: str) -> bytes:
     return text.encode("utf-8", "surrogateescape")
 
 
-class Kind:
-    """How one Go type is written and read."""
+class Kind(abc.ABC):
+    """How one Go type is written and read: each kind says both."""
 
+    @abc.abstractmethod
     def encode(self, value: Any) -> object:
-        raise NotImplementedError
+        """``value`` as msgpack writes it."""
 
+    @abc.abstractmethod
     def decode(self, raw: object, where: str, limits: SerfLimits) -> Any:
-        raise NotImplementedError
+        """``raw`` (as msgpack read it) as the value; GossipWireError naming ``where`` if it is not one."""
 
 
 class _Str(Kind):
