@@ -23,7 +23,8 @@ are not seen or not counted):
 - calls: every call of a package function;
 - module entries: calls whose function is in another module of the
   package than its caller's (the nearest package frame below it), and the
-  distinct modules entered;
+  distinct modules entered; the same for memberlist's modules alone (the
+  engine, its parts and its wire; not Serf's);
 - calls back up: calls on the same object into a method defined in a class
   that comes earlier in the object's MRO than the class defining the
   calling method: a base class calling what a subclass defines (a forward
@@ -70,6 +71,13 @@ def _module(code: CodeType) -> str | None:
     if not name.startswith(PACKAGE):
         return None
     return name[len(PACKAGE):].removesuffix(".py").replace("/", ".")
+
+
+def _memberlist(module: str) -> bool:
+    """Whether a module is memberlist's layer (gossip.memberlist.*; before
+    the wings had folders, gossip.* but Serf's)."""
+    return module.startswith("gossip.memberlist.") or (
+        module.startswith("gossip.") and not module.startswith(("gossip.serf.", "gossip.fronts.")))
 
 
 _defining: dict[tuple[type, CodeType], int | None] = {}
@@ -137,7 +145,9 @@ class PathCount:
                 self.back_up_calls.append(f"{caller.f_code.co_name} -> {frame.f_code.co_name}")
 
     def as_dict(self) -> dict[str, Any]:
+        memberlist = [m for m in self.route if _memberlist(m)]
         return {"calls": self.calls, "module_entries": self.entries, "modules": len(self.modules),
+                "memberlist_entries": len(memberlist), "memberlist_modules": len(set(memberlist)),
                 "calls_back_up": self.back_up, "chain_crossings": self.crossings, "route": self.route,
                 "back_up": self.back_up_calls}
 
@@ -211,11 +221,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--trace", action="store_true", help="print each path's modules and calls back up")
     args = parser.parse_args(argv)
     results = measure()
-    print(f"{'datagram':<37} {'calls':>6} {'module entries':>15} {'modules':>8} {'calls back up':>14} "
-          f"{'chain crossings':>16}")
+    print(f"{'datagram':<37} {'calls':>6} {'module entries':>15} {'(memberlist)':>13} {'modules':>8} "
+          f"{'(memberlist)':>13} {'calls back up':>14} {'chain crossings':>16}")
     for name, row in results.items():
-        print(f"{name:<37} {row['calls']:>6} {row['module_entries']:>15} {row['modules']:>8} "
-              f"{row['calls_back_up']:>14} {row['chain_crossings']:>16}")
+        print(f"{name:<37} {row['calls']:>6} {row['module_entries']:>15} {row['memberlist_entries']:>13} "
+              f"{row['modules']:>8} {row['memberlist_modules']:>13} {row['calls_back_up']:>14} "
+              f"{row['chain_crossings']:>16}")
         if args.trace:
             print("  modules entered:", " -> ".join(row["route"]))
             for call in row["back_up"]:

@@ -24,7 +24,7 @@ class Outbox:
     (Delegate.GetBroadcasts), if given, is asked for the user messages
     instead of :attr:`user_broadcasts`; ``broadcasts_sent``, if given, is
     told after each gossip round and each message sent with broadcasts
-    piggybacked (see :meth:`sent`)."""
+    piggybacked (see :meth:`_sent`)."""
 
     def __init__(self, shared: EngineState, get_broadcasts: Callable[[int, int, int], list[bytes]] | None = None,
                  broadcasts_sent: Callable[[], None] | None = None):
@@ -45,7 +45,7 @@ class Outbox:
 
     # ------------------------------------------------------------ budgets
 
-    def wrap_overhead(self, outgoing_only: bool = True) -> int:
+    def _wrap_overhead(self, outgoing_only: bool = True) -> int:
         s = self.settings
         extra = LABEL_HEADER_SIZE + len(s.label) if s.label else 0
         if self.shared.keyring is not None and (s.gossip_verify_outgoing or not outgoing_only):
@@ -58,7 +58,7 @@ class Outbox:
         :meth:`gossip` has room for, less one compound part's length.
         GetBroadcasts could never pick a longer one, so the queues refuse it."""
         s = self.settings
-        return max(0, s.udp_buffer_size - COMPOUND_HEADER_OVERHEAD - self.wrap_overhead(outgoing_only=False)
+        return max(0, s.udp_buffer_size - COMPOUND_HEADER_OVERHEAD - self._wrap_overhead(outgoing_only=False)
                    - COMPOUND_OVERHEAD)
 
     @property
@@ -76,7 +76,7 @@ class Outbox:
         # refutation): a full queue drops every relayed message before it.
         queue.queue(msg, name, token, own=name == self.name or name == self.shared.own_address)
         self.counts["broadcasts_dropped"] += queue.dropped + queue.oversize - before
-        self.check_leave()
+        self._check_leave()
 
     def broadcast_user(self, payload: bytes, name: str | None = None) -> None:
         queue = self.user_broadcasts
@@ -84,11 +84,11 @@ class Outbox:
         queue.queue(payload, name, own=True)
         self.counts["user_broadcasts_dropped"] += queue.dropped + queue.oversize - before
 
-    def take_broadcasts(self, overhead: int, limit: int, max_parts: int) -> list[bytes]:
+    def _take_broadcasts(self, overhead: int, limit: int, max_parts: int) -> list[bytes]:
         """GetBroadcasts: memberlist's own broadcasts that fit, then user messages."""
         n = len(self.table)
         out = self.broadcasts.get(overhead, limit, n, max_parts)
-        self.check_leave()
+        self._check_leave()
         avail = limit - sum(len(m) + overhead for m in out)
         if avail > overhead + USER_MSG_OVERHEAD and len(out) < max_parts:
             if self.get_broadcasts is not None:
@@ -99,7 +99,7 @@ class Outbox:
         self.user_broadcasts.finished.clear()
         return out
 
-    def check_leave(self) -> None:
+    def _check_leave(self) -> None:
         """Our leave is done once its dead message went out to its limit."""
         finished = self.broadcasts.finished
         leave = self.shared.leave
@@ -121,28 +121,28 @@ class Outbox:
                 return False
             return n.state != NodeState.DEAD or now - n.state_change > s.gossip_to_the_dead_time
 
-        avail = s.udp_buffer_size - COMPOUND_HEADER_OVERHEAD - self.wrap_overhead(outgoing_only=False)
+        avail = s.udp_buffer_size - COMPOUND_HEADER_OVERHEAD - self._wrap_overhead(outgoing_only=False)
         for node in self.table.k_random(s.gossip_nodes, skip):
-            msgs = self.take_broadcasts(COMPOUND_OVERHEAD, avail, COMPOUND_MAX_PARTS)
+            msgs = self._take_broadcasts(COMPOUND_OVERHEAD, avail, COMPOUND_MAX_PARTS)
             if not msgs:
                 break
             self.send_raw(node.address, msgs[0] if len(msgs) == 1 else framing.make_compound(msgs), node)
-        self.sent()
+        self._sent()
 
     # ------------------------------------------------------------- sending
 
     def send_msg(self, addr: Addr, msg: bytes, compressible: bool = True) -> None:
         """sendMsg: piggyback what broadcasts fit, as a compound
         (``compressible`` False: ``msg`` alone would never compress smaller)."""
-        avail = self.settings.udp_buffer_size - len(msg) - COMPOUND_HEADER_OVERHEAD - self.wrap_overhead()
-        extra = self.take_broadcasts(COMPOUND_OVERHEAD, avail, COMPOUND_MAX_PARTS - 1)
+        avail = self.settings.udp_buffer_size - len(msg) - COMPOUND_HEADER_OVERHEAD - self._wrap_overhead()
+        extra = self._take_broadcasts(COMPOUND_OVERHEAD, avail, COMPOUND_MAX_PARTS - 1)
         if extra:
             self.send_raw(addr, framing.make_compound([msg, *extra]), None)
         else:
             self.send_raw(addr, msg, None, compressible)
-        self.sent()
+        self._sent()
 
-    def sent(self) -> None:
+    def _sent(self) -> None:
         """A gossip round or a message with broadcasts piggybacked is out:
         tell ``broadcasts_sent``. memberlist calls a broadcast's Finished as
         GetBroadcasts takes its last transmission, but whoever waits on it

@@ -46,9 +46,9 @@ class Probing:
         empty = hot_path.ack_prefix(b"")
         self._ack_template = (b"", empty, framing.never_shorter(empty, ACK_SEQ_MAX_SIZE))
         #: the probe under way, the next node's index, and whether a tick came meanwhile
-        self.probe: Probe | None = None
+        self._probe: Probe | None = None
         self._probe_index = 0
-        self.probe_buffered = False
+        self._probe_buffered = False
 
     def ack_prefix(self) -> tuple[bytes, bool]:
         """Our ack's prefix for :attr:`ack_payload` (remade when it changes),
@@ -122,10 +122,10 @@ class Probing:
     def ticker(self, now: float) -> None:
         """The probe interval came round: the next probe, or, while one is
         under way, the next once it ends (Go's ticker keeps one tick)."""
-        if self.probe is None:
-            self.tick(now)
+        if self._probe is None:
+            self._tick(now)
         else:
-            self.probe_buffered = True
+            self._probe_buffered = True
 
     def expire(self, now: float) -> None:
         """The pending acks whose time is up: a probe goes indirect or
@@ -133,9 +133,9 @@ class Probing:
         acks = self.acks
         for seq, handler in list(acks.items()):
             if handler.deadline <= now and acks.get(seq) is handler:
-                self.expire_handler(seq, handler, now)
+                self._expire_handler(seq, handler, now)
 
-    def tick(self, now: float) -> None:
+    def _tick(self, now: float) -> None:
         """probe: the next node in the shuffled round-robin that is neither
         us nor dead or left; a wrap reaps and reshuffles."""
         checked = 0
@@ -171,7 +171,7 @@ class Probing:
         copy = Node(node.name, node.addr, node.port, node.meta, node.incarnation, node.state,
                     node.state_change, node.vsn)
         probe = Probe(copy, seq, now, now + s.probe_timeout, now + interval)
-        self.probe = probe
+        self._probe = probe
         self.acks[seq] = probe
         ping = messages.encode(messages.Ping(seq_no=seq, node=node.name, source_addr=self.shared.addr,
                                              source_port=self.shared.port, source_node=self.name))
@@ -183,7 +183,7 @@ class Probing:
                                                        from_=self.name))
             self.outbox.send_raw(node.address, framing.make_compound([ping, suspect]), node)
 
-    def expire_handler(self, seq: int, handler: Handler, now: float) -> None:
+    def _expire_handler(self, seq: int, handler: Handler, now: float) -> None:
         if isinstance(handler, Relay):
             del self.acks[seq]
             if handler.nack:
@@ -233,16 +233,16 @@ class Probing:
 
     def _finish_probe(self, probe: Probe, delta: int, now: float, failed: bool = False) -> None:
         self.acks.pop(probe.seq, None)
-        if self.probe is probe:
-            self.probe = None
+        if self._probe is probe:
+            self._probe = None
         self.shared.awareness.apply_delta(delta)
         doubted = self.shared.gossip_in_doubt()
         self.shared.probe_failures.append(failed)
         if not doubted and self.shared.gossip_in_doubt():
             self.rules.doubt_began()
-        if self.probe_buffered and self.probe is None:
-            self.probe_buffered = False
-            self.tick(now)
+        if self._probe_buffered and self._probe is None:
+            self._probe_buffered = False
+            self._tick(now)
 
 
 def reply_address(addr: bytes, port: int, sender: Addr) -> Addr:

@@ -44,7 +44,7 @@ class NodeRules:
         updates_node = False
         new = state is None
         if state is None:
-            if len(self.table) >= s.max_nodes and not self.room_for(a):
+            if len(self.table) >= s.max_nodes and not self._room_for(a):
                 self.counts["nodes_refused"] += 1
                 return
             state = Node(a.node, a.addr, a.port, a.meta, state=NodeState.DEAD, state_change=now)
@@ -63,7 +63,7 @@ class NodeRules:
         local = state.name == self.name
         if a.incarnation <= state.incarnation and not local and not updates_node:
             if new:
-                self.node_gone(state)      # first heard of at incarnation 0: kept, dead, as memberlist does
+                self._node_gone(state)      # first heard of at incarnation 0: kept, dead, as memberlist does
             return
         if a.incarnation < state.incarnation and local:
             return
@@ -72,7 +72,7 @@ class NodeRules:
         if not bootstrap and local:
             if a.incarnation == state.incarnation and a.meta == state.meta and a.vsn == state.vsn:
                 return
-            self.refute(state, a.incarnation)
+            self._refute(state, a.incarnation)
         else:
             self.outbox.broadcast(a.node, messages.encode(a))
             # Fields that did not change keep the objects the table holds:
@@ -96,7 +96,7 @@ class NodeRules:
         elif old_meta != state.meta:
             self.shared.event(MemberUpdated(state.info()))
 
-    def room_for(self, a: messages.Alive) -> bool:
+    def _room_for(self, a: messages.Alive) -> bool:
         """Beyond memberlist: a full table makes room for a newcomer that
         will be alive by evicting the node that became dead or left longest
         ago, if there is one (counted). Without it, forged deaths of
@@ -106,11 +106,11 @@ class NodeRules:
         oldest = self.table.oldest_gone()
         if oldest is None or (a.incarnation == 0 and a.node != self.name):
             return False
-        self.evict(oldest)
+        self._evict(oldest)
         self.counts["nodes_evicted"] += 1
         return True
 
-    def node_gone(self, state: Node) -> None:
+    def _node_gone(self, state: Node) -> None:
         """``state`` (not ours) just became dead or left: the newest of the
         table's gone nodes; past ``max_dead_nodes`` the oldest is forgotten
         before its reaping (counted), so invented members killed by forged
@@ -122,10 +122,10 @@ class NodeRules:
         while len(table.gone) > self.settings.max_dead_nodes:
             oldest = table.oldest_gone()
             assert oldest is not None
-            self.evict(oldest)
+            self._evict(oldest)
             self.counts["dead_nodes_evicted"] += 1
 
-    def evict(self, node: Node) -> None:
+    def _evict(self, node: Node) -> None:
         self.table.evict(node)
         self.suspicions.pop(node.name, None)
 
@@ -155,7 +155,7 @@ class NodeRules:
         if state.state != NodeState.ALIVE:
             return
         if node == self.name:
-            self.refute(state, incarnation, sender)
+            self._refute(state, incarnation, sender)
             return
         accusation = self.suspect_bytes(received, incarnation, node, from_)
         self.outbox.broadcast(node, accusation)
@@ -221,18 +221,18 @@ class NodeRules:
         token = None
         if state.name == self.name:
             if self.shared.leave is None:
-                self.refute(state, d.incarnation, sender)
+                self._refute(state, d.incarnation, sender)
                 return
             token = self.shared.leave.token
         self.outbox.broadcast(d.node, messages.encode(d), token)
         state.incarnation = d.incarnation
         state.state = NodeState.LEFT if d.node == d.from_ else NodeState.DEAD
         state.state_change = now
-        self.node_gone(state)
+        self._node_gone(state)
         info = state.info()
         self.shared.event(MemberLeft(info) if state.state == NodeState.LEFT else MemberFailed(info))
 
-    def refute(self, me: Node, accused: int, sender: Addr | None = None) -> None:
+    def _refute(self, me: Node, accused: int, sender: Addr | None = None) -> None:
         """Beat the accusation's incarnation and gossip that we are alive;
         also straight back to ``sender``, the member that told us."""
         self.counts["refutes"] += 1
