@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Gossip at scale, measured in the deterministic network simulator
-(tests/gossipsim.py: the real engines' bytes on a virtual clock).
+(tests/sim/gossipsim.py: the real engines' bytes on a virtual clock).
 
     python bench/gossip.py [--json FILE] [--sizes 100,1000] [--seconds 60]
                            [--traffic 20] [--conditions 0:0,0:0.05,0.1:0,0.3:0,0:0:0.05]
@@ -68,6 +68,7 @@ import sys
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests" / "sim"))
 
 from gossipsim import HeartbeatNode, address, scenario  # noqa: E402
 

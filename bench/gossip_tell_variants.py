@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Why tell_accused="every" holds false "failed" marks down at heavy loss:
 variants of who sends a suspicion straight to whom, measured in the
-simulator (tests/gossipsim.py). An experiment, not settings: each variant
+simulator (tests/sim/gossipsim.py). An experiment, not settings: each variant
 patches the engine's node-state rules in this process, starting from tell_accused="prober".
 
     python bench/gossip_tell_variants.py [--sizes 1000] [--loss 0.3]
@@ -29,6 +29,7 @@ import sys
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests" / "sim"))
 
 from gossipsim import scenario  # noqa: E402
 

@@ -1,6 +1,6 @@
 """Debian's real ``serf agent`` on a LAN of network namespaces (netlab.Lan),
 and memberlist's failure-detection bound: shared by
-tests/test_gossip_serf_agent.py and bench/gossip_serf.py."""
+tests/interop/test_serf_agent.py and bench/gossip_serf.py."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ lines of MIME types that cost startup time on a busy 2-core machine, and
 generating them keeps a run free of downloads. What Tomcat needs of conf/web.xml
 (the default and JSP servlets) is written here.
 
-Used by tests/test_tomcat_cluster.py and bench/tomcat_cluster.py:
+Used by tests/interop/test_tomcat_cluster.py and bench/tomcat_cluster.py:
 `measure(Stack(...), members=("none", "tomcat", "default"))` runs every member
 mode against one freshly started cluster each and returns raw figures;
 `verdict(baseline, run)` checks a run against the run without us.

@@ -9,7 +9,7 @@ other layout (unknown or missing fields, other value types, a nil string,
 a uint64, trailing bytes, a value out of its Go type's range, a meta over
 512 bytes, a short Vsn) gives ``None``: the engine then takes the general
 path, which decodes it or refuses it as it always did. The compiled twin
-``_hot.pyx`` returns the same on every input (tests/test_gossip_hot.py).
+``_hot.pyx`` returns the same on every input (tests/gossip/test_memberlist_matcher.py).
 
 Results, strings as their raw bytes:
 
@@ -19,7 +19,7 @@ Results, strings as their raw bytes:
 - ``(ALIVE, incarnation, node, addr, port, meta, vsn)``;
 - ``(SUSPECT | DEAD, incarnation, node, from)``.
 
-Read from the Go vectors (tests/gossip_vectors), never copied.
+Read from the Go vectors (tests/interop/gossip_vectors), never copied.
 """
 
 from __future__ import annotations

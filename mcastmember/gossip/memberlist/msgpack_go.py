@@ -11,7 +11,7 @@ off) does, read in its ``codec/msgpack.go`` and ``codec/encode.go``:
 - a struct is a map keyed by its Go field names **sorted** (the handle encodes
   from the sorted field table), ``omitempty`` fields dropped when zero.
 
-Measured against the Go vectors (tests/gossip_vectors): msgpack-python with
+Measured against the Go vectors (tests/interop/gossip_vectors): msgpack-python with
 these options writes the same bytes, so nothing here is hand-written except the
 field ordering and the bounds on decoding. Decoding accepts any msgpack (str8,
 bin too: newer Go writers may use them) within :class:`Limits`.

@@ -15,7 +15,7 @@ What follows which serf 0.9.4 code (Debian's source, read, never copied):
 invalid coordinate), ``coordinate/coordinate.go`` (``DistanceTo``,
 ``ApplyForce``, ``IsValid``), ``coordinate/config.go`` (the defaults, in
 :mod:`.layout`). Arithmetic is done in the same order as Go's, so results are
-the same to the last bit (``tests/gossip_vectors/coord_gen.go``), Go's
+the same to the last bit (``tests/interop/gossip_vectors/coord_gen.go``), Go's
 ``time.Duration`` truncations to whole nanoseconds included.
 """
 

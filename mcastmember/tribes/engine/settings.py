@@ -10,7 +10,7 @@ wing's declaration. From that one declaration come: the signatures ``help()`` an
 the list of settings in the docstrings (``takes_settings``), the defaults
 ServiceConfig fills in (``with_defaults``), mcast-demo's flag defaults
 (tools/cli.py) and the one conversion of times to seconds
-(``in_seconds``). tests/test_settings.py keeps docs/usage.md's table and the
+(``in_seconds``). tests/tribes/test_settings.py keeps docs/usage.md's table and the
 CLI's flags to it.
 
 A TypedDict rather than a frozen dataclass: the fronts' keyword arguments

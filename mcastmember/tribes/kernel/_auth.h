@@ -7,7 +7,7 @@
  * compressions for a heartbeat of under 110 bytes. The message is one
  * contiguous span (packet + trailer header, as both sides hold it). The
  * compression uses the CPU's SHA extensions where it has them (x86-64).
- * Tested against hashlib/hmac (tests/test_auth_hotpath.py). Also the wall
+ * Tested against hashlib/hmac (tests/tribes/test_auth_kernel.py). Also the wall
  * clock the sequences come from. */
 #ifndef MCM_AUTH_H
 #define MCM_AUTH_H

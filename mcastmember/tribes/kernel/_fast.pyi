@@ -1,5 +1,5 @@
 # The compiled hot path (_fast.pyx) as the type checkers see it. _fast_py.py
-# is its pure-Python twin: tests/test_stub.py checks that this stub, the twin
+# is its pure-Python twin: tests/tribes/test_kernel_stub.py checks that this stub, the twin
 # and the compiled module agree on every public name and signature.
 from collections.abc import Mapping, Sequence
 

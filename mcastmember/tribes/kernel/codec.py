@@ -22,7 +22,7 @@ FALLBACK: str | None = None
 
 if TYPE_CHECKING:
     # The checkers see the compiled module's stub (_fast.pyi); the twin
-    # agrees with it name for name (tests/test_stub.py).
+    # agrees with it name for name (tests/tribes/test_kernel_stub.py).
     from . import _fast as impl
 else:
     impl, FALLBACK = chooser.choose(f"{__package__}._fast", f"{__package__}._fast_py")

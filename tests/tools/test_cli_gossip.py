@@ -16,7 +16,7 @@ from mcastmember.gossip.fronts.service import SerfService  # noqa: E402
 from mcastmember.gossip.serf.node import KeyResult, SerfMemberEvent  # noqa: E402
 from support import next_line, wait_until  # noqa: E402
 from test_cli import DEMO, run  # noqa: E402
-from test_gossip_front import free_port, view  # noqa: E402
+from test_serf_service import free_port, view  # noqa: E402
 
 K1, K2 = bytes(range(16)), bytes(range(16, 32))
 
@@ -199,7 +199,7 @@ def _no_serf():
     import shutil
     import sys
     from pathlib import Path
-    sys.path.insert(0, str(Path(__file__).parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from netlab import Lan
     return Lan.available() or (None if shutil.which("serf") else "Serf is not installed (apt-get install serf)")
 

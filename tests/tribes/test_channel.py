@@ -244,5 +244,5 @@ def test_a_reply_needs_a_readable_sender():
 
 
 def test_a_short_fuzz_run_of_the_channel_parser():
-    # The long run is in .ci/run (python tests/fuzz_channel.py --count 200000).
+    # The long run is in .ci/run (python tests/fuzz/fuzz_channel.py --count 200000).
     assert fuzz_channel.main(["--count", "3000", "--seed", "7"]) == 0

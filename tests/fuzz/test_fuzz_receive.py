@@ -1,5 +1,5 @@
 """Replays the fuzz regression corpus and runs a short fuzz in the normal suite
-(the long run: python tests/fuzz_receive.py --count 1000000, done by CI)."""
+(the long run: python tests/fuzz/fuzz_receive.py --count 1000000, done by CI)."""
 
 import pathlib
 

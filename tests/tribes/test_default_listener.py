@@ -2,7 +2,7 @@
 
 A Tomcat whose channel has no TcpFailureDetector lists every member it hears
 and may ask any of them for its sessions: a member that cannot answer makes
-it wait out its state transfer timeout (tests/test_tomcat_cluster.py starts
+it wait out its state transfer timeout (tests/interop/test_tomcat_cluster.py starts
 such a Tomcat). So the TCP listener is on by default, and a busy member port
 does not stop a default member from starting: it runs on without the
 listener, as before, and says so. Asked for (tcp_listener, tomcat, verify),

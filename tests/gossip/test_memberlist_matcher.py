@@ -30,7 +30,7 @@ from mcastmember.gossip.memberlist.settings import GossipSettings
 # pass need not repeat them.
 pytestmark = pytest.mark.both_codecs
 
-VECTORS = json.loads((pathlib.Path(__file__).parent / "gossip_vectors" / "vectors.json").read_text())
+VECTORS = json.loads((pathlib.Path(__file__).resolve().parents[1] / "interop" / "gossip_vectors" / "vectors.json").read_text())
 TWINS = [pytest.param(module, id=name) for name, module in hot.IMPLEMENTATIONS.items() if module is not None]
 COMPILED = hot.IMPLEMENTATIONS["compiled"]
 ME = "py-1"
@@ -530,7 +530,7 @@ def test_the_engine_takes_the_hot_path_by_default_unless_the_limits_forbid():
     assert GossipEngine(GossipSettings(name="n\udcff")).shared.hot is hot.DEFAULT
 
 
-CORPUS = sorted((pathlib.Path(__file__).parent / "corpus" / "gossip_hot").glob("*.hex"))
+CORPUS = sorted((pathlib.Path(__file__).resolve().parents[1] / "fuzz" / "corpus" / "gossip_hot").glob("*.hex"))
 
 
 @pytest.mark.parametrize("path", CORPUS, ids=[p.stem for p in CORPUS])

@@ -384,7 +384,7 @@ def test_table_hash_differs_between_processes(codec):
             "sys.path.insert(0, sys.argv[1]); from support import heartbeat; "
             "print(c._key_hash(heartbeat(c)))")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}
-    here = os.path.dirname(__file__)
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # tests/
     hashes = {subprocess.run([sys.executable, "-c", code, here], env=env, check=True,
                              capture_output=True, text=True, cwd="/").stdout
               for _ in range(3)}

@@ -1,5 +1,5 @@
 """Serf's layer (mcastmember.gossip.serf) against Serf 0.9.4's own Go code
-(tests/gossip_vectors/serf_vectors.json, see serf_gen.go): bytes both ways,
+(tests/interop/gossip_vectors/serf_vectors.json, see serf_gen.go): bytes both ways,
 and the same decisions as Serf's handlers for the same inputs. Pure Python:
 one implementation, no network."""
 
@@ -23,7 +23,7 @@ from mcastmember.gossip.serf.queries import (QueryTracker, answer_internal_query
 from mcastmember.gossip.serf.buffers import UserEventBuffer, IntentBuffer, QueryBuffer, should_process_query
 from mcastmember.gossip.serf.members import SerfCore, SerfMembers
 
-VECTORS = json.loads((pathlib.Path(__file__).parent / "gossip_vectors" / "serf_vectors.json").read_text())
+VECTORS = json.loads((pathlib.Path(__file__).resolve().parents[1] / "interop" / "gossip_vectors" / "serf_vectors.json").read_text())
 LIMITS = SerfLimits()
 
 
@@ -389,7 +389,7 @@ def test_query_filters_select_as_serf():
     assert should_process_query([m.encode_tag_filter("rack", "^$")], "py-1", tags)  # missing tag is ""
     assert not should_process_query([m.encode_tag_filter("role", "(")], "py-1", tags)  # bad regexp
     assert not should_process_query([b"\x05"], "py-1", tags)  # unknown filter type
-    # Go's regexp semantics and hostile patterns: test_gossip_query_filters.py
+    # Go's regexp semantics and hostile patterns: test_serf_query_filters.py
 
 
 # ------------------------------------------------------ intents and members
@@ -550,7 +550,7 @@ def test_merge_refutes_a_stale_leave_about_us():
 def test_a_left_members_time_at_the_uint64_top_wraps_as_go():
     """A push/pull's leave is one past the member's status time, a Go
     uint64: at 2**64 - 1 it wraps to 0, an old leave (found by
-    tests/fuzz_gossip.py: it was 2**64, which our own push/pull then failed
+    tests/fuzz/fuzz_gossip.py: it was 2**64, which our own push/pull then failed
     to encode)."""
     core = SerfCore.create("py-1")
     for name in ("py-1", "b"):
@@ -719,7 +719,7 @@ def test_query_tracker_counts_each_node_once_until_the_deadline():
 
 # ------------------------------------------------------ network coordinates
 
-COORD_VECTORS = json.loads((pathlib.Path(__file__).parent / "gossip_vectors" / "coord_vectors.json").read_text())
+COORD_VECTORS = json.loads((pathlib.Path(__file__).resolve().parents[1] / "interop" / "gossip_vectors" / "coord_vectors.json").read_text())
 
 
 def _coordinate(go):

@@ -25,7 +25,7 @@ import pytest
 pytest.importorskip("msgpack")
 pytest.importorskip("cryptography")
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from netlab import JsonProcess, Lan, nft_available, run_in_netns  # noqa: E402
 from serflab import REPAIR_BOUND, Agent, b64, detection_bound, member_command  # noqa: E402
 from support import wait_until  # noqa: E402

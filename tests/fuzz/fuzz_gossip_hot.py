@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fuzz the gossip hot path: its matcher twins and the engine with and without it.
 
-    python tests/fuzz_gossip_hot.py --count 200000 [--seed 1]
+    python tests/fuzz/fuzz_gossip_hot.py --count 200000 [--seed 1]
 
 Packets: memberlist's hot messages (ping, ack, alive, suspect, dead) with
 fields from small pools (so that known members, pending probes, repeats and
@@ -17,7 +17,7 @@ the same bytes and give the same events and counters. Every few thousand
 packets the engines start over. Every fifth packet is also LZW-compressed
 (sometimes repeated, sometimes mutated) and read by the compiled and the
 pure-Python LZW readers: the same bytes or the same error. A failing input is written to
-tests/corpus/gossip_hot/ (replayed by tests/test_gossip_hot.py) and the run
+tests/fuzz/corpus/gossip_hot/ (replayed by tests/gossip/test_memberlist_matcher.py) and the run
 stops with exit status 1.
 """
 

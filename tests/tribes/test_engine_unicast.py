@@ -222,7 +222,7 @@ def test_dns_members_are_the_answer_named_as_tomcat_names_them(make):
 def test_dns_members_name_ipv6_members_by_java_s_text_of_their_address(make):
     # Tomcat digests InetAddress.getHostAddress(), which writes every one of
     # the eight groups and never "::" (found against Tomcat's own jar,
-    # tests/test_cloud_interop.py): so must we, or each side names the other
+    # tests/interop/test_tomcat_cloud.py): so must we, or each side names the other
     # differently.
     engine = make(interface="::1", dns="tomcat.test", dns_members=True, member_port=4100)
     assert engine.config.unique_id == md5("0:0:0:0:0:0:0:1")

@@ -1,5 +1,5 @@
 """The gossip wire codec (mcastmember.gossip) against bytes memberlist's own Go
-code wrote (tests/gossip_vectors/vectors.json, see its README), plus round trips
+code wrote (tests/interop/gossip_vectors/vectors.json, see its README), plus round trips
 and bad input. Pure Python: one implementation, no network."""
 
 import base64
@@ -20,7 +20,7 @@ from mcastmember.gossip.memberlist import messages
 from mcastmember.gossip.memberlist import msgpack_go
 from mcastmember.gossip.memberlist.layout import MessageType, NodeState
 
-VECTORS = json.loads((pathlib.Path(__file__).parent / "gossip_vectors" / "vectors.json").read_text())
+VECTORS = json.loads((pathlib.Path(__file__).resolve().parents[1] / "interop" / "gossip_vectors" / "vectors.json").read_text())
 LIMITS = Limits()
 CLASSES = {"ping": messages.Ping, "indirect_ping": messages.IndirectPing, "ack": messages.Ack,
            "nack": messages.Nack, "err": messages.Err, "suspect": messages.Suspect, "alive": messages.Alive,

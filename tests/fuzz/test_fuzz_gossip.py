@@ -1,7 +1,7 @@
 """Fuzzing of the gossip decoders and Serf's layer in the normal suite: a
-short run of tests/fuzz_gossip.py (the long one is CI's), a short
+short run of tests/fuzz/fuzz_gossip.py (the long one is CI's), a short
 hypothesis run of its own, and the replay of what the fuzzer once crashed on
-(tests/corpus/gossip_serf/)."""
+(tests/fuzz/corpus/gossip_serf/)."""
 
 import pathlib
 import tracemalloc

@@ -1,8 +1,8 @@
 """The gossip engine at scale, in the deterministic network simulator
-(tests/gossipsim.py): 1,000 real engines on a virtual clock, with and without
+(tests/sim/gossipsim.py): 1,000 real engines on a virtual clock, with and without
 Lifeguard. Virtual time only; pure Python (the gossip engine has one
 implementation; its hot path's two, compiled and pure, are held equal by
-test_gossip_hot and the fuzzer), so CI runs these once, in its compiled pass."""
+test_memberlist_matcher and the fuzzer), so CI runs these once, in its compiled pass."""
 
 import json
 import pathlib
@@ -98,7 +98,7 @@ def test_by_type_counts_each_datagram_by_its_messages():
 def _bench_table_in_docs(rows: str, *options: str) -> str:
     """bench/gossip.py's table of bench/``rows``, checked to be in
     bench/README.md (where the figures' method is) as printed; returns it."""
-    root = pathlib.Path(__file__).resolve().parent.parent
+    root = pathlib.Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, str(root / "bench" / "gossip.py"), "--table",
                           str(root / "bench" / rows), *options],
                          capture_output=True, text=True, check=True).stdout
@@ -133,7 +133,7 @@ def test_the_breakdowns_short_run_ends_before_the_leave_and_says_so(tmp_path):
     """The docs' by-type command follows the crashes for 1 s only, so the
     leave (at 3 s) never happens: its spread is None, not an error, and the
     row carries the counters behind the traffic."""
-    root = pathlib.Path(__file__).resolve().parent.parent
+    root = pathlib.Path(__file__).resolve().parents[2]
     out = tmp_path / "rows.json"
     subprocess.run([sys.executable, str(root / "bench" / "gossip.py"), "--sizes", "30", "--conditions", "0.1:0",
                     "--protocols", "lifeguard", "--traffic", "2", "--seconds", "1", "--by-type", "--model-sizes=",

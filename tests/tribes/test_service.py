@@ -51,7 +51,7 @@ def test_two_services_see_each_other_and_the_shutdown(group_port):
 
 def test_silent_member_is_expired(group_port):
     """The driver wakes at the engine's expiry deadline (the timing itself is
-    tests/test_engine.py's, on a fake clock)."""
+    tests/tribes/test_engine.py's, on a fake clock)."""
     events = Recorder()
     listener = service(group_port, 4001)
     listener.add_listener(events)

@@ -17,7 +17,7 @@ from mcastmember.gossip.memberlist import framing
 from mcastmember.gossip.memberlist import messages  # noqa: E402
 from mcastmember.gossip.serf.node import SerfMemberEvent  # noqa: E402
 from support import wait_until  # noqa: E402
-from test_gossip_front import free_port, view  # noqa: E402
+from test_serf_service import free_port, view  # noqa: E402
 
 VSN = bytes((1, 5, 2, 2, 5, 4))
 MAX_NODES = 24

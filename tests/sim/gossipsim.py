@@ -22,7 +22,7 @@ request, the reply) is retransmitted while lost, after 1 s for the handshake
 given up after six tries (the opener then times out on its own deadline). A
 crashed or partitioned host does not answer (a timeout, not a refusal).
 
-Used by tests/test_gossip_sim.py and bench/gossip.py (which puts tests/ on
+Used by tests/sim/test_gossip_sim.py and bench/gossip.py (which puts tests/sim/ on
 its path). It is test and bench tooling, not part of the package.
 """
 

@@ -23,7 +23,7 @@ from mcastmember.tools.doctor import Doctor
 
 from support import GROUP
 
-DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs" / "usage.md"
+DOCS = pathlib.Path(__file__).resolve().parents[2] / "docs" / "usage.md"
 KEY_LINE = "1 " + "ab" * 32 + "\n"
 
 

@@ -11,7 +11,7 @@ from mcastmember import AsyncMembership, McastService
 
 from support import GROUP, LOOPBACK, fake_members, wait_until
 
-USAGE = pathlib.Path(__file__).resolve().parent.parent / "docs" / "usage.md"
+USAGE = pathlib.Path(__file__).resolve().parents[2] / "docs" / "usage.md"
 
 
 def documented_keys():

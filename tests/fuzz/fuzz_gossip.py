@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fuzz Serf's layer and the gossip decoders beneath it, through SerfNode.
 
-    python tests/fuzz_gossip.py --count 20000 [--seed 1]
+    python tests/fuzz/fuzz_gossip.py --count 20000 [--seed 1]
 
 Inputs, built from valid messages of a small cast of peers (so that known
 members, open queries, pending probes and repeats happen):
@@ -28,8 +28,8 @@ escapes; every few hundred: the node's tables and the process's memos (node
 states, compiled tag patterns) within their bounds; at the end, the resident
 memory gained since the first 2,000 inputs under ``--max-growth-mib`` (64 MiB:
 the memos fill up to their bounds, ~9 MiB in 150,000 inputs). A crashing
-input is written to tests/corpus/gossip_serf/ with the node's settings
-(tests/test_fuzz_gossip.py replays it), the command that replays the whole
+input is written to tests/fuzz/corpus/gossip_serf/ with the node's settings
+(tests/fuzz/test_fuzz_gossip.py replays it), the command that replays the whole
 run up to it is printed, and the run stops with exit status 1.
 """
 
@@ -430,7 +430,7 @@ def run(count: int, seed: int, report: bool = True, group: int = 2000,
         except Exception:
             traceback.print_exc()
             fail(kind.partition(":")[0], data, config, f"an exception escaped on input {i} (all of it again: "
-                 f"python tests/fuzz_gossip.py --seed {seed} --count {i + 1})")
+                 f"python tests/fuzz/fuzz_gossip.py --seed {seed} --count {i + 1})")
         if on_input is not None:
             on_input(node)
         if i % 250 == 0 or i == count - 1:

@@ -1,5 +1,5 @@
 """Authenticated heartbeats against Tomcat 10.1's own Tribes code (see
-test_interop.py): a Tomcat node lists a keyed Python member (it ignores the
+test_tomcat_tribes.py): a Tomcat node lists a keyed Python member (it ignores the
 trailer after TRIBES-E) and takes its signed shutdown; a Python member in
 permissive mode lists the unkeyed Tomcat node as unauthenticated, and in
 enforce mode does not list it. Tomcat's default cluster stack only."""
@@ -11,7 +11,7 @@ import pytest
 from mcastmember.tribes.wire import auth
 
 from support import GROUP, wait_until
-from test_interop import Events, free_tcp_port, python_service  # noqa: F401
+from test_tomcat_tribes import Events, free_tcp_port, python_service  # noqa: F401
 from tribes import TribesNode
 
 pytestmark = pytest.mark.network

@@ -404,6 +404,6 @@ def test_every_stats_key_is_exported_once_and_listed_in_the_docs():
     assert values == sorted(stats[k] for k in keys)
     assert {s.labels["implementation"] for s in samples if s.name == "mcastmember_implementation"} \
         == {"compiled"}
-    docs = (pathlib.Path(__file__).parent.parent / "docs" / "metrics.md").read_text()
+    docs = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "metrics.md").read_text()
     names = {s.name for s in samples}
     assert {n for n in names if f"`{n}`" not in docs} == set()

@@ -1,6 +1,6 @@
 """SerfService (mcastmember.gossip.fronts.service) on loopback: two Python
 Serf members on real sockets, the bounds on streams others open to us, and
-its errors for bad settings. The real Serf agent is in test_gossip_serf_agent."""
+its errors for bad settings. The real Serf agent is in test_serf_agent."""
 
 import asyncio
 import errno

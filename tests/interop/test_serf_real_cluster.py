@@ -13,8 +13,8 @@ import pytest
 
 pytest.importorskip("msgpack")
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "bench"))
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "bench"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from netlab import Lan  # noqa: E402
 

@@ -20,7 +20,7 @@ from mcastmember import AsyncSerfService, SerfService  # noqa: E402
 from mcastmember.metrics import BAD_INPUT_REASONS, GossipCollector, serve  # noqa: E402
 from support import free_gossip_port, wait_until  # noqa: E402
 
-ROOT = pathlib.Path(__file__).parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def samples_of(collector):

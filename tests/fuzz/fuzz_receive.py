@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """Fuzz the receive path of both implementations side by side.
 
-    python tests/fuzz_receive.py --count 1000000 [--seed 1]
+    python tests/fuzz/fuzz_receive.py --count 1000000 [--seed 1]
 
 Feeds random bytes, mutated packets and well-formed packets with random
 fields to a Membership table per implementation and checks, for every
 datagram: no exception escapes, both give the same verdict, the same fields
 and the same events; the table stays within its bound; memory stays bounded.
-A failing input is written to tests/corpus/ (replayed by the normal suite,
-test_fuzz.py) and the run stops with exit status 1.
+A failing input is written to tests/fuzz/corpus/ (replayed by the normal suite,
+test_fuzz_receive.py) and the run stops with exit status 1.
 
 Then (``--pump-count``, default a tenth of ``--count``) the same datagrams go
 through real sockets (unicast UDP on 127.0.0.1) into ``Membership.pump``,

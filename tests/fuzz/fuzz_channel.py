@@ -2,7 +2,7 @@
 """Fuzz what the TCP listener for Tomcat parses: Tribes framing, ChannelData
 and the Java-serialized messages it answers (channel.py, javaser.py).
 
-    python tests/fuzz_channel.py --count 200000 [--seed 1]
+    python tests/fuzz/fuzz_channel.py --count 200000 [--seed 1]
 
 Each case is a stream of frames (well formed, mutated, or random bytes)
 around messages made by Tomcat's own classes (support.py) and mutations of
@@ -24,7 +24,7 @@ import random
 import sys
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from mcastmember.tribes.wire import layout as L  # noqa: E402
 from mcastmember.tribes.wire import javaser  # noqa: E402

@@ -21,9 +21,9 @@ from mcastmember.gossip.memberlist import messages  # noqa: E402
 from mcastmember.gossip.memberlist.layout import NodeState  # noqa: E402
 from mcastmember.tools.cli import main  # noqa: E402
 from test_cli_gossip import K1, K2, b64  # noqa: E402
-from test_gossip_front import free_port  # noqa: E402
+from test_serf_service import free_port  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from netlab import Lan  # noqa: E402
 from support import wait_until  # noqa: E402
 
