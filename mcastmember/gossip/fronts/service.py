@@ -285,20 +285,5 @@ class SerfService(GossipFront):
         except OSError:
             pass
 
-    def _dispatch(self) -> None:
-        """Sleeps until an event comes (no periodic wake-up: on an idle
-        member each one costs as much as a datagram); stop() ends it with None."""
-        while True:
-            event = self._events.get()
-            if event is None:
-                return
-            if isinstance(event, _Replay):
-                for replayed in event.events:
-                    self._call_listeners([event.listener], replayed)
-                with self._lock:
-                    self._listeners = self._listeners + [event.listener]
-                continue
-            self._call_listeners(self._listeners, event)
-
 
 __all__ = ["DEFAULT_PORT", "FRONT_COUNTERS", "Listener", "SerfService"]
