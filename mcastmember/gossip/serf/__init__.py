@@ -11,9 +11,13 @@
 - :mod:`.clock`: the Lamport clock;
 - :mod:`.buffers`: the recent-intent, event and query buffers, query filters;
 - :mod:`.members`: member statuses from intents and memberlist's events, and
-  the push/pull merge (:class:`SerfCore`).
+  the push/pull merge (:class:`SerfCore`);
+- :mod:`.broadcasts`: the intent, query and event queues and what Serf
+  piggybacks on memberlist's packets;
+- :mod:`.ping_delegate`: our coordinate in our acks, the acker's cached;
 - :mod:`.node`: :class:`~.node.SerfNode`, all of the above wired into the
-  gossip engine: one sans-IO Serf member.
+  gossip engine (its events and Serf's messages each to a handler by type):
+  one sans-IO Serf member.
 
 Like :mod:`mcastmember.gossip` it needs the ``gossip`` extra and is never
 imported by ``import mcastmember``. Decoders raise

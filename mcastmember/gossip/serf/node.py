@@ -36,7 +36,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..memberlist.broadcasts import BroadcastQueue
 from ..memberlist.engine import GossipEngine, OutgoingStream
 from ..memberlist.errors import GossipWireError
 from ..memberlist.events import Event, JoinResult, MemberFailed, MemberJoined, MemberLeft, MemberUpdated, \
@@ -44,6 +43,7 @@ from ..memberlist.events import Event, JoinResult, MemberFailed, MemberJoined, M
 from ..memberlist.settings import GossipSettings
 from ..memberlist.state import Addr, NodeInfo, ip_bytes, ip_text
 from . import messages
+from .broadcasts import SerfBroadcasts
 from .buffers import TAG_REGEXPS, should_process_query
 from .codec import SerfLimits, read_push_pull
 from .coordinates import CoordinateClient
@@ -121,17 +121,16 @@ class SerfNode:
         self.core = SerfCore(self.name, members)
         for clock in (members.clock, self.core.event_buffer.clock, self.core.query_buffer.clock):
             clock.increment()   # serf.Create starts the clocks at 1
-        # delegate.go: intents, queries and events, each transmit-limited;
-        # none takes a message longer than a gossip packet carries (see _queue)
-        self.intents, self.queries, self.user_events = (
-            BroadcastQueue(settings.retransmit_mult, settings.max_broadcasts, settings.max_broadcast_bytes,
-                           self.engine.user_broadcast_budget)
-            for _ in range(3))
         self.tracker = QueryTracker()
         self._open: dict[int, _OpenQuery] = {}
         self._known: dict[str, NodeInfo] = {}
         self._events: deque[SerfNodeEvent] = deque()
         self._counts: dict[str, int] = dict.fromkeys(COUNTERS, 0)
+        # delegate.go: intents, queries and events, each transmit-limited;
+        # none takes a message longer than a gossip packet carries
+        self.broadcasts = SerfBroadcasts(settings, self.engine.user_broadcast_budget, self._counts)
+        self.intents, self.queries, self.user_events = (
+            self.broadcasts.intents, self.broadcasts.queries, self.broadcasts.user_events)
         self._joining = 0
         self._join_ok = 0
         #: the limits a push/pull's user state is read with (see _merge_remote)
@@ -194,7 +193,7 @@ class SerfNode:
         deadline = now + self.serf_settings.broadcast_timeout
         if self.core.members.has_alive_members():
             self._leaving = _Leaving("intent", deadline)
-            self._queue(self.intents, messages.encode(msg), self._leaving.token, own=True)
+            self.broadcasts.queue(self.intents, messages.encode(msg), self._leaving.token, own=True)
         else:
             self._leaving = _Leaving("memberlist", deadline)
             self.engine.leave(now)
@@ -213,7 +212,7 @@ class SerfNode:
         msg, raw = self.core.event_buffer.new_event(name, payload, coalesce,
                                                     self.serf_settings.user_event_size_limit)
         self.core.members.events.append(SerfEvent("user", msg.name, msg.payload, msg.ltime, msg.cc))
-        self._queue(self.user_events, raw, own=True)
+        self.broadcasts.queue(self.user_events, raw, own=True)
         self._pump(now)
 
     def query(self, name: str, payload: bytes, now: float, *, filters: Iterable[bytes] = (),
@@ -236,7 +235,7 @@ class SerfNode:
         self.tracker.open(query, now)
         self._open[query.ltime] = _OpenQuery(query, now + timeout, members)
         self._process_query(query, now)
-        self._queue(self.queries, raw, own=True)
+        self.broadcasts.queue(self.queries, raw, own=True)
         self._pump(now)
         return query
 
@@ -503,7 +502,7 @@ class SerfNode:
         self._event(JoinDone(joined, errors))
 
     def _broadcast_join(self, now: float) -> None:
-        self._queue(self.intents, messages.encode(self.core.members.local_join(now)), own=True)
+        self.broadcasts.queue(self.intents, messages.encode(self.core.members.local_join(now)), own=True)
 
     def _local_state(self, join: bool) -> bytes:
         return messages.encode(self.core.local_state())
@@ -565,7 +564,7 @@ class SerfNode:
             self._broadcast_join(now)
         if leave.rebroadcast:
             self._counts["intents_rebroadcast"] += 1
-            self._queue(self.intents, buf)
+            self.broadcasts.queue(self.intents, buf)
         state = members.members.get(msg.node)
         if leave.prune and state is not None and state.status == MemberStatus.LEFT:
             members.erase(msg.node)
@@ -573,12 +572,12 @@ class SerfNode:
     def _join_intent(self, msg: messages.Join, buf: bytes, now: float) -> None:
         if self.core.members.join_intent(msg, now):
             self._counts["intents_rebroadcast"] += 1
-            self._queue(self.intents, buf)
+            self.broadcasts.queue(self.intents, buf)
 
     def _user_event_message(self, msg: messages.UserEvent, buf: bytes, now: float) -> None:
         if self.core.user_event(msg):
             self._counts["events_rebroadcast"] += 1
-            self._queue(self.user_events, buf)
+            self.broadcasts.queue(self.user_events, buf)
 
     def _query_message(self, msg: messages.Query, buf: bytes, now: float) -> None:
         outcome = self.core.query_buffer.handle(msg)
@@ -586,7 +585,7 @@ class SerfNode:
             self._process_query(msg, now)
         if outcome.rebroadcast:
             self._counts["queries_rebroadcast"] += 1
-            self._queue(self.queries, buf)
+            self.broadcasts.queue(self.queries, buf)
 
     def _response_message(self, msg: messages.QueryResponse, buf: bytes, now: float) -> None:
         self._query_response(msg, now)
@@ -731,17 +730,8 @@ class SerfNode:
         self._event(LeaveDone(ok, error))
 
     def _get_broadcasts(self, overhead: int, limit: int, max_items: int) -> list[bytes]:
-        """delegate.go GetBroadcasts: intents, then queries, then events."""
-        n = len(self.core.members.members)
-        out: list[bytes] = []
-        for queue in (self.intents, self.queries, self.user_events):
-            left = limit - sum(len(m) + overhead for m in out)
-            if left <= overhead or len(out) >= max_items:
-                break
-            out += queue.get(overhead, left, n, max_items - len(out))
-        for queue in (self.queries, self.user_events):
-            queue.finished.clear()
-        return out
+        """delegate.go GetBroadcasts, for the engine's packets."""
+        return self.broadcasts.take(overhead, limit, max_items, len(self.core.members.members))
 
     def _broadcasts_sent(self) -> None:
         """Serf's Leave waits on the intent's notify channel, which the queue
@@ -754,17 +744,6 @@ class SerfNode:
         leaving = self._leaving
         if leaving is not None and leaving.phase == "intent" and leaving.token in self.intents.finished:
             self._memberlist_leave(leaving, self._now)
-
-    def _queue(self, queue: BroadcastQueue, raw: bytes, token: object | None = None, own: bool = False) -> None:
-        """Gossip ``raw`` (``own``: our own event, query or intent, which a
-        full queue keeps before any relayed one). One longer than a gossip
-        packet carries is refused and counted: Serf would queue it, but
-        memberlist would never send it, and it would hold the queue's bytes
-        for good. It was handled here already; an event reaches the others
-        by stream, in push/pull's event buffer, as it does in Serf."""
-        before = queue.dropped + queue.oversize
-        queue.queue(raw, None, token, own=own)
-        self._counts["serf_broadcasts_dropped"] += queue.dropped + queue.oversize - before
 
     def _event(self, event: SerfNodeEvent) -> None:
         if len(self._events) >= self.engine.settings.max_events:
