@@ -30,7 +30,7 @@ class Replay(Generic[E]):
 
     __slots__ = ("events", "listener")
 
-    def __init__(self, listener: Callable[[E], object], events: Sequence[E]) -> None:
+    def __init__(self, listener: Callable[[E | EventsLost], object], events: Sequence[E]) -> None:
         self.listener, self.events = listener, events
 
 

@@ -267,4 +267,4 @@ def _acked(opts: Options, udp: socket.socket, seq: int, deadline: float) -> bool
     return False
 
 
-__all__ = ["run"]
+__all__ = ["run_gossip"]
