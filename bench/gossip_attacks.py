@@ -579,7 +579,7 @@ def join_stream(name, addr):
     from mcastmember.gossip.serf.tags import encode_tags
     me = messages.PushNodeState(name=name, addr=socket.inet_aton(addr), port=PORT, meta=encode_tags({"role": "joiner"}),
                                 incarnation=1, state=NodeState.ALIVE, vsn=VSN)
-    state = serf_messages.encode(serf_messages.PushPull(ltime=1, status_ltimes={name: 1}, event_ltime=1,
+    state = serf_messages.encode(serf_messages.SerfPushPull(ltime=1, status_ltimes={name: 1}, event_ltime=1,
                                                         query_ltime=1))
     return framing.encode_stream(messages.encode_push_pull(messages.PushPull(join=True, nodes=[me],
                                                                             user_state=state)))
@@ -899,7 +899,7 @@ def invented_push_pull(lab, k, count):
     key = (k, count)
     if key not in _PUSH:
         here = socket.inet_aton(lab.attacker_ip)
-        state = serf_messages.encode(serf_messages.PushPull(ltime=1, event_ltime=1, query_ltime=1))
+        state = serf_messages.encode(serf_messages.SerfPushPull(ltime=1, event_ltime=1, query_ltime=1))
         nodes = [messages.PushNodeState(name=f"{FAKE}p{k}-{i:06d}", addr=here, port=10_000 + i % 50_000,
                                         incarnation=1, state=NodeState.ALIVE, vsn=VSN) for i in range(count)]
         _PUSH[key] = framing.encode_stream(messages.encode_push_pull(messages.PushPull(nodes=nodes,

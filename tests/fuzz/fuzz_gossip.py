@@ -146,13 +146,13 @@ def serf_message(rng: random.Random, cast: Cast) -> bytes:
     return bytes((rng.randrange(12),)) + rng.randbytes(rng.randrange(20))
 
 
-def push_pull_state(rng: random.Random) -> serf.PushPull:
+def push_pull_state(rng: random.Random) -> serf.SerfPushPull:
     slots: list[serf.EventSlot | None] = []
     for _ in range(rng.choice([0, 1, 5, 40])):
         slots.append(None if rng.random() < 0.5 else serf.EventSlot(ltime=rng.choice(TIMES), events=[
             serf.EventEntry(name=rng.choice(NAMES), payload=rng.randbytes(rng.randrange(6)))
             for _ in range(rng.randrange(4))]))
-    return serf.PushPull(ltime=rng.choice(TIMES),
+    return serf.SerfPushPull(ltime=rng.choice(TIMES),
                          status_ltimes={rng.choice(PEERS): rng.choice(TIMES) for _ in range(rng.randrange(6))},
                          left_members=rng.sample(PEERS, rng.randrange(4)), event_ltime=rng.choice(TIMES),
                          events=slots, query_ltime=rng.choice(TIMES))

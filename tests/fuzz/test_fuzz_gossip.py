@@ -76,7 +76,7 @@ def states(draw):
     left = draw(st.lists(st.sampled_from(sorted(times)) if times else known, max_size=3) | st.lists(known, max_size=2))
     slots = draw(st.lists(st.none() | st.builds(serf.EventSlot, ltime=ltimes, events=st.lists(
         st.builds(serf.EventEntry, name=names, payload=st.binary(max_size=8)), max_size=2)), max_size=4))
-    return serf.encode(serf.PushPull(ltime=draw(ltimes), status_ltimes=times, left_members=left,
+    return serf.encode(serf.SerfPushPull(ltime=draw(ltimes), status_ltimes=times, left_members=left,
                                      event_ltime=draw(ltimes), events=slots, query_ltime=draw(ltimes)))
 
 

@@ -37,7 +37,7 @@ def general_encode(join, fields, user):
 def general_decode(buf, limits=LIMITS, offset=1):
     """The general decoder, stated plainly: one msgpack reader, the header,
     each node state read and checked in turn, then the user state."""
-    reader = msgpack_go.Reader(buf, limits, offset)
+    reader = msgpack_go.MsgpackReader(buf, limits, offset)
     header = messages.PushPullHeader.read(reader)
     if header.nodes > limits.max_push_nodes:
         raise GossipWireError("too_many", f"push/pull announces {header.nodes} nodes, over {limits.max_push_nodes}")

@@ -122,7 +122,7 @@ def test_tags_count_is_bounded():
 
 PLAIN = {"join": m.Join, "leave": m.Leave, "user_event": m.UserEvent, "query": m.Query,
          "query_response": m.QueryResponse, "key_request": m.KeyRequest, "key_response": m.KeyResponse,
-         "push_pull": m.PushPull}
+         "push_pull": m.SerfPushPull}
 
 
 @pytest.mark.parametrize("vector", [v for v in VECTORS["messages"] if v["type"] in PLAIN], ids=lambda v: v["name"])
@@ -215,7 +215,7 @@ def test_push_pull_keeps_nil_event_slots_and_empty_lists_as_go_sends_them():
     pp = m.decode(bytes.fromhex(_vector("push-pull-three")["wire"]), LIMITS)
     assert len(pp.events) == 512 and pp.events == [None] * 512
     assert pp.status_ltimes == {"py-1": 12, "serf-1": 9, "serf-2": 4}
-    empty = m.PushPull()
+    empty = m.SerfPushPull()
     assert m.encode(empty).hex() == "0286aa4576656e744c54696d6500a64576656e747390a54c54696d6500ab4c6566744d656d626572739" \
                                    "0aa51756572794c54696d6500ac5374617475734c54696d657380"
 
@@ -224,7 +224,7 @@ def test_push_pull_keeps_nil_event_slots_and_empty_lists_as_go_sends_them():
 
 
 def _push_pull(**fields):
-    return m.encode(m.PushPull(**fields))
+    return m.encode(m.SerfPushPull(**fields))
 
 
 @pytest.mark.parametrize("buf, limits, reason", [
@@ -542,7 +542,7 @@ def test_a_new_node_starts_its_clocks_at_one_as_serf_create():
 def test_merge_refutes_a_stale_leave_about_us():
     core = SerfCore("py-1")
     core.members.node_join("py-1", 0)
-    state = m.PushPull(ltime=3, status_ltimes={"py-1": 2}, left_members=["py-1"])
+    state = m.SerfPushPull(ltime=3, status_ltimes={"py-1": 2}, left_members=["py-1"])
     assert core.merge_remote_state(state, join=False, now=1) is True
     assert core.members.members["py-1"].status == MemberStatus.ALIVE
 
@@ -556,7 +556,7 @@ def test_a_left_members_time_at_the_uint64_top_wraps_as_go():
     for name in ("py-1", "b"):
         core.members.node_join(name, 0)
     core.members.join_intent(m.Join(ltime=5, node="b"), 0)
-    state = m.PushPull(status_ltimes={"b": 2**64 - 1, "c": 2**64 - 1}, left_members=["b", "c"])
+    state = m.SerfPushPull(status_ltimes={"b": 2**64 - 1, "c": 2**64 - 1}, left_members=["b", "c"])
     assert core.merge_remote_state(state, join=False, now=1) is False
     assert (core.members.members["b"].status, core.members.members["b"].status_ltime) == (MemberStatus.ALIVE, 5)
     assert [(name, intent.kind, intent.ltime) for name, intent in core.members.intents.items()] \
@@ -670,7 +670,7 @@ _ltime = st.integers(0, (1 << 64) - 1)
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.builds(m.PushPull, ltime=_ltime, status_ltimes=st.dictionaries(_text, _ltime, max_size=5),
+@given(st.builds(m.SerfPushPull, ltime=_ltime, status_ltimes=st.dictionaries(_text, _ltime, max_size=5),
                  left_members=st.lists(_text, max_size=5), event_ltime=_ltime,
                  events=st.lists(st.none() | st.builds(m.EventSlot, ltime=_ltime, events=st.lists(
                      st.builds(m.EventEntry, name=_text, payload=st.binary(max_size=10)), min_size=1, max_size=3)),

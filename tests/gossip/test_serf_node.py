@@ -301,7 +301,7 @@ def test_outgoing_bytes_are_valid_serf_messages():
             kinds.add(type(part).__name__)
     assert {"Join", "Leave", "UserEvent", "Query", "QueryResponse"} <= kinds
     state = messages.decode(net["a"]._local_state(False), SerfLimits())
-    assert isinstance(state, messages.PushPull) and state.left_members == ["c"]
+    assert isinstance(state, messages.SerfPushPull) and state.left_members == ["c"]
     assert set(state.status_ltimes) == {"a", "b", "c"}
 
 

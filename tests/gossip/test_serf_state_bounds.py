@@ -41,7 +41,7 @@ def _node(**settings):
 
 def _state(slots=0, per_slot=0, members=0, base=1000, named=True):
     """A Serf push/pull user state; ``named``: each event its own name (else empty, as the attack's)."""
-    return messages.encode(messages.PushPull(
+    return messages.encode(messages.SerfPushPull(
         ltime=5, status_ltimes={f"n{i}": 3 for i in range(members)},
         left_members=[f"n{i}" for i in range(0, members, 2)], event_ltime=base + slots,
         events=[messages.EventSlot(ltime=base + s, events=[messages.EventEntry(name=f"e{s}.{i}" if named else "")
@@ -103,7 +103,7 @@ def test_a_serf_peers_whole_event_buffer_is_merged_as_one_call_merges_it():
 def test_one_event_over_the_push_pulls_bound_refuses_the_state():
     slots = [messages.EventSlot(ltime=1000 + s, events=[messages.EventEntry(name="e")] * 8) for s in range(512)]
     slots[0].events = slots[0].events + [messages.EventEntry(name="more")]
-    user_state = messages.encode(messages.PushPull(event_ltime=1512, events=slots))
+    user_state = messages.encode(messages.SerfPushPull(event_ltime=1512, events=slots))
     node = _node()
     _received(node, _stream(user_state))
     assert node.stats()["serf_states_refused"] == 1
@@ -122,7 +122,7 @@ def test_status_times_past_the_member_tables_bound_are_refused():
 
 def test_fields_serf_does_not_send_are_passed_over_unbuilt():
     """go-msgpack ignores a key it does not know: so do we, without building its value."""
-    body = messages.PushPull(ltime=5, status_ltimes={"a": 3}, event_ltime=1001,
+    body = messages.SerfPushPull(ltime=5, status_ltimes={"a": 3}, event_ltime=1001,
                              events=[messages.EventSlot(ltime=1000, events=[messages.EventEntry(name="x")])]).to_go()
     body[b"Future"] = [[None] * 100_000] * 4
     body[b"Events"][0][b"Future"] = {b"k": [1, 2, 3]}

@@ -152,7 +152,7 @@ def stream_shares(max_streams: int) -> ConnectionShares:
 
 
 @dataclass(eq=False)
-class _Conn:
+class _StreamConn:
     sock: socket.socket
     addr: Addr
     deadline: float
@@ -213,8 +213,8 @@ class GossipFront(abc.ABC):
         self._lock = lock
         self._counts: dict[str, int] = dict.fromkeys(FRONT_COUNTERS, 0)
         self._listeners: Listeners[SerfNodeEvent] = Listeners(self._call_listener)
-        self._conns: dict[socket.socket, _Conn] = {}
-        self._outgoing: dict[int, _Conn] = {}
+        self._conns: dict[socket.socket, _StreamConn] = {}
+        self._outgoing: dict[int, _StreamConn] = {}
         self._shares = stream_shares(cfg.max_streams)
         self._hosts: set[str] | None = None
         self._hosts_until = 0.0
@@ -508,7 +508,7 @@ class GossipFront(abc.ABC):
             self._backoff.accepted()
             now = time.monotonic()
             # memberlist's deadline: tcp_timeout from the start, for the whole stream
-            conn = _Conn(sock, (addr[0], addr[1]), now + self._tcp_timeout, incoming=True, heard=now)
+            conn = _StreamConn(sock, (addr[0], addr[1]), now + self._tcp_timeout, incoming=True, heard=now)
             admitted, idlest = self._shares.place(conn.source, (c for c in self._conns.values() if c.incoming),
                                                   member_hosts)
             if not admitted:
@@ -556,13 +556,13 @@ class GossipFront(abc.ABC):
             self.node.stream_failed(stream_id, time.monotonic(), str(exc))
             return
         self._counts["connections_opened"] += 1
-        conn = _Conn(sock, addr, deadline, incoming=False, stream_id=stream_id, outbuf=bytearray(data),
+        conn = _StreamConn(sock, addr, deadline, incoming=False, stream_id=stream_id, outbuf=bytearray(data),
                      connected=False)
         self._conns[sock] = conn
         self._outgoing[stream_id] = conn
         self._watch(sock, WRITE)
 
-    def _service(self, conn: _Conn, mask: int) -> None:
+    def _service(self, conn: _StreamConn, mask: int) -> None:
         if not conn.connected and mask & WRITE:
             error = conn.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
             if error:
@@ -588,7 +588,7 @@ class GossipFront(abc.ABC):
         if mask & READ:
             self._read_stream(conn)
 
-    def _read_stream(self, conn: _Conn) -> None:
+    def _read_stream(self, conn: _StreamConn) -> None:
         """Read what the stream has; the node sees it (at this wake-up's
         tick) when it has doubled since the node last looked (or at once,
         the first time), else once the sender has been quiet for
@@ -624,7 +624,7 @@ class GossipFront(abc.ABC):
         elif len(conn.inbuf) > conn.shown:
             conn.show_at = now + STREAM_QUIET_S
 
-    def _hand_over(self, conn: _Conn, now: float) -> None:
+    def _hand_over(self, conn: _StreamConn, now: float) -> None:
         """Show the node the stream read so far, or give it another turn on
         what it was shown (the node bounds each call's work, so a big
         push/pull takes a turn per wake-up): a whole message is answered
@@ -659,7 +659,7 @@ class GossipFront(abc.ABC):
         conn.close_after_write = True
         self._watch(conn.sock, WRITE)
 
-    def _close(self, conn: _Conn, error: str) -> None:
+    def _close(self, conn: _StreamConn, error: str) -> None:
         """End a connection; an outgoing stream that did not finish fails in the node."""
         if self._conns.pop(conn.sock, None) is conn and conn.incoming:
             self._shares.remove(conn.source)

@@ -68,7 +68,7 @@ def _defaults(kind: type) -> dict[str, Any]:
 _ML = _defaults(GossipSettings)
 _SERF = _defaults(SerfSettings)
 
-Keys = Union[tuple[bytes, ...], list[bytes]]
+KeyringKeys = Union[tuple[bytes, ...], list[bytes]]
 
 
 class _FrontSettings(TypedDict, total=False):
@@ -146,7 +146,7 @@ class _MemberlistSettings(TypedDict, total=False):
     dead_node_reclaim_time: Annotated[float, Setting(
         _ML["dead_node_reclaim_time"], "a dead (not left) member's name may move to a new "
                                        "address after so long, s; 0: never")]
-    keys: Annotated[Keys, Setting(
+    keys: Annotated[KeyringKeys, Setting(
         _ML["keys"], "encryption keys (16, 24 or 32 bytes each), the primary first", "none: "
                      "no encryption")]
     label: Annotated[bytes, Setting(

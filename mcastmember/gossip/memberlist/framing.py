@@ -289,7 +289,7 @@ class StreamDecoder:
         self._start: int | None = None
         #: the stream bytes the message takes, when its framing tells (encrypted, compressed)
         self._used: int | None = None
-        self._lzw: lzw.Reader | None = None
+        self._lzw: lzw.TurnReader | None = None
         self._peeked = False
         #: whether the body is what the LZW data held, and how many of its bytes earlier turns read
         self._inflated = False
@@ -298,7 +298,7 @@ class StreamDecoder:
         self._header: messages.PushPullHeader | None = None
         self._nodes: list[messages.PushNodeState] = []
         self._next = 0
-        self._reader: msgpack_go.Reader | None = None
+        self._reader: msgpack_go.MsgpackReader | None = None
         self._reader_of: bytes | None = None
         #: what the last call left of its turn
         self.left = 0
@@ -413,7 +413,7 @@ class StreamDecoder:
         if not head or head[0] != MessageType.PUSH_PULL:
             return
         try:
-            header = messages.PushPullHeader.read(msgpack_go.Reader(head, self._limits, 1))
+            header = messages.PushPullHeader.read(msgpack_go.MsgpackReader(head, self._limits, 1))
         except GossipWireError:
             return
         _check_push_pull(header, self._limits)
@@ -423,7 +423,7 @@ class StreamDecoder:
         limits = self._limits
         if self._reader_of is not body:        # more bytes of a plain stream: read on from the last batch
             assert self._start is not None
-            self._reader = msgpack_go.Reader(body, limits, self._next or self._start + 1)
+            self._reader = msgpack_go.MsgpackReader(body, limits, self._next or self._start + 1)
             self._reader_of = body
         reader = self._reader
         assert reader is not None
@@ -449,7 +449,7 @@ class StreamDecoder:
         msg = messages.PushPull(join=header.join, nodes=self._nodes, user_state=bytes(body[self._next:end]))
         return (MessageType.PUSH_PULL, msg), (end if self._used is None else self._used)
 
-    def _batch(self, body: bytes, reader: msgpack_go.Reader, memo: messages.NodeMemo[bytes, messages.NodeFields]
+    def _batch(self, body: bytes, reader: msgpack_go.MsgpackReader, memo: messages.NodeMemo[bytes, messages.NodeFields]
                | None, count: int) -> list[messages.PushNodeState]:
         """The next ``count`` node states, by the decode memo when there is
         one; any trouble and they are decoded again without it, so that
@@ -458,7 +458,7 @@ class StreamDecoder:
             try:
                 return messages._read_nodes_remembered(memo, reader, count, body, self._limits)
             except GossipWireError:     # cut short too: the general decoder may find a fault before the cut
-                reader = self._reader = msgpack_go.Reader(body, self._limits, self._next)
+                reader = self._reader = msgpack_go.MsgpackReader(body, self._limits, self._next)
         try:
             return [messages.PushNodeState.read(reader) for _ in range(count)]
         except GossipWireError:

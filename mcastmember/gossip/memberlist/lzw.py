@@ -122,7 +122,7 @@ def decompress_py(data: bytes, max_size: int) -> bytes:
     return _opened(_hot_py.lzw_decompress(data, max_size), max_size)
 
 
-class Reader(Protocol):
+class TurnReader(Protocol):
     """What :func:`reader` gives: ``_hot_py.LzwReader`` or its compiled twin."""
 
     def output(self) -> bytes: ...
@@ -130,18 +130,18 @@ class Reader(Protocol):
     def read(self, budget: int) -> bytes | tuple[int, ...] | None: ...
 
 
-def reader(data: bytes, max_size: int) -> Reader:
+def reader(data: bytes, max_size: int) -> TurnReader:
     """A reader of ``data`` as :func:`decompress` reads it (at most
     ``max_size`` bytes out), a turn at a time (:func:`read_turn`): the
     compiled one when it is built and chosen (see :mod:`.hot`), else its
     pure-Python twin, which gives the same bytes and errors."""
     if COMPILED_LZW_READER is not None and type(data) is bytes:
-        found: Reader = COMPILED_LZW_READER(data, max_size)
+        found: TurnReader = COMPILED_LZW_READER(data, max_size)
         return found
     return _hot_py.LzwReader(data, max_size)
 
 
-def read_turn(lzw_reader: Reader, budget: int, max_size: int) -> bytes | None:
+def read_turn(lzw_reader: TurnReader, budget: int, max_size: int) -> bytes | None:
     """``lzw_reader`` (made with ``max_size``) read on until ``budget``
     more bytes are out: all the bytes once it has read them all, None if
     there is more to read; its failure raised as :func:`decompress` raises it."""

@@ -86,7 +86,7 @@ class _Struct:
         return cls.from_go(value), end
 
     @classmethod
-    def read(cls: type[_S], reader: msgpack_go.Reader) -> _S:
+    def read(cls: type[_S], reader: msgpack_go.MsgpackReader) -> _S:
         """The next struct of a stream of msgpack values."""
         return cls.from_go(reader.read())
 
@@ -493,7 +493,7 @@ def decode_push_pull(buf: bytes, limits: Limits, offset: int = 0) -> tuple[PushP
 
 
 def _decode_push_pull(buf: bytes, limits: Limits, offset: int, remembered: bool) -> tuple[PushPull, int]:
-    reader = msgpack_go.Reader(buf, limits, offset)
+    reader = msgpack_go.MsgpackReader(buf, limits, offset)
     header = PushPullHeader.read(reader)
     if header.nodes > limits.max_push_nodes:
         raise GossipWireError("too_many", f"push/pull announces {header.nodes} nodes, over {limits.max_push_nodes}")
@@ -511,7 +511,7 @@ def _decode_push_pull(buf: bytes, limits: Limits, offset: int, remembered: bool)
     return PushPull(join=header.join, nodes=nodes, user_state=bytes(buf[pos:end])), end
 
 
-def _read_nodes_remembered(memo: NodeMemo[bytes, NodeFields], reader: msgpack_go.Reader, count: int, buf: bytes,
+def _read_nodes_remembered(memo: NodeMemo[bytes, NodeFields], reader: msgpack_go.MsgpackReader, count: int, buf: bytes,
                            limits: Limits) -> list[PushNodeState]:
     """``count`` node states, each one's bytes looked up in ``memo`` (kept
     for ``limits``) and decoded alone (by the general decoder) only when not found."""

@@ -52,7 +52,7 @@ def pack_struct(fields: Mapping[str, object]) -> bytes:
     return pack({name: fields[name] for name in sorted(fields)})
 
 
-class Reader:
+class MsgpackReader:
     """Consecutive msgpack values from one buffer, as go-msgpack's Decoder reads
     a stream (a push/pull is a header, then node states, then raw bytes).
 
@@ -123,7 +123,7 @@ class Reader:
 
 def unpack(buf: bytes, limits: Limits, offset: int = 0) -> tuple[Value, int]:
     """Decode the value starting at ``offset``; return it and the offset after it."""
-    reader = Reader(buf, limits, offset)
+    reader = MsgpackReader(buf, limits, offset)
     value = reader.read()
     return value, reader.offset
 

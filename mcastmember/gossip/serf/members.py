@@ -32,7 +32,7 @@ from .buffers import UserEventBuffer, IntentBuffer, QueryBuffer
 from .clock import LamportClock
 from .layout import (DEFAULT_RECONNECT_TIMEOUT, DEFAULT_TOMBSTONE_TIMEOUT, LAMPORT_MASK, MemberStatus,
                      SerfMessageType)
-from .messages import Join, Leave, PushPull, UserEvent
+from .messages import Join, Leave, SerfPushPull, UserEvent
 
 #: SerfMembers' (and SerfSettings') default bounds on failed and on left members
 DEFAULT_MAX_FAILED_MEMBERS = 4096
@@ -345,10 +345,10 @@ class SerfCore:
         self.members.events.append(SerfEvent("user", msg.name, msg.payload, msg.ltime, msg.cc))
         return True
 
-    def local_state(self) -> PushPull:
+    def local_state(self) -> SerfPushPull:
         """Our push/pull user state (delegate.go LocalState)."""
         members = self.members
-        return PushPull(
+        return SerfPushPull(
             ltime=members.clock.time(),
             status_ltimes={name: m.status_ltime for name, m in members.members.items()},
             left_members=list(members.left_members),
@@ -356,7 +356,7 @@ class SerfCore:
             events=self.event_buffer.slots(),
             query_ltime=self.query_buffer.clock.time())
 
-    def merge_remote_state(self, state: PushPull, join: bool, now: float) -> bool:
+    def merge_remote_state(self, state: SerfPushPull, join: bool, now: float) -> bool:
         """A peer's push/pull user state (delegate.go MergeRemoteState): its
         clocks, its members' status times as join or leave intents, its recent
         events. Returns True if it held a leave intent about us that we must

@@ -3,7 +3,7 @@
 Serf's messages ride in memberlist user messages (type 8, piggybacked on
 gossip or sent alone) as a Serf type byte (:class:`SerfMessageType`) and a
 msgpack struct. The push/pull user state is the same: type 2, then
-:class:`PushPull`. Key-management queries carry a :class:`KeyRequest` (type 7)
+:class:`SerfPushPull`. Key-management queries carry a :class:`KeyRequest` (type 7)
 as their payload and are answered with a :class:`KeyResponse` (type 8, Go's
 ``nodeKeyResponse``); the conflict query is answered with a
 :class:`SerfMember` (type 6). A relay message (type 9) wraps a query response
@@ -134,7 +134,7 @@ class EventSlot(SerfStruct):
 
 
 @dataclass
-class PushPull(SerfStruct):
+class SerfPushPull(SerfStruct):
     """messagePushPull: Serf's user state in memberlist's push/pull: the clocks,
     each member's status time, the left members and the recent events (Go
     sends its whole event buffer: one slot per entry, None where empty)."""
@@ -246,12 +246,12 @@ class Coordinate(SerfStruct):
 
 #: The messages memberlist hands Serf (delegate.go NotifyMsg), the push/pull state,
 #: and the payloads of the internal queries.
-Message = Union[Join, Leave, UserEvent, Query, QueryResponse, PushPull, KeyRequest, KeyResponse]
-_DECODERS: dict[SerfMessageType, type[Message]] = {
-    cls.TYPE: cls for cls in (Join, Leave, UserEvent, Query, QueryResponse, PushPull, KeyRequest, KeyResponse)}
+SerfMessage = Union[Join, Leave, UserEvent, Query, QueryResponse, SerfPushPull, KeyRequest, KeyResponse]
+_DECODERS: dict[SerfMessageType, type[SerfMessage]] = {
+    cls.TYPE: cls for cls in (Join, Leave, UserEvent, Query, QueryResponse, SerfPushPull, KeyRequest, KeyResponse)}
 
 
-def encode(msg: Message | SerfMember) -> bytes:
+def encode(msg: SerfMessage | SerfMember) -> bytes:
     """A message as Serf's ``encodeMessage()``: its type byte, then the msgpack body."""
     return bytes((msg.TYPE,)) + msg.encode_body()
 
@@ -265,7 +265,7 @@ def _type_of(buf: bytes) -> SerfMessageType:
         raise GossipWireError("bad_type", f"Serf message type {buf[0]} is unknown") from None
 
 
-def decode(buf: bytes, limits: SerfLimits) -> Message:
+def decode(buf: bytes, limits: SerfLimits) -> SerfMessage:
     """One Serf message (type byte + body), as a user message or a push/pull
     user state carries it, or a key query's payload. Relay and conflict
     messages have their own decoders."""

@@ -152,7 +152,7 @@ class SerfNode:
             MemberFailed: self._member_gone, UserMessage: self._user_message_event, RemoteState: self._merge_remote,
             JoinResult: self._join_result, PingCompleted: self._ping_completed, NameConflict: self._name_conflict}
         #: what each Serf message a user message carries does here, by its type (NotifyMsg)
-        self._on_message: dict[type[messages.Message], Callable[[Any, bytes, float], None]] = {
+        self._on_message: dict[type[messages.SerfMessage], Callable[[Any, bytes, float], None]] = {
             messages.Leave: self._leave_intent, messages.Join: self._join_intent,
             messages.UserEvent: self._user_event_message, messages.Query: self._query_message,
             messages.QueryResponse: self._response_message}
@@ -523,7 +523,7 @@ class SerfNode:
             limits = self._state_limits = dataclasses.replace(
                 limits, max_members=min(limits.max_members, self.engine.settings.max_nodes))
         try:
-            state = messages.PushPull.from_go(read_push_pull(buf, limits, 1), limits) or messages.PushPull()
+            state = messages.SerfPushPull.from_go(read_push_pull(buf, limits, 1), limits) or messages.SerfPushPull()
         except GossipWireError as exc:
             self._counts["serf_messages_bad"] += 1
             if exc.reason == "too_many":

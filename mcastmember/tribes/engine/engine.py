@@ -71,7 +71,7 @@ if TYPE_CHECKING:
     SocketRole: TypeAlias = Literal["send", "receive", "unicast"]
     # What ``stats()`` returns: counters (int), "implementation" (str) and
     # "healthy" (bool), the same keys on both fronts.
-    Stats: TypeAlias = "dict[str, int | bool | str]"
+    EngineStats: TypeAlias = "dict[str, int | bool | str]"
 
 log = logging.getLogger("mcastmember")
 
@@ -592,7 +592,7 @@ class MembershipEngine:
         listener's replies carry it)."""
         return encode(self._local.replace(command=command))
 
-    def stats(self) -> Stats:
+    def stats(self) -> EngineStats:
         """The table's counters and ours: the same keys whatever the driver."""
         stats = self.table.stats()
         stats.update(self._counts)

@@ -79,7 +79,7 @@ class VerifyProbes:
 
     def __init__(self, counts: dict[str, int], remove: Callable[[Member], None], log: RateLimitedLog) -> None:
         self._counts, self._remove, self._log = counts, remove, log
-        self._probes: dict[bytes, _Probe] = {}          # identity -> _Probe of a suspect
+        self._probes: dict[bytes, _VerifyProbe] = {}          # identity -> _VerifyProbe of a suspect
         self._attempts: set[ProbeAttempt] = set()       # handed out, not reported yet
         self._starts: deque[float] = deque(maxlen=PROBE_RATE)   # the last probe starts
 
@@ -100,7 +100,7 @@ class VerifyProbes:
 
     def suspect(self, member: Member, now: float) -> None:
         """``member`` fell silent: probe it (its first probe of this silence)."""
-        self._probes[member.identity] = _Probe(member, now)
+        self._probes[member.identity] = _VerifyProbe(member, now)
 
     def due(self, now: float, bound: float) -> list[ProbeAttempt]:
         """The probe attempts to make now, each probe's ``bound`` (the
@@ -112,7 +112,7 @@ class VerifyProbes:
         attempt once, whatever the engine decided meanwhile: until then it
         counts against MAX_PROBE_SOCKETS."""
         due: list[ProbeAttempt] = []
-        waiting: list[_Probe] = []
+        waiting: list[_VerifyProbe] = []
         for probe in self._probes.values():
             if probe.deadline is None:
                 if now >= probe.at:
@@ -137,7 +137,7 @@ class VerifyProbes:
                 due.append(self._attempt(probe, now, bound))
         return due
 
-    def _attempt(self, probe: _Probe, now: float, bound: float) -> ProbeAttempt:
+    def _attempt(self, probe: _VerifyProbe, now: float, bound: float) -> ProbeAttempt:
         assert probe.deadline is not None       # the probe is under way
         probe.made += 1
         # The next attempt's time, on the probe's own grid: a late wake-up
@@ -204,7 +204,7 @@ class VerifyProbes:
             self._confirm(identity)
         elif answered:
             self._counts["verify.kept"] += 1
-            self._probes[identity] = _Probe(probe.member, now + drop, probe.number + 1)
+            self._probes[identity] = _VerifyProbe(probe.member, now + drop, probe.number + 1)
         elif answered is False:
             self._counts["verify.failed"] += 1
             self._confirm(identity)
@@ -232,7 +232,7 @@ class VerifyProbes:
         self._remove(self._probes.pop(identity).member)
 
 
-class _Probe:
+class _VerifyProbe:
     """A suspect's second opinion: when it (under way: its next attempt) is
     due; under way, when its bound ends and how many attempts it made;
     which probe of the member's silence it is (from 1), whether it had to
@@ -254,7 +254,7 @@ class ProbeAttempt:
 
     __slots__ = ("probe", "member", "timeout", "deadline")
 
-    def __init__(self, probe: _Probe, timeout: float) -> None:
+    def __init__(self, probe: _VerifyProbe, timeout: float) -> None:
         assert probe.deadline is not None       # the probe is under way
         self.probe, self.member = probe, probe.member
         self.timeout, self.deadline = timeout, probe.deadline

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 ACCEPTS_PER_WAKEUP = 16
 
 
-class _Conn(Held):
+class _ChannelConn(Held):
     __slots__ = ("writer",)
 
     def __init__(self, source: str, channel: ChannelConnection, now: float) -> None:
@@ -47,7 +47,7 @@ class AsyncTribesListener(ListenerBase):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._resume: asyncio.TimerHandle | None = None
         self._hold_check: asyncio.TimerHandle | None = None
-        self._conns: set[_Conn] = set()
+        self._conns: set[_ChannelConn] = set()
         self._tasks: set[asyncio.Task[None]] = set()         # every task of ours
         self._deliveries: set[asyncio.Task[None]] = set()    # the replies in flight
 
@@ -112,14 +112,14 @@ class AsyncTribesListener(ListenerBase):
             sock.close()
             return
         if idlest is not None:
-            assert isinstance(idlest, _Conn)     # one of ours
+            assert isinstance(idlest, _ChannelConn)     # one of ours
             self._release(idlest)
-        conn = _Conn(source, self._new_connection(), time.monotonic())
+        conn = _ChannelConn(source, self._new_connection(), time.monotonic())
         self._conns.add(conn)
         self._shares.add(source)
         self._spawn(self._serve(sock, conn))
 
-    def _release(self, conn: _Conn) -> None:
+    def _release(self, conn: _ChannelConn) -> None:
         """Forget ``conn`` (once) and close it at once."""
         if conn in self._conns:
             self._conns.discard(conn)
@@ -135,7 +135,7 @@ class AsyncTribesListener(ListenerBase):
             group.add(task)
             task.add_done_callback(group.discard)
 
-    async def _serve(self, sock: socket.socket, conn: _Conn) -> None:
+    async def _serve(self, sock: socket.socket, conn: _ChannelConn) -> None:
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
             reader, writer = await asyncio.open_connection(sock=sock)
