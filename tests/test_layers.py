@@ -326,3 +326,25 @@ def test_the_data_path_rule_sees_a_table_a_packet_and_a_pump():
             "    sock.send(buf)\n")
     assert _data_path_reaches(ast.parse(code)) == [
         "3: .table", "4: table.pump()", "5: packet.send()", "imports Membership"]
+
+
+# The compiled kernels and their pure-Python twins define the same classes on purpose.
+TWINS = {("mcastmember.tribes.kernel._fast", "mcastmember.tribes.kernel._fast_py"),
+         ("mcastmember.gossip.memberlist._matcher", "mcastmember.gossip.memberlist._matcher_py")}
+
+
+def test_one_meaning_per_class_name():
+    """No class name is defined in two modules (a twin and its kernel aside):
+    a reader meeting a name knows which one it is."""
+    where: dict[str, set[str]] = {}
+    for module, path in modules().items():
+        text = path.read_text()
+        if path.suffix == ".pyx":
+            names = re.findall(r"^(?:cdef )?class (\w+)", text, re.M)
+        else:
+            names = [n.name for n in ast.parse(text).body if isinstance(n, ast.ClassDef)]
+        for name in names:
+            where.setdefault(name, set()).add(module)
+    twins = {frozenset(pair) for pair in TWINS}
+    assert {name: sorted(found) for name, found in where.items()
+            if len(found) > 1 and frozenset(found) not in twins} == {}

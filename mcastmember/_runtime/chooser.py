@@ -27,7 +27,7 @@ SWITCH = "MCASTMEMBER_NO_EXTENSIONS=1"
 FORCE_PYTHON = os.environ.get("MCASTMEMBER_NO_EXTENSIONS", "").strip().lower() in ("1", "true", "yes", "on")
 
 
-class Choice(NamedTuple):
+class Implementation(NamedTuple):
     """The module that runs, and why the twin runs when nobody asked for it
     (None: the compiled one runs, or the switch chose the twin)."""
 
@@ -43,13 +43,13 @@ def source_tree() -> str | None:
     return root if os.path.isfile(os.path.join(root, "setup.py")) else None
 
 
-def choose(compiled: str, pure: str) -> Choice:
+def choose(compiled: str, pure: str) -> Implementation:
     """The module named ``compiled`` (absolute), else the one named
     ``pure``, explained and, when a mistake, warned about."""
     if FORCE_PYTHON:
-        return Choice(importlib.import_module(pure), None)
+        return Implementation(importlib.import_module(pure), None)
     try:
-        return Choice(importlib.import_module(compiled), None)
+        return Implementation(importlib.import_module(compiled), None)
     except ImportError as error:     # not built, or built but broken
         module = importlib.import_module(pure)
         why, warn = _fallback(compiled, error)
@@ -57,7 +57,7 @@ def choose(compiled: str, pure: str) -> Choice:
         if warn:
             import warnings
             warnings.warn(f"mcastmember: {fallback}", RuntimeWarning, stacklevel=3)
-        return Choice(module, fallback)
+        return Implementation(module, fallback)
 
 
 def compiled_if_built(compiled: str) -> ModuleType | None:
