@@ -1,7 +1,7 @@
 """The gossip hot path (mcastmember.gossip.memberlist.matcher): the byte-level matcher, its
 compiled and pure-Python twins, and the engine with it against the engine
 without it (the general msgpack path): the same state, the same bytes sent,
-the same events and counters, on Go's vectors and on fuzzed packets. The volume fuzz is tests/fuzz_gossip_hot.py."""
+the same events and counters, on Go's vectors and on fuzzed packets. The volume fuzz is tests/fuzz/fuzz_gossip_hot.py."""
 
 from __future__ import annotations
 
