@@ -494,15 +494,14 @@ def fork_and(action):
             traceback.print_exc()
         finally:
             os._exit(status)
-    deadline = time.monotonic() + TIMEOUT
-    while time.monotonic() < deadline:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return os.waitstatus_to_exitcode(status)
-        time.sleep(0.02)
-    os.kill(pid, 9)
-    os.waitpid(pid, 0)
-    raise AssertionError("the forked child hung")
+    try:
+        _, status = wait_until(lambda: (ended := os.waitpid(pid, os.WNOHANG))[0] and ended, TIMEOUT,
+                               interval=0.02, message="the forked child to end")
+    except AssertionError:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        raise
+    return os.waitstatus_to_exitcode(status)
 
 
 def test_a_forked_childs_copy_of_a_running_service_is_inert(make_front):
