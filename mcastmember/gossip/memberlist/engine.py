@@ -368,13 +368,15 @@ class GossipEngine:
             except GossipWireError as exc:
                 self.shared.bad(exc.reason)
                 return
-        fast = self.fast_path.message
+        # the fast path's method called in place, not held: a bound method
+        # held in a local is an object made for every packet
+        fast_path = self.fast_path
         for part in parts:
             counts["messages_received"] += 1
             if part[0] == MessageType.USER:
                 counts["user_messages_received"] += 1
                 self.shared.event(UserMessage(part[1:], addr))
-            elif not fast(part, addr, now):
+            elif not fast_path.message(part, addr, now):
                 self._decoded(part, addr, now)
 
     def _decoded(self, part: bytes, addr: Addr, now: float) -> None:
