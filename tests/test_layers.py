@@ -246,7 +246,9 @@ def test_the_circle_rule_sees_an_import_made_for_a_type_only(tmp_path):
 
 def _loaded_by(statement: str) -> list[str]:
     code = f"import sys\n{statement}\nprint('\\n'.join(sorted(sys.modules)))"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    # from the root folder: the installed package, never the source checkout
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/")
+    assert done.stderr == ""
     return done.stdout.split()
 
 

@@ -24,8 +24,9 @@ print(next(line for line in text.splitlines() if line.startswith("{series}")))
 
 
 def scrape_in_a_fresh_interpreter(start, series):
+    # from the root folder: the installed package, never the source checkout
     done = subprocess.run([sys.executable, "-c", SCRAPE.format(start=start, series=series)],
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=60, cwd="/")
     assert done.stderr == ""
     loaded, line = done.stdout.splitlines()
     return loaded.split(), line
