@@ -237,7 +237,10 @@ def test_stop_from_a_listener_with_a_full_event_queue(group_port):
     def listener(event):
         seen.append(event)
         if len(seen) == 1:
-            wait_until(lambda: member.stats()["events_dropped"] > 0)
+            # All five strangers in the table (so "stopped" removes five), and the
+            # queue full.
+            wait_until(lambda: len(member.members()) == 5
+                       and member.stats()["events_dropped"] > 0)
             member.stop()            # the queue is full: this must not block
 
     member.add_listener(listener)
