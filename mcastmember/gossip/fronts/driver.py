@@ -44,6 +44,7 @@ from ..._runtime.dispatch import Listeners
 from ..._runtime.ratelimit import RateLimitedLog
 from ..serf import messages
 from ..serf.layout import MemberStatus
+from ..serf.retry_join import RetryJoined, RetryJoinFailed
 from ..memberlist.state import Addr
 from ..memberlist.streams import STREAM_TURN
 from ..._runtime.listen import AcceptBackoff, ConnectionShares, host_key
@@ -202,6 +203,9 @@ class GossipFront(abc.ABC):
         self.bind_addr = bind_addr
         self.port = port
         self.node = SerfNode(cfg.gossip, cfg.tags, cfg.serf, seed=cfg.seed)
+        self.node.retry = cfg.retry
+        #: where the others list and reach us (the ``advertise`` setting, or the bound address)
+        self.advertise: Addr = (cfg.gossip.advertise_addr, cfg.gossip.advertise_port)
         # a stream's decoding and merging a bounded turn at a time (_hand_over), pings answered between
         self.node.engine.stream_turn_size = STREAM_TURN
         self._family = cfg.family
@@ -455,6 +459,9 @@ class GossipFront(abc.ABC):
         writing the keyring file if they changed the keys."""
         events = self.node.events()
         if events:
+            for event in events:
+                if isinstance(event, (RetryJoined, RetryJoinFailed)):
+                    log_retry_join(event)
             if self.keyring_file is not None:
                 for event in events:
                     if isinstance(event, KeyringChanged):
@@ -679,6 +686,18 @@ class GossipFront(abc.ABC):
             with self._lock:
                 self._counts["listener_errors"] += 1
             log.exception("serf front: a listener failed")
+
+
+def log_retry_join(event: RetryJoined | RetryJoinFailed) -> None:
+    """The agent's log lines for retry-join, each attempt's end."""
+    if isinstance(event, RetryJoined):
+        log.info("retry-join: joined %d seed(s) at attempt %d", event.joined, event.attempt)
+    elif event.gave_up:
+        log.error("retry-join: attempt %d joined nobody, the last allowed (retry_max): giving up (%s)",
+                  event.attempt, "; ".join(event.errors) or "only this member answered")
+    else:
+        log.warning("retry-join: attempt %d joined nobody (%s), retrying in %s s", event.attempt,
+                    "; ".join(event.errors) or "only this member answered", event.retry_in)
 
 
 def join_seeds(seeds: Iterable[tuple[str, int]]) -> list[Addr]:

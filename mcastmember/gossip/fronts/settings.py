@@ -43,6 +43,8 @@ from ..memberlist.limits import Limits
 from ..memberlist.settings import GossipSettings
 from ..serf.codec import SerfLimits
 from ..serf.settings import SerfSettings
+from ..serf.retry_join import DEFAULT_RETRY_INTERVAL, RetryJoin
+from .addresses import choose_advertise, parse_seeds
 from .keyring_file import load_keyring
 
 _Class = TypeVar("_Class")
@@ -94,6 +96,24 @@ class _FrontSettings(TypedDict, total=False):
         "16,777,216 (16 MiB)")]
     seed: Annotated[Union[int, None], Setting(
         None, "seeds every random choice of the node (tests)", "random")]
+    advertise: Annotated[Union[str, None], Setting(
+        None, "Serf's ``-advertise``: ``ADDR`` or ``ADDR:PORT`` (``[ADDR]:PORT`` for IPv6) the "
+              "others list and reach us at, while the sockets are bound to ``bind_addr`` (behind "
+              "NAT, in a container); bound to ``0.0.0.0`` or ``::`` without it, the address the "
+              "host's routes send from if it is private (as memberlist picks one), else refused",
+        "``bind_addr`` and ``port``")]
+    retry_join: Annotated[tuple[str, ...], Setting(
+        (), "Serf's ``-retry-join``: seeds (``ADDR[:PORT]``, port 7946 by default) joined in the "
+            "background from the start, and again every ``retry_interval`` until an attempt "
+            "joins another member (one that reaches only ourselves does not count); each end "
+            "is an event, ``RetryJoined`` or ``RetryJoinFailed``", "none")]
+    retry_interval: Annotated[float, Setting(
+        DEFAULT_RETRY_INTERVAL, "Serf's ``-retry-interval``: the wait after an attempt of "
+                                "``retry_join`` that joined nobody, s")]
+    retry_max: Annotated[int, Setting(
+        0, "Serf's ``-retry-max``: ``retry_join`` gives up (``RetryJoinFailed.gave_up``, logged; "
+           "the member stays up) when the first attempt and this many more joined nobody; 0: never")]
+
 
 
 class _MemberlistSettings(TypedDict, total=False):
@@ -263,6 +283,8 @@ class FrontSettings:
     event_queue_size: int
     event_queue_bytes: int
     seed: int | None
+    #: the -retry-join plan the node follows (None: no retry-join)
+    retry: RetryJoin | None = None
 
 
 def front_settings(front: str, name: str, bind_addr: str, port: int, settings: Mapping[str, Any],
@@ -277,8 +299,6 @@ def front_settings(front: str, name: str, bind_addr: str, port: int, settings: M
         ip = ipaddress.ip_address(bind_addr)
     except ValueError:
         raise ConfigurationError(f"bind address {bind_addr!r} is not an IP address") from None
-    if ip.is_unspecified:
-        raise ConfigurationError(f"bind address must be a specific address (it is advertised), not {bind_addr}")
     if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
         raise ConfigurationError(f"port {port!r} is not between 1 and 65535")
     given = {key: _DECLARATION.check(key, value) for key, value in sorted(settings.items())}
@@ -295,12 +315,23 @@ def front_settings(front: str, name: str, bind_addr: str, port: int, settings: M
         if "keys" in settings:
             raise ConfigurationError("give the keys in the keyring file or in the setting 'keys', not both")
         given["keys"] = load_keyring(given["keyring_file"])
-    gossip = GossipSettings(name=name, advertise_addr=bind_addr, advertise_port=port,
+    advertise = choose_advertise(bind_addr, port, given["advertise"])
+    gossip = GossipSettings(name=name, advertise_addr=advertise[0], advertise_port=advertise[1],
                             **{field: given[key] for key, field in MEMBERLIST.items()})
     serf = SerfSettings(**{field: given[key] for key, field in SERF.items()})
     family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
     return FrontSettings(gossip, serf, family, given["tags"], given["keyring_file"], given["max_streams"],
-                         given["event_queue_size"], given["event_queue_bytes"], given["seed"])
+                         given["event_queue_size"], given["event_queue_bytes"], given["seed"], _retry_join(given))
+
+
+def _retry_join(given: Mapping[str, Any]) -> RetryJoin | None:
+    """The retry-join plan the settings give (checked), None without seeds."""
+    if not given["retry_interval"] > 0:
+        raise ConfigurationError(f"retry_interval must be more than 0 seconds, not {given['retry_interval']!r}")
+    if given["retry_max"] < 0:
+        raise ConfigurationError(f"retry_max must be 0 (never give up) or more, not {given['retry_max']!r}")
+    seeds = parse_seeds(given["retry_join"], DEFAULT_PORT)
+    return RetryJoin(seeds, given["retry_interval"], given["retry_max"]) if seeds else None
 
 
 __all__ = ["DEFAULT_BIND_ADDR", "DEFAULT_PORT", "MAX_INCOMING_STREAMS", "MEMBERLIST", "SERF", "SETTINGS",

@@ -12,6 +12,7 @@ from typing import Any, Union
 from ..memberlist.events import NameConflict
 from . import messages
 from .layout import MemberStatus
+from .retry_join import RetryJoined, RetryJoinFailed
 
 __all__ = ["ConflictResolved", "GossipMember", "JoinDone", "KeyResult", "KeyringChanged", "LeaveDone",
            "SerfMemberEvent", "QueryAnswer", "QueryFinished", "QueryReceived", "SerfNodeEvent", "Tags",
@@ -183,4 +184,5 @@ class KeyringChanged:
 
 
 SerfNodeEvent = Union[SerfMemberEvent, UserEventReceived, QueryReceived, QueryAnswer, QueryFinished, KeyResult,
-                      JoinDone, LeaveDone, KeyringChanged, ConflictResolved, NameConflict]
+                      JoinDone, LeaveDone, KeyringChanged, ConflictResolved, NameConflict, RetryJoinFailed,
+                      RetryJoined]

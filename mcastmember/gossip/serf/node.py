@@ -56,6 +56,7 @@ from .events import (ConflictResolved, GossipMember, JoinDone, KeyResult, Keyrin
 from .members import SerfCore, SerfEvent, SerfMembers
 from .ping_delegate import PingDelegate
 from .settings import SerfSettings
+from .retry_join import RetryJoin
 from .queries import (QueryTracker, answer_internal_query, count_key_response, default_query_timeout, make_ack,
                       make_response, new_query)
 from .tags import decode_tags, encode_tags
@@ -143,6 +144,8 @@ class SerfNode:
         self._next_reap = float("inf")
         self._next_reconnect = float("inf")
         self._reconnecting: list[Addr] = []
+        #: the agent's -retry-join (set before start): its attempts are this node's joins
+        self.retry: RetryJoin | None = None
         #: our network coordinate (None: disabled), and the last one each member acked with (``pings.cache``)
         self.coordinates = None if serf.disable_coordinates else CoordinateClient(rng=self.engine.rng)
         self.pings = PingDelegate(self.name, self.coordinates, self.engine, serf.limits, self._counts)
@@ -164,6 +167,8 @@ class SerfNode:
         self.engine.start(now)
         self._next_reap = now + self.serf_settings.reap_interval
         self._next_reconnect = now + self.serf_settings.reconnect_interval
+        if self.retry is not None:
+            self.retry.start(now)
         self._pump(now)
 
     def join(self, seeds: Iterable[Addr], now: float, ignore_old: bool = True) -> int:
@@ -189,6 +194,8 @@ class SerfNode:
         ``leave_propagate_delay``; a :class:`LeaveDone` event ends it."""
         if self._leaving is not None or self.core.members.state != MemberStatus.ALIVE:
             raise RuntimeError("a leave is already in progress or done")
+        if self.retry is not None:
+            self.retry.cancel()         # (joining after a leave is refused)
         msg = self.core.members.local_leave(now)
         deadline = now + self.serf_settings.broadcast_timeout
         if self.core.members.has_alive_members():
@@ -375,6 +382,8 @@ class SerfNode:
         times = [self._next_reap, self._next_reconnect, *(q.deadline for q in self._open.values())]
         if self._leaving is not None:
             times.append(self._leaving.deadline)
+        if self.retry is not None and self.retry.due is not None:
+            times.append(self.retry.due)
         engine = self.engine.next_deadline()
         if engine is not None:
             times.append(engine)
@@ -390,6 +399,9 @@ class SerfNode:
         if self._next_reconnect <= now:
             self._next_reconnect = now + self.serf_settings.reconnect_interval
             self._reconnect(now)
+        seeds = self.retry.take_due(now) if self.retry is not None else ()
+        if seeds:
+            self.join(seeds, now)
         for ltime, open_query in list(self._open.items()):
             if open_query.deadline <= now:
                 self._finish_query(ltime, now)
@@ -500,6 +512,9 @@ class SerfNode:
         if joined > 0 and self.core.members.state == MemberStatus.ALIVE:
             self._broadcast_join(now)
         self._event(JoinDone(joined, errors))
+        retry = self.retry and self.retry.finished(joined, errors, self.core.members.has_alive_members(), now)
+        if retry:
+            self._event(retry)
 
     def _broadcast_join(self, now: float) -> None:
         self.broadcasts.queue(self.intents, messages.encode(self.core.members.local_join(now)), own=True)
