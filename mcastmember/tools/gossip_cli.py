@@ -2,9 +2,14 @@
 its membership; its flags, as Serf's agent spells them, are the doctor's too
 (``mcast-demo doctor --gossip``).
 
-    mcast-demo gossip [--bind ADDR[:PORT]] [--join ADDR[:PORT][,...]] [--node NAME]
-                      [--tag KEY=VALUE]... [--encrypt BASE64KEY | --keyring-file FILE]
-                      [--label TEXT] [--json] [--duration S]
+    mcast-demo gossip [--bind ADDR[:PORT]] [--node NAME] [--tag KEY=VALUE... | --tags-file FILE]
+                      [--join ADDR[:PORT][,...]] [--replay]
+                      [--encrypt BASE64KEY | --keyring-file FILE] [--label TEXT]
+                      [--profile lan|wan|local] [--protocol N] [--reconnect-interval D]
+                      [--reconnect-timeout D] [--tombstone-timeout D] [--json] [--duration S]
+
+Durations (D) are written as Serf's agent takes them, in Go's syntax: "30s",
+"24h", "1m30s".
 
 Exit status: 0 after a clean leave (Ctrl-C, SIGTERM, ``--duration``, or a
 closed stdout), 2 for bad arguments, 1 when the network refused (the address
@@ -52,32 +57,76 @@ DEFAULT_PORT = 7946
 DEFAULT_BIND = "127.0.0.1"
 #: the flag that gives each of SerfService's keyword settings (the others
 #: keep their declared defaults); --node, --bind and --join give the rest
-FLAGS = {"tags": "--tag", "keys": "--encrypt", "keyring_file": "--keyring-file", "label": "--label"}
+FLAGS = {"tags": "--tag", "tags_file": "--tags-file", "keys": "--encrypt", "keyring_file": "--keyring-file",
+         "label": "--label", "profile": "--profile", "protocol_version": "--protocol",
+         "reconnect_interval": "--reconnect-interval", "reconnect_timeout": "--reconnect-timeout",
+         "tombstone_timeout": "--tombstone-timeout"}
+#: the flags that take a Serf (Go) duration, by the setting each gives (seconds)
+DURATIONS = {"reconnect_interval": "--reconnect-interval", "reconnect_timeout": "--reconnect-timeout",
+             "tombstone_timeout": "--tombstone-timeout"}
+#: memberlist's timing profiles, as Serf's -profile names them (gossip/memberlist/profiles.py)
+PROFILES = ("lan", "wan", "local")
+#: the Serf protocols a member speaks (gossip/serf/layout.py), the newest by default
+PROTOCOLS = range(2, 6)
+
+# mcast-demo gossip's help, in groups, each by its title
+_GROUPS = {
+    "member": "this member",
+    "join": "joining the cluster",
+    "security": "the cluster's key and label",
+    "timing": "timing and protocol (Serf's agent's defaults unless given; durations D as it "
+              "writes them: 30s, 24h, 1m30s)",
+    "output": "output",
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser, doctor: bool = False) -> None:
-    """The gossip member's flags (the doctor takes them too, to check them)."""
-    group = parser.add_argument_group("gossip (a Serf cluster's member; see the docs: docs/gossip.md "
-                                      "in the source)") if doctor else parser
-    group.add_argument("--bind", metavar="ADDR[:PORT]",
-                       help=f"address to bind and advertise, and its port (default {DEFAULT_BIND}:"
-                            f"{DEFAULT_PORT}: loopback; give this host's address on the cluster's network)")
-    group.add_argument("--join", metavar="ADDR[:PORT][,...]", action="append", default=[],
-                       help=f"a running member (seed) to join, port {DEFAULT_PORT} by default (repeatable)")
-    group.add_argument("--node", metavar="NAME", help="our node name, unique in the cluster (the host name)")
-    group.add_argument("--tag", metavar="KEY=VALUE", action="append", default=[],
-                       help="a tag (repeatable), as serf members shows it")
-    group.add_argument("--encrypt", metavar="BASE64KEY",
-                       help="the cluster's encryption key (serf keygen makes one)")
-    group.add_argument("--keyring-file", metavar="FILE",
-                       help="the keys from a keyring file (Serf's: a JSON list of base64 keys, the "
-                            "primary first), written again when serf keys changes them")
-    group.add_argument("--label", metavar="TEXT",
-                       help="the cluster's label (memberlist >= 0.3's -label): every packet carries it")
+    """The gossip member's flags (the doctor takes them too, to check them):
+    in groups for mcast-demo gossip's help, in one for the doctor's."""
+    if doctor:
+        one = parser.add_argument_group("gossip (a Serf cluster's member; see the docs: docs/gossip.md "
+                                        "in the source)")
+        group = dict.fromkeys(_GROUPS, one)
+    else:
+        group = {key: parser.add_argument_group(title) for key, title in _GROUPS.items()}
+    member, join, security, timing = group["member"], group["join"], group["security"], group["timing"]
+    member.add_argument("--bind", metavar="ADDR[:PORT]",
+                        help=f"address to bind and advertise, and its port (default {DEFAULT_BIND}:"
+                             f"{DEFAULT_PORT}: loopback; give this host's address on the cluster's network)")
+    member.add_argument("--node", metavar="NAME", help="our node name, unique in the cluster (the host name)")
+    member.add_argument("--tag", metavar="KEY=VALUE", action="append", default=[],
+                        help="a tag (repeatable), as serf members shows it")
+    member.add_argument("--tags-file", metavar="FILE",
+                        help="the tags from a JSON object file (Serf's), written again when they "
+                             "change; a missing file is created then (not with --tag)")
+    join.add_argument("--join", metavar="ADDR[:PORT][,...]", action="append", default=[],
+                      help=f"a running member (seed) to join, port {DEFAULT_PORT} by default (repeatable)")
+    join.add_argument("--replay", action="store_true",
+                      help="when joining, deliver the user events the cluster still holds from "
+                           "before (by default a joiner ignores them)")
+    security.add_argument("--encrypt", metavar="BASE64KEY",
+                          help="the cluster's encryption key (serf keygen makes one)")
+    security.add_argument("--keyring-file", metavar="FILE",
+                          help="the keys from a keyring file (Serf's: a JSON list of base64 keys, the "
+                               "primary first), written again when serf keys changes them")
+    security.add_argument("--label", metavar="TEXT",
+                          help="the cluster's label (memberlist >= 0.3's -label): every packet carries it")
+    timing.add_argument("--profile", metavar="lan|wan|local", choices=PROFILES,
+                        help="memberlist's timings for a LAN (the default), a WAN, or members on one host")
+    timing.add_argument("--protocol", metavar="N", type=int,
+                        help=f"Serf's protocol, {PROTOCOLS[0]}-{PROTOCOLS[-1]} (default {PROTOCOLS[-1]}; "
+                             "lower only while older agents remain)")
+    timing.add_argument("--reconnect-interval", metavar="D",
+                        help="how often a failed member is tried again (default 30s)")
+    timing.add_argument("--reconnect-timeout", metavar="D",
+                        help="how long a failed member is tried before it is forgotten (default 24h)")
+    timing.add_argument("--tombstone-timeout", metavar="D",
+                        help="how long a member that left is remembered (default 24h)")
     if not doctor:
-        parser.add_argument("--duration", type=float, metavar="SECONDS",
+        output = group["output"]
+        output.add_argument("--duration", type=float, metavar="SECONDS",
                             help="leave after this many seconds (default: at Ctrl-C or SIGTERM)")
-        parser.add_argument("--json", action="store_true",
+        output.add_argument("--json", action="store_true",
                             help="one JSON object per event per line on stdout, nothing else")
 
 
@@ -92,6 +141,10 @@ class Options:
         self.keys: tuple[bytes, ...] = ()
         self.keyring_file: str | None = None
         self.label = b""
+        #: the settings given by flags that are not the key's or the tags' (profile, timings, protocol)
+        self.given: SerfServiceSettings = {}
+        #: --replay: a join delivers the user events from before it
+        self.replay = False
 
     def settings(self) -> SerfServiceSettings:
         """SerfService's keyword settings the flags give (FLAGS): only those
@@ -106,6 +159,7 @@ class Options:
             settings["keyring_file"] = self.keyring_file
         elif self.keys:
             settings["keys"] = self.keys
+        settings.update(self.given)
         return settings
 
 
@@ -163,7 +217,38 @@ def options(args: argparse.Namespace, read_keyring: bool = True) -> Options:
             opts.keys = load_keyring(args.keyring_file)
     if args.label is not None:
         opts.label = args.label.encode("utf-8")
+    _agent_flags(args, opts)
     return opts
+
+
+def _agent_flags(args: argparse.Namespace, opts: Options) -> None:
+    """The tags file, the profile, the timings, the protocol and --replay, checked."""
+    from .._runtime.units import go_duration
+
+    if args.tags_file is not None:
+        if args.tag:
+            raise ConfigurationError("--tag and --tags-file cannot be given together: put the tags in "
+                                     "the tags file")
+        opts.given["tags_file"] = args.tags_file
+    if args.profile is not None:
+        opts.given["profile"] = args.profile
+    if args.protocol is not None:
+        if args.protocol not in PROTOCOLS:
+            raise ConfigurationError(f"--protocol {args.protocol}: Serf's protocol is {PROTOCOLS[0]} to "
+                                     f"{PROTOCOLS[-1]}")
+        opts.given["protocol_version"] = args.protocol
+    for setting, flag in DURATIONS.items():
+        text = getattr(args, setting)
+        if text is None:
+            continue
+        try:
+            value = go_duration(text)
+        except ValueError as error:
+            raise ConfigurationError(f"{flag}: {error}") from None
+        if not value > 0:
+            raise ConfigurationError(f"{flag} {text}: give a duration longer than zero (30s, 1h)")
+        opts.given[setting] = value      # type: ignore[literal-required]
+    opts.replay = bool(getattr(args, "replay", False))
 
 
 def resolve(host: str, version: int) -> str:
@@ -216,7 +301,7 @@ def run(args: argparse.Namespace, stop: Stopper, silence: Callable[[], None]) ->
     try:
         view.started(service)
         if opts.seeds:
-            done = _join(service, opts.seeds, stop)
+            done = _join(service, opts.seeds, stop, opts.replay)
             if done is not None and done.joined == 0:
                 print(f"{prog}: cannot join {'; '.join(done.errors) or 'any seed'} (mcast-demo doctor "
                       "--gossip with these flags tells why)", file=sys.stderr)
@@ -239,14 +324,15 @@ def run(args: argparse.Namespace, stop: Stopper, silence: Callable[[], None]) ->
         view.close()
 
 
-def _join(service: SerfService, seeds: list[tuple[str, int]], stop: Stopper) -> JoinDone | None:
-    """Join on another thread, so that a Ctrl-C meanwhile is heard at once;
-    None when asked to stop first."""
+def _join(service: SerfService, seeds: list[tuple[str, int]], stop: Stopper, replay: bool) -> JoinDone | None:
+    """Join on another thread, so that a Ctrl-C meanwhile is heard at once
+    (``replay``: with the user events from before); None when asked to stop first."""
     result: list[JoinDone | BaseException] = []
 
     def join() -> None:
         try:
-            result.append(service.join(seeds, timeout=service.node.engine.settings.tcp_timeout + 5))
+            result.append(service.join(seeds, timeout=service.node.engine.settings.tcp_timeout + 5,
+                                       ignore_old=not replay))
         except (TimeoutError, RuntimeError) as error:
             result.append(error)
         stop_wake.set()

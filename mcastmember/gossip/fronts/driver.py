@@ -44,12 +44,14 @@ from ..._runtime.dispatch import Listeners
 from ..._runtime.ratelimit import RateLimitedLog
 from ..serf import messages
 from ..serf.layout import MemberStatus
+from ..serf.tags import encode_tags
 from ..serf.retry_join import RetryJoined, RetryJoinFailed
 from ..memberlist.state import Addr
 from ..memberlist.streams import STREAM_TURN
 from ..._runtime.listen import AcceptBackoff, ConnectionShares, host_key
 from .settings import DEFAULT_BIND_ADDR, DEFAULT_PORT, MAX_INCOMING_STREAMS, front_settings, takes_settings
 from .keyring_file import save_keyring
+from .tags_file import save_tags
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -200,6 +202,8 @@ class GossipFront(abc.ABC):
         cfg = front_settings(type(self).__name__, name, bind_addr, port, settings, self._default_event_queue)
         #: Serf's -keyring-file: the keys at start, written again when ``serf keys`` changes them
         self.keyring_file = cfg.keyring_file
+        #: Serf's -tags-file: the tags at start, written again when set_tags changes them
+        self.tags_file = cfg.tags_file
         self.bind_addr = bind_addr
         self.port = port
         self.node = SerfNode(cfg.gossip, cfg.tags, cfg.serf, seed=cfg.seed)
@@ -300,8 +304,14 @@ class GossipFront(abc.ABC):
         self._poke()
 
     def set_tags(self, tags: Mapping[str, str]) -> None:
-        """New tags for this member, announced to the others."""
+        """New tags for this member, announced to the others; with a
+        ``tags_file``, written there first, as Serf's agent does (an OSError
+        if it cannot be written, the tags unchanged; a ConfigurationError,
+        before any write, for tags Serf refuses)."""
         with self._lock:
+            if self.tags_file is not None:
+                encode_tags(tags, self.node.serf_settings.protocol_version)     # refused: neither changes
+                save_tags(self.tags_file, tags)
             self.node.set_tags(tags, time.monotonic())
         self._poke()
 

@@ -20,11 +20,10 @@ import base64
 import binascii
 import json
 import os
-import stat
-import tempfile
 from collections.abc import Sequence
 
 from ..memberlist.layout import KEY_SIZES
+from ..._runtime.replace_file import replace_file
 from ..._runtime.secrets import read_secret_file
 from ..._runtime.errors import ConfigurationError
 
@@ -76,27 +75,7 @@ def save_keyring(path: str | os.PathLike[str], keys: Sequence[bytes]) -> None:
     """Write ``keys`` (the primary first) to the keyring file, as Serf's
     agent writes it, in one rename (OSError if the folder refuses)."""
     text = json.dumps([base64.b64encode(key).decode("ascii") for key in keys], indent=2) + "\n"
-    target = os.fspath(path)
-    try:
-        old = stat.S_IMODE(os.stat(target).st_mode)
-    except OSError:
-        old = 0o600
-    mode = (old & 0o660) | 0o600
-    folder = os.path.dirname(os.path.abspath(target))
-    fd, temporary = tempfile.mkstemp(prefix=".keyring-", dir=folder)   # created 0600
-    try:
-        with os.fdopen(fd, "w", encoding="ascii") as out:
-            out.write(text)
-            out.flush()
-            os.fchmod(out.fileno(), mode)
-            os.fsync(out.fileno())
-        os.replace(temporary, target)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
-        raise
+    replace_file(path, text, ".keyring-")
 
 
 __all__ = ["MAX_KEYRING_FILE_BYTES", "decode_key", "load_keyring", "save_keyring"]

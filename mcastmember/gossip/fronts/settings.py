@@ -40,12 +40,14 @@ from ..._runtime.errors import ConfigurationError
 from ..._runtime.events import EVENT_QUEUE_BYTES
 from ..._runtime.settings import Declaration, Setting
 from ..memberlist.limits import Limits
+from ..memberlist.profiles import DEFAULT_PROFILE, PROFILES, Profile
 from ..memberlist.settings import GossipSettings
 from ..serf.codec import SerfLimits
 from ..serf.settings import SerfSettings
 from ..serf.retry_join import DEFAULT_RETRY_INTERVAL, RetryJoin
 from .addresses import choose_advertise, parse_seeds
 from .keyring_file import load_keyring
+from .tags_file import load_tags
 
 _Class = TypeVar("_Class")
 
@@ -76,6 +78,10 @@ KeyringKeys = Union[tuple[bytes, ...], list[bytes]]
 class _FrontSettings(TypedDict, total=False):
     tags: Annotated[Union[Mapping[str, str], None], Setting(
         None, "this member's tags, as ``serf members`` shows them", "none")]
+    tags_file: Annotated[Union[str, os.PathLike[str], None], Setting(
+        None, "Serf's ``-tags-file``: a JSON object of tag names to values, read at start "
+              "(instead of ``tags``; a missing file: no tags) and written again, in one "
+              "rename, whenever ``set_tags`` changes them", "none")]
     keyring_file: Annotated[Union[str, os.PathLike[str], None], Setting(
         None, "Serf's ``-keyring-file``: a JSON list of base64 keys, the primary first, read at "
               "start (instead of ``keys``) and written again whenever ``serf keys`` changes "
@@ -117,6 +123,13 @@ class _FrontSettings(TypedDict, total=False):
 
 
 class _MemberlistSettings(TypedDict, total=False):
+    profile: Annotated[Profile, Setting(
+        DEFAULT_PROFILE, "Serf's ``-profile``: memberlist's timing defaults for a \"lan\", a "
+                         "\"wan\" or a \"local\" (one host) cluster; it sets ``tcp_timeout``, "
+                         "``indirect_checks``, ``retransmit_mult``, ``suspicion_mult``, "
+                         "``push_pull_interval``, ``probe_timeout``, ``probe_interval``, "
+                         "``gossip_nodes``, ``gossip_interval`` and ``gossip_to_the_dead_time`` "
+                         "where they are not given (the defaults shown are \"lan\"'s)")]
     tcp_timeout: Annotated[float, Setting(
         _ML["tcp_timeout"], "deadline of a whole TCP stream, from its start, s")]
     indirect_checks: Annotated[int, Setting(
@@ -248,7 +261,7 @@ _DECLARATION = Declaration(SerfServiceSettings, "Settings (keyword-only; times i
 SETTINGS: dict[str, Setting] = _DECLARATION.specs
 #: the settings that are fields of GossipSettings and SerfSettings, each by its field's name
 MEMBERLIST = {name: "max_streams" if name == "max_outgoing_streams" else name
-              for name in _MemberlistSettings.__annotations__}
+              for name in _MemberlistSettings.__annotations__ if name != "profile"}
 SERF = {name: "limits" if name == "serf_limits" else name for name in _SerfSettings.__annotations__}
 # What a keyword of the fronts before these settings was, and what to give instead.
 _RETIRED = {
@@ -278,6 +291,7 @@ class FrontSettings:
     serf: SerfSettings
     family: socket.AddressFamily
     tags: Mapping[str, str] | None
+    tags_file: "str | os.PathLike[str] | None"
     keyring_file: "str | os.PathLike[str] | None"
     max_streams: int
     event_queue_size: int
@@ -293,7 +307,7 @@ def front_settings(front: str, name: str, bind_addr: str, port: int, settings: M
     default), or a ConfigurationError saying in one sentence what is wrong,
     naming the setting (the same for both fronts); an UnknownSetting (a
     ConfigurationError and a TypeError) for a keyword that is no setting.
-    The keyring file, if one is given, is read here."""
+    The keyring file and the tags file, if given, are read here."""
     _DECLARATION.refuse_unknown(front, settings, ("name", "bind_addr", "port"), _RETIRED)
     try:
         ip = ipaddress.ip_address(bind_addr)
@@ -302,6 +316,9 @@ def front_settings(front: str, name: str, bind_addr: str, port: int, settings: M
     if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
         raise ConfigurationError(f"port {port!r} is not between 1 and 65535")
     given = {key: _DECLARATION.check(key, value) for key, value in sorted(settings.items())}
+    # The profile's timings where none was given: one given explicitly wins.
+    for key, value in PROFILES[given.get("profile", DEFAULT_PROFILE)].items():
+        given.setdefault(key, value)
     if given.get("event_queue_size") is None:
         if event_queue_size is None:
             raise ConfigurationError(f"{front} has no default event_queue_size: give one")
@@ -315,13 +332,18 @@ def front_settings(front: str, name: str, bind_addr: str, port: int, settings: M
         if "keys" in settings:
             raise ConfigurationError("give the keys in the keyring file or in the setting 'keys', not both")
         given["keys"] = load_keyring(given["keyring_file"])
+    if given["tags_file"] is not None:
+        if given["tags"]:          # (as the agent: an empty map is no tags given)
+            raise ConfigurationError("give the tags in the tags file or in the setting 'tags', not both")
+        given["tags"] = load_tags(given["tags_file"])
     advertise = choose_advertise(bind_addr, port, given["advertise"])
     gossip = GossipSettings(name=name, advertise_addr=advertise[0], advertise_port=advertise[1],
                             **{field: given[key] for key, field in MEMBERLIST.items()})
     serf = SerfSettings(**{field: given[key] for key, field in SERF.items()})
     family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
-    return FrontSettings(gossip, serf, family, given["tags"], given["keyring_file"], given["max_streams"],
-                         given["event_queue_size"], given["event_queue_bytes"], given["seed"], _retry_join(given))
+    return FrontSettings(gossip, serf, family, given["tags"], given["tags_file"], given["keyring_file"],
+                         given["max_streams"], given["event_queue_size"], given["event_queue_bytes"], given["seed"],
+                         _retry_join(given))
 
 
 def _retry_join(given: Mapping[str, Any]) -> RetryJoin | None:
