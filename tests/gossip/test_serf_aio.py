@@ -180,7 +180,7 @@ FRONTS = {"threads": SerfService, "asyncio": AsyncSerfService}
 
 @pytest.mark.parametrize("front", sorted(FRONTS))
 @pytest.mark.parametrize("args, kwargs, message", [
-    (("a", "0.0.0.0"), {}, "bind address must be a specific address (it is advertised), not 0.0.0.0"),
+    (("a", "0.0.0.0"), {"advertise": "0.0.0.0"}, "advertise '0.0.0.0' is not a specific address"),
     (("a", "here"), {}, "bind address 'here' is not an IP address"),
     (("a", "127.0.0.1", 0), {}, "port 0 is not between 1 and 65535"),
     (("a", "127.0.0.1", "7946"), {}, "port '7946' is not between 1 and 65535"),

@@ -96,7 +96,7 @@ def test_the_fronts_counters_do_not_hide_the_nodes():
 
 
 @pytest.mark.parametrize("args, kwargs, message", [
-    (("a", "0.0.0.0"), {}, "bind address must be a specific address (it is advertised), not 0.0.0.0"),
+    (("a", "0.0.0.0"), {"advertise": "0.0.0.0"}, "advertise '0.0.0.0' is not a specific address"),
     (("a", "here"), {}, "bind address 'here' is not an IP address"),
     (("a", "127.0.0.1", 0), {}, "port 0 is not between 1 and 65535"),
     (("a",), {"max_streams": 0}, "max_streams must be at least 1"),
