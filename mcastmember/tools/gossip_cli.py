@@ -61,6 +61,7 @@ FLAGS = {"tags": "--tag", "tags_file": "--tags-file", "keys": "--encrypt", "keyr
          "label": "--label", "profile": "--profile", "protocol_version": "--protocol",
          "reconnect_interval": "--reconnect-interval", "reconnect_timeout": "--reconnect-timeout",
          "tombstone_timeout": "--tombstone-timeout"}
+FLAGS.update({"snapshot_path": "--snapshot", "rejoin": "--rejoin"})
 #: the flags that take a Serf (Go) duration, by the setting each gives (seconds)
 DURATIONS = {"reconnect_interval": "--reconnect-interval", "reconnect_timeout": "--reconnect-timeout",
              "tombstone_timeout": "--tombstone-timeout"}
@@ -101,6 +102,13 @@ def add_arguments(parser: argparse.ArgumentParser, doctor: bool = False) -> None
                              "change; a missing file is created then (not with --tag)")
     join.add_argument("--join", metavar="ADDR[:PORT][,...]", action="append", default=[],
                       help=f"a running member (seed) to join, port {DEFAULT_PORT} by default (repeatable)")
+    join.add_argument("--snapshot", metavar="FILE",
+                      help="Serf's snapshot file: members and clocks appended as they change; at start "
+                           "the clocks are restored (old user events are not replayed) and its members "
+                           "rejoined, those last seen alive then those that failed (an agent's file works)")
+    # default None, not False: a flag not given is the setting not given
+    join.add_argument("--rejoin", action="store_true", default=None,
+                      help="with --snapshot, rejoin its members even after this member left gracefully")
     join.add_argument("--replay", action="store_true",
                       help="when joining, deliver the user events the cluster still holds from "
                            "before (by default a joiner ignores them)")
@@ -218,7 +226,19 @@ def options(args: argparse.Namespace, read_keyring: bool = True) -> Options:
     if args.label is not None:
         opts.label = args.label.encode("utf-8")
     _agent_flags(args, opts)
+    _snapshot_flags(args, opts)
     return opts
+
+
+def _snapshot_flags(args: argparse.Namespace, opts: Options) -> None:
+    """--snapshot and --rejoin (Serf's agent takes -rejoin alone and ignores
+    it; here it is refused, as it would do nothing)."""
+    if args.snapshot is not None:
+        opts.given["snapshot_path"] = args.snapshot
+    if args.rejoin:
+        if args.snapshot is None:
+            raise ConfigurationError("--rejoin needs --snapshot: the members to rejoin are the snapshot's")
+        opts.given["rejoin"] = True
 
 
 def _agent_flags(args: argparse.Namespace, opts: Options) -> None:

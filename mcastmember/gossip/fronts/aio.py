@@ -140,6 +140,7 @@ class AsyncSerfService(GossipFront):
         delay; returns when done (TimeoutError past ``timeout``)."""
         if not self._running:
             raise RuntimeError("start the service before leaving")
+        self._record_leave()
         self.node.leave(time.monotonic())
         future = self._expect(LeaveDone)
         self._poke()

@@ -51,6 +51,7 @@ from ..memberlist.streams import STREAM_TURN
 from ..._runtime.listen import AcceptBackoff, ConnectionShares, host_key
 from .settings import DEFAULT_BIND_ADDR, DEFAULT_PORT, MAX_INCOMING_STREAMS, front_settings, takes_settings
 from .keyring_file import save_keyring
+from .snapshot_file import open_snapshot, snapshot_stats
 from .tags_file import save_tags
 
 if TYPE_CHECKING:
@@ -212,6 +213,8 @@ class GossipFront(abc.ABC):
         self.advertise: Addr = (cfg.gossip.advertise_addr, cfg.gossip.advertise_port)
         # a stream's decoding and merging a bounded turn at a time (_hand_over), pings answered between
         self.node.engine.stream_turn_size = STREAM_TURN
+        # Serf's -snapshot: read now, so its clocks are the node's before any socket exists
+        self._snapshot = open_snapshot(settings, self.node)
         self._family = cfg.family
         self._max_streams = cfg.max_streams
         self._queue_size = cfg.event_queue_size
@@ -315,6 +318,12 @@ class GossipFront(abc.ABC):
             self.node.set_tags(tags, time.monotonic())
         self._poke()
 
+    def _record_leave(self) -> None:
+        """Before our leave starts (both fronts' leave()): the snapshot's
+        ``leave`` record, written at once, as Serf's Leave does."""
+        if self._snapshot is not None:
+            self._snapshot.leave()
+
     def remove_listener(self, listener: Listener) -> None:
         self._listeners.remove(listener)
 
@@ -324,6 +333,7 @@ class GossipFront(abc.ABC):
         with self._lock:
             out = self.node.stats()
             out.update(self._counts)
+            out.update(snapshot_stats(self._snapshot))
             out["connections_open"] = len(self._conns)
             out["subscribers"] = self._subscribers()
             return out
@@ -369,11 +379,15 @@ class GossipFront(abc.ABC):
         self._watch(tcp, READ)
         with self._lock:
             self.node.start(time.monotonic())
+            if self._snapshot is not None:
+                self._snapshot.start(time.monotonic())      # the rejoin, if the snapshot names members
         self._running = True
 
     def _close_all(self) -> None:
-        """Every socket closed (no leave: that is the node's)."""
+        """Every socket closed (no leave: that is the node's), the snapshot written and closed."""
         self._running = False
+        if self._snapshot is not None:
+            self._snapshot.close()
         for conn in list(self._conns.values()):
             self._unwatch(conn.sock)
             conn.sock.close()
@@ -406,6 +420,8 @@ class GossipFront(abc.ABC):
         times = [c.next_time() for c in self._conns.values()]
         if self._accept_resume is not None:
             times.append(self._accept_resume)
+        if self._snapshot is not None:
+            times.append(self._snapshot.next_time())
         deadline = self.node.next_deadline()
         if deadline is not None:
             times.append(deadline)
@@ -434,6 +450,8 @@ class GossipFront(abc.ABC):
         if deadline is not None and deadline <= now:
             self.node.on_timer(now)
         self._resume_accepting(now)
+        if self._snapshot is not None:
+            self._snapshot.tick(now)
         turn = True
         for conn in list(self._conns.values()):
             if turn and conn.show_at is not None and conn.show_at <= now and conn.sock in self._conns:
@@ -469,6 +487,8 @@ class GossipFront(abc.ABC):
         writing the keyring file if they changed the keys."""
         events = self.node.events()
         if events:
+            if self._snapshot is not None:
+                self._snapshot.events(events, time.monotonic())
             for event in events:
                 if isinstance(event, (RetryJoined, RetryJoinFailed)):
                     log_retry_join(event)

@@ -137,6 +137,12 @@ GOSSIP_COUNTERS: tuple[SeriesSpec, ...] = (
     ("keyring_changes", "Keyring changes made by key queries.", (), _one("keyring_changes")),
     ("keyring_file_errors", "Keyring file rewrites that failed (the keyring changed, the file did not).", (),
      _one("keyring_file_errors")),
+    ("snapshot", "The snapshot file (snapshot_path), by what: lines unreadable at start (skipped), member "
+     "names not written (a line break would forge records), writes that failed, compactions.", ("what",),
+     _by({"snapshot_lines_bad": "lines_bad", "snapshot_names_refused": "names_refused",
+          "snapshot_write_errors": "write_errors", "snapshot_compactions": "compactions"})),
+    ("rejoin", "Rejoin from the snapshot at start: previous members tried, and those that answered.",
+     ("outcome",), _by({"rejoin_tried": "tried", "rejoin_joined": "joined"})),
     ("reconnects", "Tries to reach a failed member again, by outcome.", ("outcome",),
      _by({"reconnects_ok": "ok", "reconnects_failed": "failed"})),
     ("coordinate_updates", "Probes acked with a coordinate that moved ours.", (), _one("coordinate_updates")),

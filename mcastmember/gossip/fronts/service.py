@@ -168,6 +168,7 @@ class SerfService(GossipFront):
             raise RuntimeError("start the service before leaving")
         with self._lock:
             self._leave_done = None
+            self._record_leave()
             self.node.leave(time.monotonic())
             self._poke()
             if not self._done.wait_for(lambda: self._leave_done is not None, timeout):

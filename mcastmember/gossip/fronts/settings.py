@@ -86,6 +86,15 @@ class _FrontSettings(TypedDict, total=False):
         None, "Serf's ``-keyring-file``: a JSON list of base64 keys, the primary first, read at "
               "start (instead of ``keys``) and written again whenever ``serf keys`` changes "
               "them (a failed write is logged and counted ``keyring_file_errors``)", "none")]
+    snapshot_path: Annotated[Union[str, os.PathLike[str], None], Setting(
+        None, "Serf's ``-snapshot``: a file in Serf's snapshot format (the agent's files are "
+              "read), appended as members join, leave and fail and as the clocks move, "
+              "compacted past its bound; at start its clocks are restored before any packet "
+              "(old user events are not replayed) and its members rejoined: those last seen "
+              "alive, then those that had failed (never after our graceful leave)", "none")]
+    rejoin: Annotated[bool, Setting(
+        False, "Serf's ``-rejoin``: with ``snapshot_path``, rejoin the snapshot's members even "
+               "after a graceful leave")]
     max_streams: Annotated[int, Setting(
         MAX_INCOMING_STREAMS, "streams others keep open to us, shared per source: a member's "
                               "host may hold half, another source an eighth; past its share a "
