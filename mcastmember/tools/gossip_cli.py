@@ -119,9 +119,9 @@ def add_arguments(parser: argparse.ArgumentParser, doctor: bool = False) -> None
                                "primary first), written again when serf keys changes them")
     security.add_argument("--label", metavar="TEXT",
                           help="the cluster's label (memberlist >= 0.3's -label): every packet carries it")
-    timing.add_argument("--profile", metavar="lan|wan|local", choices=PROFILES,
+    timing.add_argument("--profile", metavar="lan|wan|local",
                         help="memberlist's timings for a LAN (the default), a WAN, or members on one host")
-    timing.add_argument("--protocol", metavar="N", type=int,
+    timing.add_argument("--protocol", metavar="N",
                         help=f"Serf's protocol, {PROTOCOLS[0]}-{PROTOCOLS[-1]} (default {PROTOCOLS[-1]}; "
                              "lower only while older agents remain)")
     timing.add_argument("--reconnect-interval", metavar="D",
@@ -251,12 +251,15 @@ def _agent_flags(args: argparse.Namespace, opts: Options) -> None:
                                      "the tags file")
         opts.given["tags_file"] = args.tags_file
     if args.profile is not None:
+        if args.profile not in PROFILES:
+            raise ConfigurationError(f"--profile {args.profile}: give lan, wan or local")
         opts.given["profile"] = args.profile
     if args.protocol is not None:
-        if args.protocol not in PROTOCOLS:
-            raise ConfigurationError(f"--protocol {args.protocol}: Serf's protocol is {PROTOCOLS[0]} to "
-                                     f"{PROTOCOLS[-1]}")
-        opts.given["protocol_version"] = args.protocol
+        protocol = args.protocol.strip()
+        if not (protocol.isascii() and protocol.isdigit() and int(protocol) in PROTOCOLS):
+            raise ConfigurationError(f"--protocol {args.protocol}: Serf's protocol is a number from "
+                                     f"{PROTOCOLS[0]} to {PROTOCOLS[-1]}")
+        opts.given["protocol_version"] = int(protocol)
     for setting, flag in DURATIONS.items():
         text = getattr(args, setting)
         if text is None:

@@ -40,9 +40,10 @@ def load_tags(path: str | os.PathLike[str]) -> dict[str, str]:
         return {}
     except OSError as error:
         raise ConfigurationError(f"{WHAT} {path}: cannot read it ({error.strerror or error})") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ConfigurationError(f"{WHAT} {path}: not a regular file")
     with os.fdopen(fd, "rb") as source:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ConfigurationError(f"{WHAT} {path}: not a regular file")
         try:
             data = source.read(MAX_TAGS_FILE_BYTES + 1)
         except OSError as error:

@@ -12,8 +12,9 @@ and retransmits).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Literal, Mapping
+from typing import Literal
 
 Profile = Literal["lan", "wan", "local"]
 
