@@ -2,8 +2,10 @@
 its membership; its flags, as Serf's agent spells them, are the doctor's too
 (``mcast-demo doctor --gossip``).
 
-    mcast-demo gossip [--bind ADDR[:PORT]] [--node NAME] [--tag KEY=VALUE... | --tags-file FILE]
+    mcast-demo gossip [--bind ADDR[:PORT]] [--advertise ADDR[:PORT]] [--node NAME]
+                      [--tag KEY=VALUE... | --tags-file FILE]
                       [--join ADDR[:PORT][,...]] [--replay]
+                      [--retry-join ADDR[:PORT]]... [--retry-interval D] [--retry-max N]
                       [--encrypt BASE64KEY | --keyring-file FILE] [--label TEXT]
                       [--profile lan|wan|local] [--protocol N] [--reconnect-interval D]
                       [--reconnect-timeout D] [--tombstone-timeout D] [--json] [--duration S]
@@ -13,8 +15,9 @@ Durations (D) are written as Serf's agent takes them, in Go's syntax: "30s",
 
 Exit status: 0 after a clean leave (Ctrl-C, SIGTERM, ``--duration``, or a
 closed stdout), 2 for bad arguments, 1 when the network refused (the address
-cannot be bound, no seed could be joined, or the cluster gave our name to
-another node).
+cannot be bound, no seed could be joined, the first --retry-join attempt and
+--retry-max more joined nobody, or the cluster gave our name to another
+node).
 """
 
 from __future__ import annotations
@@ -60,7 +63,8 @@ DEFAULT_BIND = "127.0.0.1"
 FLAGS = {"tags": "--tag", "tags_file": "--tags-file", "keys": "--encrypt", "keyring_file": "--keyring-file",
          "label": "--label", "profile": "--profile", "protocol_version": "--protocol",
          "reconnect_interval": "--reconnect-interval", "reconnect_timeout": "--reconnect-timeout",
-         "tombstone_timeout": "--tombstone-timeout"}
+         "tombstone_timeout": "--tombstone-timeout", "advertise": "--advertise", "retry_join": "--retry-join",
+         "retry_interval": "--retry-interval", "retry_max": "--retry-max"}
 FLAGS.update({"snapshot_path": "--snapshot", "rejoin": "--rejoin"})
 #: the flags that take a Serf (Go) duration, by the setting each gives (seconds)
 DURATIONS = {"reconnect_interval": "--reconnect-interval", "reconnect_timeout": "--reconnect-timeout",
@@ -94,6 +98,9 @@ def add_arguments(parser: argparse.ArgumentParser, doctor: bool = False) -> None
     member.add_argument("--bind", metavar="ADDR[:PORT]",
                         help=f"address to bind and advertise, and its port (default {DEFAULT_BIND}:"
                              f"{DEFAULT_PORT}: loopback; give this host's address on the cluster's network)")
+    member.add_argument("--advertise", metavar="ADDR[:PORT]",
+                        help="the address (and port) the others list and reach this member at, when it is "
+                             "not --bind's (behind NAT, in a container, or with --bind 0.0.0.0)")
     member.add_argument("--node", metavar="NAME", help="our node name, unique in the cluster (the host name)")
     member.add_argument("--tag", metavar="KEY=VALUE", action="append", default=[],
                         help="a tag (repeatable), as serf members shows it")
@@ -102,6 +109,16 @@ def add_arguments(parser: argparse.ArgumentParser, doctor: bool = False) -> None
                              "change; a missing file is created then (not with --tag)")
     join.add_argument("--join", metavar="ADDR[:PORT][,...]", action="append", default=[],
                       help=f"a running member (seed) to join, port {DEFAULT_PORT} by default (repeatable)")
+    join.add_argument("--retry-join", metavar="ADDR[:PORT]", action="append", default=[],
+                      help="a seed joined in the background, tried again every --retry-interval until "
+                           "one attempt joins another member: the member does not exit while the seeds "
+                           "are not up (repeatable)")
+    join.add_argument("--retry-interval", metavar="D",
+                      help="the wait between two --retry-join attempts (default 30s; seconds or a "
+                           "duration: 0.5, 500ms)")
+    join.add_argument("--retry-max", metavar="N",
+                      help="exit 1 when the first --retry-join attempt and N more joined nobody "
+                           "(default 0: retry for ever)")
     join.add_argument("--snapshot", metavar="FILE",
                       help="Serf's snapshot file: members and clocks appended as they change; at start "
                            "the clocks are restored (old user events are not replayed) and its members "
@@ -153,6 +170,8 @@ class Options:
         self.given: SerfServiceSettings = {}
         #: --replay: a join delivers the user events from before it
         self.replay = False
+        #: the address and port the others list and reach us at (--advertise, or --bind's)
+        self.advertise: tuple[str, int] = (DEFAULT_BIND, DEFAULT_PORT)
 
     def settings(self) -> SerfServiceSettings:
         """SerfService's keyword settings the flags give (FLAGS): only those
@@ -199,16 +218,17 @@ def options(args: argparse.Namespace, read_keyring: bool = True) -> Options:
         bind = ipaddress.ip_address(opts.bind)
     except ValueError:
         raise ConfigurationError(f"--bind {args.bind} is not an IP address") from None
-    if bind.is_unspecified:
-        raise ConfigurationError(f"--bind {args.bind} is not a specific address: give this host's address "
-                                 "on the cluster's network (it is advertised to the others)")
     for spec in (s for specs in args.join for s in specs.split(",") if s.strip()):
         host, port = _address("--join", spec)
         opts.seeds.append((resolve(host, bind.version), port))
-    for host, port in opts.seeds:
-        if bind.is_loopback and not ipaddress.ip_address(host).is_loopback:
-            raise ConfigurationError(f"--bind {opts.bind} is loopback, so {host_port(host, port)} cannot "
-                                     "reach this node: give --bind this host's address on that network")
+    retry_seeds = _retry_flags(args, opts, bind.version)
+    advertised = ipaddress.ip_address(opts.advertise[0])
+    for host, port in opts.seeds + retry_seeds:
+        if advertised.is_loopback and not ipaddress.ip_address(host).is_loopback:
+            flag = "--advertise" if args.advertise else "--bind"
+            raise ConfigurationError(f"{flag} {args.advertise or opts.bind} is loopback, so "
+                                     f"{host_port(host, port)} cannot reach this node: give {flag} this "
+                                     "host's address on that network")
     for tag in args.tag:
         key, equals, value = tag.partition("=")
         if not equals or not key:
@@ -274,6 +294,44 @@ def _agent_flags(args: argparse.Namespace, opts: Options) -> None:
     opts.replay = bool(getattr(args, "replay", False))
 
 
+def _retry_flags(args: argparse.Namespace, opts: Options, version: int) -> list[tuple[str, int]]:
+    """--advertise (opts.advertise: what the others reach, chosen as the
+    service chooses it) and the retry-join flags, checked; the retry seeds."""
+    from .._runtime.units import go_duration
+    from ..gossip.fronts.addresses import choose_advertise
+
+    try:
+        opts.advertise = choose_advertise(opts.bind, opts.port, args.advertise)
+    except ConfigurationError as error:
+        raise ConfigurationError(f"--{error}" if args.advertise else f"--bind {args.bind}: {error}") from None
+    if args.advertise is not None:
+        opts.given["advertise"] = args.advertise
+    seeds = []
+    for spec in (s for specs in args.retry_join for s in specs.split(",") if s.strip()):
+        host, port = _address("--retry-join", spec)
+        seeds.append((resolve(host, version), port))
+    if seeds:
+        opts.given["retry_join"] = tuple(host_port(host, port) for host, port in seeds)
+    if args.retry_interval is not None:
+        text = args.retry_interval
+        try:
+            interval = float(text)         # seconds, or a duration as the agent takes it
+        except ValueError:
+            try:
+                interval = go_duration(text)
+            except ValueError as error:
+                raise ConfigurationError(f"--retry-interval: {error}") from None
+        if not 0 < interval < float("inf"):
+            raise ConfigurationError(f"--retry-interval {text}: give a duration longer than zero (30s, 0.5)")
+        opts.given["retry_interval"] = interval
+    if args.retry_max is not None:
+        text = args.retry_max.strip()
+        if not (text.isascii() and text.isdigit()):
+            raise ConfigurationError(f"--retry-max {args.retry_max}: give 0 (retry for ever) or more")
+        opts.given["retry_max"] = int(text)
+    return seeds
+
+
 def resolve(host: str, version: int) -> str:
     """An address for ``host`` (a literal, or a name) in the bind address's family."""
     try:
@@ -292,6 +350,7 @@ def run(args: argparse.Namespace, stop: Stopper, silence: Callable[[], None]) ->
     """mcast-demo gossip: start, join, show, and leave when asked."""
     from ..gossip.fronts.service import SerfService
     from ..gossip.serf.node import ConflictResolved
+    from ..gossip.serf.retry_join import RetryJoinFailed
     from .gossip_view import choose_view
 
     prog = "mcast-demo gossip"
@@ -307,6 +366,11 @@ def run(args: argparse.Namespace, stop: Stopper, silence: Callable[[], None]) ->
     def on_event(event: SerfNodeEvent | EventsLost) -> None:     # on the dispatcher thread
         if isinstance(event, ConflictResolved) and not event.majority:
             outcome.append(f"the cluster gave the name {opts.node!r} to another node: choose another --node")
+            stop.set()
+        if isinstance(event, RetryJoinFailed) and event.gave_up:
+            outcome.append(f"--retry-join: {event.attempt} attempts joined nobody "
+                           f"({'; '.join(event.errors) or 'only this member answered'}), the last allowed by "
+                           "--retry-max (mcast-demo doctor --gossip with these flags tells why)")
             stop.set()
         try:
             view.on_event(event)

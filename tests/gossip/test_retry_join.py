@@ -8,6 +8,9 @@ seeds) does not count as joined. On loopback only, with 0.2 s intervals."""
 
 import asyncio
 import logging
+import shutil
+import subprocess
+import sys
 import time
 
 import pytest
@@ -19,11 +22,12 @@ from mcastmember.gossip.fronts.aio import AsyncSerfService  # noqa: E402
 from mcastmember.gossip.fronts.service import SerfService  # noqa: E402
 from mcastmember.gossip.serf.layout import MemberStatus  # noqa: E402
 from mcastmember.gossip.serf.retry_join import RetryJoin, RetryJoined, RetryJoinFailed  # noqa: E402
-from support import free_gossip_port, wait_until  # noqa: E402
+from support import free_gossip_port, next_line, wait_until  # noqa: E402
 
 INTERVAL = 0.2
 FAST = {"probe_interval": 0.2, "probe_timeout": 0.1, "gossip_interval": 0.05, "push_pull_interval": 2.0,
         "tcp_timeout": 1.0}
+DEMO = [shutil.which("mcast-demo")] if shutil.which("mcast-demo") else [sys.executable, "-m", "mcastmember"]
 REFUSED = "connect: Connection refused"
 
 
@@ -35,12 +39,12 @@ def alive_names(members):
     return sorted(m.name for m in members if m.status == MemberStatus.ALIVE)
 
 
-def on_front(front, port, settings, work):
-    """``work(svc, on)`` beside member "a" started on ``front`` ("threads" or
+def on_front(front, port, settings, work, bind="127.0.0.1"):
+    """``work(svc, on)`` beside member "a" (on ``bind``) started on ``front`` ("threads" or
     "asyncio", whose loop runs meanwhile), every event of it in
     ``svc.seen``; ``on(fn)`` calls ``fn()`` where the front's state may be
     read (on the loop for asyncio). Returns what ``work`` returns."""
-    svc = (SerfService if front == "threads" else AsyncSerfService)("a", "127.0.0.1", port, **FAST, **settings)
+    svc = (SerfService if front == "threads" else AsyncSerfService)("a", bind, port, **FAST, **settings)
     svc.seen = []
     svc.add_listener(svc.seen.append)         # before the start: the first attempt is made there
     if front == "threads":
@@ -161,3 +165,57 @@ def test_the_attempts_follow_the_agents_count_and_timer():
     assert plan.finished(1, (), False, 107.0) == RetryJoinFailed(2, (), None)    # only ourselves answered
     assert (plan.outcome, plan.due, plan.finished(1, (), True, 108.0)) == ("gave up", None, None)
 
+
+def _demo(*args):
+    return subprocess.Popen(DEMO + ["gossip", "--node", "a", "--json", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd="/")
+
+
+def test_the_demo_started_before_its_seed_joins_it_when_it_comes_up():
+    pa, pb = free_gossip_port(), free_gossip_port()
+    demo = _demo("--bind", f"127.0.0.1:{pa}", "--retry-join", f"127.0.0.1:{pb}", "--retry-interval", "0.2")
+    try:
+        assert next_line(demo).startswith('{"event": "added"')        # itself: it is up
+        warned = [demo.stderr.readline() for _ in range(2)]            # still retrying, not exited
+        assert [line.split(" (")[0] for line in warned] == [
+            f"mcast-demo gossip: warning: retry-join: attempt {n} joined nobody" for n in (1, 2)]
+        with SerfService("b", "127.0.0.1", pb, **FAST) as b:
+            wait_until(lambda: alive_names(b.members()) == ["a", "b"])
+            assert '"name": "b"' in next_line(demo)
+            demo.terminate()
+            assert demo.wait(20) == 0
+    finally:
+        demo.kill()
+        demo.wait()
+
+
+def test_the_demo_exits_1_when_retry_max_attempts_joined_nobody():
+    pa, pb = free_gossip_port(), free_gossip_port()
+    demo = _demo("--bind", f"127.0.0.1:{pa}", "--retry-join", f"127.0.0.1:{pb}", "--retry-interval", "200ms",
+                 "--retry-max", "1")
+    try:
+        assert demo.wait(20) == 1
+        assert demo.stderr.read().splitlines()[-1] == (
+            f"mcast-demo gossip: --retry-join: 2 attempts joined nobody (127.0.0.1:{pb}: {REFUSED}), the last "
+            "allowed by --retry-max (mcast-demo doctor --gossip with these flags tells why)")
+    finally:
+        demo.kill()
+        demo.wait()
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--retry-interval", "-1"], "--retry-interval -1: give a duration longer than zero (30s, 0.5)"),
+    (["--retry-interval", "5x"], "--retry-interval: '5x' has an unknown unit 'x' (give one of ns, us, ms, s, m, h)"),
+    (["--retry-max", "-1"], "--retry-max -1: give 0 (retry for ever) or more"),
+    (["--retry-max", "two"], "--retry-max two: give 0 (retry for ever) or more"),
+    (["--retry-join", "127.0.0.1:99999"], "--retry-join 127.0.0.1:99999: port '99999' is not 1-65535"),
+    (["--retry-join", "10.0.0.1"], "--bind 127.0.0.1 is loopback, so 10.0.0.1:7946 cannot reach this node: give "
+                                   "--bind this host's address on that network"),
+    (["--advertise", "127.0.0.2", "--retry-join", "10.0.0.1"], "--advertise 127.0.0.2 is loopback, so "
+                                                               "10.0.0.1:7946 cannot reach this node: give "
+                                                               "--advertise this host's address on that network"),
+])
+def test_bad_retry_flags_exit_2_with_one_sentence(flags, message):
+    done = subprocess.run(DEMO + ["gossip", "--node", "a", *flags], capture_output=True, text=True, cwd="/",
+                          timeout=30)
+    assert (done.returncode, done.stderr) == (2, f"mcast-demo gossip: error: {message}\n")

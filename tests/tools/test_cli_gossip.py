@@ -121,8 +121,7 @@ def test_the_keyring_file_follows_key_rotation_and_stays_private(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--bind", "0.0.0.0"], "--bind 0.0.0.0 is not a specific address: give this host's address on the "
-                            "cluster's network (it is advertised to the others)"),
+    (["--bind", "0.0.0.0", "--advertise", "0.0.0.0"], "--advertise '0.0.0.0' is not a specific address"),
     (["--bind", "127.0.0.1:70000"], "--bind 127.0.0.1:70000: port '70000' is not 1-65535"),
     (["--bind", "127.0.0.1", "--join", "10.1.2.3"], "--bind 127.0.0.1 is loopback, so 10.1.2.3:7946 cannot "
                                                     "reach this node: give --bind this host's address on "

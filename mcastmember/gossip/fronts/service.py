@@ -48,8 +48,10 @@ class SerfService(GossipFront):
     """A Serf member on real sockets and threads:
     ``SerfService("py1", "10.0.0.2", tags={"role": "py"}, probe_interval=0.5)``.
 
-    ``bind_addr`` is a specific IP address: we bind there, advertise it, and
-    open streams from it (never another address). Every other setting is a
+    ``bind_addr`` is an IP address: we bind there and open streams from it
+    (never another address), and advertise it unless ``advertise`` names
+    the address the others reach us at (0.0.0.0: a private address of the
+    host is chosen, see ``advertise``). Every other setting is a
     keyword (listed below): the front's own, memberlist's and Serf's, each
     checked (a ConfigurationError names it). ``max_streams`` bounds the streams
     others keep open to us, shared per source (``stream_shares``: past its
