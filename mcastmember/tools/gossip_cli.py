@@ -63,7 +63,7 @@ DEFAULT_BIND = "127.0.0.1"
 FLAGS = {"tags": "--tag", "tags_file": "--tags-file", "keys": "--encrypt", "keyring_file": "--keyring-file",
          "label": "--label", "profile": "--profile", "protocol_version": "--protocol",
          "reconnect_interval": "--reconnect-interval", "reconnect_timeout": "--reconnect-timeout",
-         "tombstone_timeout": "--tombstone-timeout", "advertise": "--advertise", "retry_join": "--retry-join",
+         "tombstone_timeout": "--tombstone-timeout", "replay_on_join": "--replay", "advertise": "--advertise", "retry_join": "--retry-join",
          "retry_interval": "--retry-interval", "retry_max": "--retry-max"}
 FLAGS.update({"snapshot_path": "--snapshot", "rejoin": "--rejoin"})
 #: the flags that take a Serf (Go) duration, by the setting each gives (seconds)
@@ -126,9 +126,9 @@ def add_arguments(parser: argparse.ArgumentParser, doctor: bool = False) -> None
     # default None, not False: a flag not given is the setting not given
     join.add_argument("--rejoin", action="store_true", default=None,
                       help="with --snapshot, rejoin its members even after this member left gracefully")
-    join.add_argument("--replay", action="store_true",
-                      help="when joining, deliver the user events the cluster still holds from "
-                           "before (by default a joiner ignores them)")
+    join.add_argument("--replay", action="store_true", default=None,
+                      help="when joining (--join, --retry-join), deliver the user events the cluster "
+                           "still holds from before (by default a joiner ignores them)")
     security.add_argument("--encrypt", metavar="BASE64KEY",
                           help="the cluster's encryption key (serf keygen makes one)")
     security.add_argument("--keyring-file", metavar="FILE",
@@ -168,8 +168,6 @@ class Options:
         self.label = b""
         #: the settings given by flags that are not the key's or the tags' (profile, timings, protocol)
         self.given: SerfServiceSettings = {}
-        #: --replay: a join delivers the user events from before it
-        self.replay = False
         #: the address and port the others list and reach us at (--advertise, or --bind's)
         self.advertise: tuple[str, int] = (DEFAULT_BIND, DEFAULT_PORT)
 
@@ -291,7 +289,8 @@ def _agent_flags(args: argparse.Namespace, opts: Options) -> None:
         if not value > 0:
             raise ConfigurationError(f"{flag} {text}: give a duration longer than zero (30s, 1h)")
         opts.given[setting] = value      # type: ignore[literal-required]
-    opts.replay = bool(getattr(args, "replay", False))
+    if args.replay:
+        opts.given["replay_on_join"] = True
 
 
 def _retry_flags(args: argparse.Namespace, opts: Options, version: int) -> list[tuple[str, int]]:
@@ -388,7 +387,7 @@ def run(args: argparse.Namespace, stop: Stopper, silence: Callable[[], None]) ->
     try:
         view.started(service)
         if opts.seeds:
-            done = _join(service, opts.seeds, stop, opts.replay)
+            done = _join(service, opts.seeds, stop)
             if done is not None and done.joined == 0:
                 print(f"{prog}: cannot join {'; '.join(done.errors) or 'any seed'} (mcast-demo doctor "
                       "--gossip with these flags tells why)", file=sys.stderr)
@@ -411,15 +410,15 @@ def run(args: argparse.Namespace, stop: Stopper, silence: Callable[[], None]) ->
         view.close()
 
 
-def _join(service: SerfService, seeds: list[tuple[str, int]], stop: Stopper, replay: bool) -> JoinDone | None:
+def _join(service: SerfService, seeds: list[tuple[str, int]], stop: Stopper) -> JoinDone | None:
     """Join on another thread, so that a Ctrl-C meanwhile is heard at once
-    (``replay``: with the user events from before); None when asked to stop first."""
+    (with the user events from before it if --replay set replay_on_join);
+    None when asked to stop first."""
     result: list[JoinDone | BaseException] = []
 
     def join() -> None:
         try:
-            result.append(service.join(seeds, timeout=service.node.engine.settings.tcp_timeout + 5,
-                                       ignore_old=not replay))
+            result.append(service.join(seeds, timeout=service.node.engine.settings.tcp_timeout + 5))
         except (TimeoutError, RuntimeError) as error:
             result.append(error)
         stop_wake.set()

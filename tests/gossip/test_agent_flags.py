@@ -131,7 +131,8 @@ def test_the_tags_file_and_profile_flags_reach_their_settings(tmp_path):
 
 
 def test_replay_is_off_unless_given():
-    assert (parsed().replay, parsed("--replay").replay) == (False, True)
+    assert (parsed().settings(), parsed("--replay").settings()) == ({}, {"replay_on_join": True})
+    assert SerfService("a", **parsed("--replay").settings()).node.serf_settings.replay_on_join is True
 
 
 # ----------------------------------------------------------------------- profile
@@ -251,23 +252,33 @@ def user_names(events):
     return [e.name for e in list(events) if isinstance(e, UserEventReceived)]
 
 
-def joiner_hears(front, seed, replay):
-    """The user events a new member on ``front`` hears when it joins the
-    member ``seed`` (which sent "deploy" before), until "after", sent once
-    it joined, reaches it."""
+def joiner_hears(front, seed, settings, how):
+    """The user events a new member on ``front`` (made with ``settings``)
+    hears when it joins the member ``seed`` (which sent "deploy" before):
+    ``how`` is the join's ``ignore_old`` argument, or "retry" for a
+    retry-join; until "after", sent once it joined, reaches it."""
     port, seen = free_gossip_port(), []
+    seeds = [("127.0.0.1", seed.port)]
+    if how == "retry":
+        settings = {**settings, "retry_join": [f"127.0.0.1:{seed.port}"]}
+    kwargs = {} if how in ("retry", "default") else {"ignore_old": how}
     if front == "threads":
-        with SerfService("b", "127.0.0.1", port, **FAST) as b:
+        with SerfService("b", "127.0.0.1", port, **FAST, **settings) as b:
             b.add_listener(seen.append)
-            assert b.join([("127.0.0.1", seed.port)], ignore_old=not replay).joined == 1
+            if how != "retry":
+                assert b.join(seeds, **kwargs).joined == 1
+            wait_until(lambda: len(seed.members()) == 2)
             seed.user_event("after", b"v2")
             wait_until(lambda: "after" in user_names(seen))
             return user_names(seen)
 
     async def main():
-        async with AsyncSerfService("b", "127.0.0.1", port, **FAST) as b:
-            b.add_listener(seen.append)
-            assert (await b.join([("127.0.0.1", seed.port)], ignore_old=not replay)).joined == 1
+        b = AsyncSerfService("b", "127.0.0.1", port, **FAST, **settings)
+        b.add_listener(seen.append)
+        async with b:
+            if how != "retry":
+                assert (await b.join(seeds, **kwargs)).joined == 1
+            await async_wait_until(lambda: len(seed.members()) == 2)
             seed.user_event("after", b"v2")
             await async_wait_until(lambda: "after" in user_names(seen))
             return user_names(seen)
@@ -275,11 +286,18 @@ def joiner_hears(front, seed, replay):
 
 
 @pytest.mark.parametrize("front", FRONTS)
-@pytest.mark.parametrize("replay, heard", [(True, ["deploy", "after"]), (False, ["after"])])
-def test_a_joiner_hears_the_clusters_old_user_events_only_with_replay(front, replay, heard):
+@pytest.mark.parametrize("settings, how, heard", [
+    ({}, False, ["deploy", "after"]),                          # join(ignore_old=False): serf join -replay
+    ({}, "default", ["after"]),                                # as serf join
+    ({"replay_on_join": True}, "default", ["deploy", "after"]),
+    ({"replay_on_join": True}, True, ["after"]),               # the join's own argument wins
+    ({"replay_on_join": True}, "retry", ["deploy", "after"]),  # the agent's retry-join replays too
+    ({}, "retry", ["after"]),
+], ids=["argument", "default", "setting", "argument-over-setting", "retry-join-setting", "retry-join"])
+def test_a_joiner_hears_the_clusters_old_user_events_only_with_replay(front, settings, how, heard):
     with SerfService("a", "127.0.0.1", free_gossip_port(), **FAST) as a:
         a.user_event("deploy", b"v1")
-        assert joiner_hears(front, a, replay) == heard
+        assert joiner_hears(front, a, settings, how) == heard
 
 
 def test_the_demo_with_replay_shows_the_old_user_event_it_joined_into():

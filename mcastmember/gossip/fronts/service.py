@@ -148,9 +148,12 @@ class SerfService(GossipFront):
         self._wake_r.close()
         self._wake_w.close()
 
-    def join(self, seeds: Iterable[tuple[str, int]], timeout: float = 10.0, ignore_old: bool = True) -> JoinDone:
+    def join(self, seeds: Iterable[tuple[str, int]], timeout: float = 10.0,
+             ignore_old: bool | None = None) -> JoinDone:
         """Serf.Join: push/pull with each seed; returns how many answered
-        (TimeoutError if not all did within ``timeout``)."""
+        (TimeoutError if not all did within ``timeout``). ``ignore_old``:
+        ignore the user events the seeds still hold from before (None: unless
+        the setting ``replay_on_join``)."""
         addrs = join_seeds(seeds)
         if not self._running:
             raise RuntimeError("start the service before joining")

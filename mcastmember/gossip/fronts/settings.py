@@ -254,6 +254,11 @@ class _SerfSettings(TypedDict, total=False):
         _SERF["user_event_size_limit"], "the largest user event, bytes")]
     serf_limits: Annotated[SerfLimits, Setting(
         _SERF["limits"], "Serf's decoders' bounds", "``SerfLimits()``")]
+    replay_on_join: Annotated[bool, Setting(
+        _SERF["replay_on_join"], "Serf's ``-replay``: a join (``join()`` unless its ``ignore_old`` "
+                                 "says otherwise, and each of ``retry_join``'s) delivers the user "
+                                 "events the cluster still holds from before it; off, a joiner "
+                                 "ignores them, as ``serf join`` does")]
     disable_coordinates: Annotated[bool, Setting(
         _SERF["disable_coordinates"], "no network coordinates: acks carry none, others' are "
                                       "ignored")]

@@ -171,13 +171,16 @@ class SerfNode:
             self.retry.start(now)
         self._pump(now)
 
-    def join(self, seeds: Iterable[Addr], now: float, ignore_old: bool = True) -> int:
+    def join(self, seeds: Iterable[Addr], now: float, ignore_old: bool | None = None) -> int:
         """Serf.Join: a push/pull with each seed; ``ignore_old`` (``serf join``'s
-        default; ``-replay`` turns it off) ignores the user events the seeds
-        carry. When every seed has answered, our join intent is gossiped if
-        one succeeded, and a :class:`JoinDone` event follows."""
+        default; ``-replay`` turns it off; None: unless the setting
+        ``replay_on_join``) ignores the user events the seeds carry. When
+        every seed has answered, our join intent is gossiped if one
+        succeeded, and a :class:`JoinDone` event follows."""
         if self.core.members.state != MemberStatus.ALIVE:
             raise RuntimeError("Serf can't join after a leave")
+        if ignore_old is None:
+            ignore_old = not self.serf_settings.replay_on_join
         seeds = list(seeds)
         self._joining += len(seeds)
         if ignore_old:

@@ -44,6 +44,10 @@ class SerfSettings:
     limits: SerfLimits = field(default_factory=SerfLimits)
     #: no network coordinates: acks carry none, others' are ignored (Serf's DisableCoordinates)
     disable_coordinates: bool = False
+    #: the agent's ``replay_on_join`` (``-replay``): a join, unless told
+    #: otherwise, and each retry-join deliver the user events the seeds still
+    #: hold from before it; off, a joiner ignores them as ``serf join`` does
+    replay_on_join: bool = False
 
     def __post_init__(self) -> None:
         if not PROTOCOL_VERSION_MIN <= self.protocol_version <= PROTOCOL_VERSION_MAX:
