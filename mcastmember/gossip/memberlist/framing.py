@@ -7,6 +7,11 @@ Layering, outermost first, as rawSendMsgPacket / ingestPacket do it:
     packet:  [label header] [encryption] [hasCrc header] [compress] message-or-compound
     stream:  [label header] [encrypt message] [compress] push/pull | user | ping | ack | err
 
+On a stream only the side that dials writes the label header, once, before
+its message (memberlist >= 0.3's transport writes it as it connects); the
+reply on that connection carries none, its label only in the encryption's
+associated data.
+
 Compression on packets is used only when it makes the packet smaller; on
 streams always when enabled (rawSendMsgStream). A compound holds up to 255
 parts of at most 65535 bytes; its parts may themselves be compounds or
@@ -224,15 +229,18 @@ def split_messages(buf: bytes, limits: Limits) -> tuple[list[bytes], int]:
 
 
 def encode_stream(msg: bytes, *, compress: bool = False, keyring: crypto.Keyring | None = None,
-                  encryption_version: int = ENCRYPTION_VERSION_MAX, label: bytes = b"",
+                  encryption_version: int = ENCRYPTION_VERSION_MAX, label: bytes = b"", header: bool = True,
                   nonce: bytes | None = None) -> bytes:
-    """A TCP stream message as rawSendMsgStream writes it (the label header
-    first, as AddLabelHeaderToStream sends it before)."""
+    """A TCP stream message as rawSendMsgStream writes it; with ``header``
+    (the dialer's message, the first on its connection) the label header
+    before it, as AddLabelHeaderToStream sends it. A reply (``header``
+    False) carries none: a Go dialer >= 0.3 reads a 244 there as a bad
+    message type. ``label`` is the encryption's associated data either way."""
     if compress:
         msg = compress_message(msg)
     if keyring is not None:
         msg = crypto.encrypt_stream(encryption_version, keyring.primary_key, msg, label, nonce)
-    return label_mod.add_label(msg, label)
+    return label_mod.add_label(msg, label) if header else msg
 
 
 StreamMessage = tuple[MessageType, object]
@@ -248,7 +256,7 @@ _ALL = 1 << 62
 
 
 def decode_stream(buf: bytes, limits: Limits, *, keys: Sequence[bytes] = (), label: bytes = b"",
-                  verify_incoming: bool = True) -> tuple[StreamMessage, int]:
+                  verify_incoming: bool = True, reply: bool = False) -> tuple[StreamMessage, int]:
     """readStream and what follows it: one stream message at the start of
     ``buf`` and the number of bytes it took (:class:`StreamDecoder` in one go).
 
@@ -256,7 +264,7 @@ def decode_stream(buf: bytes, limits: Limits, *, keys: Sequence[bytes] = (), lab
     Ping), (ACK, Ack), (ERR, Err). :class:`Truncated` means more bytes are
     needed; any other :class:`GossipWireError` that the stream is bad.
     """
-    found = StreamDecoder(limits, keys=keys, label=label, verify_incoming=verify_incoming).decode(buf)
+    found = StreamDecoder(limits, keys=keys, label=label, verify_incoming=verify_incoming, reply=reply).decode(buf)
     assert found is not None        # (a turn without a bound never stops short)
     return found
 
@@ -274,13 +282,20 @@ class StreamDecoder:
     read (a compressed one's after its first bytes are decompressed): one
     announcing too many nodes is refused before anything else is read.
     The results and errors are :func:`decode_stream`'s.
+
+    A stream someone opens to us must start with our label's header (none
+    without a label). ``reply``: the answer on a stream we opened, which
+    memberlist >= 0.3 sends without the header; one that carries our
+    label's header (an older mcastmember wrote one) is read too, one with
+    another label refused.
     """
 
     def __init__(self, limits: Limits, *, keys: Sequence[bytes] = (), label: bytes = b"",
-                 verify_incoming: bool = True) -> None:
+                 verify_incoming: bool = True, reply: bool = False) -> None:
         self._limits = limits
         self._keys = keys
         self._label = label
+        self._reply = reply
         self._verify = verify_incoming
         #: the message's bytes once known whole (decrypted or decompressed);
         #: None while they are the stream's own, as read so far
@@ -353,8 +368,8 @@ class StreamDecoder:
     def _frame(self, data: bytes) -> None:
         """The label and the encryption, once they have arrived whole."""
         got, pos = label_mod.split_label(data)
-        if got != self._label:
-            raise GossipWireError("bad_label", f"stream label {got!r} is not the expected {self._label!r}")
+        if got != self._label and not (self._reply and not got):
+            raise GossipWireError("bad_label", label_mod.stream_refusal(got, self._label))
         if len(data) <= pos:
             raise Truncated("stream without a message type")
         if data[pos] == MessageType.ENCRYPT:

@@ -212,8 +212,8 @@ class Probing:
             ping = messages.Ping(seq_no=probe.seq, node=target.name, source_addr=self.shared.addr,
                                  source_port=self.shared.port, source_node=self.name)
             streams = self.streams
-            streams.open_stream(target.address, "ping", streams.stream_bytes(messages.encode(ping)), probe.end_at,
-                                seq=probe.seq)
+            streams.open_stream(target.address, "ping", streams.stream_bytes(messages.encode(ping), header=True),
+                                probe.end_at, seq=probe.seq)
 
     def _probe_failed(self, probe: Probe, now: float) -> None:
         if probe.tcp_ok:

@@ -82,20 +82,23 @@ class StreamSync:
 
     # -------------------------------------------------------------- streams
 
-    def stream_bytes(self, msg: bytes) -> bytes:
-        """rawSendMsgStream: compression always when enabled, encryption, label."""
+    def stream_bytes(self, msg: bytes, *, header: bool) -> bytes:
+        """rawSendMsgStream: compression always when enabled, encryption (the
+        label in its associated data); ``header``: the label header first, as
+        the side that dials writes it (memberlist >= 0.3); a reply has none."""
         s = self.settings
         return framing.encode_stream(msg, compress=s.enable_compression,
                                      keyring=self.shared.keyring if s.gossip_verify_outgoing else None,
-                                     encryption_version=s.encryption_version, label=s.label)
+                                     encryption_version=s.encryption_version, label=s.label, header=header)
 
-    def _local_state(self, join: bool) -> bytes:
+    def _local_state(self, join: bool, *, header: bool) -> bytes:
         user = self.shared.user_state(join) if self.shared.user_state is not None else b""
-        return self.stream_bytes(messages.encode_push_pull_fields(join, map(_push_fields, self.table.nodes), user))
+        return self.stream_bytes(messages.encode_push_pull_fields(join, map(_push_fields, self.table.nodes), user),
+                                 header=header)
 
     def open_push_pull(self, addr: Addr, join: bool, now: float) -> bool:
-        opened = self.open_stream(addr, "push_pull", self._local_state(join), now + self.settings.tcp_timeout,
-                                  join=join)
+        opened = self.open_stream(addr, "push_pull", self._local_state(join, header=True),
+                                  now + self.settings.tcp_timeout, join=join)
         if not opened and join:
             self.shared.event(JoinResult(addr, False, "too many streams open"))
         return opened
@@ -118,7 +121,9 @@ class StreamSync:
         part of it could be merged, at a cost its sender chose (memberlist
         refuses past 1,048,576 nodes; below that it merges them all, its
         table unbounded). The reply to our own push/pull (a join: a peer we
-        chose) is merged as far as the table allows, as before."""
+        chose) is merged as far as the table allows, as before. The reply
+        to our own stream needs no label header (memberlist >= 0.3 writes
+        none there)."""
         s = self.settings
         limits = s.limits
         if incoming:
@@ -127,7 +132,7 @@ class StreamSync:
             self._stream_limits = limits
         keyring = self.shared.keyring
         return framing.StreamDecoder(limits, keys=keyring.keys if keyring else (), label=s.label,
-                                     verify_incoming=s.gossip_verify_incoming)
+                                     verify_incoming=s.gossip_verify_incoming, reply=not incoming)
 
     def _decode_turn(self, work: StreamWork, room: int | None = None) -> tuple[framing.StreamMessage, int] | None:
         """One turn of a stream's decoding: its message, or None (``work.waiting``:
@@ -219,7 +224,7 @@ class StreamSync:
                 del self._incoming_work[addr]
                 self.counts["streams_bad"] += 1
                 self.shared.bad(exc.reason)
-                return self.stream_bytes(messages.encode(messages.Err(error=str(exc))))
+                return self.stream_bytes(messages.encode(messages.Err(error=str(exc))), header=False)
             if decoded is None:
                 return None
             self.counts["streams_received"] += 1
@@ -227,7 +232,7 @@ class StreamSync:
             if not isinstance(msg, messages.PushPull):
                 del self._incoming_work[addr]
                 return self._answer(kind, msg, addr)
-            work.reply = self._local_state(msg.join)
+            work.reply = self._local_state(msg.join, header=False)
             if self._refusal(msg):
                 del self._incoming_work[addr]
                 return work.reply
@@ -246,7 +251,7 @@ class StreamSync:
             self.counts["user_messages_received"] += 1
             self.shared.event(UserMessage(msg, addr))
         elif isinstance(msg, messages.Ping) and (not msg.node or msg.node == self.name):
-            return self.stream_bytes(messages.encode(messages.Ack(seq_no=msg.seq_no)))
+            return self.stream_bytes(messages.encode(messages.Ack(seq_no=msg.seq_no)), header=False)
         return b""
 
     def stream_response(self, stream_id: int, data: bytes, now: float) -> bool:
