@@ -6,6 +6,7 @@ its membership; its flags, as Serf's agent spells them, are the doctor's too
                       [--tag KEY=VALUE... | --tags-file FILE]
                       [--join ADDR[:PORT][,...]] [--replay]
                       [--retry-join ADDR[:PORT]]... [--retry-interval D] [--retry-max N]
+                      [--snapshot FILE [--rejoin]]
                       [--encrypt BASE64KEY | --keyring-file FILE] [--label TEXT]
                       [--profile lan|wan|local] [--protocol N] [--reconnect-interval D]
                       [--reconnect-timeout D] [--tombstone-timeout D] [--json] [--duration S]
