@@ -11,6 +11,7 @@ import base64
 import json
 import os
 import queue
+import re
 import shutil
 import subprocess
 import threading
@@ -55,6 +56,10 @@ pytestmark = pytest.mark.skipif(_missing() is not None, reason=_missing() or "")
 def binary(tmp_path_factory):
     out = tmp_path_factory.mktemp("memberlist_go") / "memberlist_go"
     built = subprocess.run([str(HERE / "gen.sh"), "build", str(out)], capture_output=True, text=True, timeout=300)
+    missing = sorted(set(re.findall(r'cannot find package "([^"]+)"', built.stderr)))
+    if missing:     # later tags import what Debian does not package (v0.5.1 on: go-msgpack/v2, go-metrics)
+        pytest.skip(f"memberlist at MEMBERLIST_SRC imports Go packages that neither this Go nor Debian's "
+                    f"/usr/share/gocode has ({', '.join(missing)}): use a tag from v0.3.0 to v0.5.0")
     assert built.returncode == 0, built.stderr
     return out
 
