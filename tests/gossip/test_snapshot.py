@@ -423,3 +423,16 @@ def test_a_killed_member_started_again_with_its_snapshot_rejoins_within_5_s(tmp_
             again.send_signal(signal.SIGKILL)
             again.wait()
     assert took < 5.0
+
+
+def test_the_flags_give_the_settings_and_rejoin_without_a_snapshot_is_refused():
+    from mcastmember.tools import cli, gossip_cli
+
+    args = cli._build_parser().parse_args(["gossip", "--node", "a", "--snapshot", "b.snapshot", "--rejoin"])
+    assert gossip_cli.options(args).settings() == {"snapshot_path": "b.snapshot", "rejoin": True}
+    args = cli._build_parser().parse_args(["gossip", "--node", "a", "--snapshot", "b.snapshot"])
+    assert gossip_cli.options(args).settings() == {"snapshot_path": "b.snapshot"}
+    done = subprocess.run(DEMO + ["gossip", "--node", "a", "--rejoin"], capture_output=True, text=True, cwd="/",
+                          timeout=30)
+    assert (done.returncode, done.stderr) == (2, "mcast-demo gossip: error: --rejoin needs --snapshot: the members "
+                                                 "to rejoin are the snapshot's\n")

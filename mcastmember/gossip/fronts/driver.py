@@ -487,6 +487,8 @@ class GossipFront(abc.ABC):
         writing the keyring file if they changed the keys."""
         events = self.node.events()
         if events:
+            if self._snapshot is not None and self._snapshot.events(events, time.monotonic()):
+                self._poke()            # the rejoin's next attempt: its streams opened without waiting for a timer
             if self._snapshot is not None:
                 self._snapshot.events(events, time.monotonic())
             for event in events:

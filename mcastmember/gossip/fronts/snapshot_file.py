@@ -60,7 +60,7 @@ class SnapshotFile:
         self.rejoin = Rejoin(restored, node.name, own, node.engine.rng)
         #: a write cut short left a line without its end: the next write ends it first
         self._cut = bool(data) and not data.endswith(b"\n")
-        self._counts = dict.fromkeys(SNAPSHOT_COUNTERS, 0)
+        self._counts: dict[str, int] = dict.fromkeys(SNAPSHOT_COUNTERS, 0)
         self._counts["snapshot_lines_bad"] = restored.bad_lines
         self._next_flush = 0.0
         self._recover_at: float | None = None
@@ -74,19 +74,21 @@ class SnapshotFile:
         """At start, once the node runs: the first rejoin attempt (Serf's agent
         rejoins whenever its snapshot names members, with or without -rejoin)."""
         self._next_flush = now + FLUSH_INTERVAL
-        self._rejoin_next(now)
+        if self.rejoin.planned:
+            self._rejoin_next(now)
 
-    def events(self, events: Iterable[SerfNodeEvent], now: float) -> None:
-        """The node's events, recorded; a rejoin attempt's end leads to the next."""
+    def events(self, events: Iterable[SerfNodeEvent], now: float) -> bool:
+        """The node's events, recorded; a rejoin attempt's end leads to the
+        next. True if a new attempt started (its streams are to be opened)."""
         events = list(events)
         self.snapshot.record(events)
         if self.rejoin.active:
             for event in events:
                 if isinstance(event, JoinDone):
-                    if not self.rejoin.finished(event.joined):
-                        self._rejoin_next(now)
+                    done = self.rejoin.finished(event.joined)
                     self._counts["rejoin_joined"] = self.rejoin.joined
-                    break
+                    return not done and self._rejoin_next(now)
+        return False
 
     def next_time(self) -> float:
         return self._next_flush
@@ -129,14 +131,17 @@ class SnapshotFile:
 
     # ---------------------------------------------------------- inside
 
-    def _rejoin_next(self, now: float) -> None:
+    def _rejoin_next(self, now: float) -> bool:
         batch = self.rejoin.next_batch()
-        if batch:
-            log.info("serf front: rejoining previously known members: %s",
-                     ", ".join(f"{host}:{port}" for host, port in batch))
-            # Serf's rejoin does not ignore old events: those after the
-            # snapshot's event clock happened while we were down.
-            self.node.join(batch, now, ignore_old=False)
+        if not batch:
+            log.warning("serf front: could not rejoin any member the snapshot names")
+            return False
+        log.info("serf front: rejoining previously known members: %s",
+                 ", ".join(f"{host}:{port}" for host, port in batch))
+        # Serf's rejoin does not ignore old events: those after the
+        # snapshot's event clock happened while we were down.
+        self.node.join(batch, now, ignore_old=False)
+        return True
 
     def _append(self, text: str, now: float, sync: bool = False) -> None:
         if not text or self._fd < 0:
@@ -222,7 +227,9 @@ def open_snapshot(settings: Mapping[str, Any], node: SerfNode) -> SnapshotFile |
 
 def snapshot_stats(snapshot: SnapshotFile | None) -> dict[str, int]:
     """The snapshot's counters, zeros without one (every front has them)."""
-    return dict.fromkeys(SNAPSHOT_COUNTERS, 0) if snapshot is None else snapshot.stats()
+    if snapshot is None:
+        return {key: 0 for key in SNAPSHOT_COUNTERS}
+    return snapshot.stats()
 
 
 __all__ = ["COMPACT_SUFFIX", "SNAPSHOT_COUNTERS", "SnapshotFile", "open_snapshot", "snapshot_stats"]
