@@ -489,8 +489,6 @@ class GossipFront(abc.ABC):
         if events:
             if self._snapshot is not None and self._snapshot.events(events, time.monotonic()):
                 self._poke()            # the rejoin's next attempt: its streams opened without waiting for a timer
-            if self._snapshot is not None:
-                self._snapshot.events(events, time.monotonic())
             for event in events:
                 if isinstance(event, (RetryJoined, RetryJoinFailed)):
                     log_retry_join(event)
