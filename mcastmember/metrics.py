@@ -25,6 +25,13 @@ loads nothing of the other::
 Every series of a Tribes front carries the ``group`` label: what the front
 joined, in the words of ``config.describe()`` (``228.0.0.4:45564``), unless
 ``group=`` says otherwise; a gossip front's carry ``node``, its name.
+
+A gossip front's server also serves its series under memberlist's and
+Serf's own names, as go-metrics' Prometheus sink names them
+(``memberlist_probeNode``, ``serf_member_join``: ``SerfNamesCollector``),
+behind ``prefix=`` if given (``prefix="consul"`` gives Consul's names,
+``consul_memberlist_probeNode``), so dashboards made for Serf and Consul
+read a Python member.
 """
 
 from __future__ import annotations
@@ -51,12 +58,13 @@ if TYPE_CHECKING:
     from .gossip.fronts.driver import GossipFront
     from .gossip.fronts.metrics import (BAD_INPUT_REASONS, GOSSIP_COUNTERS, GOSSIP_GAUGES,
                                         GossipCollector)
+    from .gossip.fronts.serf_names import SerfNamesCollector
     from .tribes.fronts.driver import MembershipFront
     from .tribes.fronts.metrics import COUNTERS, GAUGES, MembershipCollector
 
 __all__ = ["BAD_INPUT_REASONS", "COUNTERS", "GAUGES", "GOSSIP_COUNTERS", "GOSSIP_GAUGES",
            "LOOP_TIMEOUT_S", "GossipCollector", "MembershipCollector", "MetricsServer",
-           "collector_for", "get_int", "read_stats", "serve"]
+           "SerfNamesCollector", "collector_for", "get_int", "read_stats", "serve"]
 
 # The names each wing's collector module gives this one, loaded when first
 # asked for: a scrape of one wing's front loads nothing of the other's.
@@ -64,6 +72,7 @@ _WING_NAMES = {
     "mcastmember.tribes.fronts.metrics": ("COUNTERS", "GAUGES", "MembershipCollector"),
     "mcastmember.gossip.fronts.metrics": ("BAD_INPUT_REASONS", "GOSSIP_COUNTERS", "GOSSIP_GAUGES",
                                           "GossipCollector"),
+    "mcastmember.gossip.fronts.serf_names": ("SerfNamesCollector",),
 }
 _LAZY = {name: module for module, names in _WING_NAMES.items() for name in names}
 
@@ -118,13 +127,22 @@ class MetricsServer:
     taken or the address is not ours. Bounded in connections (in all and per
     source), request size and time (see ``metrics_http``); ``stats()``
     counts what the bounds refused, also served as
-    ``mcastmember_metrics_server_*``."""
+    ``mcastmember_metrics_server_*``. A gossip front's series under
+    memberlist's and Serf's names come too, behind ``prefix`` if given
+    (ValueError if it is no Prometheus name; TypeError for a Tribes front,
+    which has none of those series)."""
 
     def __init__(self, front: MembershipFront | GossipFront, port: int, address: str = "127.0.0.1", *,
-                 group: str | None = None) -> None:
+                 group: str | None = None, prefix: str | None = None) -> None:
         registry = CollectorRegistry(auto_describe=True)
         collector = collector_for(front, group)
         registry.register(collector)
+        if _wing_of(front) == "gossip":
+            from .gossip.fronts.serf_names import SerfNamesCollector
+            registry.register(SerfNamesCollector(cast("GossipFront", front), node=group, prefix=prefix))
+        elif prefix:
+            raise TypeError("a metrics prefix names memberlist's and Serf's series, which only a gossip "
+                            "front (SerfService, AsyncSerfService) has")
         self._httpd = MetricsHTTPServer(address, port, make_wsgi_app(registry))
         registry.register(ServerCollector(self._httpd, collector.label_value, collector.namespace,
                                           collector.label))
@@ -157,8 +175,10 @@ class MetricsServer:
 
 
 def serve(front: MembershipFront | GossipFront, port: int, address: str = "127.0.0.1", *,
-          group: str | None = None) -> MetricsServer:
+          group: str | None = None, prefix: str | None = None) -> MetricsServer:
     """Serve ``front``'s metrics over HTTP (see MetricsServer); returns the
     running server. A gossip front's series carry ``node`` (its name, or
-    ``group`` given here) in place of ``group``."""
-    return MetricsServer(front, port, address, group=group)
+    ``group`` given here) in place of ``group``, and come under
+    memberlist's and Serf's names too, behind ``prefix`` (``"consul"``:
+    Consul's names)."""
+    return MetricsServer(front, port, address, group=group, prefix=prefix)

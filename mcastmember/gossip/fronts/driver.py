@@ -213,6 +213,8 @@ class GossipFront(abc.ABC):
         self.advertise: Addr = (cfg.gossip.advertise_addr, cfg.gossip.advertise_port)
         # a stream's decoding and merging a bounded turn at a time (_hand_over), pings answered between
         self.node.engine.stream_turn_size = STREAM_TURN
+        # memberlist times its gossip rounds (memberlist.gossip); the engine has no clock of its own
+        self.node.engine.shared.telemetry.clock = time.perf_counter
         # Serf's -snapshot: read now, so its clocks are the node's before any socket exists
         self._snapshot = open_snapshot(settings, self.node)
         self._family = cfg.family
@@ -337,6 +339,12 @@ class GossipFront(abc.ABC):
             out["connections_open"] = len(self._conns)
             out["subscribers"] = self._subscribers()
             return out
+
+    def read_node(self, read: Callable[[SerfNode], Any]) -> Any:
+        """``read(node)`` while the node is still (the metrics' reading of
+        what it records under memberlist's and Serf's names)."""
+        with self._lock:
+            return read(self.node)
 
     def _subscribers(self) -> int:
         return len(self._listeners)

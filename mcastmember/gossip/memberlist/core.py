@@ -30,6 +30,7 @@ from .events import Event
 from .settings import GossipSettings
 from .state import Addr, Node, NodeTable, ip_bytes, ip_text
 from .suspicion import SuspicionTimers
+from .telemetry import EngineTelemetry
 
 #: the wrap of our sequence and incarnation numbers (Go's uint32)
 UINT32_MASK = 0xFFFFFFFF
@@ -73,6 +74,7 @@ class StreamRecord:
     deadline: float
     join: bool = False
     seq: int = 0
+    started: float = 0.0     # when we asked for it (memberlist times its push/pulls)
 
 
 @dataclass(eq=False)
@@ -152,6 +154,8 @@ class EngineState:
         self.events: deque[Event] = deque()
         self.counts: dict[str, int] = dict.fromkeys(COUNTERS, 0)
         self.bad_reasons: dict[str, int] = {}
+        #: memberlist's timings and the counts it names that ours do not have
+        self.telemetry = EngineTelemetry()
 
     def held(self) -> tuple[EngineState, str, GossipSettings, NodeTable, dict[str, int]]:
         """What every part keeps at hand: this state, our name, the

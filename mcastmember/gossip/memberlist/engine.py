@@ -344,7 +344,11 @@ class GossipEngine:
             self.probing.ticker(now)
         if self._next_gossip <= now:
             self._next_gossip += s.gossip_interval * (math.floor((now - self._next_gossip) / s.gossip_interval) + 1)
+            clock = self.shared.telemetry.clock
+            began = clock() if clock is not None else 0.0
             self.outbox.gossip(now)
+            if clock is not None:
+                self.shared.telemetry.gossip.add((clock() - began) * 1e3, now)
         if self._next_push_pull <= now:
             self._next_push_pull = now + push_pull_scale(s.push_pull_interval, len(self.table))
             peers = self.table.k_random(1, lambda n: n.name == self.name or n.state != NodeState.ALIVE)

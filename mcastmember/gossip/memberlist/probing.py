@@ -232,6 +232,7 @@ class Probing:
         self._finish_probe(probe, delta, now, failed=True)
 
     def _finish_probe(self, probe: Probe, delta: int, now: float, failed: bool = False) -> None:
+        self.shared.telemetry.probe_node.add((now - probe.start) * 1e3, now)
         self.acks.pop(probe.seq, None)
         if self._probe is probe:
             self._probe = None

@@ -91,6 +91,7 @@ class NodeRules:
                 state.state = NodeState.ALIVE
                 state.state_change = now
                 self.table.back(state)
+        self.shared.telemetry.msg_alive += 1
         if old_state in (NodeState.DEAD, NodeState.LEFT):
             self.shared.event(MemberJoined(state.info()))
         elif old_meta != state.meta:
@@ -209,6 +210,8 @@ class NodeRules:
         del self.suspicions[name]
         state = self.table.get(name)
         if state is not None and state.state == NodeState.SUSPECT and state.state_change == change:
+            if 0 < sus.k and sus.n < sus.k:
+                self.shared.telemetry.degraded_timeouts += 1
             self.dead(messages.Dead(incarnation=state.incarnation, node=name, from_=self.name), now)
 
     def dead(self, d: messages.Dead, now: float, sender: Addr | None = None) -> None:
@@ -225,6 +228,7 @@ class NodeRules:
                 return
             token = self.shared.leave.token
         self.outbox.broadcast(d.node, messages.encode(d), token)
+        self.shared.telemetry.msg_dead += 1
         state.incarnation = d.incarnation
         state.state = NodeState.LEFT if d.node == d.from_ else NodeState.DEAD
         state.state_change = now

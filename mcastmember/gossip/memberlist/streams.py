@@ -98,18 +98,18 @@ class StreamSync:
 
     def open_push_pull(self, addr: Addr, join: bool, now: float) -> bool:
         opened = self.open_stream(addr, "push_pull", self._local_state(join, header=True),
-                                  now + self.settings.tcp_timeout, join=join)
+                                  now + self.settings.tcp_timeout, join=join, now=now)
         if not opened and join:
             self.shared.event(JoinResult(addr, False, "too many streams open"))
         return opened
 
     def open_stream(self, addr: Addr, kind: str, data: bytes, deadline: float, *, join: bool = False,
-                    seq: int = 0) -> bool:
+                    seq: int = 0, now: float = 0.0) -> bool:
         if len(self.shared.streams) >= self.settings.max_streams:
             self.counts["streams_refused"] += 1
             return False
         self._stream_id += 1
-        self.shared.streams[self._stream_id] = StreamRecord(self._stream_id, addr, kind, deadline, join, seq)
+        self.shared.streams[self._stream_id] = StreamRecord(self._stream_id, addr, kind, deadline, join, seq, now)
         self.shared.to_open.append(OutgoingStream(self._stream_id, addr, data, deadline))
         self.counts["streams_opened"] += 1
         return True
@@ -318,6 +318,8 @@ class StreamSync:
         self._outgoing_work.pop(stream.id, None)
         if error is not None:
             self.stream_ended(stream, error, now)
+        elif stream.kind == "push_pull":
+            self.shared.telemetry.push_pull_node.add((now - stream.started) * 1e3, now)
 
     def stream_failed(self, stream_id: int, now: float, error: str = "connection failed") -> None:
         """One of our streams could not connect or broke before its reply."""
@@ -328,6 +330,8 @@ class StreamSync:
 
     def stream_ended(self, stream: StreamRecord, error: str, now: float) -> None:
         self.counts["streams_failed"] += 1
+        if stream.kind == "push_pull":      # (memberlist times a failed one too)
+            self.shared.telemetry.push_pull_node.add((now - stream.started) * 1e3, now)
         if stream.kind == "push_pull" and stream.join:
             self.shared.event(JoinResult(stream.addr, False, error))
 

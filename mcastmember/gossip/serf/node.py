@@ -60,6 +60,7 @@ from .retry_join import RetryJoin
 from .queries import (QueryTracker, answer_internal_query, count_key_response, default_query_timeout, make_ack,
                       make_response, new_query)
 from .tags import decode_tags, encode_tags
+from .telemetry import SerfTelemetry
 
 # The records the node reports live in .events; importers may take them from here.
 __all__ = ["COUNTERS", "ConflictResolved", "GossipMember", "JoinDone", "KeyResult", "KeyringChanged", "LeaveDone",
@@ -127,6 +128,7 @@ class SerfNode:
         self._known: dict[str, NodeInfo] = {}
         self._events: deque[SerfNodeEvent] = deque()
         self._counts: dict[str, int] = dict.fromkeys(COUNTERS, 0)
+        self.telemetry = SerfTelemetry()        # what Serf counts and samples under its metric names
         # delegate.go: intents, queries and events, each transmit-limited;
         # none takes a message longer than a gossip packet carries
         self.broadcasts = SerfBroadcasts(settings, self.engine.user_broadcast_budget, self._counts)
@@ -396,6 +398,7 @@ class SerfNode:
     def on_timer(self, now: float) -> None:
         self._now = now
         self.engine.on_timer(now)
+        self.telemetry.tick(now, self.intents, self.user_events, self.queries)
         if self._next_reap <= now:
             self._next_reap = now + self.serf_settings.reap_interval
             self.core.members.reap(now)
@@ -461,7 +464,7 @@ class SerfNode:
             self.query(QUERY_CONFLICT, self.name.encode("utf-8", "surrogateescape"), now)
 
     def _ping_completed(self, event: PingCompleted, now: float) -> None:
-        self.pings.completed(event, self.core.members.members)
+        self.pings.completed(event, self.core.members.members, now)
 
     def _reconnect(self, now: float) -> None:
         """serf.go reconnect: with probability failed / alive, a memberlist join
@@ -485,6 +488,7 @@ class SerfNode:
             self._serf_event(serf_event)
 
     def _serf_event(self, event: SerfEvent) -> None:
+        self.telemetry.event(event.kind, event.name, self._now)
         if event.kind == "user":
             self._event(UserEventReceived(event.name, event.payload, event.ltime, event.coalesce))
             return
@@ -553,6 +557,7 @@ class SerfNode:
     def _user_message(self, buf: bytes, now: float) -> None:
         """delegate.go NotifyMsg."""
         self._counts["serf_messages"] += 1
+        self.telemetry.msgs_received.add(len(buf), now)
         limits = self.serf_settings.limits
         try:
             if buf[:1] == bytes((SerfMessageType.RELAY,)):
@@ -611,6 +616,7 @@ class SerfNode:
     def _process_query(self, query: messages.Query, now: float) -> None:
         """The rest of handleQuery once the buffer took it: filters, ack,
         then Serf's own answer (internal queries) or the application's."""
+        self.telemetry.query(query.name)
         if not should_process_query(query.filters, self.name, self._tags, self.serf_settings.limits, now=now):
             return
         if query.ack:
@@ -673,6 +679,7 @@ class SerfNode:
         if kind is None or open_query is None or open_query.query.id != response.id:
             return
         self._counts["responses_received"] += 1
+        self.telemetry.response(kind)
         if kind == "ack":
             open_query.acks.append(response.from_)
         else:
@@ -749,7 +756,10 @@ class SerfNode:
 
     def _get_broadcasts(self, overhead: int, limit: int, max_items: int) -> list[bytes]:
         """delegate.go GetBroadcasts, for the engine's packets."""
-        return self.broadcasts.take(overhead, limit, max_items, len(self.core.members.members))
+        taken = self.broadcasts.take(overhead, limit, max_items, len(self.core.members.members))
+        for raw in taken:
+            self.telemetry.msgs_sent.add(len(raw), self._now)
+        return taken
 
     def _broadcasts_sent(self) -> None:
         """Serf's Leave waits on the intent's notify channel, which the queue

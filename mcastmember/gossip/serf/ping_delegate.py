@@ -12,9 +12,10 @@ from collections.abc import Container
 from ..memberlist.engine import GossipEngine
 from ..memberlist.errors import GossipWireError
 from ..memberlist.events import PingCompleted
+from ..memberlist.telemetry import Samples
 from . import messages
 from .codec import SerfLimits
-from .coordinates import CoordinateClient, CoordinateRefused
+from .coordinates import CoordinateClient, CoordinateRefused, estimate_rtt
 
 
 class PingDelegate:
@@ -30,11 +31,13 @@ class PingDelegate:
         self.limits = limits
         self.counts = counts
         self.cache: dict[str, messages.Coordinate] = {}
+        #: how far each update moved our coordinate, in ms (Serf's coordinate.adjustment-ms)
+        self.adjustments = Samples()
         self._own_changed()
 
-    def completed(self, event: PingCompleted, members: Container[str]) -> None:
+    def completed(self, event: PingCompleted, members: Container[str], now: float = 0.0) -> None:
         """NotifyPingComplete, only for ``members`` Serf knows (so the cache
-        and the RTT samples hold at most those)."""
+        and the RTT samples hold at most those), at ``now``."""
         client, name = self.client, event.node.name
         if client is None or not event.payload:
             return
@@ -46,11 +49,13 @@ class PingDelegate:
         if name == self.name or name not in members:
             self.counts["coordinates_unknown_node"] += 1
             return
+        before = client.coordinate
         try:
-            client.update(name, other, event.rtt)
+            after = client.update(name, other, event.rtt)
         except CoordinateRefused:
             self.counts["coordinates_refused"] += 1
             return
+        self.adjustments.add(estimate_rtt(before, after) * 1e3, now)
         self.counts["coordinate_updates"] += 1
         self.cache[name] = other
         self._own_changed()
