@@ -60,7 +60,7 @@ class Agent:
     """``serf agent`` on one host of the LAN, queried through its RPC address there.
     Every user event's payload lands in ``received`` (its event handler)."""
 
-    def __init__(self, lan, index, name, received, *, encrypt=None, join=(), config=None):
+    def __init__(self, lan, index, name, received, *, encrypt=None, join=(), config=None, extra=()):
         self.lan, self.index, self.name = lan, index, name
         argv = ["serf", "agent", "-node", name, "-bind", f"{lan.address(index)}:7946", "-rpc-addr", RPC,
                 "-tag", "role=go", "-log-level", "debug", "-event-handler", f"user=cat >> {received}"]
@@ -70,6 +70,7 @@ class Agent:
             argv += ["-join", seed]
         if config is not None:
             argv += ["-config-file", str(config)]
+        argv += list(extra)          # any other flag of the agent (-profile, -snapshot...)
         self.received = Path(received)
         # a session of its own: a signal to our process group (a terminal's
         # Ctrl-C) would make it leave gracefully under the test; the test stops it
