@@ -12,6 +12,7 @@ time are in tests/interop/test_serf_snapshot.py."""
 
 import asyncio
 import json
+import os
 import random
 import shutil
 import signal
@@ -436,3 +437,26 @@ def test_the_flags_give_the_settings_and_rejoin_without_a_snapshot_is_refused():
                           timeout=30)
     assert (done.returncode, done.stderr) == (2, "mcast-demo gossip: error: --rejoin needs --snapshot: the members "
                                                  "to rejoin are the snapshot's\n")
+
+
+def test_a_failed_write_is_counted_and_a_compaction_writes_the_state_whole_later(tmp_path):
+    path = tmp_path / "b.snapshot"
+    svc = SerfService("b", "127.0.0.2", 7000, **FAST)
+    snap = SnapshotFile(path, svc.node, ("127.0.0.2", 7000))
+    snap.snapshot.record([SerfMemberEvent("joined", member("a", port=1))])
+    os.close(snap._fd)                       # the next write fails (EBADF), as on a full or lost disk
+    now = time.monotonic()
+    snap.tick(now)
+    snap.snapshot.record([SerfMemberEvent("joined", member("c", port=3))])
+    snap.tick(now + 1)                        # not yet: the recovery waits 30 s, as Serf's
+    assert (snap.stats()["snapshot_write_errors"], snap.stats()["snapshot_compactions"]) == (1, 0)
+    snap.tick(now + 31)
+    assert (snap.stats()["snapshot_write_errors"], snap.stats()["snapshot_compactions"]) == (1, 1)
+    assert read_snapshot(path.read_text()).alive == {"a": "127.0.0.1:1", "c": "127.0.0.1:3"}
+    snap.close()
+
+
+def test_a_snapshot_path_that_is_no_regular_file_is_refused():
+    with pytest.raises(ConfigurationError) as caught:
+        SerfService("b", snapshot_path="/dev/zero")
+    assert str(caught.value) == "the snapshot file /dev/zero is not a regular file"

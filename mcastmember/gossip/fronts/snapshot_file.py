@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -48,11 +49,10 @@ class SnapshotFile:
             raise ConfigurationError(f"cannot open the snapshot file {self.path}: "
                                      f"{error.strerror or error}") from None
         try:
-            data = _read_all(self._fd)
-        except OSError as error:
+            data = self._read()
+        except ConfigurationError:
             os.close(self._fd)
-            raise ConfigurationError(f"cannot read the snapshot file {self.path}: "
-                                     f"{error.strerror or error}") from None
+            raise
         restored = read_snapshot(data.decode("utf-8", "surrogateescape"), rejoin_after_leave)
         restore_clocks(node.core, restored)
         self.restored = restored
@@ -121,7 +121,7 @@ class SnapshotFile:
             return
         self.snapshot.clocks(self.node.core)
         self._append(self.snapshot.take(), time.monotonic(), sync=True)
-        os.close(self._fd)
+        _close_quietly(self._fd)
         self._fd = -1
 
     def stats(self) -> dict[str, int]:
@@ -130,6 +130,17 @@ class SnapshotFile:
         return dict(self._counts)
 
     # ---------------------------------------------------------- inside
+
+    def _read(self) -> bytes:
+        """The whole file (a ConfigurationError if it cannot be read)."""
+        try:
+            if not stat.S_ISREG(os.fstat(self._fd).st_mode):
+                # (a device such as /dev/zero would be read for ever)
+                raise ConfigurationError(f"the snapshot file {self.path} is not a regular file")
+            return _read_all(self._fd)
+        except OSError as error:
+            raise ConfigurationError(f"cannot read the snapshot file {self.path}: "
+                                     f"{error.strerror or error}") from None
 
     def _rejoin_next(self, now: float) -> bool:
         batch = self.rejoin.next_batch()
@@ -176,7 +187,7 @@ class SnapshotFile:
         except OSError as error:
             self._failed(error, now)
             return
-        os.close(self._fd)
+        _close_quietly(self._fd)
         self._fd = new
         self._cut = False
         self.snapshot.size = len(data)
@@ -200,6 +211,15 @@ def _read_all(fd: int) -> bytes:
         chunks.append(chunk)
         offset += len(chunk)
     return b"".join(chunks)
+
+
+def _close_quietly(fd: int) -> None:
+    """Close a descriptor whose last writes were already checked (a close
+    that fails has nothing more to lose)."""
+    try:
+        os.close(fd)
+    except OSError:
+        pass
 
 
 def _write_all(fd: int, data: bytes) -> None:
