@@ -460,3 +460,16 @@ def test_a_snapshot_path_that_is_no_regular_file_is_refused():
     with pytest.raises(ConfigurationError) as caught:
         SerfService("b", snapshot_path="/dev/zero")
     assert str(caught.value) == "the snapshot file /dev/zero is not a regular file"
+
+
+@pytest.mark.parametrize("front", FRONTS)
+def test_the_snapshot_file_is_opened_once_and_closed_at_stop(front, fronts, tmp_path):
+    path = tmp_path / "b.snapshot"
+
+    def open_on_it():
+        return sorted(fd for fd in os.listdir("/proc/self/fd")
+                      if os.path.realpath(f"/proc/self/fd/{fd}") == str(path.resolve()))
+    b = fronts(front, "b", "127.0.0.2", free_gossip_port("127.0.0.2"), snapshot_path=str(path), **FAST)
+    assert len(open_on_it()) == 1
+    b.stop()
+    assert open_on_it() == []

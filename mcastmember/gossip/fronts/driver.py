@@ -213,8 +213,6 @@ class GossipFront(abc.ABC):
         self.advertise: Addr = (cfg.gossip.advertise_addr, cfg.gossip.advertise_port)
         # a stream's decoding and merging a bounded turn at a time (_hand_over), pings answered between
         self.node.engine.stream_turn_size = STREAM_TURN
-        # Serf's -snapshot: read now, so its clocks are the node's before any socket exists
-        self._snapshot = open_snapshot(settings, self.node)
         # memberlist times its gossip rounds (memberlist.gossip); the engine has no clock of its own
         self.node.engine.shared.telemetry.clock = time.perf_counter
         # Serf's -snapshot: read now, so its clocks are the node's before any socket exists
