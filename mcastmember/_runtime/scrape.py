@@ -1,6 +1,7 @@
 """What a Prometheus scrape reads of a front, for the collectors of both
 wings: its ``stats()``, read on the asyncio front's loop when the scrape
-runs on another thread (the metrics server's), and a stats value as an int.
+runs on another thread (the metrics server's), and a stats value as an int;
+and the Prometheus name of a go-metrics key behind a prefix.
 
 Needs no prometheus_client: the collectors that call it import that.
 """
@@ -8,6 +9,7 @@ Needs no prometheus_client: the collectors that call it import that.
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
@@ -40,3 +42,26 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
+
+
+_NOT_IN_A_NAME = re.compile(r"[^a-zA-Z0-9_:]")
+_A_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+
+
+def metric_name(key: str, prefix: str = "") -> str:
+    """The Prometheus name of a go-metrics key (``serf.events.deploy``)
+    behind ``prefix``: its parts joined with ``_``, and any other character
+    Prometheus refuses in a name made ``_`` (go-metrics' Prometheus sink
+    does so for ``.``, ``-``, ``=``, ``/`` and spaces)."""
+    return _NOT_IN_A_NAME.sub("_", f"{prefix}_{key}" if prefix else key)
+
+
+def check_prefix(prefix: str | None) -> str:
+    """``prefix`` as :func:`metric_name` takes it ('' for none); ValueError if
+    it is not a Prometheus name (``consul``, ``my_app``)."""
+    if not prefix:
+        return ""
+    if not _A_NAME.fullmatch(prefix):
+        raise ValueError(f"{prefix!r} is not a Prometheus name: letters, digits, '_' and ':', not "
+                         "starting with a digit (Consul's prefix is 'consul')")
+    return prefix

@@ -27,8 +27,8 @@ import socket
 import sys
 import time
 
-from . import gossip_cli
-from .view import choose_view, colour_wanted, host_port, member_address, show_bytes
+from . import gossip_cli, metrics_flags
+from .view import choose_view, colour_wanted, member_address, show_bytes
 
 # typing.TYPE_CHECKING without importing typing (decode and keygen never
 # load it): both checkers take this name for it.
@@ -260,12 +260,7 @@ def _add_auth(command: argparse.ArgumentParser, verb: str = "authenticate") -> N
 
 
 def _add_metrics(command: argparse.ArgumentParser) -> None:
-    command.add_argument("--metrics-port", type=int, metavar="PORT",
-                         help="serve Prometheus metrics on this TCP port (needs "
-                              "prometheus_client: pip install 'mcastmember[prometheus]')")
-    command.add_argument("--metrics-address", metavar="ADDR",
-                         help="address the metrics are served on (default: the interface "
-                              "address, else 127.0.0.1)")
+    metrics_flags.add_metrics_flags(command, "the interface address, else 127.0.0.1")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -525,10 +520,7 @@ def _settings(args: argparse.Namespace) -> Settings:
         raise ConfigurationError("--duration must be a positive number of seconds")
     if args.auth not in (None, "off") and args.key_file is None:
         raise ConfigurationError(f"--auth {args.auth} needs --key-file")
-    if getattr(args, "metrics_address", None) is not None and args.metrics_port is None:
-        raise ConfigurationError("--metrics-address needs --metrics-port")
-    if getattr(args, "metrics_port", None) is not None and not 1 <= args.metrics_port <= 65535:
-        raise ConfigurationError(f"--metrics-port {args.metrics_port} is out of range (1-65535)")
+    metrics_flags.check_metrics_flags(args)
     if args.command != "watch":
         multicast = not args.no_multicast
         if multicast and args.group is None:
@@ -632,25 +624,9 @@ def _flag_names(message: str) -> str:
 def _serve_metrics(service: McastService, args: argparse.Namespace) -> MetricsServer:
     """The metrics server of ``--metrics-port``, bound before we join (so a
     taken port stops us before a heartbeat goes out); ConfigurationError."""
-    from .._runtime.errors import ConfigurationError
-
-    try:
-        import prometheus_client  # noqa: F401
-    except ImportError:
-        raise ConfigurationError("--metrics-port needs prometheus_client: "
-                                 "pip install 'mcastmember[prometheus]'") from None
-    from ..metrics import serve
-
     cfg = service.config
-    address = args.metrics_address
-    if address is None:     # never every address of the host unless asked
-        address = cfg.listen_address if cfg.interface else "127.0.0.1"
-    try:
-        return serve(service, args.metrics_port, address)
-    except OSError as error:
-        raise ConfigurationError(f"cannot serve metrics on "
-                                 f"{host_port(address, args.metrics_port)}: "
-                                 f"{error.strerror or error}") from None
+    # never every address of the host unless asked
+    return metrics_flags.serve_metrics(service, args, cfg.listen_address if cfg.interface else "127.0.0.1")
 
 
 def _run(args: argparse.Namespace) -> int:

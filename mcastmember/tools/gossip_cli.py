@@ -10,6 +10,7 @@ its membership; its flags, as Serf's agent spells them, are the doctor's too
                       [--encrypt BASE64KEY | --keyring-file FILE] [--label TEXT]
                       [--profile lan|wan|local] [--protocol N] [--reconnect-interval D]
                       [--reconnect-timeout D] [--tombstone-timeout D] [--json] [--duration S]
+                      [--metrics-port PORT [--metrics-address ADDR] [--metrics-prefix NAME]]
 
 Durations (D) are written as Serf's agent takes them, in Go's syntax: "30s",
 "24h", "1m30s".
@@ -30,6 +31,7 @@ import sys
 import threading
 
 from .._runtime.errors import ConfigurationError
+from .metrics_flags import add_metrics_flags, check_metrics_flags, serve_metrics
 from .view import host_port
 
 # typing.TYPE_CHECKING without importing typing (as cli.py: decode and keygen
@@ -154,6 +156,7 @@ def add_arguments(parser: argparse.ArgumentParser, doctor: bool = False) -> None
                             help="leave after this many seconds (default: at Ctrl-C or SIGTERM)")
         output.add_argument("--json", action="store_true",
                             help="one JSON object per event per line on stdout, nothing else")
+        add_metrics_flags(output, "127.0.0.1, loopback", prefix=True)
 
 
 class Options:
@@ -356,7 +359,10 @@ def run(args: argparse.Namespace, stop: Stopper, silence: Callable[[], None]) ->
     prog = "mcast-demo gossip"
     try:
         opts = options(args, read_keyring=False)
+        check_metrics_flags(args)
         service = SerfService(opts.node, opts.bind, opts.port, **opts.settings())
+        # bound before the member starts: a taken port stops us before we gossip
+        metrics = serve_metrics(service, args, "127.0.0.1") if args.metrics_port is not None else None
     except ConfigurationError as error:
         print(f"{prog}: error: {error}", file=sys.stderr)
         return 2
@@ -384,8 +390,12 @@ def run(args: argparse.Namespace, stop: Stopper, silence: Callable[[], None]) ->
     except OSError as error:
         print(f"{prog}: cannot bind {host_port(opts.bind, opts.port)}: {error.strerror or error}",
               file=sys.stderr)
+        if metrics is not None:
+            metrics.close()
         return 1
     try:
+        if metrics is not None:
+            print(f"{prog}: metrics on {metrics.url}", file=sys.stderr)
         view.started(service)
         if opts.seeds:
             done = _join(service, opts.seeds, stop)
@@ -408,6 +418,8 @@ def run(args: argparse.Namespace, stop: Stopper, silence: Callable[[], None]) ->
         return 0
     finally:
         service.stop()
+        if metrics is not None:
+            metrics.close()
         view.close()
 
 

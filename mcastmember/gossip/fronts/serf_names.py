@@ -21,7 +21,6 @@ Needs prometheus_client; ``mcastmember.metrics.serve`` registers it beside
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -29,7 +28,7 @@ from typing import TYPE_CHECKING
 from prometheus_client.core import GaugeMetricFamily, SummaryMetricFamily, UnknownMetricFamily
 from prometheus_client.registry import Collector
 
-from ..._runtime.scrape import get_int, read_stats
+from ..._runtime.scrape import check_prefix, get_int, metric_name, read_stats
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -40,7 +39,7 @@ if TYPE_CHECKING:
     from ..serf.node import SerfNode
     from .driver import GossipFront
 
-__all__ = ["COUNTERS", "SUMMARIES", "SerfNamesCollector", "metric_name"]
+__all__ = ["COUNTERS", "GAUGES", "SUMMARIES", "SerfNamesCollector"]
 
 # Counters whose value is one of the front's stats() keys: (go-metrics key, key).
 STATS_COUNTERS = (
@@ -68,29 +67,6 @@ SUMMARIES = ("memberlist.probeNode", "memberlist.pushPullNode", "memberlist.goss
              "serf.msgs.sent", "serf.queue.Intent", "serf.queue.Event", "serf.queue.Query",
              "serf.coordinate.adjustment-ms")
 GAUGES = ("memberlist.health.score",)
-
-_NOT_IN_A_NAME = re.compile(r"[^a-zA-Z0-9_:]")
-_A_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
-
-
-def metric_name(key: str, prefix: str = "") -> str:
-    """The Prometheus name of a go-metrics key (``serf.events.deploy``)
-    behind ``prefix``: its parts joined with ``_``, any other character
-    Prometheus refuses in a name made ``_`` (the Go sink does so for
-    ``.``, ``-``, ``=``, ``/`` and spaces)."""
-    return _NOT_IN_A_NAME.sub("_", f"{prefix}_{key}" if prefix else key)
-
-
-def check_prefix(prefix: str | None) -> str:
-    """``prefix`` as the names take it ('' for none); ValueError if it is not
-    a Prometheus name (``consul``, ``my_app``)."""
-    if not prefix:
-        return ""
-    if not _A_NAME.fullmatch(prefix):
-        raise ValueError(f"metrics prefix {prefix!r} is not a Prometheus name: letters, digits, '_' "
-                         "and ':', not starting with a digit (Consul's is 'consul')")
-    return prefix
-
 
 @dataclass(frozen=True)
 class Summary:
