@@ -473,3 +473,37 @@ def test_the_snapshot_file_is_opened_once_and_closed_at_stop(front, fronts, tmp_
     assert len(open_on_it()) == 1
     b.stop()
     assert open_on_it() == []
+
+
+@pytest.mark.parametrize("front", FRONTS)
+def test_a_cluster_whose_members_failed_one_after_another_forms_again_when_restarted_whole(
+        front, fronts, tmp_path):
+    """c fails, then b, then a stops: a's snapshot lists nobody alive but
+    itself, b's only a. Started again in the order they failed, c first,
+    each rejoins whom it can: b the member that had failed (c), a both.
+    Serf's agent, which keeps only the members last seen alive, would leave
+    all three alone."""
+    hosts = {"a": "127.0.0.1", "b": "127.0.0.2", "c": "127.0.0.3"}
+    ports = {name: free_gossip_port(host) for name, host in hosts.items()}
+
+    def start(name, **settings):
+        return fronts(front, name, hosts[name], ports[name], snapshot_path=str(tmp_path / name), **FAST, **settings)
+    a, b, c = start("a"), start("b"), start("c")
+    for joiner in (b, c):
+        assert joiner.join([(hosts["a"], ports["a"])]).joined == 1
+    wait_until(lambda: all(alive(m) == ["a", "b", "c"] for m in (a, b, c)))
+    c.stop()
+    wait_until(lambda: alive(a) == alive(b) == ["a", "b"])
+    b.stop()
+    wait_until(lambda: alive(a) == ["a"])
+    a.stop()
+    assert {name: (sorted(r.alive), sorted(r.failed)) for name in hosts
+            for r in [read_snapshot((tmp_path / name).read_text())]} == {
+        "a": (["a"], ["b", "c"]), "b": (["a", "b"], ["c"]), "c": (["a", "b", "c"], [])}
+    c = start("c")
+    wait_until(lambda: len([e for e in c.seen if isinstance(e, JoinDone)]) == 1)
+    b = start("b")
+    wait_until(lambda: alive(b) == alive(c) == ["b", "c"])
+    a = start("a")
+    wait_until(lambda: all(alive(m) == ["a", "b", "c"] for m in (a, b, c)))
+    assert [(m.stats()["rejoin_tried"], m.stats()["rejoin_joined"]) for m in (a, b, c)] == [(2, 2), (2, 1), (2, 0)]
