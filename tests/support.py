@@ -251,6 +251,26 @@ def free_tcp_port():
         return probe.getsockname()[1]
 
 
+def run_beside(svc, work, timeout=30):
+    """``work(svc, on)`` while gossip front ``svc`` runs: a SerfService, or an
+    AsyncSerfService whose loop runs meanwhile (``work`` then on a thread of
+    its own); ``on(fn)`` calls ``fn()`` where the front's state may be
+    touched (on the loop for asyncio). Returns what ``work`` returns."""
+    if not hasattr(svc, "loop"):
+        with svc:
+            return work(svc, lambda fn: fn())
+
+    async def main():
+        async with svc:
+            loop = asyncio.get_running_loop()
+
+            async def call(fn):
+                return fn()
+            return await asyncio.to_thread(
+                work, svc, lambda fn: asyncio.run_coroutine_threadsafe(call(fn), loop).result(10))
+    return asyncio.run(asyncio.wait_for(main(), timeout))
+
+
 def free_gossip_port(host="127.0.0.1"):
     """A port free for both TCP and UDP on ``host`` now (racy, but only on
     loopback): what a gossip member binds."""

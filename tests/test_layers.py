@@ -40,6 +40,8 @@ WINGS = {
         "memberlist": 0,    # memberlist's wire, matcher and sans-IO engine
         "serf": 1,          # Serf's layer on memberlist, sans-IO
         "fronts": 2,        # the Serf node driven by sockets and a clock: threads, asyncio
+        "agent": 2,         # what Serf's agent adds around a member (handlers, RPC): beside the fronts,
+                            # which run the handlers their settings name; the circle rule keeps the two apart
     },
 }
 # Above both wings: the CLI, its live views, the doctor, the metrics server.

@@ -69,6 +69,8 @@ FLAGS = {"tags": "--tag", "tags_file": "--tags-file", "keys": "--encrypt", "keyr
          "tombstone_timeout": "--tombstone-timeout", "replay_on_join": "--replay", "advertise": "--advertise", "retry_join": "--retry-join",
          "retry_interval": "--retry-interval", "retry_max": "--retry-max"}
 FLAGS.update({"snapshot_path": "--snapshot", "rejoin": "--rejoin"})
+FLAGS.update({"event_handlers": "--event-handler", "handler_timeout": "--handler-timeout",
+              "handler_concurrency": "--handler-concurrency", "handler_queue": "--handler-queue"})
 #: the flags that take a Serf (Go) duration, by the setting each gives (seconds)
 DURATIONS = {"reconnect_interval": "--reconnect-interval", "reconnect_timeout": "--reconnect-timeout",
              "tombstone_timeout": "--tombstone-timeout"}
@@ -82,6 +84,7 @@ _GROUPS = {
     "member": "this member",
     "join": "joining the cluster",
     "security": "the cluster's key and label",
+    "handlers": "event handlers (scripts run for the member's events, as Serf agent's)",
     "timing": "timing and protocol (Serf's agent's defaults unless given; durations D as it "
               "writes them: 30s, 24h, 1m30s)",
     "output": "output",
@@ -139,6 +142,19 @@ def add_arguments(parser: argparse.ArgumentParser, doctor: bool = False) -> None
                                "primary first), written again when serf keys changes them")
     security.add_argument("--label", metavar="TEXT",
                           help="the cluster's label (memberlist >= 0.3's -label): every packet carries it")
+    handlers = group["handlers"]
+    handlers.add_argument("--event-handler", metavar="[FILTER=]SCRIPT", action="append", default=[],
+                          help="run SCRIPT with /bin/sh -c for the events FILTER names (member-join, "
+                               "member-leave, member-failed, member-update, member-reap, user, user:NAME, "
+                               "query, query:NAME, *; comma-separated; none: every event), with Serf's "
+                               "SERF_* variables and stdin; a query's script answers it with its output "
+                               "(repeatable)")
+    handlers.add_argument("--handler-timeout", metavar="D",
+                          help="kill a handler still running after D (default 60s; seconds or a duration)")
+    handlers.add_argument("--handler-concurrency", metavar="N",
+                          help="handler runs at once (default 1: one after another, in order)")
+    handlers.add_argument("--handler-queue", metavar="N",
+                          help="handler runs waiting for those; past them a run is dropped (default 1024)")
     timing.add_argument("--profile", metavar="lan|wan|local",
                         help="memberlist's timings for a LAN (the default), a WAN, or members on one host")
     timing.add_argument("--protocol", metavar="N",
@@ -249,7 +265,47 @@ def options(args: argparse.Namespace, read_keyring: bool = True) -> Options:
         opts.label = args.label.encode("utf-8")
     _agent_flags(args, opts)
     _snapshot_flags(args, opts)
+    _handler_flags(args, opts)
     return opts
+
+
+def _seconds(flag: str, text: str) -> float:
+    """A flag's time: seconds, or a duration as the agent takes it (30s, 500ms), more than zero."""
+    from .._runtime.units import go_duration
+
+    try:
+        value = float(text)
+    except ValueError:
+        try:
+            value = go_duration(text)
+        except ValueError as error:
+            raise ConfigurationError(f"{flag}: {error}") from None
+    if not 0 < value < float("inf"):
+        raise ConfigurationError(f"{flag} {text}: give a duration longer than zero (30s, 0.5)")
+    return value
+
+
+def _handler_flags(args: argparse.Namespace, opts: Options) -> None:
+    """--event-handler (each parsed as Serf's agent parses it) and the handlers' bounds, checked."""
+    from ..gossip.agent.handlers import parse_handler
+
+    for spec in args.event_handler:
+        try:
+            parse_handler(spec)
+        except ConfigurationError as error:
+            raise ConfigurationError(str(error).replace("event handler ", "--event-handler ", 1)) from None
+    if args.event_handler:
+        opts.given["event_handlers"] = tuple(args.event_handler)
+    if args.handler_timeout is not None:
+        opts.given["handler_timeout"] = _seconds("--handler-timeout", args.handler_timeout)
+    for setting, flag, least in (("handler_concurrency", "--handler-concurrency", 1),
+                                 ("handler_queue", "--handler-queue", 0)):
+        text = getattr(args, setting)
+        if text is None:
+            continue
+        if not (text.strip().isascii() and text.strip().isdigit() and int(text) >= least):
+            raise ConfigurationError(f"{flag} {text}: give a whole number, {least} or more")
+        opts.given[setting] = int(text)     # type: ignore[literal-required]
 
 
 def _snapshot_flags(args: argparse.Namespace, opts: Options) -> None:
@@ -300,7 +356,6 @@ def _agent_flags(args: argparse.Namespace, opts: Options) -> None:
 def _retry_flags(args: argparse.Namespace, opts: Options, version: int) -> list[tuple[str, int]]:
     """--advertise (opts.advertise: what the others reach, chosen as the
     service chooses it) and the retry-join flags, checked; the retry seeds."""
-    from .._runtime.units import go_duration
     from ..gossip.fronts.addresses import choose_advertise
 
     try:
@@ -316,17 +371,7 @@ def _retry_flags(args: argparse.Namespace, opts: Options, version: int) -> list[
     if seeds:
         opts.given["retry_join"] = tuple(host_port(host, port) for host, port in seeds)
     if args.retry_interval is not None:
-        text = args.retry_interval
-        try:
-            interval = float(text)         # seconds, or a duration as the agent takes it
-        except ValueError:
-            try:
-                interval = go_duration(text)
-            except ValueError as error:
-                raise ConfigurationError(f"--retry-interval: {error}") from None
-        if not 0 < interval < float("inf"):
-            raise ConfigurationError(f"--retry-interval {text}: give a duration longer than zero (30s, 0.5)")
-        opts.given["retry_interval"] = interval
+        opts.given["retry_interval"] = _seconds("--retry-interval", args.retry_interval)
     if args.retry_max is not None:
         text = args.retry_max.strip()
         if not (text.isascii() and text.isdigit()):

@@ -6,7 +6,6 @@ event, a log line; the service stays up, mcast-demo gossip exits 1). An
 attempt that reaches only the member itself (its own address among the
 seeds) does not count as joined. On loopback only, with 0.2 s intervals."""
 
-import asyncio
 import logging
 import shutil
 import subprocess
@@ -22,7 +21,7 @@ from mcastmember.gossip.fronts.aio import AsyncSerfService  # noqa: E402
 from mcastmember.gossip.fronts.service import SerfService  # noqa: E402
 from mcastmember.gossip.serf.layout import MemberStatus  # noqa: E402
 from mcastmember.gossip.serf.retry_join import RetryJoin, RetryJoined, RetryJoinFailed  # noqa: E402
-from support import free_gossip_port, next_line, wait_until  # noqa: E402
+from support import free_gossip_port, next_line, run_beside, wait_until  # noqa: E402
 
 INTERVAL = 0.2
 FAST = {"probe_interval": 0.2, "probe_timeout": 0.1, "gossip_interval": 0.05, "push_pull_interval": 2.0,
@@ -47,19 +46,7 @@ def on_front(front, port, settings, work, bind="127.0.0.1"):
     svc = (SerfService if front == "threads" else AsyncSerfService)("a", bind, port, **FAST, **settings)
     svc.seen = []
     svc.add_listener(svc.seen.append)         # before the start: the first attempt is made there
-    if front == "threads":
-        with svc:
-            return work(svc, lambda fn: fn())
-
-    async def main():
-        async with svc:
-            loop = asyncio.get_running_loop()
-
-            async def call(fn):
-                return fn()
-            return await asyncio.to_thread(
-                work, svc, lambda fn: asyncio.run_coroutine_threadsafe(call(fn), loop).result(10))
-    return asyncio.run(asyncio.wait_for(main(), 30))
+    return run_beside(svc, work)
 
 
 @pytest.mark.parametrize("front", ["threads", "asyncio"])

@@ -32,6 +32,7 @@ from .driver import (DEFAULT_BIND_ADDR, DEFAULT_PORT, READ, WRITE, GossipFront, 
                      join_seeds, serf_event_bytes)
 from .settings import takes_settings
 from ..serf.node import GossipMember, JoinDone, LeaveDone, SerfNodeEvent
+from ..agent.handler_aio import AsyncHandlers
 
 if TYPE_CHECKING:
     from typing_extensions import Self, Unpack
@@ -62,6 +63,7 @@ class AsyncSerfService(GossipFront):
     """
 
     _default_event_queue = DEFAULT_EVENT_QUEUE
+    _handler_runner = AsyncHandlers
 
     def __init__(self, name: str, bind_addr: str = DEFAULT_BIND_ADDR, port: int = DEFAULT_PORT,
                  **settings: Unpack[SerfServiceSettings]) -> None:
@@ -97,6 +99,7 @@ class AsyncSerfService(GossipFront):
         every event stream; those waiting get a RuntimeError."""
         if not self._running:
             return
+        self._handlers.close()
         if self._inert:
             self._close_copies()    # a forked child's copy: the loop's epoll is the parent's too
         else:

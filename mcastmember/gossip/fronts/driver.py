@@ -52,10 +52,17 @@ from ..._runtime.listen import AcceptBackoff, ConnectionShares, host_key
 from .settings import DEFAULT_BIND_ADDR, DEFAULT_PORT, MAX_INCOMING_STREAMS, front_settings, takes_settings
 from .keyring_file import save_keyring
 from .snapshot_file import open_snapshot, snapshot_stats
+from ..agent.handlers import QueryHandler
 from .tags_file import save_tags
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
+
+    from ..agent.handler_aio import AsyncHandlers
+    from ..agent.handler_threads import ThreadHandlers
+    from ..agent.handlers import HandlerSettings
+
+    HandlerRunner = typing.Union[ThreadHandlers, AsyncHandlers]
 
     from .settings import SerfServiceSettings
 
@@ -197,6 +204,8 @@ class GossipFront(abc.ABC):
 
     #: a front's own default of ``event_queue_size`` (the declaration leaves it to each)
     _default_event_queue: int | None = None
+    #: what runs a front's event handlers (its class, made with the front and its settings)
+    _handler_runner: Callable[[Any, HandlerSettings], HandlerRunner]
 
     def __init__(self, name: str, bind_addr: str = DEFAULT_BIND_ADDR, port: int = DEFAULT_PORT, *,
                  lock: AbstractContextManager[Any], **settings: Unpack[SerfServiceSettings]) -> None:
@@ -217,6 +226,8 @@ class GossipFront(abc.ABC):
         self.node.engine.shared.telemetry.clock = time.perf_counter
         # Serf's -snapshot: read now, so its clocks are the node's before any socket exists
         self._snapshot = open_snapshot(settings, self.node)
+        #: the event handlers' runs (scripts and Python query handlers), off the I/O
+        self._handlers = self._handler_runner(self, cfg.handlers)
         self._family = cfg.family
         self._max_streams = cfg.max_streams
         self._queue_size = cfg.event_queue_size
@@ -308,6 +319,15 @@ class GossipFront(abc.ABC):
             self.node.respond(received, payload, time.monotonic())
         self._poke()
 
+    def on_query(self, name: str | None, handler: QueryHandler | None) -> None:
+        """Answer the queries called ``name`` (None: any query no other handler
+        is for) with ``handler(received)``, run off the I/O (a thread; under
+        asyncio a coroutine function is awaited, another callable runs in the
+        loop's executor) within ``handler_timeout``: bytes or text it returns
+        are the answer, cut to the response size limit; None or empty, none.
+        ``handler`` None removes the one for ``name``."""
+        self._handlers.set_query_handler(name, handler)
+
     def set_tags(self, tags: Mapping[str, str]) -> None:
         """New tags for this member, announced to the others; with a
         ``tags_file``, written there first, as Serf's agent does (an OSError
@@ -336,6 +356,7 @@ class GossipFront(abc.ABC):
             out = self.node.stats()
             out.update(self._counts)
             out.update(snapshot_stats(self._snapshot))
+            out.update(self._handlers.stats())
             out["connections_open"] = len(self._conns)
             out["subscribers"] = self._subscribers()
             return out
@@ -504,6 +525,7 @@ class GossipFront(abc.ABC):
                 for event in events:
                     if isinstance(event, KeyringChanged):
                         self._save_keyring(event.keys)
+            self._handlers.offer(events)
             self._deliver(events)
 
     def _save_keyring(self, keys: tuple[bytes, ...]) -> None:

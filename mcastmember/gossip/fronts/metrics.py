@@ -64,6 +64,8 @@ GOSSIP_GAUGES: tuple[SeriesSpec, ...] = (
      _one("coordinates_cached")),
     ("connections_open", "TCP connections open now.", (), _one("connections_open")),
     ("subscribers", "Listeners and event streams now.", (), _one("subscribers")),
+    ("handlers", "Event handler runs going on, and waiting for a slot (handler_concurrency).", ("state",),
+     _by({"handlers_running": "running", "handlers_waiting": "waiting"})),
 )
 GOSSIP_COUNTERS: tuple[SeriesSpec, ...] = (
     ("bytes", "Bytes on the sockets, by transport and direction.", ("transport", "direction"),
@@ -163,6 +165,14 @@ GOSSIP_COUNTERS: tuple[SeriesSpec, ...] = (
     ("accept_errors", "Failed accepts on the TCP port for want of descriptors or memory, each followed "
      "by a wait.", (), _one("accept_errors")),
     ("listener_errors", "Listeners that raised.", (), _one("listener_errors")),
+    ("handler_runs", "Event handler runs by outcome: ok, failed (another exit status, or a Python handler "
+     "raised), timed_out (killed at handler_timeout), not_started, dropped (past handler_queue).",
+     ("outcome",), _by({"handlers_ok": "ok", "handlers_failed": "failed", "handlers_timed_out": "timed_out",
+                        "handlers_not_started": "not_started", "handlers_dropped": "dropped"})),
+    ("handler_responses", "Answers to queries from event handlers: sent, truncated (cut to "
+     "query_response_size_limit), refused (too late).", ("outcome",),
+     _by({"handler_responses": "sent", "handler_responses_truncated": "truncated",
+          "handler_responses_refused": "refused"})),
 )
 
 

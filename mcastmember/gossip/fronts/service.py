@@ -27,6 +27,7 @@ from .settings import takes_settings
 from ..._runtime.dispatch import Replay
 from ..._runtime.events import EventQueue
 from ..serf.node import GossipMember, JoinDone, LeaveDone, SerfNodeEvent
+from ..agent.handler_threads import ThreadHandlers
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -74,6 +75,7 @@ class SerfService(GossipFront):
     """
 
     _default_event_queue = EVENT_QUEUE_BOUND
+    _handler_runner = ThreadHandlers
 
     def __init__(self, name: str, bind_addr: str = DEFAULT_BIND_ADDR, port: int = DEFAULT_PORT,
                  **settings: Unpack[SerfServiceSettings]) -> None:
@@ -129,6 +131,7 @@ class SerfService(GossipFront):
             self._wake_w.close()
             return
         self._running = False
+        self._handlers.close()
         self._poke()
         io, dispatcher = self._threads
         io.join(timeout)

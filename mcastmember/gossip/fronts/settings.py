@@ -45,6 +45,9 @@ from ..memberlist.settings import GossipSettings
 from ..serf.codec import SerfLimits
 from ..serf.settings import SerfSettings
 from ..serf.retry_join import DEFAULT_RETRY_INTERVAL, RetryJoin
+from ..agent.handlers import (DEFAULT_CONCURRENCY as DEFAULT_HANDLER_CONCURRENCY, DEFAULT_QUEUE as
+                              DEFAULT_HANDLER_QUEUE, DEFAULT_TIMEOUT as DEFAULT_HANDLER_TIMEOUT, HandlerSettings,
+                              handler_settings)
 from .addresses import choose_advertise, parse_seeds
 from .keyring_file import load_keyring
 from .tags_file import load_tags
@@ -128,6 +131,21 @@ class _FrontSettings(TypedDict, total=False):
     retry_max: Annotated[int, Setting(
         0, "Serf's ``-retry-max``: ``retry_join`` gives up (``RetryJoinFailed.gave_up``, logged; "
            "the member stays up) when the first attempt and this many more joined nobody; 0: never")]
+    event_handlers: Annotated[tuple[str, ...], Setting(
+        (), "Serf's ``-event-handler``: ``[FILTER=]SCRIPT`` texts, each script run by ``/bin/sh -c`` "
+            "for the events its filter names (``member-join``, ``member-leave``, ``member-failed``, "
+            "``member-update``, ``member-reap``, ``user``, ``user:NAME``, ``query``, ``query:NAME``, "
+            "``*``, comma-separated; none: every event) with Serf's environment and stdin; a query's "
+            "script that exits 0 answers it with its output", "none")]
+    handler_timeout: Annotated[float, Setting(
+        DEFAULT_HANDLER_TIMEOUT, "a handler run still going after so long is killed, its process "
+                                 "group with it (``handlers_timed_out``), s")]
+    handler_concurrency: Annotated[int, Setting(
+        DEFAULT_HANDLER_CONCURRENCY, "handler runs going on at once; 1 runs them one after another, "
+                                     "in the events' order, as Serf's agent does")]
+    handler_queue: Annotated[int, Setting(
+        DEFAULT_HANDLER_QUEUE, "handler runs waiting for one of those; past it a run is dropped "
+                               "(``handlers_dropped``)")]
 
 
 
@@ -313,6 +331,8 @@ class FrontSettings:
     seed: int | None
     #: the -retry-join plan the node follows (None: no retry-join)
     retry: RetryJoin | None = None
+    #: the event handlers and their bounds
+    handlers: HandlerSettings = HandlerSettings()
 
 
 def front_settings(front: str, name: str, bind_addr: str, port: int, settings: Mapping[str, Any],
@@ -357,7 +377,8 @@ def front_settings(front: str, name: str, bind_addr: str, port: int, settings: M
     family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
     return FrontSettings(gossip, serf, family, given["tags"], given["tags_file"], given["keyring_file"],
                          given["max_streams"], given["event_queue_size"], given["event_queue_bytes"], given["seed"],
-                         _retry_join(given))
+                         _retry_join(given), handler_settings(given["event_handlers"], given["handler_timeout"],
+                                                              given["handler_concurrency"], given["handler_queue"]))
 
 
 def _retry_join(given: Mapping[str, Any]) -> RetryJoin | None:
