@@ -26,7 +26,9 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 from mcastmember import AsyncSerfService, SerfService  # noqa: E402
 from mcastmember.gossip.fronts.serf_names import COUNTERS, GAUGES, SUMMARIES  # noqa: E402
 from mcastmember.gossip.memberlist.telemetry import MAX_AGE_S, Samples  # noqa: E402
+from mcastmember.gossip.serf import messages  # noqa: E402
 from mcastmember.gossip.serf.node import QueryFinished  # noqa: E402
+from mcastmember.gossip.serf.queries import QueryTracker  # noqa: E402
 from mcastmember.gossip.serf.telemetry import MAX_NAMES, SerfTelemetry  # noqa: E402
 from mcastmember.metrics import serve  # noqa: E402
 from support import free_gossip_port, free_tcp_port, wait_until  # noqa: E402
@@ -70,6 +72,7 @@ def check(text, finished, prefix=""):
     exact = {"serf_member_join": 2, "serf_member_left": 0, "serf_member_failed": 0, "serf_member_update": 0,
              "serf_member_flap": 0, "serf_events": 1, "serf_events_deploy": 1, "serf_queries": 1,
              "serf_queries_whoami": 1, "serf_query_acks": 2, "serf_query_responses": 0,
+             "serf_query_duplicate_acks": 0, "serf_query_duplicate_responses": 0,
              # our alive and b's; no suspicion, death or degraded probe on loopback
              "memberlist_msg_alive": 2, "memberlist_msg_suspect": 0, "memberlist_msg_dead": 0,
              "memberlist_degraded_probe": 0, "memberlist_degraded_timeout": 0, "memberlist_health_score": 0,
@@ -199,6 +202,17 @@ def test_a_failed_member_back_within_a_minute_is_a_flap():
     t.event("member-join", "b", 101.0)           # back after 61 s: not one
     assert {k: t.counts[k] for k in ("member.join", "member.failed", "member.flap")} \
         == {"member.join": 2, "member.failed": 2, "member.flap": 1}
+
+
+def test_acks_and_answers_again_from_the_same_node_are_counted_apart():
+    """Serf's query_duplicate_acks and query_duplicate_responses (a relayed
+    answer arrives twice)."""
+    tracker = QueryTracker()
+    tracker.open(messages.Query(ltime=5, id=9, timeout=2_000_000_000, flags=1), now=10)
+    ack = messages.QueryResponse(ltime=5, id=9, from_="a", flags=1)
+    answer = messages.QueryResponse(ltime=5, id=9, from_="a", payload=b"x")
+    assert [tracker.handle(r, 11) for r in (ack, ack, ack, answer, answer)] == ["ack", None, None, "response", None]
+    assert (tracker.duplicate_acks, tracker.duplicate_responses, tracker.duplicates) == (2, 1, 3)
 
 
 def test_mcast_demo_gossip_serves_them_on_metrics_port():

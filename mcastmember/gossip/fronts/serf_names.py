@@ -59,7 +59,8 @@ MEMBERLIST_COUNTERS = (
     ("memberlist.degraded.timeout", "degraded_timeouts"),
 )
 SERF_COUNTERS = ("serf.member.join", "serf.member.left", "serf.member.failed", "serf.member.update",
-                 "serf.member.flap", "serf.events", "serf.queries", "serf.query_acks", "serf.query_responses")
+                 "serf.member.flap", "serf.events", "serf.queries", "serf.query_acks", "serf.query_responses",
+                 "serf.query_duplicate_acks", "serf.query_duplicate_responses")
 #: every fixed counter's go-metrics key
 COUNTERS = tuple(k for k, _ in STATS_COUNTERS) + tuple(k for k, _ in MEMBERLIST_COUNTERS) + SERF_COUNTERS
 #: every summary's go-metrics key (timings in ms; sizes in bytes; depths)
@@ -97,6 +98,8 @@ def read_node(node: SerfNode) -> Reading:
     serf = node.telemetry
     counts = {key: getattr(engine, attr) for key, attr in MEMBERLIST_COUNTERS}
     counts.update((f"serf.{key}", value) for key, value in serf.counts.items())
+    counts["serf.query_duplicate_acks"] = node.tracker.duplicate_acks
+    counts["serf.query_duplicate_responses"] = node.tracker.duplicate_responses
     sources = (engine.probe_node, engine.push_pull_node, engine.gossip, serf.msgs_received, serf.msgs_sent,
                serf.queues["Intent"], serf.queues["Event"], serf.queues["Query"], node.pings.adjustments)
     summaries = {key: _summary(samples, now) for key, samples in zip(SUMMARIES, sources)}

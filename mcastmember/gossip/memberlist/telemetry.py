@@ -34,21 +34,30 @@ class Samples:
     """One summary: :attr:`count` and :attr:`total` of every value added, and
     the last :data:`WINDOW` values with the times they were added at."""
 
-    __slots__ = ("count", "total", "_values", "_times", "_next")
+    __slots__ = ("total", "_values", "_times", "_next", "_laps")
 
     def __init__(self) -> None:
-        self.count = 0
         self.total = 0.0
         self._values = array("d", bytes(8 * WINDOW))
         self._times = array("d", bytes(8 * WINDOW))
         self._next = 0
+        # the times the ring went round: with _next, the count, kept so
+        # that adding a value makes no new int (a count past 256 would)
+        self._laps = 0
+
+    @property
+    def count(self) -> int:
+        return self._laps * WINDOW + self._next
 
     def add(self, value: float, now: float) -> None:
         i = self._next
         self._values[i] = value
         self._times[i] = now
-        self._next = i + 1 if i + 1 < WINDOW else 0
-        self.count += 1
+        if i + 1 < WINDOW:
+            self._next = i + 1
+        else:
+            self._next = 0
+            self._laps += 1
         self.total += value
 
     def recent(self, now: float) -> list[float]:

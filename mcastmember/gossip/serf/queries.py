@@ -96,11 +96,18 @@ class QueryTracker:
     def __init__(self, max_pending: int = 1024):
         self.max_pending = max_pending
         self.evicted = 0
-        self.duplicates = 0
+        # acks and answers again from a node that gave one (Serf's
+        # query_duplicate_acks and query_duplicate_responses)
+        self.duplicate_acks = 0
+        self.duplicate_responses = 0
         self._pending: dict[int, PendingQuery] = {}
 
     def __len__(self) -> int:
         return len(self._pending)
+
+    @property
+    def duplicates(self) -> int:
+        return self.duplicate_acks + self.duplicate_responses
 
     def open(self, query: Query, now: float) -> PendingQuery:
         """Start collecting answers to ``query`` until its timeout."""
@@ -125,7 +132,10 @@ class QueryTracker:
         else:
             seen, kind = pending.responses, "response"
         if response.from_ in seen:
-            self.duplicates += 1
+            if response.ack:
+                self.duplicate_acks += 1
+            else:
+                self.duplicate_responses += 1
             return None
         seen.add(response.from_)
         return kind
