@@ -204,6 +204,20 @@ def test_a_failed_member_back_within_a_minute_is_a_flap():
         == {"member.join": 2, "member.failed": 2, "member.flap": 1}
 
 
+def test_a_member_with_a_snapshot_file_times_its_writes_as_serf_does(tmp_path):
+    """serf.snapshot.appendLine and serf.snapshot.compact, only with a snapshot file."""
+    with SerfService("a", "127.0.0.1", free_gossip_port(), snapshot_path=str(tmp_path / "snap")) as a, \
+            serve(a, 0, "127.0.0.1") as server:
+        wait_until(lambda: a.read_node(lambda node: node.telemetry.snapshot["appendLine"].count) >= 1)
+        samples = samples_of(read(server.url))
+    assert samples[("serf_snapshot_appendLine_count", frozenset())] >= 1
+    assert 0 <= samples[("serf_snapshot_appendLine", frozenset({("quantile", "0.5")}))] < 10_000
+    assert samples[("serf_snapshot_compact_count", frozenset())] == 0
+    with SerfService("b", "127.0.0.1", free_gossip_port()) as b, serve(b, 0, "127.0.0.1") as server:
+        assert not any(name.startswith("serf_snapshot") for name, _ in samples_of(read(server.url).replace(
+            'node="b"', 'node="a"')))
+
+
 def test_acks_and_answers_again_from_the_same_node_are_counted_apart():
     """Serf's query_duplicate_acks and query_duplicate_responses (a relayed
     answer arrives twice)."""

@@ -103,6 +103,8 @@ def read_node(node: SerfNode) -> Reading:
     sources = (engine.probe_node, engine.push_pull_node, engine.gossip, serf.msgs_received, serf.msgs_sent,
                serf.queues["Intent"], serf.queues["Event"], serf.queues["Query"], node.pings.adjustments)
     summaries = {key: _summary(samples, now) for key, samples in zip(SUMMARIES, sources)}
+    for name, samples in (serf.snapshot or {}).items():      # (only with a snapshot file)
+        summaries[f"serf.snapshot.{name}"] = _summary(samples, now)
     return Reading(counts, summaries, node.engine.awareness.score, dict(serf.events.counts),
                    dict(serf.queries.counts))
 
@@ -147,7 +149,9 @@ class SerfNamesCollector(Collector):
         if reading is not None:
             gauge.add_metric(node, reading.health_score)
         out.append(gauge)
-        for key in SUMMARIES:
+        # the fixed ones (described), and the snapshot's when the front has one
+        keys = list(SUMMARIES) if reading is None else [*SUMMARIES, *sorted(set(reading.summaries) - set(SUMMARIES))]
+        for key in keys:
             family = SummaryMetricFamily(name(key), f"{key} (summary)", labels=["node"])
             if reading is not None:
                 self._add_summary(family, reading.summaries[key])

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..._runtime.errors import ConfigurationError
+from ..memberlist.telemetry import Samples
 from ..serf.events import JoinDone, SerfNodeEvent
 from ..serf.node import SerfNode
 from ..serf.snapshot import (ERROR_RECOVERY_INTERVAL, FLUSH_INTERVAL, MIN_COMPACT_SIZE, Rejoin, Snapshotter,
@@ -64,6 +65,8 @@ class SnapshotFile:
         self._counts["snapshot_lines_bad"] = restored.bad_lines
         self._next_flush = 0.0
         self._recover_at: float | None = None
+        # Serf times its snapshot's writes (serf.snapshot.appendLine, serf.snapshot.compact)
+        node.telemetry.snapshot = self._timings = {"appendLine": Samples(), "compact": Samples()}
         if restored.bad_lines or restored.truncated:
             log.warning("serf front: the snapshot file %s had %d unreadable line(s)%s; skipped", self.path,
                         restored.bad_lines, " and a last line cut short" if restored.truncated else "")
@@ -157,6 +160,7 @@ class SnapshotFile:
     def _append(self, text: str, now: float, sync: bool = False) -> None:
         if not text or self._fd < 0:
             return
+        began = time.perf_counter()
         data = text.encode("utf-8", "surrogateescape")
         if self._cut:
             data = b"\n" + data
@@ -169,11 +173,13 @@ class SnapshotFile:
             return
         self._cut = False
         self.snapshot.wrote(len(data))
+        self._timings["appendLine"].add((time.perf_counter() - began) * 1e3, now)
 
     def _compact(self, now: float) -> None:
         """The file rewritten whole: a temporary file beside it, synced, then
         renamed over it (atomic), then appended to again."""
         temp = self.path + COMPACT_SUFFIX
+        began = time.perf_counter()
         data = self.snapshot.compacted().encode("utf-8", "surrogateescape")
         try:
             fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
@@ -193,6 +199,7 @@ class SnapshotFile:
         self.snapshot.size = len(data)
         self._recover_at = None
         self._counts["snapshot_compactions"] += 1
+        self._timings["compact"].add((time.perf_counter() - began) * 1e3, now)
 
     def _failed(self, error: OSError, now: float) -> None:
         """A write failed (a full disk...): counted; a compaction tries again

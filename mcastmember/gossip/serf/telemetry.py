@@ -56,7 +56,7 @@ class SerfTelemetry:
     "events", "queries", "query_acks", "query_responses"), by name
     (``events``, ``queries``), and its samples (``msgs_received``,
     ``msgs_sent``: message sizes in bytes; ``queues``: the depth of each
-    queue, by Serf's name for it: Intent, Event, Query)."""
+    queue, by Serf's name for it: Intent, Event, Query; ``snapshot``)."""
 
     def __init__(self) -> None:
         self.counts: dict[str, int] = dict.fromkeys(
@@ -67,6 +67,10 @@ class SerfTelemetry:
         self.msgs_received = Samples()
         self.msgs_sent = Samples()
         self.queues = {name: Samples() for name in ("Intent", "Event", "Query")}
+        #: the snapshot file's write times in ms, by Serf's name for them
+        #: (appendLine, compact); None without a snapshot (the front's file
+        #: writes them)
+        self.snapshot: dict[str, Samples] | None = None
         self._next_check = 0.0
         # when each member failed, for flaps (a failed member is in Serf's
         # table, whose size is bounded; reaped ones are forgotten)
