@@ -11,6 +11,7 @@ its membership; its flags, as Serf's agent spells them, are the doctor's too
                       [--profile lan|wan|local] [--protocol N] [--reconnect-interval D]
                       [--reconnect-timeout D] [--tombstone-timeout D] [--json] [--duration S]
                       [--metrics-port PORT [--metrics-address ADDR] [--metrics-prefix NAME]]
+                      [--rpc-addr ADDR:PORT] [--rpc-auth TOKEN]
 
 Durations (D) are written as Serf's agent takes them, in Go's syntax: "30s",
 "24h", "1m30s".
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
     from .._runtime.events import EventsLost
     from ..gossip.fronts.service import SerfService
     from ..gossip.fronts.settings import SerfServiceSettings
-    from ..gossip.serf.node import JoinDone, SerfNodeEvent
+    from ..gossip.serf.node import JoinDone, LeaveDone, SerfNodeEvent
 
     class Stopper(Protocol):
         """What ends the demo (the CLI's SIGINT/SIGTERM/closed-stdout waiter)."""
@@ -71,6 +72,9 @@ FLAGS = {"tags": "--tag", "tags_file": "--tags-file", "keys": "--encrypt", "keyr
 FLAGS.update({"snapshot_path": "--snapshot", "rejoin": "--rejoin"})
 FLAGS.update({"event_handlers": "--event-handler", "handler_timeout": "--handler-timeout",
               "handler_concurrency": "--handler-concurrency", "handler_queue": "--handler-queue"})
+FLAGS.update({"rpc_addr": "--rpc-addr", "rpc_auth": "--rpc-auth"})
+#: where the demo's agent RPC listens without --rpc-addr: the agent's own default, loopback only
+DEFAULT_RPC = ("127.0.0.1", 7373)
 #: the flags that take a Serf (Go) duration, by the setting each gives (seconds)
 DURATIONS = {"reconnect_interval": "--reconnect-interval", "reconnect_timeout": "--reconnect-timeout",
              "tombstone_timeout": "--tombstone-timeout"}
@@ -85,6 +89,7 @@ _GROUPS = {
     "join": "joining the cluster",
     "security": "the cluster's key and label",
     "handlers": "event handlers (scripts run for the member's events, as Serf agent's)",
+    "rpc": "the agent's RPC (serf members, serf monitor... -rpc-addr=ADDR:PORT)",
     "timing": "timing and protocol (Serf's agent's defaults unless given; durations D as it "
               "writes them: 30s, 24h, 1m30s)",
     "output": "output",
@@ -155,6 +160,12 @@ def add_arguments(parser: argparse.ArgumentParser, doctor: bool = False) -> None
                           help="handler runs at once (default 1: one after another, in order)")
     handlers.add_argument("--handler-queue", metavar="N",
                           help="handler runs waiting for those; past them a run is dropped (default 1024)")
+    rpc = group["rpc"]
+    rpc.add_argument("--rpc-addr", metavar="ADDR:PORT",
+                     help=f"where Serf's RPC listens, for the serf CLI and Serf's RPC clients (default "
+                          f"{DEFAULT_RPC[0]}:{DEFAULT_RPC[1]}, as the agent's: loopback; if taken, no RPC)")
+    rpc.add_argument("--rpc-auth", metavar="TOKEN",
+                     help="the token RPC clients must give (serf ... -rpc-auth=TOKEN)")
     timing.add_argument("--profile", metavar="lan|wan|local",
                         help="memberlist's timings for a LAN (the default), a WAN, or members on one host")
     timing.add_argument("--protocol", metavar="N",
@@ -266,7 +277,34 @@ def options(args: argparse.Namespace, read_keyring: bool = True) -> Options:
     _agent_flags(args, opts)
     _snapshot_flags(args, opts)
     _handler_flags(args, opts)
+    _rpc_flags(args, opts)
     return opts
+
+
+def _rpc_flags(args: argparse.Namespace, opts: Options) -> None:
+    """--rpc-addr (ADDR:PORT, checked as the setting is) and --rpc-auth."""
+    from ..gossip.fronts.addresses import parse_address
+
+    if args.rpc_addr is not None:
+        host, port = parse_address(args.rpc_addr, DEFAULT_RPC[1], "--rpc-addr")
+        opts.given["rpc_addr"] = host_port(host, port)
+    if args.rpc_auth is not None:
+        opts.given["rpc_auth"] = args.rpc_auth
+
+
+def default_rpc(opts: Options) -> str | None:
+    """The demo's RPC address without --rpc-addr: the agent's, if no one
+    listens there (another agent, another demo), else None, with a warning."""
+    if "rpc_addr" in opts.given:
+        return None
+    with socket.socket() as probe:
+        try:
+            probe.bind(DEFAULT_RPC)
+        except OSError:
+            print(f"mcast-demo gossip: warning: {host_port(*DEFAULT_RPC)} is taken (another agent?): no RPC; "
+                  "give --rpc-addr", file=sys.stderr)
+            return None
+    return host_port(*DEFAULT_RPC)
 
 
 def _seconds(flag: str, text: str) -> float:
@@ -397,7 +435,7 @@ def resolve(host: str, version: int) -> str:
 def run(args: argparse.Namespace, stop: Stopper, silence: Callable[[], None]) -> int:
     """mcast-demo gossip: start, join, show, and leave when asked."""
     from ..gossip.fronts.service import SerfService
-    from ..gossip.serf.node import ConflictResolved
+    from ..gossip.serf.node import ConflictResolved, LeaveDone
     from ..gossip.serf.retry_join import RetryJoinFailed
     from .gossip_view import choose_view
 
@@ -405,7 +443,11 @@ def run(args: argparse.Namespace, stop: Stopper, silence: Callable[[], None]) ->
     try:
         opts = options(args, read_keyring=False)
         check_metrics_flags(args)
-        service = SerfService(opts.node, opts.bind, opts.port, **opts.settings())
+        settings = opts.settings()
+        rpc = default_rpc(opts)
+        if rpc is not None:
+            settings["rpc_addr"] = rpc
+        service = SerfService(opts.node, opts.bind, opts.port, **settings)
         # bound before the member starts: a taken port stops us before we gossip
         metrics = serve_metrics(service, args, "127.0.0.1") if args.metrics_port is not None else None
     except ConfigurationError as error:
@@ -414,7 +456,12 @@ def run(args: argparse.Namespace, stop: Stopper, silence: Callable[[], None]) ->
     view = choose_view(args.json, sys.stdout)
     outcome: list[str] = []
 
+    left: list[LeaveDone] = []
+
     def on_event(event: SerfNodeEvent | EventsLost) -> None:     # on the dispatcher thread
+        if isinstance(event, LeaveDone):      # ours, or one asked by RPC (serf leave), which stops the member
+            left.append(event)
+            stop.set()
         if isinstance(event, ConflictResolved) and not event.majority:
             outcome.append(f"the cluster gave the name {opts.node!r} to another node: choose another --node")
             stop.set()
@@ -441,6 +488,8 @@ def run(args: argparse.Namespace, stop: Stopper, silence: Callable[[], None]) ->
     try:
         if metrics is not None:
             print(f"{prog}: metrics on {metrics.url}", file=sys.stderr)
+        if service.rpc_address is not None:
+            print(f"{prog}: RPC on {host_port(*service.rpc_address)}", file=sys.stderr)
         view.started(service)
         if opts.seeds:
             done = _join(service, opts.seeds, stop)
@@ -454,10 +503,11 @@ def run(args: argparse.Namespace, stop: Stopper, silence: Callable[[], None]) ->
         if outcome:
             print(f"{prog}: {outcome[0]}", file=sys.stderr)
             return 1
-        try:
-            service.leave()
-        except (TimeoutError, RuntimeError) as error:
-            print(f"{prog}: warning: the leave did not finish: {error}", file=sys.stderr)
+        if not left:
+            try:
+                service.leave()
+            except (TimeoutError, RuntimeError) as error:
+                print(f"{prog}: warning: the leave did not finish: {error}", file=sys.stderr)
         service.stop()          # every event shown first: the dispatcher ends once it has none
         view.stopped(service)
         return 0

@@ -28,11 +28,13 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, TypeVar
 
 from ..._runtime.aio_events import EventStream, Waiters, open_stream
-from .driver import (DEFAULT_BIND_ADDR, DEFAULT_PORT, READ, WRITE, GossipFront, Listener, Predicate, current,
+from ..._runtime.watch import LoopWatch
+from .driver import (DEFAULT_BIND_ADDR, DEFAULT_PORT, GossipFront, Listener, Predicate, current,
                      join_seeds, serf_event_bytes)
 from .settings import takes_settings
 from ..serf.node import GossipMember, JoinDone, LeaveDone, SerfNodeEvent
 from ..agent.handler_aio import AsyncHandlers
+from ..agent.rpc_aio import AsyncRpc
 
 if TYPE_CHECKING:
     from typing_extensions import Self, Unpack
@@ -69,7 +71,7 @@ class AsyncSerfService(GossipFront):
                  **settings: Unpack[SerfServiceSettings]) -> None:
         super().__init__(name, bind_addr, port, lock=contextlib.nullcontext(), **settings)
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._watched: dict[socket.socket, int] = {}
+        self._watched: LoopWatch | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
         self._again: asyncio.Handle | None = None
@@ -90,8 +92,15 @@ class AsyncSerfService(GossipFront):
         if self._running:
             raise RuntimeError("already started")
         self._loop = asyncio.get_running_loop()
+        self._watched = LoopWatch(self._loop, self._on_ready)
         self._bind()
         self._wake()
+        if self._rpc_config is not None:
+            try:
+                self._rpc = AsyncRpc(self, self._rpc_config).start()
+            except OSError:
+                await self.stop()
+                raise
         return self
 
     async def stop(self) -> None:
@@ -99,6 +108,8 @@ class AsyncSerfService(GossipFront):
         every event stream; those waiting get a RuntimeError."""
         if not self._running:
             return
+        if self._rpc is not None:
+            self._rpc.stop()
         self._handlers.close()
         if self._inert:
             self._close_copies()    # a forked child's copy: the loop's epoll is the parent's too
@@ -213,20 +224,12 @@ class AsyncSerfService(GossipFront):
             self._done = [(k, f) for k, f in self._done if f is not future]
 
     def _watch(self, sock: socket.socket, mask: int) -> None:
-        assert self._loop is not None
-        was = self._watched.get(sock, 0)
-        for bit, add, remove in ((READ, self._loop.add_reader, self._loop.remove_reader),
-                                 (WRITE, self._loop.add_writer, self._loop.remove_writer)):
-            if mask & bit and not was & bit:
-                add(sock, self._on_ready, sock, bit)
-            elif was & bit and not mask & bit:
-                remove(sock)
-        self._watched[sock] = mask
+        assert self._watched is not None
+        self._watched.watch(sock, mask)
 
     def _unwatch(self, sock: socket.socket) -> None:
-        if self._watched.get(sock):
-            self._watch(sock, 0)
-        self._watched.pop(sock, None)
+        if self._watched is not None:
+            self._watched.unwatch(sock)
 
     def _poke(self) -> None:
         """Flush soon, on the loop (never inside the caller, a listener maybe)."""

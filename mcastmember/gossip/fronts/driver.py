@@ -53,6 +53,7 @@ from .settings import DEFAULT_BIND_ADDR, DEFAULT_PORT, MAX_INCOMING_STREAMS, fro
 from .keyring_file import save_keyring
 from .snapshot_file import open_snapshot, snapshot_stats
 from ..agent.handlers import QueryHandler
+from ..agent.rpc_server import COUNTERS as RPC_COUNTERS
 from .tags_file import save_tags
 
 if TYPE_CHECKING:
@@ -228,6 +229,9 @@ class GossipFront(abc.ABC):
         self._snapshot = open_snapshot(settings, self.node)
         #: the event handlers' runs (scripts and Python query handlers), off the I/O
         self._handlers = self._handler_runner(self, cfg.handlers)
+        #: the agent's RPC, as the settings ask: its config, and its listener once started (a front's start)
+        self._rpc_config = cfg.rpc
+        self._rpc: Any = None
         self._family = cfg.family
         self._max_streams = cfg.max_streams
         self._queue_size = cfg.event_queue_size
@@ -328,6 +332,18 @@ class GossipFront(abc.ABC):
         ``handler`` None removes the one for ``name``."""
         self._handlers.set_query_handler(name, handler)
 
+    def force_leave(self, name: str, prune: bool = False) -> None:
+        """``serf force-leave``: a failed member ``name`` is marked left
+        here and the others are told (``prune``: forgotten at once)."""
+        with self._lock:
+            self.node.force_leave(name, time.monotonic(), prune)
+        self._poke()
+
+    @property
+    def rpc_address(self) -> tuple[str, int] | None:
+        """Where the agent RPC listens (``rpc_addr``), while it does."""
+        return None if self._rpc is None else self._rpc.address
+
     def set_tags(self, tags: Mapping[str, str]) -> None:
         """New tags for this member, announced to the others; with a
         ``tags_file``, written there first, as Serf's agent does (an OSError
@@ -357,6 +373,7 @@ class GossipFront(abc.ABC):
             out.update(self._counts)
             out.update(snapshot_stats(self._snapshot))
             out.update(self._handlers.stats())
+            out.update(dict.fromkeys(RPC_COUNTERS, 0) if self._rpc is None else self._rpc.stats())
             out["connections_open"] = len(self._conns)
             out["subscribers"] = self._subscribers()
             return out

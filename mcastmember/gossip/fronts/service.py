@@ -26,8 +26,10 @@ from .driver import (DEFAULT_BIND_ADDR, DEFAULT_PORT, FRONT_COUNTERS, GossipFron
 from .settings import takes_settings
 from ..._runtime.dispatch import Replay
 from ..._runtime.events import EventQueue
+from ..._runtime.watch import drain, unwatch, watch
 from ..serf.node import GossipMember, JoinDone, LeaveDone, SerfNodeEvent
 from ..agent.handler_threads import ThreadHandlers
+from ..agent.rpc_threads import ThreadedRpc
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -113,6 +115,12 @@ class SerfService(GossipFront):
                                           daemon=True)]
         for thread in self._threads:
             thread.start()
+        if self._rpc_config is not None:
+            try:
+                self._rpc = ThreadedRpc(self, self._rpc_config).start()
+            except OSError:
+                self.stop()
+                raise
         return self
 
     def stop(self, timeout: float | None = STOP_WAIT_S) -> None:
@@ -130,6 +138,8 @@ class SerfService(GossipFront):
             self._wake_r.close()
             self._wake_w.close()
             return
+        if self._rpc is not None:
+            self._rpc.stop()
         self._running = False
         self._handlers.close()
         self._poke()
@@ -233,16 +243,10 @@ class SerfService(GossipFront):
     # ------------------------------------------------------------ waiting
 
     def _watch(self, sock: socket.socket, mask: int) -> None:
-        try:
-            self._sel.modify(sock, mask)
-        except KeyError:
-            self._sel.register(sock, mask)
+        watch(self._sel, sock, mask)
 
     def _unwatch(self, sock: socket.socket) -> None:
-        try:
-            self._sel.unregister(sock)
-        except (KeyError, ValueError):
-            pass
+        unwatch(self._sel, sock)
 
     def _poke(self) -> None:
         if self._inert:
@@ -288,11 +292,7 @@ class SerfService(GossipFront):
                 time.sleep(0.05)
 
     def _drain_wake(self) -> None:
-        try:
-            while self._wake_r.recv(4096):
-                pass
-        except OSError:
-            pass
+        drain(self._wake_r)
 
 
 __all__ = ["DEFAULT_PORT", "FRONT_COUNTERS", "Listener", "SerfService"]

@@ -48,7 +48,8 @@ from ..serf.retry_join import DEFAULT_RETRY_INTERVAL, RetryJoin
 from ..agent.handlers import (DEFAULT_CONCURRENCY as DEFAULT_HANDLER_CONCURRENCY, DEFAULT_QUEUE as
                               DEFAULT_HANDLER_QUEUE, DEFAULT_TIMEOUT as DEFAULT_HANDLER_TIMEOUT, HandlerSettings,
                               handler_settings)
-from .addresses import choose_advertise, parse_seeds
+from ..agent.rpc_server import RpcConfig, RpcLimits
+from .addresses import choose_advertise, parse_address, parse_seeds
 from .keyring_file import load_keyring
 from .tags_file import load_tags
 
@@ -57,6 +58,8 @@ _Class = TypeVar("_Class")
 # The positional settings: the address we bind and advertise, and Serf's port.
 DEFAULT_BIND_ADDR = "127.0.0.1"
 DEFAULT_PORT = 7946
+#: the agent RPC's port where ``rpc_addr`` gives none (Serf's)
+RPC_PORT = 7373
 #: streams others opened to us that are still being read or answered
 MAX_INCOMING_STREAMS = 32
 
@@ -73,6 +76,7 @@ def _defaults(kind: type) -> dict[str, Any]:
 
 
 _ML = _defaults(GossipSettings)
+RPC_LIMITS = RpcLimits()
 _SERF = _defaults(SerfSettings)
 
 KeyringKeys = Union[tuple[bytes, ...], list[bytes]]
@@ -146,7 +150,30 @@ class _FrontSettings(TypedDict, total=False):
     handler_queue: Annotated[int, Setting(
         DEFAULT_HANDLER_QUEUE, "handler runs waiting for one of those; past it a run is dropped "
                                "(``handlers_dropped``)")]
-
+    rpc_addr: Annotated[Union[str, None], Setting(
+        None, "Serf's ``-rpc-addr``: ``ADDR:PORT`` where the agent's RPC listens, for ``serf "
+              "members -rpc-addr=...`` and Serf's RPC clients (``mcast-demo gossip`` listens on "
+              "127.0.0.1:7373, as the agent)", "none: no RPC")]
+    rpc_auth: Annotated[Union[str, None], Setting(
+        None, "Serf's ``-rpc-auth``: the token an RPC client must give before any command but "
+              "the handshake (``-rpc-auth=...``)", "none")]
+    rpc_max_connections: Annotated[int, Setting(
+        RPC_LIMITS.max_connections, "RPC connections open at once, half of them per source; past "
+                                    "its share a connection is refused (``rpc_connections_refused``)")]
+    rpc_max_request: Annotated[int, Setting(
+        RPC_LIMITS.max_request, "the longest RPC request (header and body), bytes; a longer one "
+                                "closes its connection (``rpc_requests_too_big``)")]
+    rpc_max_pending: Annotated[int, Setting(
+        RPC_LIMITS.max_pending, "RPC requests of one connection in progress (a join, a key "
+                                "operation); past it the connection is not read until one ends")]
+    rpc_max_streams: Annotated[int, Setting(
+        RPC_LIMITS.max_streams, "RPC streams open at once (``stream``, ``monitor``, a query's "
+                                "answers), all connections together; past it one is refused "
+                                "(``rpc_streams_refused``)")]
+    rpc_stream_queue: Annotated[int, Setting(
+        RPC_LIMITS.stream_queue, "stream records waiting to be written to one RPC connection; past "
+                                 "it a record is dropped (``rpc_records_dropped``), as the agent "
+                                 "drops what a slow subscriber cannot take")]
 
 
 class _MemberlistSettings(TypedDict, total=False):
@@ -333,6 +360,8 @@ class FrontSettings:
     retry: RetryJoin | None = None
     #: the event handlers and their bounds
     handlers: HandlerSettings = HandlerSettings()
+    #: the agent's RPC (None: none)
+    rpc: RpcConfig | None = None
 
 
 def front_settings(front: str, name: str, bind_addr: str, port: int, settings: Mapping[str, Any],
@@ -378,7 +407,21 @@ def front_settings(front: str, name: str, bind_addr: str, port: int, settings: M
     return FrontSettings(gossip, serf, family, given["tags"], given["tags_file"], given["keyring_file"],
                          given["max_streams"], given["event_queue_size"], given["event_queue_bytes"], given["seed"],
                          _retry_join(given), handler_settings(given["event_handlers"], given["handler_timeout"],
-                                                              given["handler_concurrency"], given["handler_queue"]))
+                                                              given["handler_concurrency"], given["handler_queue"]),
+                         _rpc(given))
+
+
+def _rpc(given: Mapping[str, Any]) -> RpcConfig | None:
+    """The agent RPC the settings ask for (checked), None without ``rpc_addr``."""
+    for key in ("rpc_max_connections", "rpc_max_request", "rpc_max_pending", "rpc_max_streams", "rpc_stream_queue"):
+        if given[key] < 1:
+            raise ConfigurationError(f"{key} must be at least 1")
+    if given["rpc_addr"] is None:
+        return None
+    host, port = parse_address(given["rpc_addr"], RPC_PORT, "rpc_addr")
+    limits = RpcLimits(given["rpc_max_connections"], given["rpc_max_request"], given["rpc_max_pending"],
+                       given["rpc_max_streams"], given["rpc_stream_queue"])
+    return RpcConfig(host, port, given["rpc_auth"] or "", limits)
 
 
 def _retry_join(given: Mapping[str, Any]) -> RetryJoin | None:

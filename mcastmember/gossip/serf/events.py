@@ -14,9 +14,9 @@ from . import messages
 from .layout import MemberStatus
 from .retry_join import RetryJoined, RetryJoinFailed
 
-__all__ = ["ConflictResolved", "GossipMember", "JoinDone", "KeyResult", "KeyringChanged", "LeaveDone",
-           "SerfMemberEvent", "QueryAnswer", "QueryFinished", "QueryReceived", "SerfNodeEvent", "Tags",
-           "UserEventReceived"]
+__all__ = ["MEMBER_EVENT_TYPES", "ConflictResolved", "GossipMember", "JoinDone", "KeyResult", "KeyringChanged",
+           "LeaveDone", "SerfMemberEvent", "QueryAnswer", "QueryFinished", "QueryReceived", "SerfNodeEvent", "Tags",
+           "UserEventReceived", "serf_event_type"]
 
 
 class Tags(Mapping[str, str]):
@@ -181,6 +181,24 @@ class KeyringChanged:
     """A key query changed our keyring (Serf rewrites its keyring file)."""
 
     keys: tuple[bytes, ...]
+
+
+#: Serf's names of the member events (serf.EventType), by the kind of a SerfMemberEvent
+MEMBER_EVENT_TYPES = {"joined": "member-join", "left": "member-leave", "failed": "member-failed",
+                      "updated": "member-update", "reaped": "member-reap"}
+
+
+def serf_event_type(event: object) -> tuple[str, str] | None:
+    """(Serf's type, the user event's or query's name) of an event an
+    agent's handlers and streams may be for (member events, user events,
+    queries), None for the others (our queries' answers, joins...)."""
+    if isinstance(event, SerfMemberEvent):
+        return MEMBER_EVENT_TYPES.get(event.kind, ""), ""
+    if isinstance(event, UserEventReceived):
+        return "user", event.name
+    if isinstance(event, QueryReceived):
+        return "query", event.query.name
+    return None
 
 
 SerfNodeEvent = Union[SerfMemberEvent, UserEventReceived, QueryReceived, QueryAnswer, QueryFinished, KeyResult,

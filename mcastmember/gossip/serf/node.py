@@ -251,6 +251,18 @@ class SerfNode:
         self._pump(now)
         return query
 
+    def force_leave(self, name: str, now: float, prune: bool = False) -> None:
+        """Serf.RemoveFailedNode (``serf force-leave``): a leave intent for
+        ``name``, applied here and gossiped when another member is alive;
+        a failed member is then left (``prune``: erased at once)."""
+        msg, _outcome = self.core.members.force_leave(name, now, prune)
+        state = self.core.members.members.get(name)
+        if prune and state is not None and state.status == MemberStatus.LEFT:
+            self.core.members.erase(name)
+        if self.core.members.has_alive_members():
+            self.broadcasts.queue(self.intents, messages.encode(msg), own=True)
+        self._pump(now)
+
     def key_operation(self, op: str, key: bytes, now: float) -> messages.Query:
         """``serf keys -install/-use/-remove/-list`` (op: install, use, remove,
         list; ``key`` empty for list): the internal query to every node; a
