@@ -163,7 +163,8 @@ def add_arguments(parser: argparse.ArgumentParser, doctor: bool = False) -> None
     rpc = group["rpc"]
     rpc.add_argument("--rpc-addr", metavar="ADDR:PORT",
                      help=f"where Serf's RPC listens, for the serf CLI and Serf's RPC clients (default "
-                          f"{DEFAULT_RPC[0]}:{DEFAULT_RPC[1]}, as the agent's: loopback; if taken, no RPC)")
+                          f"{DEFAULT_RPC[0]}:{DEFAULT_RPC[1]}, as the agent's: loopback; when another agent "
+                          "or demo has it, none)")
     rpc.add_argument("--rpc-auth", metavar="TOKEN",
                      help="the token RPC clients must give (serf ... -rpc-auth=TOKEN)")
     timing.add_argument("--profile", metavar="lan|wan|local",
@@ -294,15 +295,15 @@ def _rpc_flags(args: argparse.Namespace, opts: Options) -> None:
 
 def default_rpc(opts: Options) -> str | None:
     """The demo's RPC address without --rpc-addr: the agent's, if no one
-    listens there (another agent, another demo), else None, with a warning."""
+    listens there, else None (another agent or demo on this host has it:
+    the demo runs without, as it ran before it had an RPC; --rpc-addr
+    asks for one, and a taken one is then an error)."""
     if "rpc_addr" in opts.given:
         return None
     with socket.socket() as probe:
         try:
             probe.bind(DEFAULT_RPC)
         except OSError:
-            print(f"mcast-demo gossip: warning: {host_port(*DEFAULT_RPC)} is taken (another agent?): no RPC; "
-                  "give --rpc-addr", file=sys.stderr)
             return None
     return host_port(*DEFAULT_RPC)
 
@@ -488,8 +489,6 @@ def run(args: argparse.Namespace, stop: Stopper, silence: Callable[[], None]) ->
     try:
         if metrics is not None:
             print(f"{prog}: metrics on {metrics.url}", file=sys.stderr)
-        if service.rpc_address is not None:
-            print(f"{prog}: RPC on {host_port(*service.rpc_address)}", file=sys.stderr)
         view.started(service)
         if opts.seeds:
             done = _join(service, opts.seeds, stop)
