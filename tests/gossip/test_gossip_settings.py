@@ -100,9 +100,11 @@ def test_every_flag_gives_a_declared_setting_and_has_no_default_of_its_own(comma
 
 def test_every_flag_of_mcast_demo_gossip_is_a_setting_or_says_where_the_member_is():
     """A flag added to mcast-demo gossip must give a declared setting
-    (FLAGS), or the node's name, address or seeds, or shape the demo."""
+    (FLAGS), or the node's name, address or seeds, or shape the demo (its
+    output, and where its metrics are served)."""
     flags = set(_gossip_flags("gossip")) - {"-h", "--help"}
-    assert flags == set(gossip_cli.FLAGS.values()) | {"--node", "--bind", "--join", "--duration", "--json"}
+    assert flags == set(gossip_cli.FLAGS.values()) | {"--node", "--bind", "--join", "--duration", "--json",
+                                                      "--metrics-port", "--metrics-address", "--metrics-prefix"}
 
 
 def test_flags_not_given_are_the_declared_defaults():
