@@ -481,7 +481,8 @@ def _doctor(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
-_GOSSIP_FLAGS = ("--bind", "--join", "--node", "--tag", "--encrypt", "--keyring-file", "--label")
+# every flag of a gossip member's (the heartbeat doctor refuses them without --gossip)
+_GOSSIP_FLAGS = ("--bind", "--join", "--node", *gossip_cli.FLAGS.values())
 
 
 def _doctor_gossip(args: argparse.Namespace) -> doctor.Report:
@@ -493,8 +494,8 @@ def _doctor_gossip(args: argparse.Namespace) -> doctor.Report:
         raise ConfigurationError("--gossip checks a gossip member: leave out the heartbeat "
                                  f"{'group' if args.group is not None else '--pair'}")
     opts = gossip_cli.options(args)
-    if not opts.seeds:
-        raise ConfigurationError("--gossip checks joining: name the seeds with --join")
+    if not gossip.seeds(opts):
+        raise ConfigurationError("--gossip checks joining: name the seeds with --join or --retry-join")
     return gossip.run_gossip(opts, args.wait)
 
 

@@ -58,14 +58,6 @@ def test_a_reachable_seed_with_the_same_settings_passes_every_check(capsys, seed
     assert checks["seed_udp"]["detail"] == f"{seed[0]} acked a ping by UDP"
 
 
-def test_a_closed_seed_fails_on_tcp_and_udp(capsys):
-    closed = f"127.0.0.2:{free_port('127.0.0.2')}"
-    status, checks = doctor(capsys, closed)
-    assert (status, verdicts(checks)) == (1, [("gossip_bind", "pass"), ("seed_tcp", "fail"), ("seed_udp", "fail")])
-    assert checks["seed_tcp"]["detail"] == f"cannot reach {closed} by TCP: connection refused"
-    assert checks["seed_tcp"]["fix"].startswith(f"start the agent there (serf agent -bind {closed})")
-
-
 @pytest.mark.parametrize("seed, extra, detail", [
     ({"keys": (K1,)}, [], "{seed} encrypts its traffic; this node does not"),
     ({}, ["--encrypt", b64(K1)], "this node encrypts its traffic; {seed} does not"),
@@ -169,13 +161,17 @@ def test_against_a_real_serf_agent_with_encryption(capsys):
             wait_until(lambda: subprocess.run(members, capture_output=True).returncode == 0, interval=0.1)
             args = ["doctor", "--gossip", "--bind", lan.address(1), "--join", seed, "--wait", "2", "--json"]
             results = []
-            for extra in ([], ["--encrypt", b64(K1)]):
+            for extra in ([], ["--encrypt", b64(K1)], ["--encrypt", b64(K1), "--label", "dc1"]):
                 results.append(run_in_netns(lan.hosts[1], main, args + extra))
                 checks = {c["name"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
-                results += [verdicts(checks), checks["key"]["detail"]]
+                results += [verdicts(checks), checks["label" if "--label" in extra else "key"]["detail"]]
         finally:
             agent.terminate()
             agent.wait(10)
     assert results == [1, [("gossip_bind", "pass"), ("seed_tcp", "pass"), ("label", "pass"), ("key", "fail")],
                        f"{seed} encrypts its traffic; this node does not",
-                       0, ALL_PASS, "both encrypt, with a key in common"]
+                       0, ALL_PASS, "both encrypt, with a key in common",
+                       # memberlist 0.2 reads a label header as an unknown message: the label told apart
+                       1, [("gossip_bind", "pass"), ("seed_tcp", "pass"), ("label", "fail")],
+                       f"{seed} refused this node's label 'dc1' and answers without one: it has no label "
+                       "(memberlist 0.2, as Debian's serf agent, or no label set)"]

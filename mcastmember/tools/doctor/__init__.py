@@ -17,7 +17,8 @@ docs/doctor.md documents them). In order:
 - with ``pair`` (``pairs``): ``pair``, numbered datagrams to and from the
   peers, by multicast and by unicast, for the same ``wait`` seconds;
 - for a gossip member instead (``gossip``, ``mcast-demo doctor --gossip``):
-  ``gossip_bind``, then per seed ``seed_tcp``, ``label``, ``key``,
+  ``gossip_bind``, ``advertise`` (with ``--advertise``), then per seed
+  (``--join`` and ``--retry-join``) ``seed_tcp``, ``label``, ``key``,
   ``protocol``, ``name`` and ``seed_udp``.
 
 A failing local check ends the run: nothing is sent then. The doctor's

@@ -4,12 +4,20 @@ Checks, in order (names stable, as the other checks'):
 
 - ``gossip_bind``: the address is this host's, and its port free for UDP
   and TCP (taken: a member already runs here, a warning);
-- per seed (``--join``): ``seed_tcp`` (a push/pull answered by TCP, as a join
-  starts), ``label`` (the label header each side puts first), ``key``
-  (encryption on both sides or neither, and a key in common), ``protocol``
-  (every node's memberlist and Serf versions within what all understand,
-  memberlist's verifyProtocol), ``name`` (no other node has our name), then
-  ``seed_udp`` (a ping acked by UDP, which memberlist probes with).
+- with ``--advertise``, ``advertise``: the address the others will dial
+  leads here (advertise.py);
+- per seed (``--join``, then ``--retry-join``): ``seed_tcp`` (a push/pull
+  answered by TCP, as a join starts; refused, silent or unroutable, with what
+  the member does about it: reach.py), ``label`` (the label each side uses:
+  labels.py when the answer does not say), ``key`` (encryption on both sides
+  or neither, and a key in common), ``protocol`` (every node's memberlist and
+  Serf versions within what all understand, memberlist's verifyProtocol),
+  ``name`` (no other node has our name), then ``seed_udp`` (a ping acked by
+  UDP, which memberlist probes with; a refused port told apart from
+  silence).
+
+A seed that cannot be reached is a warning, not a failure, when another seed
+passes every check: a join goes through any one seed.
 
 The push/pull the doctor sends carries no node and no Serf state, with the
 join flag off, and its ping names no node: the seed learns nothing of us, so
@@ -35,6 +43,7 @@ from ...gossip.memberlist.limits import Limits
 from ...gossip.serf.node import SerfNode
 from ...gossip.memberlist.settings import GossipSettings
 from ...gossip.memberlist.state import ip_text
+from . import advertise, labels, reach
 from .report import FAIL, PASS, WARN, Report, count, hostport
 
 if TYPE_CHECKING:
@@ -53,18 +62,35 @@ def run_gossip(opts: Options, wait: float) -> Report:
     report = Report()
     if not bind(report, opts):
         return report
-    family = socket.AF_INET6 if ":" in opts.bind else socket.AF_INET
+    advertise.check(report, opts, wait)
     vsn = SerfNode(GossipSettings(name=opts.node, advertise_addr=opts.bind,
                                   advertise_port=opts.port)).engine.settings.vsn()
-    with socket.socket(family, socket.SOCK_DGRAM) as udp:
-        udp.bind((opts.bind, 0))
-        for seed in opts.seeds:
-            verdicts = tcp(opts, seed, wait, vsn)
-            for verdict in verdicts:
-                report.add(*verdict)
-            if all(status != FAIL for name, status, _, _ in verdicts if name in ("label", "key")):
-                report.add(*ping(opts, seed, udp, wait, tcp_ok=verdicts[0][1] == PASS))
+    per_seed: list[tuple[tuple[str, int], list[Verdict]]] = []
+    for seed in reach.seeds(opts):
+        verdicts = tcp(opts, seed, wait, vsn)
+        if all(status != FAIL for name, status, _, _ in verdicts if name in ("label", "key")):
+            verdicts.append(ping(opts, seed, wait, tcp_ok=verdicts[0][1] == PASS))
+        per_seed.append((seed, verdicts))
+    for verdict in _through_another(per_seed):
+        report.add(*verdict)
     return report
+
+
+def _through_another(per_seed: list[tuple[tuple[str, int], list[Verdict]]]) -> list[Verdict]:
+    """Every seed's verdicts, those of a seed that cannot be reached made
+    warnings when another seed passes every check: a join (and a retry-join
+    attempt) succeeds when one seed answers, as the agent's does."""
+    good = next((seed for seed, verdicts in per_seed if all(v[1] == PASS for v in verdicts)), None)
+    through = "" if good is None else f" (the join goes through {hostport(*good)})"
+    out: list[Verdict] = []
+    for _, verdicts in per_seed:
+        down = bool(through) and [name for name, _, _, _ in verdicts] == ["seed_tcp", "seed_udp"] \
+            and verdicts[0][1] == FAIL
+        for name, status, detail, fix in verdicts:
+            if down:
+                status, detail = WARN, detail + through
+            out.append((name, status, detail, fix))
+    return out
 
 
 def bind(report: Report, opts: Options) -> bool:
@@ -92,22 +118,16 @@ def bind(report: Report, opts: Options) -> bool:
 def tcp(opts: Options, seed: tuple[str, int], wait: float, vsn: bytes) -> list[Verdict]:
     """seed_tcp, then label, key, protocol and name as far as the answer tells."""
     where = hostport(*seed)
-    keyring = Keyring(opts.keys) if opts.keys else None
-    request = framing.encode_stream(messages.encode_push_pull(messages.PushPull(False, [], b"")),
-                                    keyring=keyring, label=opts.label)
+
+    def ask(request: bytes) -> bytes:
+        return exchange(opts.bind, seed, request, wait)
+
     try:
-        reply = exchange(opts.bind, seed, request, wait)
+        reply = ask(labels.request(opts, opts.label))
     except OSError as error:
-        text = "no answer in time" if isinstance(error, socket.timeout) else \
-            (error.strerror or str(error)).lower()
-        return [("seed_tcp", FAIL, f"cannot reach {where} by TCP: {text}",
-                 f"start the agent there (serf agent -bind {where}), or let TCP port {seed[1]} through "
-                 "the firewalls between")]
+        return [reach.tcp_unreachable(opts, seed, error, wait)]
     if not reply:
-        return [("seed_tcp", PASS, f"{where} takes TCP connections", None),
-                ("label", FAIL, f"{where} closed the connection without an answer: it expects another "
-                 "label (memberlist >= 0.3), or is no memberlist node",
-                 "--label with the cluster's label (serf agent's -label)")]
+        return [("seed_tcp", PASS, f"{where} takes TCP connections", None), labels.closed(opts, seed, ask)]
     try:
         header, _ = split_label(reply)
     except GossipWireError:
@@ -126,6 +146,10 @@ def tcp(opts: Options, seed: tuple[str, int], wait: float, vsn: bytes) -> list[V
         if label[1] == FAIL:
             return [answered, label]
         if error.reason in ("no_key", "bad_encryption"):
+            # memberlist 0.2 with a key answers a labelled stream with an error sealed without our label
+            refused_label = labels.seed_has_none(opts, seed, ask) if not header else None
+            if refused_label is not None:
+                return [answered, refused_label]
             if key[1] == PASS:
                 key = ("key", FAIL, f"none of this node's keys decrypts {where}'s answer",
                        "--encrypt with the cluster's primary key (serf keys -list on a member lists them)")
@@ -136,6 +160,9 @@ def tcp(opts: Options, seed: tuple[str, int], wait: float, vsn: bytes) -> list[V
         expected = expected_in(msg.error)
         if expected is not None and expected != opts.label:     # an mcastmember seed names the label it takes
             return [("seed_tcp", PASS, f"{where} answered with an error", None), _label(where, expected, opts.label)]
+        refused_label = labels.seed_has_none(opts, seed, ask) if not header else None
+        if refused_label is not None:
+            return [("seed_tcp", PASS, f"{where} answered with an error", None), refused_label]
         text = msg.error.lower()
         if label[1] == PASS and "label" in text:
             label = ("label", FAIL, f"{where} refused our label: {msg.error}",
@@ -231,32 +258,40 @@ def _name(opts: Options, nodes: list[messages.PushNodeState]) -> Verdict:
     return ("name", PASS, f"no other node is named {opts.node!r}", None)
 
 
-def ping(opts: Options, seed: tuple[str, int], udp: socket.socket, wait: float, tcp_ok: bool) -> Verdict:
-    """seed_udp: up to PINGS pings, each given ``wait / PINGS`` seconds."""
+def ping(opts: Options, seed: tuple[str, int], wait: float, tcp_ok: bool) -> Verdict:
+    """seed_udp: up to PINGS pings, each given ``wait / PINGS`` seconds, from
+    a socket connected to the seed, so that the kernel tells when the seed's
+    host refuses the port (an ICMP port unreachable)."""
     where = hostport(*seed)
     keyring = Keyring(opts.keys) if opts.keys else None
-    for seq in range(1, PINGS + 1):
-        packet = framing.encode_packet(messages.encode(messages.Ping(seq_no=seq)), keyring=keyring,
-                                       label=opts.label)
-        try:
-            udp.sendto(packet, seed)
-        except OSError:
-            pass
-        if _acked(opts, udp, seq, time.monotonic() + wait / PINGS):
-            return ("seed_udp", PASS, f"{where} acked a ping by UDP", None)
-    if tcp_ok:
-        return ("seed_udp", FAIL, f"{where} answers by TCP but not by UDP: no ack to {PINGS} pings",
-                f"let UDP port {seed[1]} through the firewalls between, both ways (members probe by UDP)")
-    return ("seed_udp", FAIL, f"no ack from {where} by UDP either ({PINGS} pings)",
-            "check the seed runs (serf members on it) and the address and port")
+    family = socket.AF_INET6 if ":" in opts.bind else socket.AF_INET
+    with socket.socket(family, socket.SOCK_DGRAM) as udp:
+        udp.bind((opts.bind, 0))
+        udp.connect(seed)
+        for seq in range(1, PINGS + 1):
+            packet = framing.encode_packet(messages.encode(messages.Ping(seq_no=seq)), keyring=keyring,
+                                           label=opts.label)
+            try:
+                udp.send(packet)
+                if _acked(opts, udp, seq, time.monotonic() + wait / PINGS):
+                    return ("seed_udp", PASS, f"{where} acked a ping by UDP", None)
+            except ConnectionRefusedError:
+                return reach.udp_unanswered(seed, PINGS, refused=True, tcp_ok=tcp_ok)
+            except OSError:
+                pass
+    return reach.udp_unanswered(seed, PINGS, refused=False, tcp_ok=tcp_ok)
 
 
 def _acked(opts: Options, udp: socket.socket, seq: int, deadline: float) -> bool:
+    """True once the ack of ``seq`` arrives; ConnectionRefusedError when the
+    seed's host refuses the port."""
     while (left := deadline - time.monotonic()) > 0:
         udp.settimeout(left)
         try:
             data = udp.recv(65536)
-        except OSError:         # the timeout, or an ICMP error of an earlier ping
+        except ConnectionRefusedError:
+            raise
+        except OSError:         # the timeout
             continue
         try:
             body = framing.open_packet(data, LIMITS, keys=opts.keys, label=opts.label)
@@ -274,4 +309,6 @@ def _acked(opts: Options, udp: socket.socket, seq: int, deadline: float) -> bool
     return False
 
 
-__all__ = ["run_gossip"]
+seeds = reach.seeds
+
+__all__ = ["run_gossip", "seeds"]

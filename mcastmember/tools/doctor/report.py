@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     Status: TypeAlias = Literal["pass", "warn", "fail"]
     CheckName: TypeAlias = Literal["interface", "route", "group", "port", "rp_filter", "loop",
                                    "joined", "heard", "domain", "drop_time", "loss",
-                                   "identity", "pair", "gossip_bind", "seed_tcp", "label", "key",
+                                   "identity", "pair", "gossip_bind", "advertise", "seed_tcp", "label", "key",
                                    "protocol", "name", "seed_udp"]
 
     class CheckJson(TypedDict):
