@@ -263,8 +263,10 @@ def joiner_hears(front, seed, settings, how):
         settings = {**settings, "retry_join": [f"127.0.0.1:{seed.port}"]}
     kwargs = {} if how in ("retry", "default") else {"ignore_old": how}
     if front == "threads":
-        with SerfService("b", "127.0.0.1", port, **FAST, **settings) as b:
-            b.add_listener(seen.append)
+        # the listener before the start: a retry-join starts with the service
+        b = SerfService("b", "127.0.0.1", port, **FAST, **settings)
+        b.add_listener(seen.append)
+        with b:
             if how != "retry":
                 assert b.join(seeds, **kwargs).joined == 1
             wait_until(lambda: len(seed.members()) == 2)
