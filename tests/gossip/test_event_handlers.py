@@ -19,7 +19,7 @@ import pytest
 pytest.importorskip("msgpack")
 
 from mcastmember import ConfigurationError  # noqa: E402
-from mcastmember.gossip.agent import handler_aio, handler_threads  # noqa: E402
+from mcastmember.gossip.agent import handler_process  # noqa: E402
 from mcastmember.gossip.agent.handlers import (EventScript, HandlerCore, HandlerSettings, parse_handler,  # noqa: E402
                                                tag_variable)
 from mcastmember.gossip.fronts.aio import AsyncSerfService  # noqa: E402
@@ -256,11 +256,17 @@ def test_a_flood_of_events_keeps_the_runs_within_their_bounds(front, tmp_path, c
                        "waiting (handler_queue)"]
 
 
-@pytest.mark.parametrize("front", FRONTS)
-def test_a_run_past_the_time_limit_is_killed_with_its_children(front, tmp_path, caplog):
+@pytest.fixture
+def sleeper(tmp_path, caplog):
+    """A script whose child sleeps 30 s, and the file it writes that child's pid to; warnings logged."""
     caplog.set_level(logging.WARNING, "mcastmember")
     pid = tmp_path / "pid"
-    script = f"sleep 30 & echo $! > {pid}; wait"
+    return pid, f"sleep 30 & echo $! > {pid}; wait"
+
+
+@pytest.mark.parametrize("front", FRONTS)
+def test_a_run_past_the_time_limit_is_killed_with_its_children(front, sleeper, caplog):
+    pid, script = sleeper
 
     def work(a, on):
         started = time.monotonic()
@@ -272,9 +278,34 @@ def test_a_run_past_the_time_limit_is_killed_with_its_children(front, tmp_path, 
     assert took < 5
     assert handler_stats(stats) == {**ZERO, "handlers_timed_out": 1}
     child = int(pid.read_text())
-    wait_until(lambda: not os.path.exists(f"/proc/{child}") or open(f"/proc/{child}/stat").read().split()[2] == "Z")
+    wait_until(lambda: gone(child))
     assert [r.getMessage() for r in caplog.records] == [
         f"event handler {script!r} (user) killed: still running after 0.3 s (handler_timeout)"]
+
+
+def gone(pid):
+    """The process ``pid`` ended (and was reaped, or is a zombie waiting for it)."""
+    try:
+        return open(f"/proc/{pid}/stat").read().split()[2] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.parametrize("front", FRONTS)
+def test_a_stop_kills_the_runs_going_on_and_forgets_those_waiting(front, sleeper, caplog):
+    """Nothing a handler started outlives the member: no warning, no count."""
+    pid, script = sleeper
+
+    def work(a, on):
+        on(lambda: a.user_event("slow", b"", coalesce=False))
+        on(lambda: a.user_event("slow", b"", coalesce=False))
+        wait_until(lambda: pid.exists() and pid.read_text().endswith("\n"))     # the script's child is running
+        return a
+
+    a = on_front(front, {"event_handlers": [f"user:slow={script}"]}, work)
+    wait_until(lambda: gone(int(pid.read_text())), timeout=5)
+    wait_until(lambda: a.stats()["handlers_running"] == 0)        # (a thread's run ends once its process did)
+    assert (handler_stats(a.stats()), caplog.records) == (ZERO, [])
 
 
 @pytest.mark.parametrize("front", FRONTS)
@@ -286,8 +317,7 @@ def test_a_failing_handler_is_counted_and_logged(front, caplog, monkeypatch):
     def work(a, on):
         on(lambda: a.user_event("fail", b"", coalesce=False))
         wait_until(lambda: on(a.stats)["handlers_failed"] == 1)
-        monkeypatch.setattr(handler_threads, "SHELL", "/nonexistent/sh")
-        monkeypatch.setattr(handler_aio, "SHELL", "/nonexistent/sh")
+        monkeypatch.setattr(handler_process, "SHELL", "/nonexistent/sh")
         on(lambda: a.user_event("fail", b"", coalesce=False))
         wait_until(lambda: on(a.stats)["handlers_not_started"] == 1)
         return on(a.stats)

@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..._runtime.errors import ConfigurationError
 from ..._runtime.ratelimit import RateLimitedLog
-from ..serf.events import GossipMember, QueryReceived, SerfMemberEvent, UserEventReceived
+from ..serf.events import (MEMBER_EVENT_TYPES, GossipMember, QueryReceived, SerfMemberEvent, UserEventReceived,
+                           serf_event_type)
 from ..serf.queries import make_response
 
 if TYPE_CHECKING:
@@ -45,10 +46,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("mcastmember")
 
 #: the events a filter may name, as Serf's agent spells them (EventFilter.Valid)
-EVENT_TYPES = ("member-join", "member-leave", "member-failed", "member-update", "member-reap", "user", "query")
-#: a member event's kind (SerfMemberEvent) as Serf names its event type
-MEMBER_EVENT_TYPES = {"joined": "member-join", "left": "member-leave", "failed": "member-failed",
-                      "updated": "member-update", "reaped": "member-reap"}
+EVENT_TYPES = (*MEMBER_EVENT_TYPES.values(), "user", "query")
 #: the defaults of the bounds (Serf's agent has none: see the module)
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_CONCURRENCY = 1
@@ -204,18 +202,6 @@ class Run:
         return f"{what!r} ({self.event_type})"
 
 
-def _event_key(event: SerfNodeEvent) -> tuple[str, str] | None:
-    """(Serf's event type, the user event's or query's name) of an event a
-    handler may be for, None for the others (our queries' answers, joins...)."""
-    if isinstance(event, SerfMemberEvent):
-        return MEMBER_EVENT_TYPES.get(event.kind, ""), ""
-    if isinstance(event, UserEventReceived):
-        return "user", event.name
-    if isinstance(event, QueryReceived):
-        return "query", event.query.name
-    return None
-
-
 # ------------------------------------------------------------------ the bounds
 
 class HandlerCore:
@@ -264,7 +250,7 @@ class HandlerCore:
                            for s in self.settings.scripts if s.wants(kind, ""))
 
         for event in events:
-            key = _event_key(event)
+            key = serf_event_type(event)
             if key is None:
                 continue
             kind, name = key
@@ -336,7 +322,11 @@ class HandlerCore:
         """A script's run ended: ``status`` its exit status (None: killed at the
         time limit), ``output`` the first bytes of its stdout, ``errors`` the
         first of its stderr. Counted and logged; returns its query's answer
-        (exit 0 and some output, as the agent answers), None for none."""
+        (exit 0 and some output, as the agent answers), None for none. A run
+        the member's stop killed is neither."""
+        if self.closed:
+            log.debug("event handler %s ended with the member (status %s)", run.label, status)
+            return None
         if status is None:
             self.counts["handlers_timed_out"] += 1
             self.rate_log.log(logging.WARNING, f"timeout {run.script}", "event handler %s killed: still "
