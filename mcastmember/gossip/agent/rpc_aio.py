@@ -12,11 +12,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from typing import Any
 
 from ..._runtime.watch import LoopWatch
 from .rpc_io import RpcSockets, seed_addresses
-from .rpc_server import Action, JoinAction, LeaveAction, RpcConfig, RpcServer
+from .rpc_server import Action, AsyncMember, JoinAction, LeaveAction, RpcConfig, RpcServer
 
 log = logging.getLogger("mcastmember")
 
@@ -28,8 +27,9 @@ class AsyncRpc(RpcSockets):
     """``AsyncRpc(service, config).start()`` on the running loop; ``stop()``
     (the service's own stop calls it)."""
 
-    def __init__(self, member: Any, config: RpcConfig) -> None:
+    def __init__(self, member: AsyncMember, config: RpcConfig) -> None:
         super().__init__(member, config)
+        self.member: AsyncMember = member
         self._loop: asyncio.AbstractEventLoop | None = None
         self._scheduled = False
         self._jobs: asyncio.Queue[Action] | None = None
@@ -111,10 +111,10 @@ class AsyncRpc(RpcSockets):
             try:
                 done = await self.member.join(addrs, ignore_old=not action.replay)
                 joined, errors = done.joined, errors + list(done.errors)
-            except (TimeoutError, RuntimeError) as error:
-                errors.append(str(error))
-        error = "" if joined else "; ".join(errors) or "no seed given"
-        self.post(lambda server: server.join_done(action, joined, error))
+            except (TimeoutError, RuntimeError) as failure:
+                errors.append(str(failure))
+        said = "" if joined else "; ".join(errors) or "no seed given"
+        self.post(lambda server: server.join_done(action, joined, said))
 
     async def _leave(self, action: LeaveAction) -> None:
         log.info("agent RPC: graceful leave asked")

@@ -41,7 +41,7 @@ from typing import Any, Protocol, Union
 from ..._runtime.listen import ConnectionShares
 from ..serf import messages
 from ..serf.buffers import TAG_REGEXPS
-from ..serf.events import (GossipMember, KeyResult, QueryAnswer, QueryFinished, QueryReceived, SerfMemberEvent,
+from ..serf.events import (GossipMember, JoinDone, KeyResult, LeaveDone, QueryAnswer, QueryFinished, QueryReceived, SerfMemberEvent,
                            UserEventReceived, serf_event_type)
 from ..serf.layout import INTERNAL_QUERY_PREFIX, MemberStatus
 from ..serf.node import SerfNode
@@ -95,6 +95,26 @@ class RpcMember(Protocol):
     def cached_coordinate(self, name: str) -> messages.Coordinate | None: ...
     def coordinate(self) -> messages.Coordinate: ...
     def force_leave(self, name: str, prune: bool = False) -> None: ...
+    def add_listener(self, listener: Callable[[Any], object], replay: bool = False) -> None: ...
+    def remove_listener(self, listener: Callable[[Any], object]) -> None: ...
+
+
+class ThreadMember(RpcMember, Protocol):
+    """A threaded front (SerfService): its join, leave and stop wait."""
+
+    def join(self, seeds: Iterable[tuple[str, int]], timeout: float = 10.0,
+             ignore_old: bool | None = None) -> JoinDone: ...
+    def leave(self, timeout: float = 15.0) -> LeaveDone: ...
+    def stop(self, timeout: float | None = 5.0) -> None: ...
+
+
+class AsyncMember(RpcMember, Protocol):
+    """An asyncio front (AsyncSerfService): its join, leave and stop are awaited."""
+
+    async def join(self, seeds: Iterable[tuple[str, int]], timeout: float = 10.0,
+                   ignore_old: bool | None = None) -> JoinDone: ...
+    async def leave(self, timeout: float = 15.0) -> LeaveDone: ...
+    async def stop(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -428,12 +448,12 @@ class RpcServer:
         if op != "list":
             try:
                 raw = base64.b64decode(codec.text_field(body, "Key"), validate=True)
-            except (binascii.Error, ValueError) as error:
-                conn.answer(seq, f"illegal base64 data: {error}", _key_body(None, op))
+            except (binascii.Error, ValueError) as bad:
+                conn.answer(seq, f"illegal base64 data: {bad}", _key_body(None, op))
                 return
-        error = self._attempt(lambda: self.member.key_operation(op, raw))
-        if error:
-            conn.answer(seq, error, _key_body(None, op))
+        refused = self._attempt(lambda: self.member.key_operation(op, raw))
+        if refused:
+            conn.answer(seq, refused, _key_body(None, op))
             return
         conn.pending += 1
         self._key_ops.append((conn, seq, op))
@@ -631,5 +651,5 @@ class LogFeed(logging.Handler):
             self.handleError(record)
 
 
-__all__ = ["COUNTERS", "LOG_LEVELS", "Action", "JoinAction", "LeaveAction", "LogFeed", "RpcConfig", "RpcConnection",
+__all__ = ["COUNTERS", "LOG_LEVELS", "Action", "AsyncMember", "JoinAction", "ThreadMember", "LeaveAction", "LogFeed", "RpcConfig", "RpcConnection",
            "RpcLimits", "RpcMember", "RpcServer", "agent_stats", "log_line"]

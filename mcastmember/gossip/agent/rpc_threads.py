@@ -18,9 +18,9 @@ import socket
 import threading
 from typing import Any
 
-from ..._runtime.watch import SelectorWatch, drain
-from .rpc_io import READ, RpcSockets, seed_addresses
-from .rpc_server import Action, JoinAction, LeaveAction, RpcConfig, RpcMember, RpcServer
+from ..._runtime.watch import READ, SelectorWatch, drain
+from .rpc_io import RpcSockets, seed_addresses
+from .rpc_server import Action, JoinAction, LeaveAction, RpcConfig, RpcServer, ThreadMember
 
 log = logging.getLogger("mcastmember")
 
@@ -34,8 +34,9 @@ class ThreadedRpc(RpcSockets):
     """``ThreadedRpc(service, config).start()``; ``stop()`` (the service's own
     stop calls it)."""
 
-    def __init__(self, member: Any, config: RpcConfig) -> None:
+    def __init__(self, member: ThreadMember, config: RpcConfig) -> None:
         super().__init__(member, config)
+        self.member: ThreadMember = member
         self._sel = selectors.DefaultSelector()
         self._watcher = SelectorWatch(self._sel)
         self._wake_r, self._wake_w = socket.socketpair()
@@ -123,10 +124,10 @@ class ThreadedRpc(RpcSockets):
             try:
                 done = self.member.join(addrs, ignore_old=not action.replay)
                 joined, errors = done.joined, errors + list(done.errors)
-            except (TimeoutError, RuntimeError) as error:
-                errors.append(str(error))
-        error = "" if joined else "; ".join(errors) or "no seed given"
-        self.post(lambda server: server.join_done(action, joined, error))
+            except (TimeoutError, RuntimeError) as failure:
+                errors.append(str(failure))
+        said = "" if joined else "; ".join(errors) or "no seed given"
+        self.post(lambda server: server.join_done(action, joined, said))
 
     def _leave(self, action: LeaveAction) -> None:
         log.info("agent RPC: graceful leave asked")
@@ -145,7 +146,7 @@ class ThreadedRpc(RpcSockets):
         self.member.stop()
 
 
-def start_threaded_rpc(member: RpcMember, config: RpcConfig) -> ThreadedRpc:
+def start_threaded_rpc(member: ThreadMember, config: RpcConfig) -> ThreadedRpc:
     return ThreadedRpc(member, config).start()
 
 
