@@ -1,6 +1,7 @@
 """Debian's ``serf`` CLI itself against a Python member's agent RPC, each
 verb beside the same verb against Debian's agent in the same cluster:
 ``members`` (and its filters, JSON), ``info``, ``event``, ``query``,
+``reachability``,
 ``tags``, ``keys`` (list, install, use, remove), ``rtt``, ``monitor``,
 ``join``, ``force-leave`` and ``leave``, all with ``-rpc-auth``, and the
 same refusal without it. The outputs' shapes are compared (the members,
@@ -105,6 +106,10 @@ def test_the_serf_cli_reads_a_python_member_as_it_reads_an_agent(cluster):
         assert (lines[0], sorted(lines[1:3]), lines[3:]) == (
             "Query 'whoami' dispatched", ["Ack from 'go1'", "Ack from 'py1'"],
             ["Total Acks: 2", "Total Responses: 0"]), rpc
+    # reachability: the internal ping query, through the Python member
+    assert ok("reachability", py).splitlines() == ["Total members: 2, live members: 2",
+                                                   "Starting reachability test...",
+                                                   "Successfully contacted all live nodes"]
     # tags: set through the Python member's RPC, seen by the agent
     assert ok("tags", py, "-set", "zone=a") == "Successfully updated agent tags\n"
     wait_until(lambda: members(agent) == [("go1", "alive", ""), ("py1", "alive", "a")])
