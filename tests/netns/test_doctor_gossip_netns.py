@@ -103,3 +103,18 @@ def test_another_members_address_fails(lan, capsys):
         "detail": "--advertise 10.250.0.1:7946 is not this host's, and it answers from elsewhere: a connection "
                   "to it reached another listener, not 10.250.0.2:7946 (another member's address?)",
         "fix": "--advertise this host's address (or its NAT's) instead of 10.250.0.1"}
+
+
+def test_bound_to_every_address_the_address_chosen_to_advertise_is_checked(lan, capsys):
+    # a default route, so that the host has an address to choose (the one its routes send from)
+    route = ["ip", "-n", lan.hosts[1], "route", "{}", "default", "dev", "eth0"]
+    subprocess.run([w.format("add") for w in route], check=True, capture_output=True, timeout=30)
+    try:
+        run_in_netns(lan.hosts[1], main, ["doctor", "--gossip", "--bind", "0.0.0.0", "--join", NOBODY,
+                                          "--node", "doc", "--wait", "0.3", "--json"])
+    finally:
+        subprocess.run([w.format("del") for w in route], capture_output=True, timeout=30)
+    checks = json.loads(capsys.readouterr().out)["checks"]
+    assert checks[1] == {"name": "advertise", "status": "pass",
+                         "detail": "10.250.0.2:7946 is this host's, and the member binds every address "
+                                   "(0.0.0.0:7946): the address chosen to advertise", "fix": None}
