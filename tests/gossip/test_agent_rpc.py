@@ -21,6 +21,10 @@ from rpc_client import FAST, FRONTS, RpcClient, on_front  # noqa: E402
 from support import free_gossip_port, wait_until  # noqa: E402
 
 
+#: a member that stops is marked failed within half a second or so
+QUICK_FAILURE = {"suspicion_mult": 1, "suspicion_max_timeout_mult": 1, "probe_interval": 0.1, "probe_timeout": 0.05}
+
+
 def record(name, port, tags, addr=b"\x7f\x00\x00\x01", status="alive"):
     """A member as Serf's agent lists it (its RPC's Member)."""
     return {"Addr": addr, "DelegateCur": 5, "DelegateMax": 5, "DelegateMin": 2, "Name": name, "Port": port,
@@ -29,7 +33,7 @@ def record(name, port, tags, addr=b"\x7f\x00\x00\x01", status="alive"):
 
 def second_member(**settings):
     """py2 on 127.0.0.2, answering every query it gets with b"py2 here"."""
-    svc = SerfService("py2", "127.0.0.2", free_gossip_port("127.0.0.2"), tags={"role": "db"}, **FAST, **settings)
+    svc = SerfService("py2", "127.0.0.2", free_gossip_port("127.0.0.2"), tags={"role": "db"}, **{**FAST, **settings})
     svc.add_listener(lambda e: svc.respond(e, b"py2 here") if isinstance(e, QueryReceived) else None)
     return svc.start()
 
@@ -140,7 +144,7 @@ def test_a_query_streams_its_acks_responses_and_end(front):
             assert client.call("query", {"Name": "_serf_x", "Payload": b""})[0]["Error"] == \
                 "Queries cannot contain the '_serf_' prefix"
             seq = client.send("query", {"Name": "whoami", "Payload": b"?", "RequestAck": True,
-                                        "Timeout": 1_000_000_000, "FilterNodes": [], "FilterTags": {},
+                                        "Timeout": 400_000_000, "FilterNodes": [], "FilterTags": {},
                                         "RelayFactor": 0})
             assert client.read() == {"Error": "", "Seq": seq}
             records = []
@@ -165,7 +169,7 @@ def test_a_streamed_query_is_answered_by_respond(front):
             asker.handshake()
             stream = watcher.send("stream", {"Type": "query:ping-me"})
             assert watcher.read() == {"Error": "", "Seq": stream}
-            seq = asker.send("query", {"Name": "ping-me", "Payload": b"hi", "Timeout": 800_000_000})
+            seq = asker.send("query", {"Name": "ping-me", "Payload": b"hi", "Timeout": 300_000_000})
             assert asker.read() == {"Error": "", "Seq": seq}
             query = watcher.record(stream)
             assert {k: query[k] for k in ("Event", "ID", "Name", "Payload")} == {
@@ -222,7 +226,7 @@ def test_keys_are_listed_installed_used_and_removed(front):
 @pytest.mark.parametrize("front", FRONTS)
 def test_force_leave_marks_a_failed_member_left_and_leave_stops_the_member(front):
     def work(svc, on):
-        py2 = second_member(suspicion_mult=1, suspicion_max_timeout_mult=1)
+        py2 = second_member(**QUICK_FAILURE)
         on(lambda: svc.join([("127.0.0.2", py2.port)]))
         wait_until(lambda: len(on(svc.members)) == 2)
         py2.stop()          # no leave: it fails
@@ -236,7 +240,7 @@ def test_force_leave_marks_a_failed_member_left_and_leave_stops_the_member(front
             assert client.call("leave") == ({"Error": "", "Seq": 4}, None)
             wait_until(lambda: not svc.running)
 
-    on_front(front, work, suspicion_mult=1, suspicion_max_timeout_mult=1)
+    on_front(front, work, leave_propagate_delay=0.1, **QUICK_FAILURE)
 
 
 @pytest.fixture
