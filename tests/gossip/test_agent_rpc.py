@@ -95,7 +95,8 @@ def test_members_filtered_members_tags_and_info_are_the_agents(front):
             assert client.call("tags", {"Tags": {"zone": "a"}, "DeleteTags": ["role"]})[0]["Error"] == ""
             assert on(lambda: svc.node.tags) == {"zone": "a"}
             info = client.call("stats")[1]
-            assert (info["agent"], info["tags"], info["event_handlers"]) == ({"name": "py1"}, {"zone": "a"}, {})
+            assert (info["agent"], info["tags"], info["event_handlers"]) == (
+                {"name": "py1"}, {"zone": "a"}, {"user:deploy": "true", "member-join:": "true"})
             assert {k: info["serf"][k] for k in ("members", "failed", "left", "encrypted")} == {
                 "members": "2", "failed": "0", "left": "0", "encrypted": "false"}
             own = client.call("get-coordinate", {"Node": "py1"})[1]
@@ -103,7 +104,7 @@ def test_members_filtered_members_tags_and_info_are_the_agents(front):
             assert (own["Ok"], len(own["Coord"]["Vec"]), unknown["Ok"]) == (True, 8, False)
 
     try:
-        on_front(front, work, tags={"role": "py"})
+        on_front(front, work, tags={"role": "py"}, event_handlers=("user:deploy,member-join=true",))
     finally:
         py2.stop()
 

@@ -234,3 +234,18 @@ def parse_event_filter(text: str) -> list[tuple[str, str]] | None:
 
 def filter_matches(filters: Iterable[tuple[str, str]], kind: str, name: str) -> bool:
     return any(event == "*" or (event == kind and (not wanted or wanted == name)) for event, wanted in filters)
+
+
+def handler_entries(specs: Iterable[str]) -> dict[str, str]:
+    """``serf info``'s event_handlers section, as the agent fills it: each
+    filter of each ``[FILTER=]SCRIPT`` as ``EVENT:NAME`` (``*:`` for every
+    event), mapped to its script."""
+    out = {}
+    for spec in specs:
+        text, equals, script = spec.partition("=")
+        if not equals:
+            text, script = "", spec
+        for filt in text.split(",") if text else ["*"]:
+            event, _, name = filt.partition(":") if filt.startswith(("user:", "query:")) else (filt, "", "")
+            out[f"{event}:{name}"] = script
+    return out

@@ -77,6 +77,8 @@ class RpcConfig:
     port: int
     auth: str = ""
     limits: RpcLimits = field(default_factory=RpcLimits)
+    #: the member's ``event_handlers`` (``[FILTER=]SCRIPT``), which ``serf info`` lists
+    event_handlers: tuple[str, ...] = ()
 
 
 class RpcMember(Protocol):
@@ -260,6 +262,7 @@ class RpcServer:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.member = member
         self.auth = config.auth
+        self.event_handlers = codec.handler_entries(config.event_handlers)
         self.limits = config.limits
         self.counts: dict[str, int] = dict.fromkeys(COUNTERS, 0)
         share = max(1, config.limits.max_connections // 2)
@@ -433,7 +436,7 @@ class RpcServer:
         conn.answer(seq, self._attempt(lambda: self.member.set_tags(tags)))
 
     def _stats(self, conn: RpcConnection, seq: int, body: Mapping[str, Any]) -> None:
-        conn.answer(seq, body=agent_stats(self.member))
+        conn.answer(seq, body=agent_stats(self.member, self.event_handlers))
 
     def _coordinate(self, conn: RpcConnection, seq: int, body: Mapping[str, Any]) -> None:
         name = codec.text_field(body, "Node")
@@ -610,7 +613,8 @@ def log_line(levelno: int, message: str, when: float | None = None) -> str:
     return f"{stamp} [{level}] {message}"
 
 
-def agent_stats(member: RpcMember) -> dict[str, dict[str, str]]:
+def agent_stats(member: RpcMember, event_handlers: Mapping[str, str] | None = None
+                ) -> dict[str, dict[str, str]]:
     """``serf info``'s sections, as the agent fills them."""
     node = member.node
     stats = member.stats()
@@ -628,7 +632,7 @@ def agent_stats(member: RpcMember) -> dict[str, dict[str, str]]:
                "max_procs": str(os.cpu_count() or 1), "goroutines": str(threading.active_count()),
                "cpu_count": str(os.cpu_count() or 1)}
     return {"agent": {"name": node.name}, "runtime": runtime, "serf": serf, "tags": node.tags,
-            "event_handlers": {}}
+            "event_handlers": dict(event_handlers or {})}
 
 
 class LogFeed(logging.Handler):

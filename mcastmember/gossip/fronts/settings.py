@@ -421,7 +421,7 @@ def _rpc(given: Mapping[str, Any]) -> RpcConfig | None:
     host, port = parse_address(given["rpc_addr"], RPC_PORT, "rpc_addr")
     limits = RpcLimits(given["rpc_max_connections"], given["rpc_max_request"], given["rpc_max_pending"],
                        given["rpc_max_streams"], given["rpc_stream_queue"])
-    return RpcConfig(host, port, given["rpc_auth"] or "", limits)
+    return RpcConfig(host, port, given["rpc_auth"] or "", limits, tuple(given["event_handlers"]))
 
 
 def _retry_join(given: Mapping[str, Any]) -> RetryJoin | None:
