@@ -216,6 +216,29 @@ def test_python_query_handlers_answer_off_the_io(front):
                                     "handler_responses_truncated": 1}
 
 
+@pytest.mark.parametrize("front", FRONTS)
+def test_a_python_answer_too_late_is_dropped_and_counted(front):
+    """Past handler_timeout: timed out, no answer; within it but past the
+    query's deadline: refused by the node, counted."""
+    def work(a, on):
+        on(lambda: a.on_query("slow", lambda r: time.sleep(0.5) or b"late"))
+        on(lambda: a.on_query("after", lambda r: time.sleep(0.15) or b"after the deadline"))
+        with SerfService("b", "127.0.0.1", free_gossip_port(), **FAST) as b:
+            seen = []
+            b.add_listener(seen.append)
+            b.join([("127.0.0.1", a.port)])
+            b.query("slow", b"", timeout=1.0)
+            b.query("after", b"", timeout=0.05)
+            wait_until(lambda: on(a.stats)["handler_responses_refused"] == 1 and
+                       on(a.stats)["handlers_timed_out"] == 1)
+            return [e for e in seen if isinstance(e, QueryAnswer) and e.from_ == "a"], on(a.stats)
+
+    answers, stats = on_front(front, {"handler_timeout": 0.3, "handler_concurrency": 2}, work)
+    assert answers == []
+    assert handler_stats(stats) == {**ZERO, "handlers_ok": 1, "handlers_timed_out": 1,
+                                    "handler_responses_refused": 1}
+
+
 def test_a_query_handler_must_be_callable():
     svc = SerfService("a", "127.0.0.1", 7000)
     with pytest.raises(TypeError, match="a query handler is a callable, not 'x'"):
