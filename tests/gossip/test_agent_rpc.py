@@ -3,11 +3,14 @@ raw msgpack client: each command answers with the agent's own shapes
 (headers, bodies, stream records), the handshake and the token come first,
 streams carry what their filter names until stopped, a query streams its
 acks, responses and end, a monitor the log lines at its level and above,
-and a leave asked by RPC stops the member. Loopback only, about a second
+and a leave asked by RPC stops the member (and ends mcast-demo gossip,
+whose --rpc-addr is checked as the setting). Loopback only, under a second
 each."""
 
 import base64
 import logging
+import shutil
+import subprocess
 import sys
 import types
 
@@ -18,7 +21,7 @@ pytest.importorskip("msgpack")
 from mcastmember.gossip.fronts.service import SerfService  # noqa: E402
 from mcastmember.gossip.serf.events import QueryReceived  # noqa: E402
 from rpc_client import FAST, FRONTS, RpcClient, on_front  # noqa: E402
-from support import free_gossip_port, wait_until  # noqa: E402
+from support import free_gossip_port, free_tcp_port, wait_until  # noqa: E402
 
 
 #: a member that stops is marked failed within half a second or so
@@ -275,3 +278,42 @@ def test_serfclient_from_pypi_lists_members_sends_an_event_and_streams(front, se
         return {k: got[k] for k in ("Event", "Name", "Payload")}
 
     assert on_front(front, work, tags={"role": "py"}) == {"Event": "user", "Name": "deploy", "Payload": b"v10"}
+
+
+DEMO = [shutil.which("mcast-demo")] if shutil.which("mcast-demo") else [sys.executable, "-m", "mcastmember"]
+
+
+def test_the_demo_answers_on_its_rpc_address_and_a_serf_leave_ends_it():
+    rpc = ("127.0.0.1", free_tcp_port())
+    demo = subprocess.Popen(DEMO + ["gossip", "--bind", f"127.0.0.1:{free_gossip_port()}", "--node", "d1",
+                                    "--rpc-addr", f"{rpc[0]}:{rpc[1]}", "--rpc-auth", "tok", "--json"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd="/")
+    try:
+        wait_until(lambda: _answers(rpc), message="the demo's RPC")
+        with RpcClient(rpc) as client:
+            client.handshake(auth="tok")
+            assert [m["Name"] for m in client.call("members")[1]["Members"]] == ["d1"]
+            assert client.call("leave") == ({"Error": "", "Seq": 4}, None)
+        assert (demo.wait(15), demo.stderr.read()) == (0, "")
+    finally:
+        demo.kill()
+        demo.wait()
+
+
+def _answers(addr):
+    try:
+        with RpcClient(addr, timeout=1.0) as client:
+            client.handshake()
+            return True
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("value, said", [
+    ("nope", "--rpc-addr 'nope': 'nope' is not an IP address"),
+    ("127.0.0.1:0", "--rpc-addr '127.0.0.1:0': port '0' is not between 1 and 65535"),
+])
+def test_a_bad_rpc_address_is_one_sentence_and_status_2(value, said):
+    done = subprocess.run(DEMO + ["gossip", "--rpc-addr", value], capture_output=True, text=True, cwd="/",
+                          timeout=30)
+    assert (done.returncode, done.stdout, done.stderr) == (2, "", f"mcast-demo gossip: error: {said}\n")
