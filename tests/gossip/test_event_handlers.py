@@ -94,6 +94,7 @@ def test_each_event_kind_gets_serfs_environment_and_stdin(front, tmp_path):
             wait_until(lambda: len(records(tmp_path)) == 8)          # b left, then was reaped
             c.stop()
             wait_until(lambda: len(records(tmp_path)) == 10)         # c failed, then was reaped
+            wait_until(lambda: on(a.stats)["handlers_ok"] == 10)      # the last run's end counted too
             return query, on(a.stats)
 
     query, stats = on_front(front, {"event_handlers": ["*=" + RECORD.format(dir=tmp_path)],
