@@ -12,6 +12,8 @@ its membership; its flags, as Serf's agent spells them, are the doctor's too
                       [--reconnect-timeout D] [--tombstone-timeout D] [--json] [--duration S]
                       [--metrics-port PORT [--metrics-address ADDR] [--metrics-prefix NAME]]
                       [--rpc-addr ADDR:PORT] [--rpc-auth TOKEN]
+                      [--event-handler [FILTER=]SCRIPT]... [--handler-timeout D]
+                      [--handler-concurrency N] [--handler-queue N]
 
 Durations (D) are written as Serf's agent takes them, in Go's syntax: "30s",
 "24h", "1m30s".
