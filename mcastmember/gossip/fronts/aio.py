@@ -110,6 +110,7 @@ class AsyncSerfService(GossipFront):
             return
         if self._rpc is not None:
             self._rpc.stop()
+        assert isinstance(self._handlers, AsyncHandlers)
         await self._handlers.close()
         if self._inert:
             self._close_copies()    # a forked child's copy: the loop's epoll is the parent's too
