@@ -56,6 +56,8 @@ LOG_LEVELS = {"TRACE": 0, "DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": 
               "ERR": logging.ERROR}
 #: answers waiting to be written past which a connection is not read further
 OUT_HIGH_WATER = 1 << 20
+#: bytes handed to one write at most
+SEND_CHUNK = 256 * 1024
 #: query ids a connection's streams handed out that ``respond`` may name, the oldest forgotten first
 MAX_RESPONDABLE = 256
 
@@ -199,8 +201,9 @@ class RpcConnection:
                 and len(self._out) < OUT_HIGH_WATER)
 
     def data(self) -> bytes:
-        """What is waiting to be written."""
-        return bytes(self._out)
+        """What is waiting to be written, its first SEND_CHUNK bytes at most
+        (a copy per write: never all of a large answer each time)."""
+        return bytes(self._out[:SEND_CHUNK])
 
     def wants_write(self) -> bool:
         return bool(self._out)

@@ -47,6 +47,8 @@ class ThreadedRpc(RpcSockets):
         self._worker: threading.Thread | None = None
         self._jobs: queue.SimpleQueue[Action | None] = queue.SimpleQueue()
         self._answered = threading.Event()
+        #: an RPC leave is under way: a stop waits for its answer to be written
+        self._leaving = False
 
     def start(self) -> ThreadedRpc:
         self._sel.register(self._wake_r, READ)
@@ -60,6 +62,10 @@ class ThreadedRpc(RpcSockets):
     def stop(self, timeout: float = 5.0) -> None:
         if not self._running:
             return
+        if self._leaving and threading.current_thread() is not self._worker:
+            # the member stopped by someone who saw our leave end (mcast-demo on its
+            # LeaveDone): the leave's answer is written first
+            self._answered.wait(ANSWER_WAIT_S)
         self._running = False
         self.member.remove_listener(self.on_event)
         self._poke()
@@ -131,6 +137,8 @@ class ThreadedRpc(RpcSockets):
 
     def _leave(self, action: LeaveAction) -> None:
         log.info("agent RPC: graceful leave asked")
+        self._answered.clear()
+        self._leaving = True
         try:
             error = self.member.leave().error
         except (TimeoutError, RuntimeError) as failure:
@@ -140,7 +148,6 @@ class ThreadedRpc(RpcSockets):
             server.leave_done(action, error)
             self._answering = action.conn
 
-        self._answered.clear()
         self.post(answer)
         self._answered.wait(ANSWER_WAIT_S)
         self.member.stop()
