@@ -189,8 +189,12 @@ def test_a_streamed_query_is_answered_by_respond(front):
 @pytest.mark.parametrize("front", FRONTS)
 def test_a_monitor_gets_the_log_lines_at_its_level_and_above(front, monkeypatch):
     monkeypatch.setattr(logging.getLogger("mcastmember"), "level", logging.DEBUG)
+    handlers = list(logging.getLogger("mcastmember").handlers)
 
     def work(svc, on):
+        # the lines are taken by a filter: no handler added, so an application that
+        # configured no logging still gets Python's last-resort output of warnings
+        assert logging.getLogger("mcastmember").handlers == handlers
         with RpcClient(svc.rpc_address) as client:
             client.handshake()
             assert client.call("monitor", {"LogLevel": "loud"})[0]["Error"] == "Unknown log level: LOUD"

@@ -105,11 +105,11 @@ class RpcSockets(abc.ABC):
                                        f"{error.strerror or error}") from None
         self.address = self._listener.getsockname()[:2]
         self._watch(self._listener, READ)
-        logging.getLogger("mcastmember").addHandler(self._feed)
+        logging.getLogger("mcastmember").addFilter(self._feed)
         log.info("agent RPC listening on %s:%d", *self.address)
 
     def _close(self) -> None:
-        logging.getLogger("mcastmember").removeHandler(self._feed)
+        logging.getLogger("mcastmember").removeFilter(self._feed)
         for sock in list(self._by_sock):
             self._drop(sock)
         if self._listener is not None:

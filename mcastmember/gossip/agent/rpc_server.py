@@ -638,24 +638,27 @@ def agent_stats(member: RpcMember, event_handlers: Mapping[str, str] | None = No
             "event_handlers": dict(event_handlers or {})}
 
 
-class LogFeed(logging.Handler):
+class LogFeed(logging.Filter):
     """The ``mcastmember`` logger's lines, as the agent writes them, to a
     callable (the front's: it hands them to its server on its own thread).
-    Lines below every monitor's level are skipped here, cheaply."""
+    A filter on the logger, never a handler: a handler would count as the
+    application's logging being configured, and Python's last-resort
+    output of warnings (when it is not) would stop. Passes every record;
+    those below every monitor's level are skipped here, cheaply."""
 
     def __init__(self, sink: Callable[[int, str], None], least: Callable[[], int | None]) -> None:
-        super().__init__(logging.NOTSET)
+        super().__init__()
         self._sink = sink
         self._least = least
 
-    def emit(self, record: logging.LogRecord) -> None:
+    def filter(self, record: logging.LogRecord) -> bool:
         least = self._least()
-        if least is None or record.levelno < least:
-            return
-        try:
-            self._sink(record.levelno, log_line(record.levelno, record.getMessage(), record.created))
-        except Exception:       # a log line never fails its caller
-            self.handleError(record)
+        if least is not None and record.levelno >= least:
+            try:
+                self._sink(record.levelno, log_line(record.levelno, record.getMessage(), record.created))
+            except Exception:       # a log line never fails its caller
+                pass
+        return True
 
 
 __all__ = ["COUNTERS", "LOG_LEVELS", "Action", "AsyncMember", "JoinAction", "ThreadMember", "LeaveAction", "LogFeed", "RpcConfig", "RpcConnection",
