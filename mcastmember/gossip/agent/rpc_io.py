@@ -22,7 +22,8 @@ from ..._runtime.listen import AcceptBackoff
 from ..._runtime.ratelimit import RateLimitedLog
 from ..._runtime.watch import READ, WRITE, LoopWatch, SelectorWatch
 from ..fronts.addresses import parse_address
-from .rpc_server import Action, LogFeed, RpcConfig, RpcConnection, RpcMember, RpcServer
+from .rpc_log import LogFeed
+from .rpc_server import Action, RpcConfig, RpcConnection, RpcMember, RpcServer
 
 log = logging.getLogger("mcastmember")
 

@@ -41,19 +41,17 @@ from typing import Any, Protocol, Union
 from ..._runtime.listen import ConnectionShares
 from ..serf import messages
 from ..serf.buffers import TAG_REGEXPS
-from ..serf.events import (GossipMember, JoinDone, KeyResult, LeaveDone, QueryAnswer, QueryFinished, QueryReceived, SerfMemberEvent,
-                           UserEventReceived, serf_event_type)
+from ..serf.events import (GossipMember, JoinDone, KeyResult, LeaveDone, QueryAnswer, QueryFinished,
+                           QueryReceived, SerfMemberEvent, UserEventReceived, serf_event_type)
 from ..serf.layout import INTERNAL_QUERY_PREFIX, MemberStatus
 from ..serf.node import SerfNode
 from . import rpc_codec as codec
+from .rpc_log import LOG_LEVELS, log_line
 
 #: the RPC's counters, in the member's stats() (both fronts, from the start)
 COUNTERS = ("rpc_connections_accepted", "rpc_connections_refused", "rpc_requests", "rpc_requests_too_big",
             "rpc_requests_bad", "rpc_auth_failures", "rpc_streams_refused", "rpc_records_dropped")
 
-#: Serf's log levels, lowest first, and the Python level each starts at
-LOG_LEVELS = {"TRACE": 0, "DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING,
-              "ERR": logging.ERROR}
 #: answers waiting to be written past which a connection is not read further
 OUT_HIGH_WATER = 1 << 20
 #: bytes handed to one write at most
@@ -608,14 +606,6 @@ def _selected(member: GossipMember, tags: Mapping[str, str], status: str, name: 
     return not name or TAG_REGEXPS.search(f"^{name}$", member.name)
 
 
-def log_line(levelno: int, message: str, when: float | None = None) -> str:
-    """A log line as the agent writes them: ``2006/01/02 15:04:05 [INFO] text``."""
-    level = "ERR" if levelno >= logging.ERROR else "WARN" if levelno >= logging.WARNING else \
-        "INFO" if levelno >= logging.INFO else "DEBUG" if levelno >= logging.DEBUG else "TRACE"
-    stamp = time.strftime("%Y/%m/%d %H:%M:%S", time.localtime(when))
-    return f"{stamp} [{level}] {message}"
-
-
 def agent_stats(member: RpcMember, event_handlers: Mapping[str, str] | None = None
                 ) -> dict[str, dict[str, str]]:
     """``serf info``'s sections, as the agent fills them."""
@@ -638,28 +628,5 @@ def agent_stats(member: RpcMember, event_handlers: Mapping[str, str] | None = No
             "event_handlers": dict(event_handlers or {})}
 
 
-class LogFeed(logging.Filter):
-    """The ``mcastmember`` logger's lines, as the agent writes them, to a
-    callable (the front's: it hands them to its server on its own thread).
-    A filter on the logger, never a handler: a handler would count as the
-    application's logging being configured, and Python's last-resort
-    output of warnings (when it is not) would stop. Passes every record;
-    those below every monitor's level are skipped here, cheaply."""
-
-    def __init__(self, sink: Callable[[int, str], None], least: Callable[[], int | None]) -> None:
-        super().__init__()
-        self._sink = sink
-        self._least = least
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        least = self._least()
-        if least is not None and record.levelno >= least:
-            try:
-                self._sink(record.levelno, log_line(record.levelno, record.getMessage(), record.created))
-            except Exception:       # a log line never fails its caller
-                pass
-        return True
-
-
-__all__ = ["COUNTERS", "LOG_LEVELS", "Action", "AsyncMember", "JoinAction", "ThreadMember", "LeaveAction", "LogFeed", "RpcConfig", "RpcConnection",
-           "RpcLimits", "RpcMember", "RpcServer", "agent_stats", "log_line"]
+__all__ = ["COUNTERS", "Action", "AsyncMember", "JoinAction", "LeaveAction", "RpcConfig", "RpcConnection",
+           "RpcLimits", "RpcMember", "RpcServer", "ThreadMember", "agent_stats"]
