@@ -157,6 +157,6 @@ def test_a_connection_with_its_requests_in_progress_is_not_read_further(front):
                 client.read()
                 order.append(head["Seq"])
             # the members request waited, unread, for the first join to end; then was answered at once
-            return order == [joins[0], members, joins[1]]
+            return order == [joins[0], members, joins[1]], on(svc.stats)["rpc_pending_full"]
 
-    assert on_front(front, hold, rpc_max_pending=2, tcp_timeout=0.25)
+    assert on_front(front, hold, rpc_max_pending=2, tcp_timeout=0.25) == (True, 1)

@@ -50,7 +50,8 @@ from .rpc_log import LOG_LEVELS, log_line
 
 #: the RPC's counters, in the member's stats() (both fronts, from the start)
 COUNTERS = ("rpc_connections_accepted", "rpc_connections_refused", "rpc_requests", "rpc_requests_too_big",
-            "rpc_requests_bad", "rpc_auth_failures", "rpc_streams_refused", "rpc_records_dropped")
+            "rpc_requests_bad", "rpc_auth_failures", "rpc_streams_refused", "rpc_records_dropped",
+            "rpc_pending_full")
 
 #: answers waiting to be written past which a connection is not read further
 OUT_HIGH_WATER = 1 << 20
@@ -422,12 +423,12 @@ class RpcServer:
         conn.answer(seq, self._attempt(lambda: self.member.force_leave(node, codec.bool_field(body, "Prune"))))
 
     def _join(self, conn: RpcConnection, seq: int, body: Mapping[str, Any]) -> None:
-        conn.pending += 1
+        self._hold(conn)
         self._actions.append(JoinAction(conn, seq, tuple(codec.strings_field(body, "Existing")),
                                         codec.bool_field(body, "Replay")))
 
     def _leave(self, conn: RpcConnection, seq: int, body: Mapping[str, Any]) -> None:
-        conn.pending += 1
+        self._hold(conn)
         self._actions.append(LeaveAction(conn, seq))
 
     def _tags(self, conn: RpcConnection, seq: int, body: Mapping[str, Any]) -> None:
@@ -459,7 +460,7 @@ class RpcServer:
         if refused:
             conn.answer(seq, refused, _key_body(None, op))
             return
-        conn.pending += 1
+        self._hold(conn)
         self._key_ops.append((conn, seq, op))
 
     def _stream(self, conn: RpcConnection, seq: int, body: Mapping[str, Any]) -> None:
@@ -524,6 +525,13 @@ class RpcServer:
         conn.answer(seq, self._attempt(lambda: self.member.respond(received, codec.bytes_field(body, "Payload"))))
 
     # -- inside
+    def _hold(self, conn: RpcConnection) -> None:
+        """One more request of ``conn`` in progress; at the bound, its
+        connection is read no further until one ends (counted)."""
+        conn.pending += 1
+        if conn.pending == self.limits.max_pending:
+            self.counts["rpc_pending_full"] += 1
+
     def _refuse_stream(self, conn: RpcConnection, seq: int) -> bool:
         if self.streams_open() < self.limits.max_streams:
             return False

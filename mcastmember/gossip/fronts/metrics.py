@@ -66,6 +66,9 @@ GOSSIP_GAUGES: tuple[SeriesSpec, ...] = (
     ("subscribers", "Listeners and event streams now.", (), _one("subscribers")),
     ("handlers", "Event handler runs going on, and waiting for a slot (handler_concurrency).", ("state",),
      _by({"handlers_running": "running", "handlers_waiting": "waiting"})),
+    ("rpc_connections_open", "Agent RPC connections open now.", (), _one("rpc_connections_open")),
+    ("rpc_streams_open", "Agent RPC streams open now: event streams, monitors, queries in progress.", (),
+     _one("rpc_streams_open")),
 )
 GOSSIP_COUNTERS: tuple[SeriesSpec, ...] = (
     ("bytes", "Bytes on the sockets, by transport and direction.", ("transport", "direction"),
@@ -173,6 +176,18 @@ GOSSIP_COUNTERS: tuple[SeriesSpec, ...] = (
      "query_response_size_limit), refused (too late).", ("outcome",),
      _by({"handler_responses": "sent", "handler_responses_truncated": "truncated",
           "handler_responses_refused": "refused"})),
+    ("rpc_connections", "Agent RPC connections by outcome: accepted, refused (over their source's share of "
+     "rpc_max_connections).", ("outcome",),
+     _by({"rpc_connections_accepted": "accepted", "rpc_connections_refused": "refused"})),
+    ("rpc_requests", "Agent RPC requests handled.", (), _one("rpc_requests")),
+    ("rpc_requests_refused", "Agent RPC requests refused, by reason: too_big (over rpc_max_request, its "
+     "connection closed), bad (no request, its connection closed), auth (no or a wrong token).", ("reason",),
+     _by({"rpc_requests_too_big": "too_big", "rpc_requests_bad": "bad", "rpc_auth_failures": "auth"})),
+    ("rpc_streams_refused", "Agent RPC streams refused at rpc_max_streams.", (), _one("rpc_streams_refused")),
+    ("rpc_records_dropped", "Stream records a slow RPC subscriber lost (rpc_stream_queue).", (),
+     _one("rpc_records_dropped")),
+    ("rpc_pending_full", "Times an RPC connection reached rpc_max_pending requests in progress and was read "
+     "no further until one ended.", (), _one("rpc_pending_full")),
 )
 
 

@@ -165,7 +165,8 @@ class _FrontSettings(TypedDict, total=False):
                                 "closes its connection (``rpc_requests_too_big``)")]
     rpc_max_pending: Annotated[int, Setting(
         RPC_LIMITS.max_pending, "RPC requests of one connection in progress (a join, a key "
-                                "operation); past it the connection is not read until one ends")]
+                                "operation); at it the connection is not read until one ends "
+                                "(``rpc_pending_full``)")]
     rpc_max_streams: Annotated[int, Setting(
         RPC_LIMITS.max_streams, "RPC streams open at once (``stream``, ``monitor``, a query's "
                                 "answers), all connections together; past it one is refused "
