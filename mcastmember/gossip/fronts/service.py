@@ -95,6 +95,8 @@ class SerfService(GossipFront):
         self._wake_w.setblocking(False)
         self._sel = selectors.DefaultSelector()
         self._threads: list[threading.Thread] = []
+        #: held by the one stop() that runs (a stop is final; another waits for it to end)
+        self._stopping = threading.Lock()
 
     # ------------------------------------------------------------- lifecycle
 
@@ -138,6 +140,12 @@ class SerfService(GossipFront):
             self._wake_r.close()
             self._wake_w.close()
             return
+        if not self._stopping.acquire(blocking=False):
+            # another thread is stopping it (an RPC leave's, beside the application's):
+            # wait for it to end, unless on the dispatcher, which that stop may be waiting for
+            if threading.current_thread() not in self._threads and self._stopping.acquire(timeout=2 * STOP_WAIT_S):
+                self._stopping.release()
+            return
         if self._rpc is not None:
             self._rpc.stop()
         self._running = False
@@ -160,6 +168,7 @@ class SerfService(GossipFront):
         self._sel.close()
         self._wake_r.close()
         self._wake_w.close()
+        self._stopping.release()
 
     def join(self, seeds: Iterable[tuple[str, int]], timeout: float = 10.0,
              ignore_old: bool | None = None) -> JoinDone:
