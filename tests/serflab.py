@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import shutil
 import signal
 import subprocess
 import sys
@@ -109,6 +110,14 @@ class Agent:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+def netns_skip_reason():
+    """Why agents cannot run on a LAN of namespaces here (no root, no
+    iproute2, no ``serf``), or None."""
+    from netlab import Lan
+    return Lan.available() or (None if shutil.which("serf") else
+                               "Debian's serf agent is not installed (apt-get install serf)")
 
 
 def b64(key):

@@ -32,19 +32,13 @@ pytest.importorskip("cryptography")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from netlab import JsonProcess, Lan, demo_command  # noqa: E402
-from serflab import Agent  # noqa: E402
+from serflab import Agent, netns_skip_reason  # noqa: E402
 from support import wait_until  # noqa: E402
 
 from mcastmember.gossip.serf.snapshot import read_snapshot  # noqa: E402
 
-
-def _skip_reason():
-    return Lan.available() or (None if shutil.which("serf") else
-                               "Debian's serf agent is not installed (apt-get install serf)")
-
-
-pytestmark = [pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or ""),
-              pytest.mark.both_codecs]
+SKIP = netns_skip_reason()
+pytestmark = [pytest.mark.skipif(SKIP is not None, reason=SKIP or ""), pytest.mark.both_codecs]
 
 GO1, GO2, PY, PY2 = 0, 1, 2, 3
 #: how long a step may take before the test fails (each is a second or so)
