@@ -394,6 +394,11 @@ def pyk_status(mixed, name):
 
 
 @pytest.mark.skipif(nft_available() is not None, reason=nft_available() or "")
+# The failure detector's timing against the agents' (a partition, SIGKILLs)
+# is the engine's, one implementation: CI's compiled pass measures it, the
+# pure pass does not repeat it (the pure hot path meets the agents in the
+# other tests here).
+@pytest.mark.single_pass
 def test_a_partition_healed_with_nftables_merges_again(mixed):
     lan = mixed.lan
     side_a, side_b = ["go1", "go3", "py1"], ["go2", "py2", "pyk"]
@@ -451,6 +456,7 @@ def wait_detected(observers, name, killed, bound):
     return seen
 
 
+@pytest.mark.single_pass
 def test_sigkill_is_failed_within_memberlists_bound_both_ways(mixed):
     everyone = ["go1", "go2", "go3", "py1", "py2", "pyk"]
     seen = wait_status(mixed.observers(), everyone, "alive")
