@@ -205,7 +205,9 @@ def test_a_killed_member_rejoins_from_its_snapshot_within_5_s_beside_an_agent_do
     # how much of it the interpreter's start took: until the member listed itself
     up = py.wait_for(lambda i: i.get("member", {}).get("name") == "py")[0] - started
 
-    wait_until(lambda: alive_in_snapshot(snap["go2"], ["go1", "py"]), timeout=STEP, interval=0.05)
+    wait_until(lambda: alive_in_snapshot(snap["go2"], ["go1", "py"]), timeout=STEP, interval=0.05,
+               message=lambda: f"go2's snapshot to list go1 and py alive: it holds "
+                       f"{snap['go2'].read_text()!r}; go2 lists {go2.members()!r}")
     go2.stop(signal.SIGKILL)
     wait_all_list([go1, py], ["go2"], "failed")
     started = time.monotonic()
