@@ -44,8 +44,8 @@ from ..._runtime.dispatch import Listeners
 from ..._runtime.ratelimit import RateLimitedLog
 from ..serf import messages
 from ..serf.layout import MemberStatus
-from ..serf.tags import encode_tags
 from ..serf.retry_join import RetryJoined, RetryJoinFailed
+from ..serf.tags import encode_tags
 from ..memberlist.state import Addr
 from ..memberlist.streams import STREAM_TURN
 from ..._runtime.listen import AcceptBackoff, ConnectionShares, host_key
