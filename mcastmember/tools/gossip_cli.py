@@ -148,7 +148,8 @@ def add_arguments(parser: argparse.ArgumentParser, doctor: bool = False) -> None
                           help="the keys from a keyring file (Serf's: a JSON list of base64 keys, the "
                                "primary first), written again when serf keys changes them")
     security.add_argument("--label", metavar="TEXT",
-                          help="the cluster's label (memberlist >= 0.3's -label): every packet carries it")
+                          help="the cluster's label (memberlist >= 0.3's Label; no Serf agent sets one): "
+                               "every packet and stream carries it")
     handlers = group["handlers"]
     handlers.add_argument("--event-handler", metavar="[FILTER=]SCRIPT", action="append", default=[],
                           help="run SCRIPT with /bin/sh -c for the events FILTER names (member-join, "

@@ -238,7 +238,7 @@ class _MemberlistSettings(TypedDict, total=False):
         _ML["keys"], "encryption keys (16, 24 or 32 bytes each), the primary first", "none: "
                      "no encryption")]
     label: Annotated[bytes, Setting(
-        _ML["label"], "the label every packet carries (memberlist >= 0.3's ``-label``)",
+        _ML["label"], "the label every packet carries (memberlist >= 0.3's ``Label``; no Serf agent sets one)",
         "none")]
     limits: Annotated[Limits, Setting(
         _ML["limits"], "memberlist's wire parsers' bounds", "``Limits()``")]
