@@ -18,6 +18,11 @@ from mcastmember.gossip.memberlist import messages as wire  # noqa: E402
 from mcastmember.gossip.memberlist.layout import MessageType  # noqa: E402
 from mcastmember.gossip.serf import messages as serf  # noqa: E402
 
+# Serf's layer and the decoders beneath it are one implementation (the hot
+# path's matcher has its own fuzzer, run on both): CI's compiled pass runs
+# these (single_pass).
+pytestmark = pytest.mark.single_pass
+
 CORPUS = sorted(fuzz_gossip.CORPUS.glob("*.txt"))
 
 

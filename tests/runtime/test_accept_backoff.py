@@ -19,6 +19,10 @@ import pytest
 
 from support import GROUP, free_gossip_port, free_tcp_port, next_line, wait_until
 
+# The accept loop's backoff is the runtime's, the same over either kernel:
+# CI's compiled pass runs it (single_pass).
+pytestmark = pytest.mark.single_pass
+
 FRONTS = ["tribes-threads", "tribes-asyncio", "gossip-threads", "gossip-asyncio"]
 CONNECTIONS = 300
 # Connections that must be waiting (the Tribes listener's backlog holds 64).
